@@ -1,0 +1,33 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+  name: "bucketfs",
+  platforms: [.macOS(.v15)],
+  products: [
+    .executable(name: "bucketfs", targets: ["bucketfs"]),
+  ],
+  targets: [
+    .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
+    .target(
+      name: "CFuse",
+      cSettings: [.unsafeFlags(["-I/usr/include/fuse3"]), .define("FUSE_USE_VERSION", to: "35")],
+      linkerSettings: [.linkedLibrary("fuse3")]),
+    .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
+    .target(name: "StorageCore", dependencies: ["CCurl", "CCrypto"]),
+    .target(name: "StorageEmulator", dependencies: ["CCrypto"]),
+    .target(name: "BucketFS", dependencies: ["StorageCore", "CCrypto"]),
+    .target(name: "FuseBridge", dependencies: ["BucketFS", "CFuse"]),
+    .target(
+      name: "BucketFSCommand",
+      dependencies: ["StorageCore", "StorageEmulator", "BucketFS", "FuseBridge"]),
+    .executableTarget(name: "bucketfs", dependencies: ["BucketFSCommand"]),
+    .testTarget(name: "StorageCoreTests", dependencies: ["StorageCore", "StorageEmulator"]),
+    .testTarget(name: "StorageEmulatorTests", dependencies: ["StorageEmulator"]),
+    .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "StorageCore"]),
+    .testTarget(
+      name: "MountTests", dependencies: ["BucketFSCommand", "StorageCore", "StorageEmulator"]),
+    .testTarget(name: "CommandTests", dependencies: ["StorageEmulator"]),
+  ],
+  swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,85 @@
+import Foundation
+import StorageCore
+
+/// The command line: picks the command, runs it, turns failures into one line and an exit status.
+public enum BucketFSCLI {
+  static let usage = """
+    usage: bucketfs COMMAND [OPTIONS]
+
+    Commands:
+      mount gs://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o OPT,...]   mount a bucket as a folder
+      serve --root DIR [--port 9199]                                 run the local bucket emulator
+      demo                                                           see scripts/demo.sh
+      ls [-l] [-r] gs://BUCKET[/PREFIX]                              list objects
+      stat [--json] gs://BUCKET/OBJECT                               show an object's metadata
+      cat gs://BUCKET/OBJECT [--range START-END]                     write an object to stdout
+      cp [-r] SRC DST                                                copy between bucket and disk
+      rm [-r] gs://BUCKET/OBJECT                                     delete objects
+      url gs://BUCKET/OBJECT                                         print the download URL
+
+    Options of the object commands:
+      --emulator HOST:PORT   talk to a local emulator (or set FIREBASE_STORAGE_EMULATOR_HOST)
+      --token-file FILE      send the token in FILE (or set BUCKETFS_TOKEN_FILE)
+      --timeout SECONDS      give up on an unresponsive server after this long
+
+    `bucketfs COMMAND --help` describes each command. See also man/bucketfs.1.
+    """
+
+  public static func run(_ argv: [String], environment: [String: String] = ProcessInfo.processInfo.environment) async
+    -> Int32
+  {
+    guard let command = argv.first else {
+      FileHandle.standardError.write(Data((usage + "\n").utf8))
+      return ExitStatus.usage
+    }
+    var args = Arguments(Array(argv.dropFirst()))
+    if command == "--help" || command == "-h" || command == "help" {
+      FileHandle.standardOutput.write(Data((usage + "\n").utf8))
+      return 0
+    }
+    if args.flag("--help", "-h") {
+      FileHandle.standardOutput.write(Data((help(for: command) + "\n").utf8))
+      return 0
+    }
+    do {
+      switch command {
+      case "serve":
+        return try ServeCommand.run(&args)
+      case "mount":
+        return try MountCommand.run(&args, environment: environment)
+      case "ls", "stat", "cat", "cp", "rm", "url":
+        let client = try ClientOptions.parse(&args, environment: environment)
+        switch command {
+        case "ls": return try await ObjectCommands.ls(&args, client)
+        case "stat": return try await ObjectCommands.stat(&args, client)
+        case "cat": return try await ObjectCommands.cat(&args, client)
+        case "rm": return try await ObjectCommands.rm(&args, client)
+        case "url": return try await ObjectCommands.url(&args, client)
+        default: return try await CopyCommand.run(&args, client)
+        }
+      default:
+        throw CommandError.usage("unknown command \(command)\n\n\(usage)")
+      }
+    } catch let error as CommandError {
+      FileHandle.standardError.write(Data("bucketfs \(command): \(error.description)\n".utf8))
+      return error.status
+    } catch {
+      FileHandle.standardError.write(Data("bucketfs \(command): \(error)\n".utf8))
+      return ExitStatus.failure
+    }
+  }
+
+  static func help(for command: String) -> String {
+    switch command {
+    case "serve": return ServeCommand.usage
+    case "mount": return MountCommand.usage
+    case "ls": return ObjectCommands.lsUsage
+    case "stat": return ObjectCommands.statUsage
+    case "cat": return ObjectCommands.catUsage
+    case "rm": return ObjectCommands.rmUsage
+    case "url": return ObjectCommands.urlUsage
+    case "cp": return CopyCommand.usage
+    default: return usage
+    }
+  }
+}

@@ -1,0 +1,204 @@
+import Foundation
+import StorageCore
+
+/// `bucketfs cp SRC DST`: one side a bucket URL, the other a local path or `-`.
+enum CopyCommand {
+  static let usage = """
+    usage: bucketfs cp [-r] [--no-progress] SRC DST
+    Copies between a bucket and the local disk. One side is a gs:// (or v0 https://) URL, the other
+    a local path, or - for stdin/stdout. -r copies every object under a prefix into a folder, or a
+    folder's files under a prefix. Uploads infer the content type from the file extension. A
+    progress bar (bytes, rate, ETA) is drawn when stderr is a terminal.
+    """
+
+  static func isRemote(_ s: String) -> Bool {
+    s.hasPrefix("gs://") || s.hasPrefix("http://") || s.hasPrefix("https://")
+  }
+
+  static func run(_ args: inout Arguments, _ client: ClientOptions) async throws(CommandError) -> Int32 {
+    let recursive = args.flag("-r", "-R", "--recursive")
+    let quiet = args.flag("--no-progress", "-q")
+    let paths = try args.positionals()
+    guard paths.count == 2 else { throw .usage(usage) }
+    let (src, dst) = (paths[0], paths[1])
+    switch (isRemote(src), isRemote(dst)) {
+    case (true, false):
+      let ref = try client.reference(src)
+      if recursive { return try await downloadTree(ref, to: dst, quiet: quiet) }
+      return try await download(ref, to: dst, quiet: quiet)
+    case (false, true):
+      let ref = try client.reference(dst)
+      if recursive { return try await uploadTree(src, to: ref, quiet: quiet) }
+      return try await upload(src, to: ref, keepName: dst.hasSuffix("/"), quiet: quiet)
+    default:
+      throw .usage("cp copies between a bucket URL and a local path; got \(src) and \(dst)")
+    }
+  }
+
+  static func download(_ ref: StorageReference, to dst: String, quiet: Bool) async throws(CommandError) -> Int32 {
+    if dst == "-" {
+      let out = StdoutWriter()
+      do {
+        _ = try await ref.stream { out.write($0) }
+      } catch {
+        throw .storage(error)
+      }
+      return 0
+    }
+    var target = URL(fileURLWithPath: dst)
+    var isDir: ObjCBool = false
+    if FileManager.default.fileExists(atPath: dst, isDirectory: &isDir), isDir.boolValue {
+      target = target.appendingPathComponent(ref.name)
+    }
+    let folder = target.deletingLastPathComponent().path
+    guard FileManager.default.isWritableFile(atPath: folder) else {
+      throw .local(folder, "not a writable folder")
+    }
+    let bar = ProgressBar(label: ref.name)
+    let task = ref.write(toFile: target)
+    if !quiet {
+      task.observe(.progress) { snap in
+        if let p = snap.progress { bar.update(done: p.completedUnitCount, total: p.totalUnitCount) }
+      }
+    }
+    do {
+      try await task.result()
+      if !quiet { bar.finish() }
+    } catch {
+      if !quiet { bar.finish() }
+      throw .storage(error)
+    }
+    return 0
+  }
+
+  static func upload(_ src: String, to ref: StorageReference, keepName: Bool, quiet: Bool) async throws(CommandError)
+    -> Int32
+  {
+    var target = ref
+    if src == "-" {
+      let data = FileHandle.standardInput.readDataToEndOfFile()
+      guard !target.fullPath.isEmpty else { throw .usage("uploading stdin needs an object name") }
+      do {
+        _ = try await target.putDataAsync(data)
+      } catch {
+        throw .storage(error)
+      }
+      return 0
+    }
+    var isDir: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: src, isDirectory: &isDir) else {
+      throw .local(src, "no such file")
+    }
+    if isDir.boolValue { throw .usage("\(src) is a folder: use cp -r") }
+    guard FileManager.default.isReadableFile(atPath: src) else { throw .local(src, "permission denied") }
+    let name = URL(fileURLWithPath: src).lastPathComponent
+    if keepName || target.fullPath.isEmpty { target = target.child(name) }
+    let bar = ProgressBar(label: name)
+    let task = target.putFile(from: URL(fileURLWithPath: src))
+    if !quiet {
+      task.observe(.progress) { snap in
+        if let p = snap.progress { bar.update(done: p.completedUnitCount, total: p.totalUnitCount) }
+      }
+    }
+    do {
+      try await task.result()
+      if !quiet { bar.finish() }
+    } catch {
+      if !quiet { bar.finish() }
+      throw .storage(error)
+    }
+    return 0
+  }
+
+  static func downloadTree(_ ref: StorageReference, to dst: String, quiet: Bool) async throws(CommandError) -> Int32 {
+    var names: [String] = []
+    do {
+      var token: String? = nil
+      repeat {
+        let page = try await ref.listPage(delimiter: nil, pageToken: token)
+        names += page.items
+        token = page.nextPageToken
+      } while token != nil
+    } catch {
+      throw .storage(error)
+    }
+    let base = ref.fullPath.isEmpty ? "" : ref.fullPath + "/"
+    let root = ref.root()
+    let folder = URL(fileURLWithPath: dst)
+    var jobs: [(String, URL)] = []
+    for name in names {
+      let relative = String(name.dropFirst(base.count))
+      // Only names that are safe relative paths become files; others are reported and skipped.
+      let parts = relative.split(separator: "/", omittingEmptySubsequences: false)
+      if relative.isEmpty || relative.hasSuffix("/") { continue }
+      if parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." || $0.utf8.count > 255 }) {
+        FileHandle.standardError.write(Data("bucketfs cp: skipping \(name): not a valid local path\n".utf8))
+        continue
+      }
+      jobs.append((name, folder.appendingPathComponent(relative)))
+    }
+    for (_, file) in jobs {
+      do {
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+      } catch {
+        throw .local(file.deletingLastPathComponent().path, "cannot create the folder")
+      }
+    }
+    let bar = ProgressBar(label: "\(jobs.count) objects")
+    let counter = Counter()
+    let total = Int64(jobs.count)
+    do {
+      try await forEachConcurrently(jobs, limit: 8) { job throws(StorageError) in
+        try await root.object(named: job.0).write(toFile: job.1).result()
+        if !quiet { bar.update(done: counter.increment(), total: total) }
+      }
+    } catch {
+      throw .storage(error)
+    }
+    if !quiet { bar.finish() }
+    return 0
+  }
+
+  static func uploadTree(_ src: String, to ref: StorageReference, quiet: Bool) async throws(CommandError) -> Int32 {
+    let folder = URL(fileURLWithPath: src)
+    var isDir: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: src, isDirectory: &isDir), isDir.boolValue else {
+      throw .local(src, "not a folder")
+    }
+    var files: [(URL, String)] = []
+    let base = folder.standardizedFileURL.path
+    if let walker = FileManager.default.enumerator(atPath: base) {
+      while let relative = walker.nextObject() as? String {
+        var d: ObjCBool = false
+        let full = base + "/" + relative
+        if FileManager.default.fileExists(atPath: full, isDirectory: &d), !d.boolValue {
+          files.append((URL(fileURLWithPath: full), relative))
+        }
+      }
+    }
+    let bar = ProgressBar(label: "\(files.count) files")
+    let counter = Counter()
+    let total = Int64(files.count)
+    do {
+      try await forEachConcurrently(files, limit: 8) { file throws(StorageError) in
+        _ = try await ref.child(file.1).putFileAsync(from: file.0)
+        if !quiet { bar.update(done: counter.increment(), total: total) }
+      }
+    } catch {
+      throw .storage(error)
+    }
+    if !quiet { bar.finish() }
+    return 0
+  }
+}
+
+final class Counter: @unchecked Sendable {
+  private let lock = NSLock()
+  private var value: Int64 = 0
+  func increment() -> Int64 {
+    lock.lock()
+    defer { lock.unlock() }
+    value += 1
+    return value
+  }
+}

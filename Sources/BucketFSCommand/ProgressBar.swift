@@ -1,0 +1,59 @@
+import Foundation
+
+/// A one-line progress bar on stderr (bytes, rate, ETA), drawn only when stderr is a terminal.
+final class ProgressBar: @unchecked Sendable {
+  private let label: String
+  private let enabled: Bool
+  private let started = Date()
+  private var lastDraw = Date.distantPast
+  private let lock = NSLock()
+
+  init(label: String, force: Bool = false) {
+    self.label = label
+    self.enabled = force || isatty(2) == 1
+  }
+
+  func update(done: Int64, total: Int64) {
+    guard enabled else { return }
+    lock.lock()
+    defer { lock.unlock() }
+    let now = Date()
+    guard now.timeIntervalSince(lastDraw) >= 0.1 || done == total else { return }
+    lastDraw = now
+    let elapsed = max(now.timeIntervalSince(started), 0.001)
+    let rate = Double(done) / elapsed
+    var line = "\r\(label)  \(Self.bytes(done))"
+    if total > 0 {
+      let percent = Int(Double(done) * 100 / Double(total))
+      let width = 20
+      let filled = min(width, Int(Double(done) / Double(total) * Double(width)))
+      line += "/\(Self.bytes(total)) [\(String(repeating: "#", count: filled))\(String(repeating: " ", count: width - filled))] \(percent)%"
+      if rate > 0 && done < total {
+        line += " ETA \(Self.duration(Double(total - done) / rate))"
+      }
+    }
+    line += "  \(Self.bytes(Int64(rate)))/s\u{1B}[K"
+    FileHandle.standardError.write(Data(line.utf8))
+  }
+
+  func finish() {
+    guard enabled else { return }
+    FileHandle.standardError.write(Data("\n".utf8))
+  }
+
+  static func bytes(_ n: Int64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(n)
+    var unit = 0
+    while value >= 1024 && unit < units.count - 1 {
+      value /= 1024
+      unit += 1
+    }
+    return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
+  }
+
+  static func duration(_ seconds: Double) -> String {
+    let s = Int(seconds.rounded())
+    return String(format: "%d:%02d", s / 60, s % 60)
+  }
+}

@@ -1,0 +1,13 @@
+#ifndef CCRYPTO_H
+#define CCRYPTO_H
+#include <stddef.h>
+
+// Thin wrappers so Swift sees plain functions (EVP_MD_CTX is opaque and some helpers are macros).
+typedef struct CCryptoDigest CCryptoDigest;
+// kind: 0 = MD5, 1 = SHA-256
+CCryptoDigest *CCrypto_digest_new(int kind);
+void CCrypto_digest_update(CCryptoDigest *d, const void *data, size_t len);
+// Writes the digest into out (at least 32 bytes); returns its length and frees d.
+int CCrypto_digest_final(CCryptoDigest *d, unsigned char *out);
+void CCrypto_digest_free(CCryptoDigest *d);
+#endif

@@ -1,0 +1,112 @@
+internal import CCrypto
+import Foundation
+
+/// MD5 or SHA-256 over streamed bytes, through OpenSSL's libcrypto.
+public final class Digest: @unchecked Sendable {
+  public enum Kind: Int32, Sendable {
+    case md5 = 0
+    case sha256 = 1
+  }
+
+  private var context: OpaquePointer?
+
+  public init(_ kind: Kind) {
+    context = CCrypto_digest_new(kind.rawValue)
+  }
+
+  deinit {
+    if let context { CCrypto_digest_free(context) }
+  }
+
+  public func update(_ bytes: UnsafeRawBufferPointer) {
+    guard let context, let base = bytes.baseAddress, bytes.count > 0 else { return }
+    CCrypto_digest_update(context, base, bytes.count)
+  }
+
+  public func update(_ data: Data) {
+    data.withUnsafeBytes { update($0) }
+  }
+
+  /// The digest; the object cannot be updated afterwards.
+  public func finalize() -> Data {
+    guard let context else { return Data() }
+    self.context = nil
+    var out = [UInt8](repeating: 0, count: 64)
+    let length = CCrypto_digest_final(context, &out)
+    return Data(out.prefix(Int(length)))
+  }
+
+  public static func hex(_ data: Data) -> String {
+    data.map { String(format: "%02x", $0) }.joined()
+  }
+
+  /// The digest of a file's first `length` bytes (all of it when nil).
+  public static func ofFile(_ path: String, kind: Kind, length: Int64? = nil) -> Data? {
+    guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+    defer { try? handle.close() }
+    let digest = Digest(kind)
+    var remaining = length ?? Int64.max
+    while remaining > 0 {
+      let chunk = handle.readData(ofLength: Int(min(remaining, 4 << 20)))
+      if chunk.isEmpty { break }
+      digest.update(chunk)
+      remaining -= Int64(chunk.count)
+    }
+    return digest.finalize()
+  }
+}
+
+/// CRC-32C (Castagnoli), as GCS computes it: table-driven, slicing by 8.
+public struct CRC32C: Sendable {
+  private static let tables: [[UInt32]] = {
+    var tables = [[UInt32]](repeating: [UInt32](repeating: 0, count: 256), count: 8)
+    for i in 0..<256 {
+      var crc = UInt32(i)
+      for _ in 0..<8 { crc = (crc & 1) != 0 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+      tables[0][i] = crc
+    }
+    for i in 0..<256 {
+      for t in 1..<8 {
+        tables[t][i] = (tables[t - 1][i] >> 8) ^ tables[0][Int(tables[t - 1][i] & 0xFF)]
+      }
+    }
+    return tables
+  }()
+
+  public private(set) var value: UInt32 = 0
+
+  public init() {}
+
+  public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    var crc = ~value
+    let t = CRC32C.tables
+    var i = 0
+    let n = bytes.count
+    while i + 8 <= n {
+      let lo = UInt32(bytes[i]) | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]) << 16 | UInt32(bytes[i + 3]) << 24
+      let x = crc ^ lo
+      crc = t[7][Int(x & 0xFF)] ^ t[6][Int((x >> 8) & 0xFF)] ^ t[5][Int((x >> 16) & 0xFF)]
+        ^ t[4][Int(x >> 24)] ^ t[3][Int(bytes[i + 4])] ^ t[2][Int(bytes[i + 5])]
+        ^ t[1][Int(bytes[i + 6])] ^ t[0][Int(bytes[i + 7])]
+      i += 8
+    }
+    while i < n {
+      crc = (crc >> 8) ^ t[0][Int((crc ^ UInt32(bytes[i])) & 0xFF)]
+      i += 1
+    }
+    value = ~crc
+  }
+
+  /// Big-endian bytes in base64, the GCS JSON form.
+  public var base64: String {
+    let v = value
+    return Data([UInt8(v >> 24), UInt8((v >> 16) & 0xFF), UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)])
+      .base64EncodedString()
+  }
+
+  /// True when `text` (decimal as the Firebase emulator writes it, or base64 as GCS does) is this CRC.
+  public func matches(_ text: String) -> Bool {
+    if let decimal = UInt32(text) { return decimal == value }
+    return text == base64
+  }
+}

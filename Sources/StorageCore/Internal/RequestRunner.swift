@@ -1,0 +1,51 @@
+import Foundation
+
+/// Sends one logical request with retries of retryable failures inside a time budget.
+struct RequestRunner: Sendable {
+  let storage: Storage
+  let budget: TimeInterval
+  let object: String
+
+  /// Sends `request` until it succeeds (2xx), fails for good, or the budget runs out.
+  func run(_ request: HTTPRequest, maxBody: Int = 64 << 20) async throws(StorageError) -> HTTPResponse {
+    let (timeouts, initialDelay) = storage.settings.withLock { ($0.timeouts, $0.retryInitialDelay) }
+    let deadline = Date().addingTimeInterval(budget)
+    var backoff = Backoff(initialDelay: initialDelay)
+    while true {
+      var retryAfter: TimeInterval? = nil
+      let failure: StorageError
+      switch await attempt(request, timeouts: timeouts, maxBody: maxBody) {
+      case .success(let response):
+        if (200..<300).contains(response.status) { return response }
+        let error = StorageError.from(status: response.status, object: object, body: response.body)
+        guard Backoff.isRetryable(status: response.status) else { throw error }
+        retryAfter = Backoff.retryAfter(response.head)
+        failure = error
+      case .failure(let error):
+        guard Backoff.isRetryable(error) else { throw StorageError.from(transport: error, object: object) }
+        failure = StorageError.from(transport: error, object: object)
+      }
+      let delay = backoff.nextDelay(retryAfter: retryAfter)
+      if Date().addingTimeInterval(delay) >= deadline {
+        var exhausted = failure
+        exhausted.code = .retryLimitExceeded
+        exhausted.detail = "gave up after \(backoff.attempt) attempts: \(failure.detail)"
+        throw exhausted
+      }
+      try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+      if Task.isCancelled {
+        throw StorageError(code: .cancelled, object: object, detail: "cancelled")
+      }
+    }
+  }
+
+  private func attempt(_ request: HTTPRequest, timeouts: TransportTimeouts, maxBody: Int) async
+    -> Result<HTTPResponse, TransportError>
+  {
+    do {
+      return .success(try await storage.client.send(request, timeouts: timeouts, maxBody: maxBody))
+    } catch {
+      return .failure(error)
+    }
+  }
+}

@@ -1,0 +1,123 @@
+import Foundation
+
+/// An object's metadata: every field of the v0 metadata resource. A value type (the SDK's is a
+/// class) so that it crosses threads freely under strict concurrency.
+public struct StorageMetadata: Sendable, Equatable {
+  public var bucket: String = ""
+  /// The full object name.
+  public var path: String? = nil
+  public var size: Int64 = 0
+  public var generation: Int64 = 0
+  public var metageneration: Int64 = 0
+  public var timeCreated: Date? = nil
+  public var updated: Date? = nil
+  public var md5Hash: String? = nil
+  public var crc32c: String? = nil
+  public var etag: String? = nil
+  public var storageClass: String? = nil
+  public var contentType: String? = nil
+  public var cacheControl: String? = nil
+  public var contentDisposition: String? = nil
+  public var contentEncoding: String? = nil
+  public var contentLanguage: String? = nil
+  public var customMetadata: [String: String]? = nil
+  /// Comma-separated download tokens, as the server sends them.
+  public var downloadTokens: String? = nil
+
+  public init() {}
+
+  /// The last component of `path`.
+  public var name: String? { path.map { String($0.split(separator: "/").last ?? "") } }
+
+  public var isFile: Bool { !(path?.hasSuffix("/") ?? false) }
+
+  /// Decodes the metadata resource; numbers may arrive as strings (v0) or numbers.
+  public init(dictionary: [String: Any]) {
+    func string(_ key: String) -> String? { dictionary[key] as? String }
+    func int(_ key: String) -> Int64 {
+      if let s = dictionary[key] as? String { return Int64(s) ?? 0 }
+      if let n = dictionary[key] as? NSNumber { return n.int64Value }
+      return 0
+    }
+    bucket = string("bucket") ?? ""
+    path = string("name")
+    size = int("size")
+    generation = int("generation")
+    metageneration = int("metageneration")
+    timeCreated = string("timeCreated").flatMap(StorageMetadata.parseDate)
+    updated = string("updated").flatMap(StorageMetadata.parseDate)
+    md5Hash = string("md5Hash")
+    crc32c = string("crc32c")
+    etag = string("etag")
+    storageClass = string("storageClass")
+    contentType = string("contentType")
+    cacheControl = string("cacheControl")
+    contentDisposition = string("contentDisposition")
+    contentEncoding = string("contentEncoding")
+    contentLanguage = string("contentLanguage")
+    if let custom = dictionary["metadata"] as? [String: Any] {
+      var map: [String: String] = [:]
+      for (k, v) in custom {
+        if let s = v as? String { map[k] = s } else if let n = v as? NSNumber { map[k] = n.stringValue }
+      }
+      // GCS keeps the Firebase download tokens as a custom metadata entry.
+      if let tokens = map.removeValue(forKey: "firebaseStorageDownloadTokens"), downloadTokens == nil {
+        downloadTokens = tokens
+      }
+      customMetadata = map
+    }
+    if let tokens = string("downloadTokens") { downloadTokens = tokens }
+  }
+
+  public init(data: Data) throws(StorageError) {
+    guard let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+      throw StorageError(code: .unknown, object: "", detail: "the server sent metadata that is not a JSON object")
+    }
+    self.init(dictionary: json)
+  }
+
+  /// The resource with the protocol's field names (what `bucketfs stat --json` prints).
+  public func dictionaryRepresentation() -> [String: Any] {
+    var d: [String: Any] = ["bucket": bucket]
+    if let path { d["name"] = path }
+    d["size"] = String(size)
+    d["generation"] = String(generation)
+    d["metageneration"] = String(metageneration)
+    if let timeCreated { d["timeCreated"] = StorageMetadata.formatDate(timeCreated) }
+    if let updated { d["updated"] = StorageMetadata.formatDate(updated) }
+    let optional: [(String, String?)] = [
+      ("md5Hash", md5Hash), ("crc32c", crc32c), ("etag", etag), ("storageClass", storageClass),
+      ("contentType", contentType), ("cacheControl", cacheControl),
+      ("contentDisposition", contentDisposition), ("contentEncoding", contentEncoding),
+      ("contentLanguage", contentLanguage), ("downloadTokens", downloadTokens),
+    ]
+    for (k, v) in optional { if let v { d[k] = v } }
+    if let customMetadata { d["metadata"] = customMetadata }
+    return d
+  }
+
+  /// The writable fields, as an upload or PATCH body carries them.
+  func writableJSON(name: String?) -> Data {
+    var d: [String: Any] = [:]
+    if let name { d["name"] = name }
+    let fields: [(String, String?)] = [
+      ("contentType", contentType), ("cacheControl", cacheControl),
+      ("contentDisposition", contentDisposition), ("contentEncoding", contentEncoding),
+      ("contentLanguage", contentLanguage), ("md5Hash", md5Hash),
+    ]
+    for (k, v) in fields { if let v { d[k] = v } }
+    if let customMetadata { d["metadata"] = customMetadata }
+    return (try? JSONSerialization.data(withJSONObject: d, options: [.sortedKeys])) ?? Data("{}".utf8)
+  }
+
+  static func parseDate(_ text: String) -> Date? {
+    let withFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    if let d = try? withFraction.parse(text) { return d }
+    return try? Date.ISO8601FormatStyle().parse(text)
+  }
+
+  /// RFC 3339 UTC with exactly three fractional digits, as the server writes it.
+  public static func formatDate(_ date: Date) -> String {
+    date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+  }
+}

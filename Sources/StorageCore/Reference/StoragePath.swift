@@ -1,0 +1,86 @@
+import Foundation
+
+/// A bucket and an object name, and the SDK's rules for turning user text into them.
+public struct StoragePath: Sendable, Hashable {
+  public var bucket: String
+  /// The object name without a leading slash; "" for the root.
+  public var object: String
+
+  public init(bucket: String, object: String) {
+    self.bucket = bucket
+    self.object = object
+  }
+
+  /// Collapses repeated slashes and drops leading and trailing ones, as the iOS and Android SDKs do.
+  public static func normalize(_ path: String) -> String {
+    path.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
+  }
+
+  /// Parses the URL forms a reference can be made from: `gs://bucket/path`,
+  /// `http(s)://host[:port]/v0/b/bucket/o/encoded-path[?…]`, and the GCS forms
+  /// `https://storage.googleapis.com/bucket/path` and `…/storage/v1/b/bucket/o/encoded-path`.
+  public static func parse(url: String) throws(StorageError) -> StoragePath {
+    func bad(_ why: String) -> StorageError {
+      StorageError(code: .invalidArgument, object: url, detail: why)
+    }
+    if url.hasPrefix("gs://") {
+      let rest = url.dropFirst(5)
+      let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+      let bucket = String(rest[..<slash])
+      guard !bucket.isEmpty else { throw bad("a gs:// URL needs a bucket name") }
+      let object = slash == rest.endIndex ? "" : String(rest[rest.index(after: slash)...])
+      return StoragePath(bucket: bucket, object: normalize(object))
+    }
+    guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
+      throw bad("not a gs:// or http(s):// storage URL")
+    }
+    let afterScheme = url[url.range(of: "://")!.upperBound...]
+    let pathStart = afterScheme.firstIndex(of: "/") ?? afterScheme.endIndex
+    let host = afterScheme[..<pathStart]
+    var path = afterScheme[pathStart...]
+    if let q = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<q] }
+    let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+
+    // /v0/b/BUCKET[/o[/ENCODED]] and /storage/v1/b/BUCKET[/o[/ENCODED]]
+    var index = 0
+    if segments.first == "v0" {
+      index = 1
+    } else if segments.count >= 2, segments[0] == "storage", segments[1] == "v1" {
+      index = 2
+    } else if segments.count >= 3, segments[0] == "download" || segments[0] == "upload",
+      segments[1] == "storage", segments[2] == "v1"
+    {
+      index = 3
+    }
+    if index > 0 {
+      guard segments.count > index + 1, segments[index] == "b", !segments[index + 1].isEmpty else {
+        throw bad("expected …/b/BUCKET/o/OBJECT in the URL path")
+      }
+      guard let bucket = segments[index + 1].removingPercentEncoding else {
+        throw bad("bad percent-encoding in the bucket")
+      }
+      var object = ""
+      if segments.count > index + 2 {
+        guard segments[index + 2] == "o" else { throw bad("expected /o/ after the bucket") }
+        let encoded = segments[(index + 3)...].joined(separator: "/")
+        guard let decoded = encoded.removingPercentEncoding else {
+          throw bad("bad percent-encoding in the object name")
+        }
+        object = decoded
+      }
+      return StoragePath(bucket: bucket, object: normalize(object))
+    }
+    if host == "storage.googleapis.com" || host == "storage.cloud.google.com" {
+      guard segments.count >= 1, !segments[0].isEmpty else { throw bad("no bucket in the URL") }
+      let encoded = segments.dropFirst().joined(separator: "/")
+      guard let object = encoded.removingPercentEncoding else {
+        throw bad("bad percent-encoding in the object name")
+      }
+      return StoragePath(bucket: segments[0], object: normalize(object))
+    }
+    throw bad("not a Firebase Storage (/v0/b/…) or Cloud Storage URL")
+  }
+
+  /// `gs://bucket/object`, the form every message uses to name an object.
+  public var gsURL: String { "gs://\(bucket)/\(object)" }
+}

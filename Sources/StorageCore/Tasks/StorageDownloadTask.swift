@@ -1,0 +1,326 @@
+// A download into a local file. Bytes go to a temporary name in the destination's folder and are
+// renamed into place only when complete and verified, so the destination never holds a partial
+// file. Pause keeps the temporary file; resume continues with `Range: bytes=N-` and checks that
+// the object's generation did not change (a changed object restarts from byte 0, or fails when
+// the caller pinned a generation).
+import Foundation
+import Synchronization
+
+public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
+  public let destination: URL
+  let pinnedGeneration: Int64?
+  let temporaryPath: String
+  private let driver = Mutex<Task<Void, Never>?>(nil)
+
+  /// The generation the bytes came from, once the server has answered.
+  public var generation: Int64? { io.withLock { $0.generation } }
+
+  struct IO {
+    var generation: Int64?
+    var md5FromServer: String?
+    var crc32cFromServer: String?
+  }
+  private let io = Mutex(IO())
+
+  init(reference: StorageReference, destination: URL, generation: Int64?) {
+    self.destination = destination
+    self.pinnedGeneration = generation
+    let folder = destination.deletingLastPathComponent().path
+    let random = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+    self.temporaryPath = folder + "/." + destination.lastPathComponent + ".bucketfs-" + random + ".part"
+    super.init(reference: reference)
+  }
+
+  func start() {
+    let started = state.withLock { s -> Bool in
+      guard s.phase == .notStarted else { return false }
+      s.phase = .running
+      return true
+    }
+    guard started else { return }
+    fire([.resume])
+    launch()
+  }
+
+  /// Stops the transfer and keeps what arrived; `resume()` continues from there.
+  public func pause() {
+    let paused = state.withLock { s -> Bool in
+      guard s.phase == .running else { return false }
+      s.phase = .paused
+      return true
+    }
+    guard paused else { return }
+    driver.withLock { $0?.cancel() }
+    fire([.pause])
+  }
+
+  public func resume() {
+    let resumed = state.withLock { s -> Bool in
+      guard s.phase == .paused else { return false }
+      s.phase = .running
+      return true
+    }
+    guard resumed else { return }
+    fire([.resume])
+    launch()
+  }
+
+  /// Stops for good; the temporary file is removed and the task fails with `cancelled`.
+  public func cancel() {
+    guard !phase.isFinal else { return }
+    driver.withLock { $0?.cancel() }
+    unlink(temporaryPath)
+    finish(.cancelled, error: StorageError(code: .cancelled, object: reference.description, detail: "cancelled"))
+  }
+
+  private func launch() {
+    driver.withLock { current in
+      let previous = current
+      current = Task { [self] in
+        await previous?.value
+        await run()
+      }
+    }
+  }
+
+  private func run() async {
+    let storage = reference.storage
+    let (timeouts, initialDelay, budget) = storage.settings.withLock {
+      ($0.timeouts, $0.retryInitialDelay, $0.maxDownloadRetryTime)
+    }
+    let deadline = Date().addingTimeInterval(budget)
+    var backoff = Backoff(initialDelay: initialDelay)
+    while phase == .running {
+      let outcome = await attempt(timeouts: timeouts)
+      switch outcome {
+      case .done:
+        return
+      case .stopped:
+        return
+      case .failed(let error):
+        fail(error)
+        return
+      case .retry(let error, let retryAfter):
+        let delay = backoff.nextDelay(retryAfter: retryAfter)
+        if Date().addingTimeInterval(delay) >= deadline {
+          var exhausted = error
+          exhausted.code = .retryLimitExceeded
+          exhausted.detail = "gave up after \(backoff.attempt) attempts: \(error.detail)"
+          fail(exhausted)
+          return
+        }
+        try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+      }
+    }
+  }
+
+  private func fail(_ error: StorageError) {
+    unlink(temporaryPath)
+    finish(.failed, error: error)
+  }
+
+  enum Outcome {
+    case done, stopped
+    case failed(StorageError)
+    case retry(StorageError, TimeInterval?)
+  }
+
+  /// One GET from the bytes already on disk to the end.
+  private func attempt(timeouts: TransportTimeouts) async -> Outcome {
+    let object = reference.description
+    let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+    if fd < 0 {
+      return .failed(StorageError(code: .unknown, object: object, detail: "cannot create \(temporaryPath): \(String(cString: strerror(errno)))"))
+    }
+    defer { close(fd) }
+    let have = Int64(lseek(fd, 0, SEEK_END))
+    let sink = DownloadSink(fd: fd, offset: have)
+    if have > 0 {
+      // Re-hash what is already on disk so the final check covers the whole file.
+      if let handle = FileHandle(forReadingAtPath: temporaryPath) {
+        var left = have
+        while left > 0 {
+          let chunk = handle.readData(ofLength: Int(min(left, 4 << 20)))
+          if chunk.isEmpty { break }
+          sink.digest.update(chunk)
+          chunk.withUnsafeBytes { sink.crc.update($0) }
+          left -= Int64(chunk.count)
+        }
+        try? handle.close()
+      }
+    }
+    let expected = pinnedGeneration ?? io.withLock { $0.generation }
+    let request = reference.storage.wire.download(reference.path, openEnded: have > 0 ? have : nil)
+    let progressStep: Int64 = 256 * 1024
+    sink.lastFired = have
+    let head: HTTPResponseHead
+    do {
+      head = try await reference.storage.client.stream(
+        request, timeouts: timeouts,
+        onHead: { [self] head in
+          sink.head = head
+          guard (200..<300).contains(head.status) else { return true }
+          let served = head["x-goog-generation"].flatMap { Int64($0) }
+          if let expected, let served, served != expected {
+            sink.changed = served
+            return false
+          }
+          if head.status == 200 && have > 0 {
+            // The server ignored the Range: start the file over.
+            _ = ftruncate(fd, 0)
+            _ = lseek(fd, 0, SEEK_SET)
+            sink.offset = 0
+            sink.digest = Digest(.md5)
+            sink.crc = CRC32C()
+          }
+          updateProgress(completed: sink.offset, total: totalSize(head))
+          return true
+        },
+        onData: { [self] bytes in
+          guard let status = sink.head?.status, (200..<300).contains(status) else {
+            sink.errorBody.append(contentsOf: bytes.prefix(4096 - min(4096, sink.errorBody.count)))
+            return true
+          }
+          guard sink.write(bytes) else { return false }
+          if sink.offset - sink.lastFired >= progressStep {
+            sink.lastFired = sink.offset
+            updateProgress(completed: sink.offset)
+            fire([.progress])
+          }
+          return true
+        })
+    } catch {
+      if phase != .running { return .stopped }
+      if let changed = sink.changed { return changedObject(changed, expected: expected) }
+      if let writeError = sink.writeError {
+        return .failed(StorageError(code: .unknown, object: object, detail: "writing \(destination.path) failed: \(writeError)"))
+      }
+      let mapped = StorageError.from(transport: error, object: object)
+      return Backoff.isRetryable(error) ? .retry(mapped, nil) : .failed(mapped)
+    }
+    guard (200..<300).contains(head.status) else {
+      let error = StorageError.from(status: head.status, object: object, body: sink.errorBody)
+      return Backoff.isRetryable(status: head.status) ? .retry(error, Backoff.retryAfter(head)) : .failed(error)
+    }
+    if phase != .running { return .stopped }
+    return complete(head: head, sink: sink, fd: fd)
+  }
+
+  private func changedObject(_ served: Int64, expected: Int64?) -> Outcome {
+    if pinnedGeneration != nil {
+      return .failed(StorageError(
+        code: .objectChanged, object: reference.description,
+        detail: "the object changed on the server (generation \(expected ?? 0) → \(served))"))
+    }
+    // Not pinned: the bytes on disk belong to an older version; start over with the new one.
+    unlink(temporaryPath)
+    io.withLock { $0.generation = nil }
+    return .retry(StorageError(code: .objectChanged, object: reference.description, detail: "object changed"), 0)
+  }
+
+  private func complete(head: HTTPResponseHead, sink: DownloadSink, fd: Int32) -> Outcome {
+    let object = reference.description
+    let total = totalSize(head) ?? sink.offset
+    if let generation = head["x-goog-generation"].flatMap({ Int64($0) }) {
+      io.withLock { $0.generation = generation }
+    }
+    guard sink.offset == total else {
+      return .retry(StorageError(code: .unknown, object: object, detail: "short body (\(sink.offset) of \(total) bytes)"), nil)
+    }
+    if let problem = verify(hashHeader: head["x-goog-hash"], sink: sink) {
+      unlink(temporaryPath)
+      return .failed(StorageError(code: .nonMatchingChecksum, object: object, detail: problem))
+    }
+    if fsync(fd) != 0 || rename(temporaryPath, destination.path) != 0 {
+      let reason = String(cString: strerror(errno))
+      return .failed(StorageError(code: .unknown, object: object, detail: "cannot finish \(destination.path): \(reason)"))
+    }
+    updateProgress(completed: total, total: total)
+    finish(.succeeded)
+    return .done
+  }
+
+  private func totalSize(_ head: HTTPResponseHead) -> Int64? {
+    if let range = head["content-range"], let slash = range.lastIndex(of: "/") {
+      return Int64(range[range.index(after: slash)...])
+    }
+    return head["content-length"].flatMap { Int64($0) }
+  }
+
+  /// Compares the bytes with `x-goog-hash` (md5 and crc32c, base64); nil when they agree.
+  private func verify(hashHeader: String?, sink: DownloadSink) -> String? {
+    guard let hashHeader else { return nil }
+    for part in hashHeader.split(separator: ",") {
+      let kv = part.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+      guard kv.count == 2 else { continue }
+      let value = String(kv[1])
+      switch kv[0] {
+      case "md5":
+        let got = sink.digest.finalize().base64EncodedString()
+        if got != value { return "MD5 mismatch: server says \(value), received bytes hash to \(got)" }
+      case "crc32c":
+        if !sink.crc.matches(value) { return "CRC32C mismatch: server says \(value), received \(sink.crc.base64)" }
+      default:
+        continue
+      }
+    }
+    return nil
+  }
+}
+
+/// Where a download's bytes go; touched by the transfer thread during the request only.
+final class DownloadSink: @unchecked Sendable {
+  let fd: Int32
+  var offset: Int64
+  var head: HTTPResponseHead?
+  var errorBody = Data()
+  var changed: Int64?
+  var lastFired: Int64 = 0
+  var writeError: String?
+  var digest = Digest(.md5)
+  var crc = CRC32C()
+
+  init(fd: Int32, offset: Int64) {
+    self.fd = fd
+    self.offset = offset
+  }
+
+  func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    var done = 0
+    while done < bytes.count {
+      let n = Foundation.write(fd, bytes.baseAddress! + done, bytes.count - done)
+      if n < 0 {
+        if errno == EINTR { continue }
+        writeError = String(cString: strerror(errno))
+        return false
+      }
+      done += n
+    }
+    digest.update(bytes)
+    crc.update(bytes)
+    offset += Int64(bytes.count)
+    return true
+  }
+}
+
+extension StorageReference {
+  /// Downloads the object into `fileURL` (see `StorageDownloadTask`). With `generation`, bytes of
+  /// any other generation fail the task with `objectChanged`.
+  @discardableResult
+  public func write(toFile fileURL: URL, generation: Int64? = nil) -> StorageDownloadTask {
+    let task = StorageDownloadTask(reference: self, destination: fileURL, generation: generation)
+    task.start()
+    return task
+  }
+
+  /// The SDK's completion form: `completion` gets the file URL or the error.
+  @discardableResult
+  public func write(toFile fileURL: URL, completion: @escaping @Sendable (URL?, Error?) -> Void)
+    -> StorageDownloadTask
+  {
+    let task = write(toFile: fileURL)
+    task.observe(.success) { _ in completion(fileURL, nil) }
+    task.observe(.failure) { snapshot in completion(nil, snapshot.error) }
+    return task
+  }
+}

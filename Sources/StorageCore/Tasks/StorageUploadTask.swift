@@ -1,0 +1,264 @@
+// An upload of bytes or a file. Small sources go in one multipart request; larger ones use the
+// resumable protocol in chunks, and an interrupted chunk continues from the offset the server
+// reports (`X-Goog-Upload-Size-Received`), so a reset costs one chunk at most.
+import Foundation
+import Synchronization
+
+public final class StorageUploadTask: StorageTask, @unchecked Sendable {
+  enum Source: Sendable {
+    case data(Data)
+    case file(path: String, size: Int64)
+
+    var size: Int64 {
+      switch self {
+      case .data(let d): return Int64(d.count)
+      case .file(_, let size): return size
+      }
+    }
+
+    func body(_ range: Range<Int64>) -> HTTPRequest.Body {
+      switch self {
+      case .data(let d): return .data(d.subdata(in: Int(range.lowerBound)..<Int(range.upperBound)))
+      case .file(let path, _): return .file(path: path, offset: range.lowerBound, length: Int64(range.count))
+      }
+    }
+  }
+
+  /// Sources up to this size go in one multipart request, as the JS SDK does.
+  static let multipartLimit: Int64 = 256 * 1024
+
+  let source: Source
+  let uploadMetadata: StorageMetadata
+  private let driver = Mutex<Task<Void, Never>?>(nil)
+  private let session = Mutex<String?>(nil)
+
+  init(reference: StorageReference, source: Source, metadata: StorageMetadata) {
+    self.source = source
+    self.uploadMetadata = metadata
+    super.init(reference: reference)
+    state.withLock {
+      $0.total = source.size
+      $0.metadata = metadata
+    }
+  }
+
+  func start() {
+    let started = state.withLock { s -> Bool in
+      guard s.phase == .notStarted else { return false }
+      s.phase = .running
+      return true
+    }
+    guard started else { return }
+    fire([.resume])
+    launch()
+  }
+
+  public func pause() {
+    let paused = state.withLock { s -> Bool in
+      guard s.phase == .running else { return false }
+      s.phase = .paused
+      return true
+    }
+    guard paused else { return }
+    driver.withLock { $0?.cancel() }
+    fire([.pause])
+  }
+
+  public func resume() {
+    let resumed = state.withLock { s -> Bool in
+      guard s.phase == .paused else { return false }
+      s.phase = .running
+      return true
+    }
+    guard resumed else { return }
+    fire([.resume])
+    launch()
+  }
+
+  /// Stops for good and tells the server to drop the session.
+  public func cancel() {
+    guard !phase.isFinal else { return }
+    driver.withLock { $0?.cancel() }
+    if let url = session.withLock({ $0 }) {
+      let request = reference.storage.wire.cancelUpload(sessionURL: url)
+      reference.storage.client.start(request, onData: { _ in true }, onComplete: { _ in })
+    }
+    finish(.cancelled, error: StorageError(code: .cancelled, object: reference.description, detail: "cancelled"))
+  }
+
+  private func launch() {
+    driver.withLock { current in
+      let previous = current
+      current = Task { [self] in
+        await previous?.value
+        do {
+          let metadata = try await run()
+          guard let metadata else { return }
+          updateProgress(completed: source.size)
+          finish(.succeeded, metadata: metadata)
+        } catch {
+          if phase == .running { finish(.failed, error: error as? StorageError) }
+        }
+      }
+    }
+  }
+
+  private var contentType: String {
+    if let type = uploadMetadata.contentType { return type }
+    if case .file(let path, _) = source { return ContentType.infer(fromName: path) }
+    return ContentType.fallback
+  }
+
+  /// Runs the upload; nil when it stopped for a pause.
+  private func run() async throws(StorageError) -> StorageMetadata? {
+    var metadata = uploadMetadata
+    metadata.contentType = contentType
+    let wire = reference.storage.wire
+    let object = reference.description
+    let runner = RequestRunner(storage: reference.storage, budget: reference.storage.maxUploadRetryTime, object: object)
+    let json = metadata.writableJSON(name: reference.fullPath)
+
+    if source.size <= Self.multipartLimit && session.withLock({ $0 }) == nil {
+      let bytes: Data
+      switch source {
+      case .data(let d): bytes = d
+      case .file(let path, _):
+        guard let d = FileManager.default.contents(atPath: path) else {
+          throw StorageError(code: .unknown, object: object, detail: "cannot read \(path)")
+        }
+        bytes = d
+      }
+      let response = try await runner.run(
+        wire.multipartUpload(reference.path, metadataJSON: json, contentType: metadata.contentType!, bytes: bytes))
+      return try StorageMetadata(data: response.body)
+    }
+
+    var sessionURL = session.withLock { $0 }
+    var offset: Int64 = 0
+    if let existing = sessionURL {
+      offset = try await queryOffset(existing, runner: runner)
+    } else {
+      let start = try await runner.run(
+        wire.startResumableUpload(reference.path, metadataJSON: json, contentType: metadata.contentType!, length: source.size))
+      guard let url = start.head["x-goog-upload-url"] else {
+        throw StorageError(code: .unknown, object: object, detail: "the server did not start an upload session")
+      }
+      sessionURL = url
+      session.withLock { $0 = url }
+    }
+    let url = sessionURL!
+    let (chunkSize, timeouts, initialDelay, budget) = reference.storage.settings.withLock {
+      ($0.uploadChunkSize, $0.timeouts, $0.retryInitialDelay, $0.maxUploadRetryTime)
+    }
+    var backoff = Backoff(initialDelay: initialDelay)
+    let deadline = Date().addingTimeInterval(budget)
+    let size = source.size
+    while true {
+      if phase != .running { return nil }
+      let end = min(size, offset + chunkSize)
+      let last = end == size
+      let request = wire.uploadChunk(sessionURL: url, offset: offset, body: source.body(offset..<end), finalize: last)
+      var failure = StorageError(code: .unknown, object: object, detail: "upload failed")
+      var retryAfter: TimeInterval? = nil
+      do {
+        let response = try await reference.storage.client.send(request, timeouts: timeouts)
+        if (200..<300).contains(response.status) {
+          if last || response.head["x-goog-upload-status"] == "final" {
+            return try StorageMetadata(data: response.body)
+          }
+          offset = end
+          updateProgress(completed: offset)
+          fire([.progress])
+          continue
+        }
+        failure = StorageError.from(status: response.status, object: object, body: response.body)
+        guard Backoff.isRetryable(status: response.status) else { throw failure }
+        retryAfter = Backoff.retryAfter(response.head)
+      } catch let error as TransportError {
+        if phase != .running { return nil }
+        failure = StorageError.from(transport: error, object: object)
+        guard Backoff.isRetryable(error) else { throw failure }
+      } catch let error as StorageError {
+        throw error
+      } catch {
+        throw StorageError(code: .unknown, object: object, detail: "\(error)")
+      }
+      let delay = backoff.nextDelay(retryAfter: retryAfter)
+      if Date().addingTimeInterval(delay) >= deadline {
+        var exhausted = failure
+        exhausted.code = .retryLimitExceeded
+        exhausted.detail = "gave up after \(backoff.attempt) attempts: \(failure.detail)"
+        throw exhausted
+      }
+      try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+      if phase != .running { return nil }
+      offset = try await queryOffset(url, runner: runner)
+      updateProgress(completed: offset)
+    }
+  }
+
+  private func queryOffset(_ url: String, runner: RequestRunner) async throws(StorageError) -> Int64 {
+    let response = try await runner.run(reference.storage.wire.queryUpload(sessionURL: url))
+    guard let received = response.head["x-goog-upload-size-received"].flatMap({ Int64($0) }) else {
+      throw StorageError(code: .unknown, object: runner.object, detail: "the upload session did not report its offset")
+    }
+    return received
+  }
+}
+
+extension StorageReference {
+  /// Uploads `data`; the content type is `metadata.contentType` or `application/octet-stream`.
+  @discardableResult
+  public func putData(_ data: Data, metadata: StorageMetadata? = nil) -> StorageUploadTask {
+    let task = StorageUploadTask(reference: self, source: .data(data), metadata: metadata ?? StorageMetadata())
+    task.start()
+    return task
+  }
+
+  /// Uploads a local file; the content type is inferred from its extension when not given.
+  @discardableResult
+  public func putFile(from fileURL: URL, metadata: StorageMetadata? = nil) -> StorageUploadTask {
+    let size = (try? FileManager.default.attributesOfItem(atPath: fileURL.path)[.size] as? NSNumber)?.int64Value
+    let task = StorageUploadTask(
+      reference: self, source: .file(path: fileURL.path, size: size ?? 0), metadata: metadata ?? StorageMetadata())
+    if size == nil {
+      task.finish(.failed, error: StorageError(code: .unknown, object: fileURL.path, detail: "cannot read the file"))
+    } else {
+      task.start()
+    }
+    return task
+  }
+
+  /// The SDK's completion form of `putData`.
+  @discardableResult
+  public func putData(
+    _ data: Data, metadata: StorageMetadata? = nil,
+    completion: @escaping @Sendable (StorageMetadata?, Error?) -> Void
+  ) -> StorageUploadTask {
+    let task = putData(data, metadata: metadata)
+    task.observe(.success) { completion($0.metadata, nil) }
+    task.observe(.failure) { completion(nil, $0.error) }
+    return task
+  }
+
+  /// Async form: uploads and returns the server's metadata.
+  public func putDataAsync(_ data: Data, metadata: StorageMetadata? = nil) async throws(StorageError)
+    -> StorageMetadata
+  {
+    let task = putData(data, metadata: metadata)
+    guard let result = try await task.result() else {
+      throw StorageError(code: .unknown, object: description, detail: "the upload returned no metadata")
+    }
+    return result
+  }
+
+  public func putFileAsync(from fileURL: URL, metadata: StorageMetadata? = nil) async throws(StorageError)
+    -> StorageMetadata
+  {
+    let task = putFile(from: fileURL, metadata: metadata)
+    guard let result = try await task.result() else {
+      throw StorageError(code: .unknown, object: description, detail: "the upload returned no metadata")
+    }
+    return result
+  }
+}

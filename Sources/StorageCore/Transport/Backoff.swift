@@ -1,0 +1,38 @@
+import Foundation
+
+/// Exponential backoff with jitter inside a time budget, as the Android SDK does it
+/// (1, 2, 4, … s capped at 32 s, plus up to 250 ms of jitter), with the first wait configurable.
+public struct Backoff: Sendable {
+  public var initialDelay: TimeInterval
+  public var maxDelay: TimeInterval = 32
+  public var jitter: TimeInterval = 0.25
+  public private(set) var attempt = 0
+
+  public init(initialDelay: TimeInterval) {
+    self.initialDelay = initialDelay
+  }
+
+  /// The wait before the next attempt; `retryAfter` (from a 429/503) wins when it is longer.
+  public mutating func nextDelay(retryAfter: TimeInterval? = nil, random: Double = Double.random(in: 0..<1))
+    -> TimeInterval
+  {
+    let base = min(maxDelay, initialDelay * pow(2, Double(attempt)))
+    attempt += 1
+    let delay = base + random * min(jitter, initialDelay)
+    return max(delay, retryAfter ?? 0)
+  }
+
+  /// HTTP statuses that a retry may cure, as the JS and Android SDKs retry them.
+  public static func isRetryable(status: Int) -> Bool {
+    status == 408 || status == 429 || (500...599).contains(status)
+  }
+
+  public static func isRetryable(_ error: TransportError) -> Bool {
+    error.kind == .connectionLost
+  }
+
+  /// `Retry-After` in seconds (the HTTP-date form is rare from storage servers and ignored).
+  public static func retryAfter(_ head: HTTPResponseHead) -> TimeInterval? {
+    head["retry-after"].flatMap { TimeInterval($0.trimmingCharacters(in: .whitespaces)) }
+  }
+}

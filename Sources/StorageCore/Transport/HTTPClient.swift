@@ -1,0 +1,335 @@
+// The HTTP transport: one thread owns a libcurl multi handle and every easy handle on it. Other
+// threads hand it work through a locked queue and `curl_multi_wakeup`, so connections are reused
+// across requests and many transfers run at once without a thread each.
+internal import CCurl
+import Foundation
+import Synchronization
+
+public final class HTTPClient: @unchecked Sendable {
+  public static let shared = HTTPClient()
+
+  private let pending = Mutex<[HTTPTransfer]>([])
+  // Owned by the transfer thread.
+  private var multi: UnsafeMutableRawPointer?
+  private var active: [UnsafeMutableRawPointer: (HTTPTransfer, UnsafeMutableRawPointer?)] = [:]
+  private var idleEasy: [UnsafeMutableRawPointer] = []
+  private let multiReady = DispatchSemaphore(value: 0)
+
+  public init() {
+    curl_global_init(Int(CURL_GLOBAL_ALL))
+    let thread = Thread { [unowned self] in self.run() }
+    thread.name = "bucketfs-transfer"
+    thread.stackSize = 1 << 20
+    thread.start()
+    multiReady.wait()
+  }
+
+  /// Starts a request whose response streams through `onHead` and `onData`.
+  @discardableResult
+  public func start(
+    _ request: HTTPRequest, timeouts: TransportTimeouts = TransportTimeouts(),
+    onHead: @escaping HTTPTransfer.HeadHandler = { _ in true },
+    onData: @escaping HTTPTransfer.DataHandler,
+    onComplete: @escaping HTTPTransfer.CompletionHandler
+  ) -> HTTPTransfer {
+    let transfer = HTTPTransfer(
+      request: request, timeouts: timeouts, onHead: onHead, onData: onData, onComplete: onComplete)
+    transfer.client = self
+    pending.withLock { $0.append(transfer) }
+    wake()
+    return transfer
+  }
+
+  /// Runs a request to completion, streaming the body through `onData`; cancelling the calling
+  /// Swift task cancels the transfer.
+  public func stream(
+    _ request: HTTPRequest, timeouts: TransportTimeouts = TransportTimeouts(),
+    onHead: @escaping HTTPTransfer.HeadHandler = { _ in true },
+    onData: @escaping HTTPTransfer.DataHandler
+  ) async throws(TransportError) -> HTTPResponseHead {
+    let box = TransferBox()
+    let result: Result<HTTPResponseHead, TransportError> = await withTaskCancellationHandler {
+      await withCheckedContinuation { cont in
+        let transfer = start(
+          request, timeouts: timeouts, onHead: onHead, onData: onData,
+          onComplete: { cont.resume(returning: $0) })
+        if box.set(transfer) { transfer.cancel() }
+      }
+    } onCancel: {
+      box.cancel()
+    }
+    return try result.get()
+  }
+
+  /// Sends a request and collects the body in memory, failing once it exceeds `maxBody` bytes.
+  public func send(
+    _ request: HTTPRequest, timeouts: TransportTimeouts = TransportTimeouts(), maxBody: Int = 64 << 20
+  ) async throws(TransportError) -> HTTPResponse {
+    let body = BodyCollector(limit: maxBody)
+    let head: HTTPResponseHead
+    do {
+      head = try await stream(
+        request, timeouts: timeouts,
+        onHead: { head in
+          // Refuse early when the server announces more than the caller will take.
+          if (200..<300).contains(head.status), let length = head["content-length"].flatMap({ Int($0) }),
+            length > maxBody
+          {
+            body.overflowed = true
+            return false
+          }
+          return true
+        },
+        onData: { bytes in body.append(bytes) })
+    } catch {
+      if body.overflowed {
+        throw TransportError(kind: .bodyTooLarge, message: "the response is larger than \(maxBody) bytes")
+      }
+      throw error
+    }
+    return HTTPResponse(head: head, body: body.data)
+  }
+
+  func wake() {
+    if let multi { curl_multi_wakeup(multi) }
+  }
+
+  // MARK: the transfer thread
+
+  private func run() {
+    multi = curl_multi_init()
+    _ = CCurlShims_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 64)
+    multiReady.signal()
+    var running: Int32 = 0
+    while true {
+      let newTransfers = pending.withLock { queue -> [HTTPTransfer] in
+        let taken = queue
+        queue.removeAll()
+        return taken
+      }
+      for transfer in newTransfers { add(transfer) }
+      for (easy, entry) in active where entry.0.cancelled.load(ordering: .acquiring) {
+        finish(easy: easy, code: CURLE_ABORTED_BY_CALLBACK)
+      }
+      curl_multi_perform(multi, &running)
+      var remaining: Int32 = 0
+      while let message = curl_multi_info_read(multi, &remaining) {
+        if message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle {
+          finish(easy: UnsafeMutableRawPointer(easy), code: message.pointee.data.result)
+        }
+      }
+      var numfds: Int32 = 0
+      curl_multi_poll(multi, nil, 0, active.isEmpty ? 1000 : 100, &numfds)
+    }
+  }
+
+  private func add(_ transfer: HTTPTransfer) {
+    if transfer.cancelled.load(ordering: .acquiring) {
+      transfer.onComplete(.failure(TransportError(kind: .cancelled, message: "cancelled")))
+      return
+    }
+    let easy = idleEasy.popLast() ?? curl_easy_init()!
+    let request = transfer.request
+    let userdata = Unmanaged.passUnretained(transfer).toOpaque()
+    _ = CCurlShims_setopt_string(easy, CURLOPT_URL, request.url)
+    _ = CCurlShims_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+    _ = CCurlShims_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
+    _ = CCurlShims_setopt_long(easy, CURLOPT_BUFFERSIZE, 512 * 1024)
+    _ = CCurlShims_setopt_long(
+      easy, CURLOPT_CONNECTTIMEOUT_MS, Int(transfer.timeouts.connect.milliseconds))
+    _ = CCurlShims_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+    _ = CCurlShims_setopt_long(
+      easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(transfer.timeouts.stall.milliseconds / 1000)))
+    _ = CCurlShims_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata)
+    _ = CCurlShims_setopt_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
+    _ = CCurlShims_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata)
+    _ = CCurlShims_setopt_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback)
+    _ = CCurlShims_setopt_ptr(easy, CURLOPT_PRIVATE, userdata)
+
+    var list: UnsafeMutablePointer<curl_slist>? = nil
+    for (name, value) in request.headers { list = curl_slist_append(list, "\(name): \(value)") }
+    // A 100-continue round trip costs a full RTT per upload and some servers never answer it.
+    list = curl_slist_append(list, "Expect:")
+
+    switch request.method {
+    case "GET":
+      _ = CCurlShims_setopt_long(easy, CURLOPT_HTTPGET, 1)
+    case "HEAD":
+      _ = CCurlShims_setopt_long(easy, CURLOPT_NOBODY, 1)
+    default:
+      _ = CCurlShims_setopt_long(easy, CURLOPT_UPLOAD, 1)
+      _ = CCurlShims_setopt_off(easy, CURLOPT_INFILESIZE_LARGE, Int(request.body.length))
+      _ = CCurlShims_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method)
+      _ = CCurlShims_setopt_ptr(easy, CURLOPT_READDATA, userdata)
+      _ = CCurlShims_setopt_callback(easy, CURLOPT_READFUNCTION, readCallback)
+      if case .file(let path, let offset, _) = request.body {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+          curl_slist_free_all(list)
+          idleEasy.append(easy)
+          transfer.onComplete(
+            .failure(TransportError(kind: .local, message: "cannot read \(path)")))
+          return
+        }
+        try? handle.seek(toOffset: UInt64(offset))
+        transfer.bodyFile = handle
+      }
+    }
+    _ = CCurlShims_setopt_ptr(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list))
+    active[easy] = (transfer, UnsafeMutableRawPointer(list))
+    _ = Unmanaged.passRetained(transfer)  // balanced in finish
+    curl_multi_add_handle(multi, easy)
+  }
+
+  private func finish(easy: UnsafeMutableRawPointer, code: CURLcode) {
+    guard let (transfer, list) = active.removeValue(forKey: easy) else { return }
+    curl_multi_remove_handle(multi, easy)
+    var status: Int = 0
+    _ = CCurlShims_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+    if let list { curl_slist_free_all(list.assumingMemoryBound(to: curl_slist.self)) }
+    try? transfer.bodyFile?.close()
+    transfer.bodyFile = nil
+    curl_easy_reset(easy)
+    idleEasy.append(easy)
+    Unmanaged.passUnretained(transfer).release()
+
+    let result: Result<HTTPResponseHead, TransportError>
+    if transfer.cancelled.load(ordering: .acquiring) || transfer.abortedByHandler {
+      result = .failure(TransportError(kind: .cancelled, curlCode: Int(code.rawValue), message: "cancelled"))
+    } else if let local = transfer.localError {
+      result = .failure(TransportError(kind: .local, message: local))
+    } else if code == CURLE_OK {
+      var head = transfer.head
+      if head.status == 0 { head.status = status }
+      // A response with an empty body never reached the write callback.
+      if !transfer.headDelivered { _ = transfer.onHead(head) }
+      result = .success(head)
+    } else {
+      result = .failure(Self.classify(code: code, url: transfer.request.url))
+    }
+    transfer.onComplete(result)
+  }
+
+  static func classify(code: CURLcode, url: String) -> TransportError {
+    let text = String(cString: curl_easy_strerror(code))
+    let kind: TransportError.Kind
+    switch code {
+    case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+      kind = .unreachable
+    case CURLE_OPERATION_TIMEDOUT:
+      kind = .timedOut
+    case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING:
+      kind = .connectionLost
+    case CURLE_WRITE_ERROR, CURLE_READ_ERROR:
+      kind = .local
+    default:
+      kind = .other
+    }
+    return TransportError(kind: kind, curlCode: Int(code.rawValue), message: text)
+  }
+}
+
+extension Duration {
+  var milliseconds: Int64 {
+    let (seconds, attoseconds) = components
+    return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+  }
+}
+
+/// Hands a transfer to a cancellation handler that may run before the transfer exists.
+final class TransferBox: @unchecked Sendable {
+  private let lock = Mutex<(HTTPTransfer?, Bool)>((nil, false))
+  /// Stores the transfer; returns true when cancellation already happened.
+  func set(_ transfer: HTTPTransfer) -> Bool {
+    lock.withLock { $0.0 = transfer; return $0.1 }
+  }
+  func cancel() {
+    let transfer = lock.withLock { s -> HTTPTransfer? in s.1 = true; return s.0 }
+    transfer?.cancel()
+  }
+}
+
+/// Collects a response body up to a limit; touched only from the transfer thread until completion.
+final class BodyCollector: @unchecked Sendable {
+  var data = Data()
+  var overflowed = false
+  let limit: Int
+  init(limit: Int) { self.limit = limit }
+  func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    if data.count + bytes.count > limit {
+      overflowed = true
+      return false
+    }
+    data.append(contentsOf: bytes)
+    return true
+  }
+}
+
+// MARK: libcurl callbacks (C function pointers: they capture nothing and find their transfer
+// through the userdata pointer, which stays valid while the handle is active because `add`
+// retains the transfer until `finish`).
+
+private let headerCallback: CCurlShims_data_callback = { ptr, size, count, userdata in
+  let transfer = Unmanaged<HTTPTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+  let length = size * count
+  let line = String(decoding: UnsafeRawBufferPointer(start: ptr, count: length), as: UTF8.self)
+    .trimmingCharacters(in: .whitespacesAndNewlines)
+  if line.hasPrefix("HTTP/") {
+    // A new status line (after a 100 Continue or a redirect) starts a new head.
+    let parts = line.split(separator: " ", maxSplits: 2)
+    transfer.statusLine = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+    transfer.headerLines = [:]
+  } else if let colon = line.firstIndex(of: ":") {
+    let name = line[..<colon].lowercased()
+    let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    transfer.headerLines[name] = value
+  }
+  return length
+}
+
+private let writeCallback: CCurlShims_data_callback = { ptr, size, count, userdata in
+  let transfer = Unmanaged<HTTPTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+  let length = size * count
+  if transfer.cancelled.load(ordering: .relaxed) { return 0 }
+  if !transfer.headDelivered {
+    transfer.headDelivered = true
+    if !transfer.onHead(transfer.head) {
+      transfer.abortedByHandler = true
+      return 0
+    }
+  }
+  if !transfer.onData(UnsafeRawBufferPointer(start: ptr, count: length)) {
+    transfer.abortedByHandler = true
+    return 0
+  }
+  return length
+}
+
+private let readCallback: CCurlShims_data_callback = { ptr, size, count, userdata in
+  let transfer = Unmanaged<HTTPTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+  if transfer.cancelled.load(ordering: .relaxed) { return CCurlShims_readfunc_abort() }
+  let capacity = size * count
+  let body = transfer.request.body
+  let remaining = Int(body.length - transfer.bodyOffset)
+  let n = min(capacity, remaining)
+  if n <= 0 { return 0 }
+  switch body {
+  case .none:
+    return 0
+  case .data(let data):
+    let start = Int(transfer.bodyOffset)
+    data.withUnsafeBytes { raw in
+      UnsafeMutableRawPointer(ptr!).copyMemory(from: raw.baseAddress! + start, byteCount: n)
+    }
+  case .file:
+    guard let handle = transfer.bodyFile else { return CCurlShims_readfunc_abort() }
+    let got = read(handle.fileDescriptor, ptr, n)
+    if got <= 0 {
+      transfer.localError = "reading the upload source failed"
+      return CCurlShims_readfunc_abort()
+    }
+    transfer.bodyOffset += Int64(got)
+    return got
+  }
+  transfer.bodyOffset += Int64(n)
+  return n
+}

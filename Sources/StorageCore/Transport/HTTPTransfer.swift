@@ -1,0 +1,46 @@
+import Foundation
+import Synchronization
+
+/// One request in flight: its callbacks run on the transfer thread and must not block for long.
+public final class HTTPTransfer: @unchecked Sendable {
+  public typealias HeadHandler = @Sendable (HTTPResponseHead) -> Bool
+  public typealias DataHandler = @Sendable (UnsafeRawBufferPointer) -> Bool
+  public typealias CompletionHandler = @Sendable (Result<HTTPResponseHead, TransportError>) -> Void
+
+  let request: HTTPRequest
+  let timeouts: TransportTimeouts
+  let onHead: HeadHandler
+  let onData: DataHandler
+  let onComplete: CompletionHandler
+
+  // Guarded by the transfer thread: these are touched only by libcurl callbacks and the loop.
+  var statusLine: Int = 0
+  var headerLines: [String: String] = [:]
+  var headDelivered = false
+  var abortedByHandler = false
+  var bodyFile: FileHandle?
+  var bodyOffset: Int64 = 0
+  var localError: String?
+
+  let cancelled = Atomic<Bool>(false)
+  weak var client: HTTPClient?
+
+  init(
+    request: HTTPRequest, timeouts: TransportTimeouts, onHead: @escaping HeadHandler,
+    onData: @escaping DataHandler, onComplete: @escaping CompletionHandler
+  ) {
+    self.request = request
+    self.timeouts = timeouts
+    self.onHead = onHead
+    self.onData = onData
+    self.onComplete = onComplete
+  }
+
+  /// Stops the transfer; its completion reports `.cancelled`.
+  public func cancel() {
+    if cancelled.exchange(true, ordering: .acquiringAndReleasing) { return }
+    client?.wake()
+  }
+
+  var head: HTTPResponseHead { HTTPResponseHead(status: statusLine, headers: headerLines) }
+}

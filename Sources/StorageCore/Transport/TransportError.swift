@@ -1,0 +1,30 @@
+/// A failure below HTTP: libcurl's code and text, classified for retry decisions.
+public struct TransportError: Error, Sendable, CustomStringConvertible {
+  public enum Kind: Sendable {
+    /// Nothing listens at the address, or the name does not resolve: retrying will not help soon.
+    case unreachable
+    /// No byte moved for the stall timeout, or the connect timed out.
+    case timedOut
+    /// The connection broke mid-request (reset, truncated body, empty reply).
+    case connectionLost
+    /// The caller cancelled the transfer.
+    case cancelled
+    /// The local side failed (a file could not be read or written).
+    case local
+    /// The response body was larger than the caller allowed.
+    case bodyTooLarge
+    case other
+  }
+
+  public var kind: Kind
+  public var curlCode: Int
+  public var message: String
+
+  public init(kind: Kind, curlCode: Int = 0, message: String) {
+    self.kind = kind
+    self.curlCode = curlCode
+    self.message = message
+  }
+
+  public var description: String { message }
+}

@@ -1,0 +1,26 @@
+import Foundation
+
+/// Misbehaviour on demand, for tests: latency, error statuses, resets and stalls.
+public struct Faults: Sendable {
+  /// Added before every answer.
+  public var latency: Duration = .zero
+  /// Status answered instead of the real response to a fraction of requests.
+  public var errorStatus: Int = 503
+  public var errorFraction: Double = 0
+  /// Seconds sent in `Retry-After` with injected 429/503 answers.
+  public var retryAfter: Int? = nil
+  /// Reset the connection after this many body bytes (of a download, or of an upload's request).
+  public var resetAfterBytes: Int64? = nil
+  /// Stop sending after this many body bytes of a download and hold the connection open.
+  public var stallAfterBytes: Int64? = nil
+  /// How many faults to inject before behaving again (nil = no limit).
+  public var limit: Int? = nil
+  /// Only requests whose path contains this text are affected (nil = all).
+  public var pathFilter: String? = nil
+
+  public init() {}
+
+  public var isEmpty: Bool {
+    latency == .zero && errorFraction == 0 && resetAfterBytes == nil && stallAfterBytes == nil
+  }
+}

@@ -1,0 +1,130 @@
+// A small HTTP/1.1 server on POSIX sockets: one thread accepts, one thread serves each connection
+// (keep-alive, many connections at once). Enough for a local emulator, and simple to reason about.
+import Foundation
+import Synchronization
+
+final class HTTPServer: @unchecked Sendable {
+  typealias Handler = @Sendable (inout ServerRequest) -> ServerResponse
+
+  let listenFD: Int32
+  let port: Int
+  let host: String
+  private let handler: Handler
+  let faults: Mutex<Faults>
+  private let faultCounter = Mutex<(seen: Int, injected: Int)>((0, 0))
+  private let connections = Mutex<Set<Int32>>([])
+  private let stopped = Atomic<Bool>(false)
+
+  enum StartError: Error, CustomStringConvertible {
+    case socket(String)
+    var description: String {
+      switch self { case .socket(let s): return s }
+    }
+  }
+
+  init(host: String, port: Int, faults: Faults, handler: @escaping Handler) throws {
+    self.handler = handler
+    self.host = host
+    self.faults = Mutex(faults)
+    var hints = addrinfo()
+    hints.ai_family = AF_UNSPEC
+    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST
+    var info: UnsafeMutablePointer<addrinfo>?
+    guard getaddrinfo(host, String(port), &hints, &info) == 0, let info else {
+      throw StartError.socket("cannot use address \(host): expected a numeric IP such as 127.0.0.1")
+    }
+    defer { freeaddrinfo(info) }
+    let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, 0)
+    guard fd >= 0 else { throw StartError.socket("socket: \(String(cString: strerror(errno)))") }
+    var one: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
+      let reason = String(cString: strerror(errno))
+      close(fd)
+      throw StartError.socket("cannot listen on \(host):\(port): \(reason)")
+    }
+    guard listen(fd, 512) == 0 else {
+      close(fd)
+      throw StartError.socket("listen: \(String(cString: strerror(errno)))")
+    }
+    var storage = sockaddr_storage()
+    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+    withUnsafeMutablePointer(to: &storage) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) }
+    }
+    let family = storage.ss_family
+    let boundPort: UInt16 = withUnsafePointer(to: &storage) { ptr in
+      if family == sa_family_t(AF_INET6) {
+        return ptr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+      }
+      return ptr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+    }
+    self.listenFD = fd
+    self.port = Int(boundPort)
+  }
+
+  func start() {
+    let thread = Thread { [self] in acceptLoop() }
+    thread.name = "emulator-accept"
+    thread.start()
+  }
+
+  func stop() {
+    guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    shutdown(listenFD, Int32(SHUT_RDWR))
+    close(listenFD)
+    connections.withLock { fds in
+      for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+  }
+
+  private func acceptLoop() {
+    while !stopped.load(ordering: .acquiring) {
+      let fd = accept(listenFD, nil, nil)
+      if fd < 0 {
+        if errno == EINTR || errno == ECONNABORTED { continue }
+        return
+      }
+      var one: Int32 = 1
+      setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+      connections.withLock { _ = $0.insert(fd) }
+      let thread = Thread { [self] in
+        HTTPConnection(fd: fd, server: self).serve()
+        connections.withLock { _ = $0.remove(fd) }
+        close(fd)
+      }
+      thread.stackSize = 1 << 20
+      thread.start()
+    }
+  }
+
+  /// Counts a reset or stall that was applied, toward `Faults.limit`.
+  func noteInjected() {
+    faultCounter.withLock { $0.injected += 1 }
+  }
+
+  var isStopped: Bool { stopped.load(ordering: .acquiring) }
+
+  func handle(_ request: inout ServerRequest) -> ServerResponse { handler(&request) }
+
+  /// Decides which fault (if any) this request gets.
+  func faultPlan(path: String) -> Faults? {
+    let f = faults.withLock { $0 }
+    if f.isEmpty { return nil }
+    if let filter = f.pathFilter, !path.contains(filter) { return nil }
+    return faultCounter.withLock { counter -> Faults? in
+      if let limit = f.limit, counter.injected >= limit { return nil }
+      counter.seen += 1
+      var plan = f
+      if f.errorFraction > 0 {
+        // Deterministic spread: request n fails when the running total of the fraction crosses an integer.
+        let n = Double(counter.seen)
+        let fails = floor(n * f.errorFraction) > floor((n - 1) * f.errorFraction)
+        if !fails { plan.errorFraction = 0 }
+      }
+      if plan.errorFraction > 0 { counter.injected += 1 }
+      return plan
+    }
+  }
+}

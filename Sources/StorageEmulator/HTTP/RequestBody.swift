@@ -1,0 +1,109 @@
+import Foundation
+
+/// A request body read from the socket on demand: by Content-Length or chunked encoding.
+final class RequestBody {
+  enum Failure: Error {
+    /// The peer closed or reset before the announced end.
+    case truncated
+    case malformed
+    case tooLarge
+    case local(String)
+  }
+
+  private let reader: SocketReader
+  private var remaining: Int64
+  private let chunked: Bool
+  private var chunkLeft: Int64 = 0
+  private var finished: Bool
+  /// Called with the byte count after each read, so that faults can cut an upload.
+  var onBytes: ((Int64) -> Bool)?
+  private(set) var consumed: Int64 = 0
+
+  init(reader: SocketReader, contentLength: Int64?, chunked: Bool) {
+    self.reader = reader
+    self.chunked = chunked
+    self.remaining = contentLength ?? 0
+    self.finished = !chunked && (contentLength ?? 0) == 0
+  }
+
+  var isComplete: Bool { finished }
+
+  /// Reads up to `max` bytes; an empty result means the body ended.
+  func read(max: Int) throws(Failure) -> Data {
+    if finished { return Data() }
+    if chunked {
+      if chunkLeft == 0 {
+        guard let line = reader.readLine(limit: 1024) else { throw .truncated }
+        let sizeText = line.split(separator: ";").first.map(String.init) ?? ""
+        guard let size = Int64(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else {
+          throw .malformed
+        }
+        if size == 0 {
+          // Trailers end with an empty line.
+          while let trailer = reader.readLine(limit: 8192), !trailer.isEmpty {}
+          finished = true
+          return Data()
+        }
+        chunkLeft = size
+      }
+      let data = reader.read(max: Int(min(Int64(max), chunkLeft)))
+      if data.isEmpty { throw .truncated }
+      chunkLeft -= Int64(data.count)
+      if chunkLeft == 0 { _ = reader.readLine(limit: 2) }
+      try account(data.count)
+      return data
+    }
+    let data = reader.read(max: Int(min(Int64(max), remaining)))
+    if data.isEmpty { throw .truncated }
+    remaining -= Int64(data.count)
+    if remaining == 0 { finished = true }
+    try account(data.count)
+    return data
+  }
+
+  private func account(_ count: Int) throws(Failure) {
+    consumed += Int64(count)
+    if let onBytes, !onBytes(consumed) { throw .truncated }
+  }
+
+  /// The whole body in memory, refusing more than `limit` bytes.
+  func readAll(limit: Int) throws(Failure) -> Data {
+    var out = Data()
+    while true {
+      let chunk = try read(max: 1 << 20)
+      if chunk.isEmpty { return out }
+      out.append(chunk)
+      if out.count > limit { throw .tooLarge }
+    }
+  }
+
+  /// Streams the body into `fd`, updating `hashes`; returns the bytes written.
+  @discardableResult
+  func drain(into fd: Int32, hashes: ObjectHashes?) throws(Failure) -> Int64 {
+    var total: Int64 = 0
+    while true {
+      let chunk = try read(max: 1 << 20)
+      if chunk.isEmpty { return total }
+      let ok = chunk.withUnsafeBytes { raw -> Bool in
+        var done = 0
+        while done < raw.count {
+          let n = write(fd, raw.baseAddress! + done, raw.count - done)
+          if n < 0 {
+            if errno == EINTR { continue }
+            return false
+          }
+          done += n
+        }
+        hashes?.update(raw)
+        return true
+      }
+      if !ok { throw .local(String(cString: strerror(errno))) }
+      total += Int64(chunk.count)
+    }
+  }
+
+  /// Reads and drops whatever is left so that the connection can serve the next request.
+  func discard() throws(Failure) {
+    while !(try read(max: 1 << 20)).isEmpty {}
+  }
+}

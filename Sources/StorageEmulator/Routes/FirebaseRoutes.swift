@@ -1,0 +1,316 @@
+// The Firebase Storage REST API ("v0") over the object store, as the protocol reference describes
+// what the Firebase SDKs send and expect.
+import Foundation
+
+struct FirebaseRoutes {
+  let store: ObjectStore
+  let uploads: UploadSessions
+  let access: AccessCheck
+  /// `http://host:port`, for the session URLs handed to clients.
+  let publicBase: String
+
+  /// Splits `/v0/b/BUCKET/o[/OBJECT]`; nil when the path is not of that shape.
+  static func parse(_ path: String) -> (bucket: String, object: String?)? {
+    let segments = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+    guard segments.count >= 4, segments[0].isEmpty, segments[1] == "v0", segments[2] == "b",
+      !segments[3].isEmpty, let bucket = segments[3].removingPercentEncoding
+    else { return nil }
+    if segments.count == 4 { return (bucket, nil) }
+    guard segments[4] == "o" else { return nil }
+    if segments.count == 5 { return (bucket, nil) }
+    let encoded = segments[5...].joined(separator: "/")
+    guard let object = encoded.removingPercentEncoding else { return nil }
+    return (bucket, object.isEmpty ? nil : object)
+  }
+
+  func handle(_ request: inout ServerRequest) -> ServerResponse {
+    if request.rawPath == "/v0" || request.rawPath == "/v0/" {
+      return .json(200, ["emulator": "storage"])
+    }
+    guard let (bucket, object) = Self.parse(request.rawPath) else {
+      if request.rawPath.hasPrefix("/v0/") && request.rawPath.contains("%") {
+        return .error(400, "bad percent-encoding in the object name")
+      }
+      return .error(404, "Not Found")
+    }
+    var method = request.method
+    if let override = request.header("x-http-method-override") { method = override.uppercased() }
+
+    if let id = request.query["upload_id"] {
+      return uploadSession(id: id, request: &request)
+    }
+    if let denied = access.check(request, record: object.flatMap { store.get(bucket, $0) }) {
+      return denied
+    }
+    switch (method, object) {
+    case ("GET", nil):
+      return list(bucket: bucket, query: request.query)
+    case ("GET", let name?):
+      guard let record = store.get(bucket, name) else { return .error(404, "Not Found") }
+      if request.query["alt"] == "media" { return media(record, range: request.header("range")) }
+      return .json(200, ensureToken(record).firebaseResource())
+    case ("POST", _), ("PUT", _):
+      guard let name = request.query["name"] ?? object, !name.isEmpty else {
+        return .error(400, "an upload needs a name")
+      }
+      return upload(bucket: bucket, name: name, request: &request)
+    case ("PATCH", let name?):
+      return patch(bucket: bucket, name: name, request: &request)
+    case ("DELETE", let name?):
+      return store.delete(bucket, name) ? ServerResponse(status: 204) : .error(404, "Not Found")
+    default:
+      return .error(405, "method not allowed here")
+    }
+  }
+
+  /// The emulator gives a download token to any object read through v0 that has none.
+  private func ensureToken(_ record: ObjectRecord) -> ObjectRecord {
+    guard record.downloadTokens.isEmpty else { return record }
+    var updated = record
+    updated.downloadTokens = [UUID().uuidString.lowercased()]
+    _ = try? store.save(updated)
+    return updated
+  }
+
+  private func list(bucket: String, query: [String: String]) -> ServerResponse {
+    let prefix = query["prefix"] ?? ""
+    if !prefix.isEmpty && !prefix.hasSuffix("/") {
+      return .error(400, "The prefix parameter is required to be empty or ends with a single / character.")
+    }
+    var maxResults = 1000
+    if let text = query["maxResults"] {
+      guard let n = Int(text), n > 0 else { return .error(400, "maxResults must be a positive integer") }
+      maxResults = min(n, 1000)
+    }
+    let delimiter = query["delimiter"].flatMap { $0.isEmpty ? nil : $0 }
+    let result = store.list(
+      bucket: bucket, prefix: prefix, delimiter: delimiter, pageToken: query["pageToken"], maxResults: maxResults)
+    var body: [String: Any] = [
+      "prefixes": result.prefixes,
+      "items": result.items.map { ["name": $0.name, "bucket": $0.bucket] },
+    ]
+    if let token = result.nextPageToken { body["nextPageToken"] = token }
+    return .json(200, body)
+  }
+
+  private func media(_ record: ObjectRecord, range: String?) -> ServerResponse {
+    let current = record
+    let fd = open(store.dataPath(current), O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else {
+      // Overwritten between the lookup and the open: serve the newest generation.
+      if let newer = store.get(record.bucket, record.name), newer.generation != record.generation {
+        return media(newer, range: range)
+      }
+      return .error(404, "Not Found")
+    }
+    var headers: [(String, String)] = [
+      ("Accept-Ranges", "bytes"), ("Content-Type", current.contentType), ("ETag", current.etag),
+      ("x-goog-generation", String(current.generation)),
+      ("x-goog-metageneration", String(current.metageneration)),
+      ("x-goog-hash", "crc32c=\(current.crc32c),md5=\(current.md5Hash)"),
+      ("x-goog-stored-content-length", String(current.size)),
+      ("Last-Modified", httpDate(current.updated)),
+    ]
+    if let cc = current.cacheControl { headers.append(("Cache-Control", cc)) }
+    if let ce = current.contentEncoding, ce != "identity" { headers.append(("Content-Encoding", ce)) }
+    switch RangeHeader.resolve(range, size: current.size) {
+    case .whole:
+      return ServerResponse(status: 200, headers: headers, body: .file(fd: fd, offset: 0, length: current.size))
+    case .partial(let start, let end):
+      headers.append(("Content-Range", "bytes \(start)-\(end)/\(current.size)"))
+      return ServerResponse(status: 206, headers: headers, body: .file(fd: fd, offset: start, length: end - start + 1))
+    case .unsatisfiable:
+      close(fd)
+      return ServerResponse(status: 416, headers: [("Content-Range", "bytes */\(current.size)")])
+    case .malformed:
+      close(fd)
+      return .error(400, "malformed Range header")
+    }
+  }
+
+  private func httpDate(_ ms: Int64) -> String {
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "GMT")
+    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+    return formatter.string(from: Date(timeIntervalSince1970: Double(ms) / 1000))
+  }
+
+  private func patch(bucket: String, name: String, request: inout ServerRequest) -> ServerResponse {
+    guard var record = store.get(bucket, name) else { return .error(404, "Not Found") }
+    guard let body = try? request.body.readAll(limit: 1 << 20),
+      let json = (body.isEmpty ? [:] : try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+    else { return .error(400, "the body must be a JSON object") }
+    record.apply(json)
+    record.metageneration += 1
+    record.updated = Int64(Date().timeIntervalSince1970 * 1000)
+    do {
+      try store.save(record)
+    } catch {
+      return .error(500, "cannot save metadata")
+    }
+    return .json(200, record.firebaseResource())
+  }
+
+  // MARK: uploads
+
+  private func upload(bucket: String, name: String, request: inout ServerRequest) -> ServerResponse {
+    let protocolName = request.header("x-goog-upload-protocol")?.lowercased()
+    let command = request.header("x-goog-upload-command")?.lowercased()
+    if protocolName == "resumable" || command != nil {
+      guard command?.contains("start") ?? false else { return .error(400, "expected X-Goog-Upload-Command: start") }
+      guard let body = try? request.body.readAll(limit: 1 << 20) else { return .error(400, "bad metadata body") }
+      var metadata: [String: Any] = [:]
+      if !body.isEmpty {
+        guard let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else {
+          return .error(400, "the metadata must be a JSON object")
+        }
+        metadata = json
+      }
+      let session = uploads.create(bucket: bucket, name: name, metadata: metadata, store: store)
+      guard session.fd >= 0 else { return .error(500, "cannot create an upload file") }
+      let url = "\(publicBase)/v0/b/\(Self.encode(bucket))/o?name=\(Self.encode(name))&upload_id=\(session.id)&upload_protocol=resumable"
+      return ServerResponse(status: 200, headers: [
+        ("X-Goog-Upload-Status", "active"), ("X-Goog-Upload-URL", url),
+        ("X-Goog-Upload-Chunk-Granularity", "262144"), ("X-GUploader-UploadID", session.id),
+      ])
+    }
+    if protocolName == "multipart" {
+      return multipart(bucket: bucket, name: name, request: &request)
+    }
+    // A raw body with its Content-Type.
+    var metadata: [String: Any] = [:]
+    if let type = request.header("content-type") { metadata["contentType"] = type }
+    let (path, fd) = store.temporaryFile()
+    defer { close(fd) }
+    let hashes = ObjectHashes()
+    do {
+      let size = try request.body.drain(into: fd, hashes: hashes)
+      let record = try store.commit(bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, metadata: metadata)
+      return .json(200, record.firebaseResource())
+    } catch {
+      unlink(path)
+      return .error(400, "the upload body was incomplete")
+    }
+  }
+
+  private func multipart(bucket: String, name: String, request: inout ServerRequest) -> ServerResponse {
+    guard let type = request.header("content-type"), let range = type.range(of: "boundary=") else {
+      return .error(400, "multipart upload without a boundary")
+    }
+    let boundary = type[range.upperBound...].split(separator: ";").first.map {
+      $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+    } ?? ""
+    guard !boundary.isEmpty, let body = try? request.body.readAll(limit: 256 << 20) else {
+      return .error(400, "bad multipart body")
+    }
+    let parts = MultipartBody.split(body, boundary: boundary)
+    guard parts.count >= 2,
+      let json = try? JSONSerialization.jsonObject(with: parts[0].body) as? [String: Any]
+    else { return .error(400, "a multipart upload needs a JSON part and a media part") }
+    var metadata = json
+    if metadata["contentType"] == nil, let partType = parts[1].contentType { metadata["contentType"] = partType }
+    let (path, fd) = store.temporaryFile()
+    defer { close(fd) }
+    let hashes = ObjectHashes()
+    let ok = parts[1].body.withUnsafeBytes { raw -> Bool in
+      hashes.update(raw)
+      return raw.count == 0 || write(fd, raw.baseAddress!, raw.count) == raw.count
+    }
+    guard ok, let record = try? store.commit(
+      bucket: bucket, name: (json["name"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? name,
+      temporaryPath: path, size: Int64(parts[1].body.count), hashes: hashes, metadata: metadata)
+    else {
+      unlink(path)
+      return .error(500, "cannot store the object")
+    }
+    return .json(200, record.firebaseResource())
+  }
+
+  private func uploadSession(id: String, request: inout ServerRequest) -> ServerResponse {
+    guard let session = uploads.get(id) else { return .error(404, "no such upload session") }
+    let command = request.header("x-goog-upload-command")?.lowercased() ?? ""
+    session.lock.lock()
+    defer { session.lock.unlock() }
+    func status(_ extra: [(String, String)] = []) -> [(String, String)] {
+      [("X-Goog-Upload-Status", session.status), ("X-Goog-Upload-Size-Received", String(session.received))] + extra
+    }
+    if command.contains("query") {
+      if session.status == "final", let record = session.final {
+        return .json(200, record.firebaseResource(), headers: status())
+      }
+      return ServerResponse(status: 200, headers: status())
+    }
+    if command.contains("cancel") {
+      if session.status == "final" { return .error(400, "the upload is already final") }
+      session.status = "cancelled"
+      close(session.fd)
+      unlink(session.temporaryPath)
+      return ServerResponse(status: 200, headers: status())
+    }
+    if session.status == "final", let record = session.final {
+      return .json(200, record.firebaseResource(), headers: status())
+    }
+    guard session.status == "active" else { return .error(400, "the upload was cancelled") }
+    if command.contains("upload") {
+      if let offsetText = request.header("x-goog-upload-offset") {
+        guard let offset = Int64(offsetText), offset == session.received else {
+          return ServerResponse(status: 400, headers: status(), body: .data(Data("offset does not match the bytes received".utf8)))
+        }
+      }
+      lseek(session.fd, off_t(session.received), SEEK_SET)
+      let writer = CountingSink(session: session)
+      do {
+        try writer.drain(request.body)
+      } catch {
+        // Bytes that arrived before the break are kept: the client queries and continues.
+        return ServerResponse(status: 400, headers: status(), body: .data(Data("incomplete chunk".utf8)))
+      }
+    }
+    if command.contains("finalize") {
+      close(session.fd)
+      do {
+        let record = try store.commit(
+          bucket: session.bucket, name: session.name, temporaryPath: session.temporaryPath,
+          size: session.received, hashes: session.hashes, metadata: session.metadata)
+        session.status = "final"
+        session.final = record
+        return .json(200, record.firebaseResource(), headers: status())
+      } catch {
+        return .error(500, "cannot store the object")
+      }
+    }
+    return ServerResponse(status: 200, headers: status())
+  }
+
+  static func encode(_ text: String) -> String {
+    var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)..<Unicode.Scalar(128)))
+    allowed.insert(charactersIn: "-_.~")
+    return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+  }
+}
+
+/// Appends a chunk's bytes to a session, counting each write so a broken chunk keeps what arrived.
+private struct CountingSink {
+  let session: UploadSessions.Session
+
+  func drain(_ body: RequestBody) throws {
+    while true {
+      let chunk = try body.read(max: 1 << 20)
+      if chunk.isEmpty { return }
+      try chunk.withUnsafeBytes { raw in
+        var done = 0
+        while done < raw.count {
+          let n = write(session.fd, raw.baseAddress! + done, raw.count - done)
+          if n < 0 {
+            if errno == EINTR { continue }
+            throw RequestBody.Failure.local(String(cString: strerror(errno)))
+          }
+          done += n
+        }
+        session.hashes.update(raw)
+      }
+      session.received += Int64(chunk.count)
+    }
+  }
+}

@@ -1,0 +1,70 @@
+import Foundation
+
+/// A local bucket server backed by a folder: the Firebase Storage REST API on loopback, with
+/// fault injection for tests. It shares no code with the client, so each checks the other.
+public final class StorageEmulator: Sendable {
+  public struct Configuration: Sendable {
+    public var root: URL
+    public var host: String = "127.0.0.1"
+    /// 0 picks a free port.
+    public var port: Int = 9199
+    public var requiredToken: String? = nil
+    public var faults = Faults()
+
+    public init(root: URL) { self.root = root }
+  }
+
+  public enum StartError: Error, CustomStringConvertible {
+    case cannotUseRoot(String)
+    case cannotListen(String)
+    public var description: String {
+      switch self {
+      case .cannotUseRoot(let s): return "cannot use the root folder: \(s)"
+      case .cannotListen(let s): return s
+      }
+    }
+  }
+
+  let server: HTTPServer
+  public var port: Int { server.port }
+  public var host: String { server.host }
+  /// `host:port`, as `FIREBASE_STORAGE_EMULATOR_HOST` takes it.
+  public var address: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+  public init(_ configuration: Configuration) throws {
+    let store: ObjectStore
+    do {
+      store = try ObjectStore(root: configuration.root)
+    } catch {
+      throw StartError.cannotUseRoot("\(configuration.root.path): \(error.localizedDescription)")
+    }
+    let uploads = UploadSessions()
+    let access = AccessCheck(requiredToken: configuration.requiredToken)
+    let box = RoutesBox()
+    do {
+      server = try HTTPServer(host: configuration.host, port: configuration.port, faults: configuration.faults) { request in
+        box.routes!.handle(&request)
+      }
+    } catch {
+      throw StartError.cannotListen("\(error)")
+    }
+    let hostPart = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+    box.routes = FirebaseRoutes(store: store, uploads: uploads, access: access, publicBase: "http://\(hostPart):\(server.port)")
+    server.start()
+  }
+
+  /// Changes the injected faults from now on.
+  public func setFaults(_ faults: Faults) {
+    server.faults.withLock { $0 = faults }
+  }
+
+  /// Stops listening and closes every connection.
+  public func stop() {
+    server.stop()
+  }
+}
+
+/// Lets the server's handler reach routes built after the server knows its port.
+final class RoutesBox: @unchecked Sendable {
+  var routes: FirebaseRoutes?
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+/// One stored object's metadata, as kept in its JSON side file.
+struct ObjectRecord: Codable {
+  var name: String
+  var bucket: String
+  var generation: Int64
+  var metageneration: Int64
+  var size: Int64
+  var contentType: String
+  var md5Hash: String
+  var crc32c: String
+  /// Milliseconds since the epoch.
+  var timeCreated: Int64
+  var updated: Int64
+  var cacheControl: String?
+  var contentDisposition: String?
+  var contentEncoding: String?
+  var contentLanguage: String?
+  var metadata: [String: String]
+  var downloadTokens: [String]
+  /// File name of the bytes inside the bucket folder.
+  var dataFile: String
+
+  var etag: String { "\"\(md5Hash)\"" }
+
+  static func formatTime(_ ms: Int64) -> String {
+    let date = Date(timeIntervalSince1970: Double(ms) / 1000)
+    return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+  }
+
+  /// The Firebase v0 metadata resource.
+  func firebaseResource() -> [String: Any] {
+    var d: [String: Any] = [
+      "name": name, "bucket": bucket, "generation": String(generation),
+      "metageneration": String(metageneration), "contentType": contentType,
+      "timeCreated": Self.formatTime(timeCreated), "updated": Self.formatTime(updated),
+      "storageClass": "STANDARD", "size": String(size), "md5Hash": md5Hash, "crc32c": crc32c,
+      "etag": etag, "downloadTokens": downloadTokens.joined(separator: ","),
+      "contentEncoding": contentEncoding ?? "identity",
+    ]
+    if let cacheControl { d["cacheControl"] = cacheControl }
+    if let contentDisposition { d["contentDisposition"] = contentDisposition }
+    if let contentLanguage { d["contentLanguage"] = contentLanguage }
+    if !metadata.isEmpty { d["metadata"] = metadata }
+    return d
+  }
+
+  /// Applies the writable fields of an upload or PATCH body (`null` clears a field).
+  mutating func apply(_ json: [String: Any]) {
+    func field(_ key: String, _ target: inout String?) {
+      guard json.keys.contains(key) else { return }
+      target = json[key] as? String
+    }
+    field("cacheControl", &cacheControl)
+    field("contentDisposition", &contentDisposition)
+    field("contentEncoding", &contentEncoding)
+    field("contentLanguage", &contentLanguage)
+    if json.keys.contains("contentType") {
+      contentType = json["contentType"] as? String ?? "application/octet-stream"
+    }
+    if json.keys.contains("metadata") {
+      if let custom = json["metadata"] as? [String: Any] {
+        for (k, v) in custom {
+          if v is NSNull {
+            metadata.removeValue(forKey: k)
+          } else if let s = v as? String {
+            metadata[k] = s
+          } else if let n = v as? NSNumber {
+            metadata[k] = n.stringValue
+          }
+        }
+      } else {
+        metadata = [:]
+      }
+    }
+  }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import StorageCore
+import StorageEmulator
+
+/// An emulator on 127.0.0.1 with a free port and a temporary root, and a client pointed at it.
+final class EmulatorFixture: @unchecked Sendable {
+  let root: URL
+  let emulator: StorageEmulator
+  let storage: Storage
+
+  init(bucket: String = "test-bucket", faults: Faults = Faults(), token: String? = nil) throws {
+    root = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
+    config.port = 0
+    config.faults = faults
+    config.requiredToken = token
+    emulator = try StorageEmulator(config)
+    storage = Storage(bucket: bucket)
+    storage.useEmulator(host: "127.0.0.1", port: emulator.port)
+    storage.retryInitialDelay = 0.02
+    storage.maxOperationRetryTime = 10
+    storage.maxDownloadRetryTime = 10
+    storage.maxUploadRetryTime = 10
+  }
+
+  func scratch(_ name: String) -> URL { root.appendingPathComponent(name) }
+
+  deinit {
+    emulator.stop()
+    try? FileManager.default.removeItem(at: root)
+  }
+}
+
+func randomData(_ count: Int, seed: UInt64 = 42) -> Data {
+  var generator = SplitMix(seed: seed)
+  var data = Data(count: count)
+  data.withUnsafeMutableBytes { raw in
+    let words = raw.bindMemory(to: UInt8.self)
+    var i = 0
+    while i < count {
+      var v = generator.next()
+      for _ in 0..<8 where i < count {
+        words[i] = UInt8(truncatingIfNeeded: v)
+        v >>= 8
+        i += 1
+      }
+    }
+  }
+  return data
+}
+
+struct SplitMix: RandomNumberGenerator {
+  var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
+
+func sha256(_ data: Data) -> String {
+  let d = Digest(.sha256)
+  d.update(data)
+  return Digest.hex(d.finalize())
+}
+
+func sha256(file: URL) -> String? {
+  Digest.ofFile(file.path, kind: .sha256).map(Digest.hex)
+}
