@@ -118,6 +118,13 @@ public struct StorageMetadata: Sendable, Equatable {
 
   /// RFC 3339 UTC with exactly three fractional digits, as the server writes it.
   public static func formatDate(_ date: Date) -> String {
-    date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    // Formatted by hand from whole milliseconds: Date's binary fraction would print .673 as .672.
+    let ms = Int64((date.timeIntervalSince1970 * 1000).rounded())
+    var seconds = time_t(ms >= 0 ? ms / 1000 : (ms - 999) / 1000)
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    return String(
+      format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+      parts.tm_hour, parts.tm_min, parts.tm_sec, Int32(((ms % 1000) + 1000) % 1000))
   }
 }

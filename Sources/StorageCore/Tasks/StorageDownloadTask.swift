@@ -90,7 +90,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     }
     let deadline = Date().addingTimeInterval(budget)
     var backoff = Backoff(initialDelay: initialDelay)
-    while phase == .running {
+    while phase == .running && !Task.isCancelled {
       let outcome = await attempt(timeouts: timeouts)
       switch outcome {
       case .done:
@@ -190,7 +190,8 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
           return true
         })
     } catch {
-      if phase != .running { return .stopped }
+      // A cancelled driver belongs to a pause, even if a resume already set the phase back.
+      if Task.isCancelled || phase != .running { return .stopped }
       if let changed = sink.changed { return changedObject(changed, expected: expected) }
       if let writeError = sink.writeError {
         return .failed(StorageError(code: .unknown, object: object, detail: "writing \(destination.path) failed: \(writeError)"))
@@ -202,7 +203,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       let error = StorageError.from(status: head.status, object: object, body: sink.errorBody)
       return Backoff.isRetryable(status: head.status) ? .retry(error, Backoff.retryAfter(head)) : .failed(error)
     }
-    if phase != .running { return .stopped }
+    if Task.isCancelled || phase != .running { return .stopped }
     return complete(head: head, sink: sink, fd: fd)
   }
 

@@ -97,7 +97,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
           updateProgress(completed: source.size)
           finish(.succeeded, metadata: metadata)
         } catch {
-          if phase == .running { finish(.failed, error: error as? StorageError) }
+          if !Task.isCancelled && phase == .running { finish(.failed, error: error as? StorageError) }
         }
       }
     }
@@ -154,7 +154,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     let deadline = Date().addingTimeInterval(budget)
     let size = source.size
     while true {
-      if phase != .running { return nil }
+      if Task.isCancelled || phase != .running { return nil }
       let end = min(size, offset + chunkSize)
       let last = end == size
       let request = wire.uploadChunk(sessionURL: url, offset: offset, body: source.body(offset..<end), finalize: last)
@@ -175,7 +175,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
         guard Backoff.isRetryable(status: response.status) else { throw failure }
         retryAfter = Backoff.retryAfter(response.head)
       } catch let error as TransportError {
-        if phase != .running { return nil }
+        if Task.isCancelled || phase != .running { return nil }
         failure = StorageError.from(transport: error, object: object)
         guard Backoff.isRetryable(error) else { throw failure }
       } catch let error as StorageError {
@@ -191,7 +191,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
         throw exhausted
       }
       try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-      if phase != .running { return nil }
+      if Task.isCancelled || phase != .running { return nil }
       offset = try await queryOffset(url, runner: runner)
       updateProgress(completed: offset)
     }

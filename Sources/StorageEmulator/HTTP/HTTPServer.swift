@@ -23,6 +23,8 @@ final class HTTPServer: @unchecked Sendable {
   }
 
   init(host: String, port: Int, faults: Faults, handler: @escaping Handler) throws {
+    // sendfile(2) has no MSG_NOSIGNAL: a client that hangs up must not kill the process.
+    signal(SIGPIPE, SIG_IGN)
     self.handler = handler
     self.host = host
     self.faults = Mutex(faults)

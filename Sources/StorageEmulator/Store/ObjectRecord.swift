@@ -24,9 +24,14 @@ struct ObjectRecord: Codable {
 
   var etag: String { "\"\(md5Hash)\"" }
 
+  /// RFC 3339 with exactly three fractional digits, from whole milliseconds.
   static func formatTime(_ ms: Int64) -> String {
-    let date = Date(timeIntervalSince1970: Double(ms) / 1000)
-    return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    var seconds = time_t(ms / 1000)
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    return String(
+      format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+      parts.tm_hour, parts.tm_min, parts.tm_sec, Int32(ms % 1000))
   }
 
   /// The Firebase v0 metadata resource.
