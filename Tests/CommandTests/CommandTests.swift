@@ -1,0 +1,133 @@
+import Foundation
+import Testing
+
+@Suite struct CommandTests {
+  @Test func objectCommandsEndToEnd() throws {
+    let server = try ServeProcess()
+    defer { withExtendedLifetime(server) {} }
+    #expect(server.port > 0)
+    let emu = ["--emulator", server.address]
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let local = dir.appendingPathComponent("notes.txt")
+    try Data("line one\nline two\n".utf8).write(to: local)
+
+    var r = try runBucketfs(["cp", local.path, "gs://bk/docs/notes.txt"] + emu)
+    #expect(r.status == 0, "\(r.stderr)")
+    #expect(r.stderr.isEmpty)  // no progress bar when stderr is not a terminal
+
+    r = try runBucketfs(["cp", "-", "gs://bk/docs/from-stdin.bin"] + emu, stdin: Data([0, 1, 2, 3]))
+    #expect(r.status == 0)
+
+    r = try runBucketfs(["ls", "gs://bk"] + emu)
+    #expect(r.out == "docs/\n")
+    r = try runBucketfs(["ls", "gs://bk/docs"] + emu)
+    #expect(r.out == "docs/from-stdin.bin\ndocs/notes.txt\n")
+    r = try runBucketfs(["ls", "-l", "gs://bk/docs"] + emu)
+    #expect(r.out.contains("18  ") && r.out.contains("docs/notes.txt  text/plain"))
+    r = try runBucketfs(["ls", "-r", "gs://bk"] + emu)
+    #expect(r.out.split(separator: "\n").count == 2)
+
+    r = try runBucketfs(["stat", "--json", "gs://bk/docs/notes.txt"] + emu)
+    let json = try JSONSerialization.jsonObject(with: r.stdout) as? [String: Any]
+    #expect(json?["size"] as? String == "18")
+    #expect(json?["contentType"] as? String == "text/plain")
+    #expect(json?["md5Hash"] != nil && json?["generation"] != nil)
+    r = try runBucketfs(["stat", "gs://bk/docs/notes.txt"] + emu)
+    #expect(r.out.contains("size: 18"))
+
+    r = try runBucketfs(["cat", "gs://bk/docs/notes.txt"] + emu)
+    #expect(r.out == "line one\nline two\n")
+    r = try runBucketfs(["cat", "gs://bk/docs/notes.txt", "--range", "5-7"] + emu)
+    #expect(r.out == "one")
+    r = try runBucketfs(["cat", "gs://bk/docs/notes.txt", "--range", "9-"] + emu)
+    #expect(r.out == "line two\n")
+
+    let back = dir.appendingPathComponent("back.txt")
+    r = try runBucketfs(["cp", "gs://bk/docs/notes.txt", back.path] + emu)
+    #expect(r.status == 0)
+    #expect(try Data(contentsOf: back) == Data("line one\nline two\n".utf8))
+    r = try runBucketfs(["cp", "gs://bk/docs/from-stdin.bin", "-"] + emu)
+    #expect(r.stdout == Data([0, 1, 2, 3]))
+
+    r = try runBucketfs(["url", "gs://bk/docs/notes.txt"] + emu)
+    #expect(r.out.hasPrefix("http://\(server.address)/v0/b/bk/o/docs%2Fnotes.txt?alt=media&token="))
+
+    // Recursive copies both ways.
+    let tree = dir.appendingPathComponent("tree")
+    r = try runBucketfs(["cp", "-r", "gs://bk/docs", tree.path] + emu)
+    #expect(r.status == 0, "\(r.stderr)")
+    #expect(FileManager.default.fileExists(atPath: tree.appendingPathComponent("notes.txt").path))
+    r = try runBucketfs(["cp", "-r", tree.path, "gs://bk/copy"] + emu)
+    #expect(r.status == 0, "\(r.stderr)")
+    r = try runBucketfs(["ls", "gs://bk/copy"] + emu)
+    #expect(r.out == "copy/from-stdin.bin\ncopy/notes.txt\n")
+
+    r = try runBucketfs(["rm", "-r", "gs://bk/copy"] + emu)
+    #expect(r.status == 0)
+    r = try runBucketfs(["rm", "gs://bk/docs/notes.txt"] + emu)
+    #expect(r.status == 0)
+    r = try runBucketfs(["ls", "-r", "gs://bk"] + emu)
+    #expect(r.out == "docs/from-stdin.bin\n")
+  }
+
+  @Test func exitStatusesAndMessages() throws {
+    let server = try ServeProcess()
+    defer { withExtendedLifetime(server) {} }
+    let emu = ["--emulator", server.address]
+
+    var r = try runBucketfs(["stat", "gs://bk/missing.txt"] + emu)
+    #expect(r.status == 3)
+    #expect(r.stderr == "bucketfs stat: gs://bk/missing.txt: no such object (HTTP 404)\n")
+
+    r = try runBucketfs(["cat", "gs://bk/missing.txt"], environment: ["FIREBASE_STORAGE_EMULATOR_HOST": server.address])
+    #expect(r.status == 3)
+
+    r = try runBucketfs(["frobnicate"])
+    #expect(r.status == 2)
+    r = try runBucketfs(["ls"] + emu)
+    #expect(r.status == 2)
+    r = try runBucketfs(["ls", "--bogus", "gs://bk"] + emu)
+    #expect(r.status == 2 && r.stderr.contains("unknown option --bogus"))
+    r = try runBucketfs(["cp", "/nonexistent/file", "gs://bk/x"] + emu)
+    #expect(r.status == 6)
+    #expect(r.stderr.contains("/nonexistent/file: no such file"))
+
+    // Nothing listens on the stopped server's port.
+    let gone = try ServeProcess()
+    let goneAddress = gone.address
+    gone.stop()
+    r = try runBucketfs(["ls", "gs://bk", "--emulator", goneAddress])
+    #expect(r.status == 5)
+    #expect(r.stderr.contains("server unreachable"))
+
+    for command in ["ls", "stat", "cat", "cp", "rm", "url", "serve", "mount"] {
+      r = try runBucketfs([command, "--help"])
+      #expect(r.status == 0 && r.out.contains("usage: bucketfs \(command)"), "\(command)")
+    }
+  }
+
+  @Test func tokensAreSentAndNeverPrinted() throws {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tok-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let good = dir.appendingPathComponent("good")
+    let bad = dir.appendingPathComponent("bad")
+    try Data("correct-horse-battery\n".utf8).write(to: good)
+    try Data("wrong-token-value\n".utf8).write(to: bad)
+    let server = try ServeProcess(extraArgs: ["--require-token", good.path])
+    defer { withExtendedLifetime(server) {} }
+    let emu = ["--emulator", server.address]
+
+    var r = try runBucketfs(["ls", "gs://bk"] + emu)
+    #expect(r.status == 4)
+    r = try runBucketfs(["ls", "gs://bk", "--token-file", bad.path] + emu)
+    #expect(r.status == 4)
+    #expect(!r.stderr.contains("wrong-token-value"))
+    r = try runBucketfs(["cp", "-", "gs://bk/t.txt", "--token-file", good.path] + emu, stdin: Data("t".utf8))
+    #expect(r.status == 0)
+    r = try runBucketfs(["cat", "gs://bk/t.txt"] + emu, environment: ["BUCKETFS_TOKEN_FILE": good.path])
+    #expect(r.out == "t")
+  }
+}
