@@ -56,45 +56,15 @@ public final class Digest: @unchecked Sendable {
   }
 }
 
-/// CRC-32C (Castagnoli), as GCS computes it: table-driven, slicing by 8.
+/// CRC-32C (Castagnoli), as GCS computes it, with the CPU's CRC instruction where there is one.
 public struct CRC32C: Sendable {
-  private static let tables: [[UInt32]] = {
-    var tables = [[UInt32]](repeating: [UInt32](repeating: 0, count: 256), count: 8)
-    for i in 0..<256 {
-      var crc = UInt32(i)
-      for _ in 0..<8 { crc = (crc & 1) != 0 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
-      tables[0][i] = crc
-    }
-    for i in 0..<256 {
-      for t in 1..<8 {
-        tables[t][i] = (tables[t - 1][i] >> 8) ^ tables[0][Int(tables[t - 1][i] & 0xFF)]
-      }
-    }
-    return tables
-  }()
-
   public private(set) var value: UInt32 = 0
 
   public init() {}
 
   public mutating func update(_ bytes: UnsafeRawBufferPointer) {
-    var crc = ~value
-    let t = CRC32C.tables
-    var i = 0
-    let n = bytes.count
-    while i + 8 <= n {
-      let lo = UInt32(bytes[i]) | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]) << 16 | UInt32(bytes[i + 3]) << 24
-      let x = crc ^ lo
-      crc = t[7][Int(x & 0xFF)] ^ t[6][Int((x >> 8) & 0xFF)] ^ t[5][Int((x >> 16) & 0xFF)]
-        ^ t[4][Int(x >> 24)] ^ t[3][Int(bytes[i + 4])] ^ t[2][Int(bytes[i + 5])]
-        ^ t[1][Int(bytes[i + 6])] ^ t[0][Int(bytes[i + 7])]
-      i += 8
-    }
-    while i < n {
-      crc = (crc >> 8) ^ t[0][Int((crc ^ UInt32(bytes[i])) & 0xFF)]
-      i += 1
-    }
-    value = ~crc
+    guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+    value = CCrypto_crc32c(value, base, bytes.count)
   }
 
   /// Big-endian bytes in base64, the GCS JSON form.

@@ -9,6 +9,9 @@ import Synchronization
 public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   public let destination: URL
   let pinnedGeneration: Int64?
+  /// fsync before the rename, for copies that must survive a crash (staging); `cp` skips it as
+  /// cp(1) does.
+  let durable: Bool
   let temporaryPath: String
   private let driver = Mutex<Task<Void, Never>?>(nil)
 
@@ -22,8 +25,9 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   }
   private let io = Mutex(IO())
 
-  init(reference: StorageReference, destination: URL, generation: Int64?) {
+  init(reference: StorageReference, destination: URL, generation: Int64?, durable: Bool) {
     self.destination = destination
+    self.durable = durable
     self.pinnedGeneration = generation
     let folder = destination.deletingLastPathComponent().path
     let random = String(UInt32.random(in: 0...UInt32.max), radix: 36)
@@ -142,8 +146,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
         while left > 0 {
           let chunk = handle.readData(ofLength: Int(min(left, 4 << 20)))
           if chunk.isEmpty { break }
-          sink.digest.update(chunk)
-          chunk.withUnsafeBytes { sink.crc.update($0) }
+          chunk.withUnsafeBytes { sink.hash($0) }
           left -= Int64(chunk.count)
         }
         try? handle.close()
@@ -165,6 +168,8 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
             sink.changed = served
             return false
           }
+          let hasCRC = head["x-goog-hash"]?.contains("crc32c=") ?? false
+          if have == 0 { sink.wantsMD5 = !hasCRC }
           if head.status == 200 && have > 0 {
             // The server ignored the Range: start the file over.
             _ = ftruncate(fd, 0)
@@ -172,6 +177,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
             sink.offset = 0
             sink.digest = Digest(.md5)
             sink.crc = CRC32C()
+            sink.wantsMD5 = !hasCRC
           }
           updateProgress(completed: sink.offset, total: totalSize(head))
           return true
@@ -232,7 +238,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       unlink(temporaryPath)
       return .failed(StorageError(code: .nonMatchingChecksum, object: object, detail: problem))
     }
-    if fsync(fd) != 0 || rename(temporaryPath, destination.path) != 0 {
+    if (durable && fsync(fd) != 0) || rename(temporaryPath, destination.path) != 0 {
       let reason = String(cString: strerror(errno))
       return .failed(StorageError(code: .unknown, object: object, detail: "cannot finish \(destination.path): \(reason)"))
     }
@@ -248,22 +254,20 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     return head["content-length"].flatMap { Int64($0) }
   }
 
-  /// Compares the bytes with `x-goog-hash` (md5 and crc32c, base64); nil when they agree.
+  /// Compares the bytes with `x-goog-hash` (CRC32C when given, else MD5); nil when they agree.
   private func verify(hashHeader: String?, sink: DownloadSink) -> String? {
     guard let hashHeader else { return nil }
+    var hashes: [String: String] = [:]
     for part in hashHeader.split(separator: ",") {
       let kv = part.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
-      guard kv.count == 2 else { continue }
-      let value = String(kv[1])
-      switch kv[0] {
-      case "md5":
-        let got = sink.digest.finalize().base64EncodedString()
-        if got != value { return "MD5 mismatch: server says \(value), received bytes hash to \(got)" }
-      case "crc32c":
-        if !sink.crc.matches(value) { return "CRC32C mismatch: server says \(value), received \(sink.crc.base64)" }
-      default:
-        continue
-      }
+      if kv.count == 2 { hashes[String(kv[0])] = String(kv[1]) }
+    }
+    if let crc = hashes["crc32c"] {
+      return sink.crc.matches(crc) ? nil : "CRC32C mismatch: server says \(crc), received bytes give \(sink.crc.base64)"
+    }
+    if let md5 = hashes["md5"], sink.wantsMD5 {
+      let got = sink.digest.finalize().base64EncodedString()
+      return got == md5 ? nil : "MD5 mismatch: server says \(md5), received bytes hash to \(got)"
     }
     return nil
   }
@@ -286,6 +290,14 @@ final class DownloadSink: @unchecked Sendable {
     self.offset = offset
   }
 
+  /// MD5 costs more than receiving the bytes; it is computed only when the server gives no CRC32C.
+  var wantsMD5 = true
+
+  func hash(_ bytes: UnsafeRawBufferPointer) {
+    crc.update(bytes)
+    if wantsMD5 { digest.update(bytes) }
+  }
+
   func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
     var done = 0
     while done < bytes.count {
@@ -297,8 +309,7 @@ final class DownloadSink: @unchecked Sendable {
       }
       done += n
     }
-    digest.update(bytes)
-    crc.update(bytes)
+    hash(bytes)
     offset += Int64(bytes.count)
     return true
   }
@@ -306,10 +317,11 @@ final class DownloadSink: @unchecked Sendable {
 
 extension StorageReference {
   /// Downloads the object into `fileURL` (see `StorageDownloadTask`). With `generation`, bytes of
-  /// any other generation fail the task with `objectChanged`.
+  /// any other generation fail the task with `objectChanged`; with `durable`, the file is fsynced
+  /// before it appears.
   @discardableResult
-  public func write(toFile fileURL: URL, generation: Int64? = nil) -> StorageDownloadTask {
-    let task = StorageDownloadTask(reference: self, destination: fileURL, generation: generation)
+  public func write(toFile fileURL: URL, generation: Int64? = nil, durable: Bool = false) -> StorageDownloadTask {
+    let task = StorageDownloadTask(reference: self, destination: fileURL, generation: generation, durable: durable)
     task.start()
     return task
   }

@@ -20,8 +20,10 @@ final class ObjectHashes {
     guard bytes.count > 0 else { return }
     CCrypto_digest_update(md5, bytes.baseAddress, bytes.count)
     var c = crc
+    // Four bytes per step through the unchecked table: this runs on every uploaded byte.
     Self.table.withUnsafeBufferPointer { t in
-      for b in bytes { c = (c >> 8) ^ t[Int((c ^ UInt32(b)) & 0xFF)] }
+      let p = bytes.bindMemory(to: UInt8.self)
+      for b in p { c = (c >> 8) ^ t[Int((c ^ UInt32(b)) & 0xFF)] }
     }
     crc = c
   }

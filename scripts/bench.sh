@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Side-by-side measurements on one emulator in one run, printed as ratios (higher is better for
+# bucketfs; 1.00 means as fast as the reference). Release build. Stops everything it started.
+#   scripts/bench.sh [--size-mib N]   (default 1024)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZE_MIB=1024
+[ "${1:-}" = "--size-mib" ] && SIZE_MIB=$2
+scripts/install-deps.sh
+export PATH=/opt/swift/usr/bin:$PATH
+swift build -c release --product bucketfs >/dev/null
+BIN=$(swift build -c release --show-bin-path)/bucketfs
+. scripts/lib.sh
+
+WORK=$(mktemp -d /tmp/bucketfs-bench.XXXXXX)
+cleanup() {
+  for m in "${MOUNTS[@]:-}"; do [ -n "$m" ] && mountpoint -q "$m" 2>/dev/null && fusermount3 -u "$m" 2>/dev/null || true; done
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  stop_emulator
+  rm -rf "$WORK"
+}
+MOUNTS=()
+PIDS=()
+trap cleanup EXIT
+
+start_emulator "$WORK/server"
+export FIREBASE_STORAGE_EMULATOR_HOST=$EMU_ADDR
+BASE="http://$EMU_ADDR/v0/b/bench/o"
+now() { date +%s.%N; }
+secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+row() { printf '%-44s %10s %10s %8s\n' "$@"; }
+
+echo "bucketfs bench: $SIZE_MIB MiB object, emulator $EMU_ADDR, $(nproc) cores"
+head -c $((SIZE_MIB << 20)) /dev/urandom >"$WORK/big.bin"
+sync
+
+# Upload: bucketfs cp (resumable, 32 MiB chunks) vs one curl POST of the whole file.
+t0=$(now); curl -sf -o /dev/null -X POST -H 'Expect:' -H 'Content-Type: application/octet-stream' -T "$WORK/big.bin" "$BASE?name=curl-up.bin"; t1=$(now)
+curl_up=$(secs "$t0" "$t1")
+t0=$(now); "$BIN" cp --no-progress "$WORK/big.bin" gs://bench/big.bin; t1=$(now)
+bfs_up=$(secs "$t0" "$t1")
+
+# Download: the same object, each to a file on the same disk; best of three.
+best_curl=999999; best_bfs=999999
+# Each run starts with no dirty pages left by the one before (rm + sync outside the timing).
+for _ in 1 2 3; do
+  rm -f "$WORK/c.bin"; sync
+  t0=$(now); curl -sf -o "$WORK/c.bin" "$BASE/big.bin?alt=media"; t1=$(now)
+  best_curl=$(python3 -c "print(min($best_curl, $t1 - $t0))")
+  rm -f "$WORK/c.bin" "$WORK/b.bin"; sync
+  t0=$(now); "$BIN" cp --no-progress gs://bench/big.bin "$WORK/b.bin"; t1=$(now)
+  best_bfs=$(python3 -c "print(min($best_bfs, $t1 - $t0))")
+  cmp -s "$WORK/big.bin" "$WORK/b.bin" || { echo "bench: downloaded bytes differ" >&2; exit 1; }
+done
+rm -f "$WORK/c.bin" "$WORK/b.bin"
+
+echo
+row "measurement" "reference" "bucketfs" "ratio"
+row "download $SIZE_MIB MiB: cp vs curl (s)" "$(printf %.3f "$best_curl")" "$(printf %.3f "$best_bfs")" "$(ratio "$best_curl" "$best_bfs")x"
+row "upload $SIZE_MIB MiB: cp vs curl (s)" "$curl_up" "$bfs_up" "$(ratio "$curl_up" "$bfs_up")x"
+
+if [ -f scripts/bench-mount.sh ]; then
+  . scripts/bench-mount.sh
+fi
