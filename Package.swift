@@ -11,7 +11,7 @@ let package = Package(
     .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
     .target(
       name: "CFuse",
-      cSettings: [.unsafeFlags(["-I/usr/include/fuse3"]), .define("FUSE_USE_VERSION", to: "35")],
+      cSettings: [.define("FUSE_USE_VERSION", to: "35")],
       linkerSettings: [.linkedLibrary("fuse3")]),
     .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
     .target(name: "StorageCore", dependencies: ["CCurl", "CCrypto"]),

@@ -46,7 +46,7 @@ public enum BucketFSCLI {
       case "serve":
         return try ServeCommand.run(&args)
       case "mount":
-        return try MountCommand.run(&args, environment: environment)
+        return try await MountCommand.run(&args, environment: environment)
       case "ls", "stat", "cat", "cp", "rm", "url":
         let client = try ClientOptions.parse(&args, environment: environment)
         switch command {

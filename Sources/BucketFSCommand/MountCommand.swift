@@ -1,7 +1,163 @@
-/// `bucketfs mount` (the mount issue fills this in).
+import BucketFS
+import Foundation
+import FuseBridge
+import StorageCore
+import Glibc
+
+/// `bucketfs mount`: checks everything that can fail before mounting, so a failure never leaves a
+/// half-mounted folder; without -f, runs the mount in a background child and returns once it is up.
 enum MountCommand {
-  static let usage = "usage: bucketfs mount gs://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o OPT,...]"
-  static func run(_ args: inout Arguments, environment: [String: String]) throws(CommandError) -> Int32 {
-    throw .usage("mount is not available yet")
+  static let usage = """
+    usage: bucketfs mount gs://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [--offline] [-o OPT,...]
+
+    Mounts the bucket (or the folder PREFIX of it) read-only at MOUNTPOINT. Without -f the command
+    returns once the mount is up and the filesystem keeps running in the background (log:
+    ~/.cache/bucketfs/mount.log); with -f it stays in the foreground and unmounts on SIGINT/SIGTERM.
+    `fusermount3 -u MOUNTPOINT` always unmounts.
+
+      -f             stay in the foreground          -d   foreground, and log every request
+      --offline      serve staged copies only, no server (same as -o offline)
+      --emulator HOST:PORT, --token-file FILE        as for the object commands
+      -o ro, allow_other, uid=N, gid=N, file_mode=0444, dir_mode=0555,
+         metadata_ttl=SECONDS (5), cache_size=SIZE (256M), staging_dir=DIR,
+         staging_size=SIZE (10G), stage_max_file=SIZE (2G), read_timeout=SECONDS (30), offline
+    """
+
+  static func run(_ args: inout Arguments, environment: [String: String]) async throws(CommandError) -> Int32 {
+    let foreground = args.flag("-f", "--foreground")
+    let debug = args.flag("-d", "--debug")
+    let offlineFlag = args.flag("--offline")
+    let readyPipe = args.flag("--notify-ready")  // internal: the background child reports on stdout
+    var options = MountOptions()
+    while let list = try args.value("-o") {
+      do {
+        try options.apply(list)
+      } catch {
+        throw .usage(error.description)
+      }
+    }
+    if offlineFlag { options.offline = true }
+    options.debug = debug
+    let client = try ClientOptions.parse(&args, environment: environment)
+    let positionals = try args.positionals()
+    guard positionals.count == 2 else { throw .usage(usage) }
+    let (url, mountpoint) = (positionals[0], positionals[1])
+    guard url.hasPrefix("gs://") || url.contains("/v0/b/") else { throw .usage("\(url): expected gs://BUCKET[/PREFIX]") }
+
+    try checkMountpoint(mountpoint)
+    if !foreground && !debug {
+      return try spawnBackground(environment: environment)
+    }
+    if readyPipe {
+      // Leave the parent's session so its terminal's signals do not reach the daemon.
+      setsid()
+    }
+
+    let ref = try client.reference(url)
+    let storage = ref.storage
+    storage.timeouts = TransportTimeouts(connect: .seconds(min(10, max(1, Int(options.readTimeout)))), stall: .milliseconds(Int(options.readTimeout * 1000)))
+    storage.maxDownloadRetryTime = options.readTimeout
+    storage.maxOperationRetryTime = options.readTimeout
+    let objectClient = StorageObjectClient(storage: storage)
+    let prefix = ref.fullPath
+    if !options.offline {
+      do {
+        _ = try await objectClient.listPage(prefix: prefix.isEmpty ? "" : prefix + "/", pageToken: nil, maxResults: 1)
+      } catch {
+        throw .storage(error)
+      }
+    }
+    let log: @Sendable (String) -> Void = { line in
+      FileHandle.standardError.write(Data("bucketfs[\(getpid())]: \(line)\n".utf8))
+    }
+    let staging: StagingArea
+    do {
+      staging = try StagingArea(
+        folder: options.stagingDir, bucket: ref.bucket, sizeLimit: options.stagingSize, maxFile: options.stageMaxFile, log: log)
+    } catch {
+      throw .local(options.stagingDir.path, "cannot use the staging folder: \(error.localizedDescription)")
+    }
+    let fs = BucketFilesystem(client: objectClient, prefix: prefix, options: options, staging: staging, log: log)
+    var fuseOptions = ["ro", "fsname=bucketfs", "subtype=bucketfs", "default_permissions"] + options.fuseOptions
+    if options.allowOther { fuseOptions.append("allow_other") }
+    let session: FuseSession
+    do {
+      session = try FuseSession(filesystem: fs, mountpoint: mountpoint, options: fuseOptions, debug: debug)
+    } catch {
+      throw .failed("\(mountpoint): \(error)", status: ExitStatus.failure)
+    }
+    log("mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")")
+    if readyPipe { announceReady() }
+
+    let signals = [SIGINT, SIGTERM, SIGHUP].map { sig -> DispatchSourceSignal in
+      signal(sig, SIG_IGN)
+      let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+      source.setEventHandler { session.stop() }
+      source.resume()
+      return source
+    }
+    let result: Int32 = await withCheckedContinuation { cont in
+      // The loop blocks: it gets a thread of its own, not one of the task pool's.
+      let thread = Thread { cont.resume(returning: session.run()) }
+      thread.stackSize = 1 << 20
+      thread.start()
+    }
+    signals.forEach { $0.cancel() }
+    staging.cancelAll()
+    log("unmounted \(mountpoint)")
+    return result == 0 ? 0 : ExitStatus.failure
+  }
+
+  static func checkMountpoint(_ path: String) throws(CommandError) {
+    var st = stat()
+    guard lstat(path, &st) == 0 else {
+      let reason = errno == ENOTCONN ? "a dead mount is still there: run fusermount3 -u \(path)" : String(cString: strerror(errno))
+      throw .local(path, "cannot use as a mountpoint: \(reason)")
+    }
+    guard (st.st_mode & S_IFMT) == S_IFDIR else { throw .local(path, "not a folder") }
+    var parent = stat()
+    let parentPath = URL(fileURLWithPath: path).standardizedFileURL.deletingLastPathComponent().path
+    if lstat(parentPath, &parent) == 0, parent.st_dev != st.st_dev {
+      throw .failed("\(path): busy: something is already mounted there", status: ExitStatus.failure)
+    }
+  }
+
+  private static func announceReady() {
+    FileHandle.standardOutput.write(Data("ready\n".utf8))
+    // From now on the daemon writes to its log file, not to the parent's pipes.
+    let logDir = URL(fileURLWithPath: ProcessInfo.processInfo.environment["HOME"] ?? "/tmp").appendingPathComponent(".cache/bucketfs")
+    try? FileManager.default.createDirectory(at: logDir, withIntermediateDirectories: true)
+    let logPath = logDir.appendingPathComponent("mount.log").path
+    let fd = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    let null = open("/dev/null", O_RDWR)
+    dup2(null, 0)
+    dup2(null, 1)
+    dup2(fd >= 0 ? fd : null, 2)
+  }
+
+  /// Runs the same command with -f in a background child and waits until it reports the mount up
+  /// (exit 0) or fails (its message and status are passed on).
+  private static func spawnBackground(environment: [String: String]) throws(CommandError) -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    process.arguments = Array(CommandLine.arguments.dropFirst()) + ["-f", "--notify-ready"]
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    do {
+      try process.run()
+    } catch {
+      throw .failed("cannot start the mount process: \(error.localizedDescription)", status: ExitStatus.failure)
+    }
+    try? out.fileHandleForWriting.close()
+    try? err.fileHandleForWriting.close()
+    let ready = out.fileHandleForReading.readDataToEndOfFile()
+    if String(decoding: ready, as: UTF8.self).contains("ready") { return 0 }
+    let message = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    FileHandle.standardError.write(message)
+    return process.terminationStatus == 0 ? ExitStatus.failure : process.terminationStatus
   }
 }

@@ -1,3 +1,4 @@
+#include <stddef.h>
 #include "CFuse.h"
 
 void CFuseShims_set_direct_io(struct fuse_file_info *fi, int on) { fi->direct_io = on ? 1 : 0; }
@@ -5,3 +6,26 @@ void CFuseShims_set_keep_cache(struct fuse_file_info *fi, int on) { fi->keep_cac
 int CFuseShims_fi_flags(const struct fuse_file_info *fi) { return fi->flags; }
 uint64_t CFuseShims_fi_fh(const struct fuse_file_info *fi) { return fi->fh; }
 void CFuseShims_set_fh(struct fuse_file_info *fi, uint64_t fh) { fi->fh = fh; }
+
+struct fuse_session *CFuseShims_session_new(int argc, char **argv, const struct fuse_lowlevel_ops *ops) {
+  struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+  struct fuse_session *se = fuse_session_new(&args, ops, sizeof(*ops), NULL);
+  fuse_opt_free_args(&args);
+  return se;
+}
+
+int CFuseShims_loop_mt(struct fuse_session *se, unsigned int max_idle_threads) {
+  struct fuse_loop_config config;
+  config.clone_fd = 0;
+  config.max_idle_threads = max_idle_threads;
+  return fuse_session_loop_mt(se, &config);
+}
+
+void CFuseShims_tune_connection(struct fuse_conn_info *conn) {
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+  conn->max_readahead = 1024 * 1024;
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+}

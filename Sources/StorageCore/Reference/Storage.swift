@@ -117,6 +117,11 @@ public final class Storage: Sendable {
     return StorageReference(storage: self, path: path)
   }
 
+  /// The download URL of `name` with `token`, as `downloadURL()` builds it.
+  public func downloadURL(bucket: String, name: String, token: String) -> String {
+    wire.downloadURL(StoragePath(bucket: bucket, object: name), token: token)
+  }
+
   var wire: FirebaseWire {
     settings.withLock { s in
       let portPart = s.port.map { ":\($0)" } ?? ""

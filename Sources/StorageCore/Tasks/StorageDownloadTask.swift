@@ -15,6 +15,9 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   let temporaryPath: String
   private let driver = Mutex<Task<Void, Never>?>(nil)
 
+  /// Where the bytes are written until the download completes (they arrive in order from byte 0).
+  public var partialFilePath: String { temporaryPath }
+
   /// The generation the bytes came from, once the server has answered.
   public var generation: Int64? { io.withLock { $0.generation } }
 

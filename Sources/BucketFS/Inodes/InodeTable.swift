@@ -1,0 +1,74 @@
+import Synchronization
+
+/// Inode numbers for paths. A path keeps its number while the kernel holds a reference to it
+/// (lookup count above zero), so the same file keeps the same inode across lookups.
+public final class InodeTable: Sendable {
+  public static let rootIno: UInt64 = 1
+
+  public struct Node: Sendable, Equatable {
+    /// The path shown in the mount, relative to its root ("" for the root).
+    public var path: String
+    public var isDirectory: Bool
+    /// The object behind a file, relative to the mount prefix (differs from `path` for the
+    /// `name.object` alias of an object shadowed by a folder of the same name).
+    public var objectName: String?
+  }
+
+  private struct Key: Hashable {
+    var path: String
+    var isDirectory: Bool
+  }
+
+  private struct State {
+    var nodes: [UInt64: (node: Node, lookups: UInt64)] = [InodeTable.rootIno: (Node(path: "", isDirectory: true), 1)]
+    var byKey: [Key: UInt64] = [Key(path: "", isDirectory: true): InodeTable.rootIno]
+    var next: UInt64 = 2
+  }
+
+  private let state = Mutex(State())
+
+  public init() {}
+
+  /// The inode for `node`, made if needed; `lookup` counts a reference handed to the kernel.
+  public func ino(for node: Node, lookup: Bool) -> UInt64 {
+    state.withLock { s in
+      let key = Key(path: node.path, isDirectory: node.isDirectory)
+      if let ino = s.byKey[key] {
+        s.nodes[ino]!.node = node
+        if lookup { s.nodes[ino]!.lookups += 1 }
+        return ino
+      }
+      let ino = s.next
+      s.next += 1
+      s.byKey[key] = ino
+      s.nodes[ino] = (node, lookup ? 1 : 0)
+      return ino
+    }
+  }
+
+  /// Counts one more kernel reference to an existing inode (readdirplus hands them out).
+  public func addLookup(_ ino: UInt64) {
+    state.withLock { s in s.nodes[ino]?.lookups += 1 }
+  }
+
+  public func node(_ ino: UInt64) -> Node? {
+    state.withLock { $0.nodes[ino]?.node }
+  }
+
+  /// Drops `count` kernel references; the number is freed at zero.
+  public func forget(_ ino: UInt64, count: UInt64) {
+    guard ino != Self.rootIno else { return }
+    state.withLock { s in
+      guard var entry = s.nodes[ino] else { return }
+      entry.lookups = entry.lookups > count ? entry.lookups - count : 0
+      if entry.lookups == 0 {
+        s.nodes.removeValue(forKey: ino)
+        s.byKey.removeValue(forKey: Key(path: entry.node.path, isDirectory: entry.node.isDirectory))
+      } else {
+        s.nodes[ino] = entry
+      }
+    }
+  }
+
+  public var count: Int { state.withLock { $0.nodes.count } }
+}

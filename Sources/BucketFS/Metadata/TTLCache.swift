@@ -1,0 +1,63 @@
+import Foundation
+import Synchronization
+
+/// A map whose entries expire after a time to live, bounded in entries (the oldest insertions go
+/// first when full). Time is passed in so that tests control it.
+public final class TTLCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  private struct Entry {
+    var value: Value
+    var expires: Double
+    var order: UInt64
+  }
+
+  private struct State {
+    var entries: [Key: Entry] = [:]
+    var order: UInt64 = 0
+  }
+
+  private let state = Mutex(State())
+  public let ttl: Double
+  public let capacity: Int
+  private let clock: @Sendable () -> Double
+
+  public init(ttl: Double, capacity: Int, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+    self.ttl = ttl
+    self.capacity = capacity
+    self.clock = clock
+  }
+
+  public func get(_ key: Key) -> Value? {
+    let now = clock()
+    return state.withLock { s in
+      guard let e = s.entries[key] else { return nil }
+      if e.expires < now {
+        s.entries.removeValue(forKey: key)
+        return nil
+      }
+      return e.value
+    }
+  }
+
+  public func set(_ key: Key, _ value: Value) {
+    let expires = clock() + ttl
+    state.withLock { s in
+      s.order += 1
+      s.entries[key] = Entry(value: value, expires: expires, order: s.order)
+      if s.entries.count > capacity {
+        // Drop the oldest tenth at once so that a full cache does not sort on every insert.
+        let victims = s.entries.sorted { $0.value.order < $1.value.order }.prefix(max(1, capacity / 10))
+        for (k, _) in victims { s.entries.removeValue(forKey: k) }
+      }
+    }
+  }
+
+  public func remove(_ key: Key) {
+    _ = state.withLock { $0.entries.removeValue(forKey: key) }
+  }
+
+  public func removeAll() {
+    state.withLock { $0.entries.removeAll() }
+  }
+
+  public var count: Int { state.withLock { $0.entries.count } }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+/// The mount's settings, from `-o` options.
+public struct MountOptions: Sendable {
+  public var uid: UInt32 = getuid()
+  public var gid: UInt32 = getgid()
+  public var fileMode: UInt32 = 0o444
+  public var dirMode: UInt32 = 0o555
+  public var metadataTTL: Double = 5
+  public var cacheSize: Int = 256 << 20
+  public var stagingDir: URL = MountOptions.defaultStagingDir
+  public var stagingSize: Int64 = 10 << 30
+  public var stageMaxFile: Int64 = 2 << 30
+  public var readTimeout: Double = 30
+  public var offline = false
+  public var allowOther = false
+  public var debug = false
+  /// Options passed on to libfuse untouched.
+  public var fuseOptions: [String] = []
+
+  public init() {}
+
+  public static var defaultStagingDir: URL {
+    let home = ProcessInfo.processInfo.environment["HOME"] ?? "/tmp"
+    return URL(fileURLWithPath: home).appendingPathComponent(".cache/bucketfs/staging")
+  }
+
+  public enum ParseError: Error, CustomStringConvertible {
+    case bad(String)
+    public var description: String {
+      switch self { case .bad(let s): return s }
+    }
+  }
+
+  /// Parses a comma-separated `-o` list into these options.
+  public mutating func apply(_ list: String) throws(ParseError) {
+    for item in list.split(separator: ",").map(String.init) where !item.isEmpty {
+      let kv = item.split(separator: "=", maxSplits: 1).map(String.init)
+      let key = kv[0]
+      let value = kv.count > 1 ? kv[1] : nil
+      func need() throws(ParseError) -> String {
+        guard let value, !value.isEmpty else { throw .bad("option \(key) needs a value") }
+        return value
+      }
+      switch key {
+      case "ro": break
+      case "rw": throw .bad("this version mounts read-only; rw is not supported")
+      case "allow_other": allowOther = true
+      case "offline": offline = true
+      case "uid": uid = try Self.number(need(), key)
+      case "gid": gid = try Self.number(need(), key)
+      case "file_mode": fileMode = try Self.octal(need(), key)
+      case "dir_mode": dirMode = try Self.octal(need(), key)
+      case "metadata_ttl":
+        guard let v = Double(try need()), v >= 0 else { throw .bad("metadata_ttl takes seconds") }
+        metadataTTL = v
+      case "read_timeout":
+        guard let v = Double(try need()), v > 0 else { throw .bad("read_timeout takes seconds") }
+        readTimeout = v
+      case "cache_size": cacheSize = Int(try Self.size(need(), key))
+      case "staging_dir": stagingDir = URL(fileURLWithPath: try need())
+      case "staging_size": stagingSize = try Self.size(need(), key)
+      case "stage_max_file": stageMaxFile = try Self.size(need(), key)
+      case "default_permissions", "noatime", "atime", "nosuid", "nodev", "exec", "noexec", "suid", "dev":
+        fuseOptions.append(item)
+      default:
+        throw .bad("unknown mount option \(key)")
+      }
+    }
+  }
+
+  static func number(_ text: String, _ key: String) throws(ParseError) -> UInt32 {
+    guard let n = UInt32(text) else { throw .bad("\(key) takes a number") }
+    return n
+  }
+
+  static func octal(_ text: String, _ key: String) throws(ParseError) -> UInt32 {
+    guard let n = UInt32(text, radix: 8), n <= 0o7777 else { throw .bad("\(key) takes an octal mode such as 0444") }
+    return n
+  }
+
+  /// `1024`, `64K`, `256M`, `10G` (powers of 1024).
+  public static func size(_ text: String, _ key: String) throws(ParseError) -> Int64 {
+    let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+    var digits = text.uppercased()
+    if digits.hasSuffix("B") { digits.removeLast() }
+    var multiplier: Int64 = 1
+    if let last = digits.last, let m = units[last] {
+      multiplier = m
+      digits.removeLast()
+    }
+    guard let n = Int64(digits), n >= 0 else { throw .bad("\(key) takes a size such as 256M") }
+    return n * multiplier
+  }
+}

@@ -1,0 +1,196 @@
+// Object bytes in memory, in fixed pages, with a hard byte budget and least-recently-used
+// eviction, so the daemon's memory stays bounded whatever is read. Fetches are shared: a page
+// that is already on its way is awaited, not fetched again.
+import Foundation
+import StorageCore
+import Synchronization
+
+public final class BlockCache: Sendable {
+  /// The unit of caching and of alignment for random reads.
+  public static let pageSize: Int64 = 128 * 1024
+
+  public struct Key: Hashable, Sendable {
+    public var name: String
+    public var generation: Int64
+    public var page: Int64
+  }
+
+  /// A ranged GET covering consecutive pages; readers of any of its pages wait for it.
+  final class Run: Sendable {
+    let firstPage: Int64
+    let state = Mutex<(result: Result<Data, StorageError>?, waiters: [CheckedContinuation<Result<Data, StorageError>, Never>])>((nil, []))
+
+    init(firstPage: Int64) { self.firstPage = firstPage }
+
+    func wait() async -> Result<Data, StorageError> {
+      await withCheckedContinuation { cont in
+        let ready = state.withLock { s -> Result<Data, StorageError>? in
+          if let r = s.result { return r }
+          s.waiters.append(cont)
+          return nil
+        }
+        if let ready { cont.resume(returning: ready) }
+      }
+    }
+
+    func complete(_ result: Result<Data, StorageError>) {
+      let waiters = state.withLock { s -> [CheckedContinuation<Result<Data, StorageError>, Never>] in
+        s.result = result
+        let w = s.waiters
+        s.waiters = []
+        return w
+      }
+      for w in waiters { w.resume(returning: result) }
+    }
+  }
+
+  private struct State {
+    var lru = LRUList<Key, Data>()
+    var bytes = 0
+    var inflight: [Key: Run] = [:]
+  }
+
+  private let state = Mutex(State())
+  public let budget: Int
+
+  public init(budget: Int) {
+    self.budget = max(budget, Int(Self.pageSize) * 8)
+  }
+
+  public var bytesCached: Int { state.withLock { $0.bytes } }
+
+  public func cached(_ key: Key) -> Data? {
+    state.withLock { $0.lru.get(key) }
+  }
+
+  func insert(_ key: Key, _ data: Data) {
+    state.withLock { s in
+      if let old = s.lru.remove(key) { s.bytes -= old.count }
+      s.lru.put(key, data)
+      s.bytes += data.count
+      while s.bytes > budget, let (_, evicted) = s.lru.removeOldest() { s.bytes -= evicted.count }
+    }
+  }
+
+  /// The run that will bring `key`, if one is in flight.
+  func inflight(_ key: Key) -> Run? {
+    state.withLock { $0.inflight[key] }
+  }
+
+  /// Registers a fetch of `pages` of an object unless each is cached or already in flight;
+  /// returns the pages this call must fetch (a contiguous prefix of what was asked) and its run.
+  func claim(name: String, generation: Int64, pages: Range<Int64>) -> (Range<Int64>, Run)? {
+    state.withLock { s in
+      var first: Int64? = nil
+      var end: Int64 = pages.lowerBound
+      for page in pages {
+        let key = Key(name: name, generation: generation, page: page)
+        let busy = s.inflight[key] != nil || s.lru.contains(key)
+        if first == nil {
+          if busy { continue }
+          first = page
+          end = page + 1
+        } else {
+          if busy { break }
+          end = page + 1
+        }
+      }
+      guard let first else { return nil }
+      let run = Run(firstPage: first)
+      for page in first..<end { s.inflight[Key(name: name, generation: generation, page: page)] = run }
+      return (first..<end, run)
+    }
+  }
+
+  /// Stores a finished run's pages and wakes its readers.
+  func finish(_ run: Run, name: String, generation: Int64, pages: Range<Int64>, result: Result<Data, StorageError>) {
+    if case .success(let data) = result {
+      for page in pages {
+        let start = Int((page - pages.lowerBound) * Self.pageSize)
+        guard start < data.count else { break }
+        let end = min(data.count, start + Int(Self.pageSize))
+        insert(Key(name: name, generation: generation, page: page), data.subdata(in: start..<end))
+      }
+    }
+    state.withLock { s in
+      for page in pages { s.inflight.removeValue(forKey: Key(name: name, generation: generation, page: page)) }
+    }
+    run.complete(result)
+  }
+}
+
+/// A least-recently-used map: a dictionary into a doubly linked list kept in arrays.
+struct LRUList<Key: Hashable, Value> {
+  private var index: [Key: Int] = [:]
+  private var keys: [Key?] = []
+  private var values: [Value?] = []
+  private var prev: [Int] = []
+  private var next: [Int] = []
+  private var free: [Int] = []
+  private var head = -1  // most recent
+  private var tail = -1  // least recent
+
+  func contains(_ key: Key) -> Bool { index[key] != nil }
+
+  mutating func get(_ key: Key) -> Value? {
+    guard let i = index[key] else { return nil }
+    unlink(i)
+    pushFront(i)
+    return values[i]
+  }
+
+  mutating func put(_ key: Key, _ value: Value) {
+    if let i = index[key] {
+      values[i] = value
+      unlink(i)
+      pushFront(i)
+      return
+    }
+    let i: Int
+    if let f = free.popLast() {
+      i = f
+      keys[i] = key
+      values[i] = value
+    } else {
+      i = keys.count
+      keys.append(key)
+      values.append(value)
+      prev.append(-1)
+      next.append(-1)
+    }
+    index[key] = i
+    pushFront(i)
+  }
+
+  @discardableResult
+  mutating func remove(_ key: Key) -> Value? {
+    guard let i = index.removeValue(forKey: key) else { return nil }
+    unlink(i)
+    let v = values[i]
+    keys[i] = nil
+    values[i] = nil
+    free.append(i)
+    return v
+  }
+
+  mutating func removeOldest() -> (Key, Value)? {
+    guard tail >= 0, let key = keys[tail] else { return nil }
+    guard let value = remove(key) else { return nil }
+    return (key, value)
+  }
+
+  private mutating func unlink(_ i: Int) {
+    if prev[i] >= 0 { next[prev[i]] = next[i] } else if head == i { head = next[i] }
+    if next[i] >= 0 { prev[next[i]] = prev[i] } else if tail == i { tail = prev[i] }
+    prev[i] = -1
+    next[i] = -1
+  }
+
+  private mutating func pushFront(_ i: Int) {
+    prev[i] = -1
+    next[i] = head
+    if head >= 0 { prev[head] = i }
+    head = i
+    if tail < 0 { tail = i }
+  }
+}

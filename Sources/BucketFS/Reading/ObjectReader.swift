@@ -1,0 +1,125 @@
+// Reads of one open file: ranged GETs through the block cache. Sequential access is detected per
+// stream (a handle read by several sequential readers keeps a stream each) and grows a prefetch
+// window of parallel ranged GETs; random access fetches only the pages a read touches.
+import Foundation
+import StorageCore
+import Synchronization
+
+public final class ObjectReader: Sendable {
+  struct Stream {
+    var next: Int64
+    var window: Int64  // pages
+    var lastUse: UInt64
+  }
+
+  let client: any ObjectClient
+  let cache: BlockCache
+  let name: String
+  let generation: Int64
+  let size: Int64
+  private let streams = Mutex<(list: [Stream], tick: UInt64)>(([], 0))
+
+  static let pageSize = BlockCache.pageSize
+  /// Pages per ranged GET.
+  static let runPages: Int64 = 32
+  static let firstWindow: Int64 = 8
+  let maxWindow: Int64
+
+  public init(client: any ObjectClient, cache: BlockCache, name: String, generation: Int64, size: Int64) {
+    self.client = client
+    self.cache = cache
+    self.name = name
+    self.generation = generation
+    self.size = size
+    // A quarter of the cache per stream at most, and no more than 32 MiB ahead.
+    maxWindow = max(Self.runPages, min(256, Int64(cache.budget) / Self.pageSize / 4))
+  }
+
+  public func read(offset: Int64, count: Int) async throws(StorageError) -> Data {
+    let end = min(size, offset + Int64(count))
+    guard offset < end else { return Data() }
+    let firstPage = offset / Self.pageSize
+    let lastPage = (end - 1) / Self.pageSize
+    let window = noteAccess(offset: offset, end: end)
+    fetch(pages: firstPage..<(lastPage + 1))
+    if window > 0 {
+      let lastObjectPage = (size - 1) / Self.pageSize
+      let ahead = (lastPage + 1)..<min(lastObjectPage + 1, lastPage + 1 + window)
+      if !ahead.isEmpty { fetch(pages: ahead) }
+    }
+    var out = Data(capacity: Int(end - offset))
+    for page in firstPage...lastPage {
+      let data = try await self.page(page)
+      let pageStart = page * Self.pageSize
+      let from = Int(max(offset, pageStart) - pageStart)
+      let to = Int(min(end, pageStart + Int64(data.count)) - pageStart)
+      guard from < to else {
+        throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
+      }
+      data.withUnsafeBytes { out.append($0.baseAddress!.assumingMemoryBound(to: UInt8.self) + from, count: to - from) }
+    }
+    return out
+  }
+
+  /// Records a read and returns how many pages to prefetch after it (0 for random access).
+  private func noteAccess(offset: Int64, end: Int64) -> Int64 {
+    streams.withLock { s in
+      s.tick += 1
+      let slack = Self.pageSize
+      if let i = s.list.firstIndex(where: { offset >= $0.next - slack && offset <= $0.next + slack }) {
+        s.list[i].window = s.list[i].window == 0 ? Self.firstWindow : min(maxWindow, s.list[i].window * 2)
+        s.list[i].next = end
+        s.list[i].lastUse = s.tick
+        return s.list[i].window
+      }
+      // A read from the start of the file is the first of a sequential stream far more often than not.
+      let stream = Stream(next: end, window: offset == 0 ? Self.firstWindow : 0, lastUse: s.tick)
+      if s.list.count >= 8, let oldest = s.list.indices.min(by: { s.list[$0].lastUse < s.list[$1].lastUse }) {
+        s.list[oldest] = stream
+      } else {
+        s.list.append(stream)
+      }
+      return stream.window
+    }
+  }
+
+  /// Starts ranged GETs for the pages that are neither cached nor on their way.
+  private func fetch(pages: Range<Int64>) {
+    var from = pages.lowerBound
+    while from < pages.upperBound {
+      let upto = min(pages.upperBound, from + Self.runPages)
+      guard let (claimed, run) = cache.claim(name: name, generation: generation, pages: from..<upto) else {
+        from = upto
+        continue
+      }
+      let bytes = (claimed.lowerBound * Self.pageSize)..<min(size, claimed.upperBound * Self.pageSize)
+      let (client, cache, name, generation) = (self.client, self.cache, self.name, self.generation)
+      Task {
+        let result: Result<Data, StorageError>
+        do throws(StorageError) {
+          result = .success(try await client.read(name, range: bytes, generation: generation))
+        } catch {
+          result = .failure(error)
+        }
+        cache.finish(run, name: name, generation: generation, pages: claimed, result: result)
+      }
+      from = claimed.upperBound
+    }
+  }
+
+  private func page(_ page: Int64) async throws(StorageError) -> Data {
+    let key = BlockCache.Key(name: name, generation: generation, page: page)
+    for _ in 0..<4 {
+      if let data = cache.cached(key) { return data }
+      if let run = cache.inflight(key) {
+        let data = try await run.wait().get()
+        let start = Int((page - run.firstPage) * Self.pageSize)
+        guard start < data.count else { break }
+        return data.subdata(in: start..<min(data.count, start + Int(Self.pageSize)))
+      }
+      // Evicted between the fetch and now: fetch it again.
+      fetch(pages: page..<(page + 1))
+    }
+    throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "page \(page) could not be read")
+  }
+}

@@ -1,0 +1,235 @@
+// Offline copies. Opening a file starts a download of the whole object into the staging folder;
+// a copy is written under a temporary name, verified against the server's checksum, fsynced and
+// only then renamed into place. The rename is the commit: a data file under its final name is
+// complete, and its JSON side file (written first) says which object and generation it holds,
+// so the index survives a crash. Files are named by a hash of bucket, object and generation, so
+// no object name can reach outside the folder. Least recently used copies that are not open are
+// evicted to keep the folder under its size limit.
+import Foundation
+import StorageCore
+import Synchronization
+
+public final class StagingArea: Sendable {
+  public enum Status: Equatable, Sendable {
+    case none
+    case partial(percent: Int)
+    case complete
+  }
+
+  /// One staged (or staging) object.
+  public struct Entry: Sendable {
+    public var name: String
+    public var metadata: StorageMetadata
+    public var dataPath: String
+  }
+
+  struct Active {
+    var download: any ObjectDownload
+    var entry: Entry
+  }
+
+  struct State {
+    var complete: [String: Entry] = [:]  // key → entry
+    var active: [String: Active] = [:]
+    var lastUse: [String: UInt64] = [:]
+    var openCount: [String: Int] = [:]
+    var bytes: Int64 = 0
+    var tick: UInt64 = 0
+  }
+
+  let folder: URL
+  let bucket: String
+  let sizeLimit: Int64
+  let maxFile: Int64
+  private let state = Mutex(State())
+  private let log: @Sendable (String) -> Void
+
+  public init(folder: URL, bucket: String, sizeLimit: Int64, maxFile: Int64, log: @escaping @Sendable (String) -> Void) throws {
+    self.folder = folder.appendingPathComponent(Self.hash(bucket).prefix(16) + "", isDirectory: true)
+    self.bucket = bucket
+    self.sizeLimit = sizeLimit
+    self.maxFile = maxFile
+    self.log = log
+    try FileManager.default.createDirectory(at: self.folder, withIntermediateDirectories: true)
+    loadIndex()
+  }
+
+  static func hash(_ text: String) -> String {
+    let d = Digest(.sha256)
+    d.update(Data(text.utf8))
+    return Digest.hex(d.finalize())
+  }
+
+  func key(_ name: String, _ generation: Int64) -> String {
+    String(Self.hash(bucket + "\u{0}" + name).prefix(40)) + "-\(generation)"
+  }
+
+  private func paths(_ key: String) -> (data: URL, meta: URL) {
+    (folder.appendingPathComponent(key + ".data"), folder.appendingPathComponent(key + ".json"))
+  }
+
+  /// Rebuilds the index from the folder; drops leftovers of copies that never completed.
+  private func loadIndex() {
+    let fm = FileManager.default
+    let files = (try? fm.contentsOfDirectory(atPath: folder.path)) ?? []
+    var complete: [String: Entry] = [:]
+    var lastUse: [String: UInt64] = [:]
+    var bytes: Int64 = 0
+    for file in files {
+      let full = folder.appendingPathComponent(file).path
+      if file.hasSuffix(".part") {
+        try? fm.removeItem(atPath: full)
+        continue
+      }
+      guard file.hasSuffix(".json") else { continue }
+      let key = String(file.dropLast(5))
+      let (data, _) = paths(key)
+      guard let json = fm.contents(atPath: full),
+        let dict = try? JSONSerialization.jsonObject(with: json) as? [String: Any],
+        let name = dict["name"] as? String, fm.fileExists(atPath: data.path)
+      else {
+        try? fm.removeItem(atPath: full)
+        continue
+      }
+      let metadata = StorageMetadata(dictionary: dict)
+      complete[key] = Entry(name: name, metadata: metadata, dataPath: data.path)
+      let mtime = (try? fm.attributesOfItem(atPath: data.path)[.modificationDate] as? Date) ?? Date()
+      lastUse[key] = UInt64(mtime.timeIntervalSince1970)
+      bytes += metadata.size
+    }
+    state.withLock { s in
+      s.complete = complete
+      s.lastUse = lastUse
+      s.bytes = bytes
+      s.tick = (lastUse.values.max() ?? 0) + 1
+    }
+  }
+
+  /// Starts staging `name` at `metadata.generation` unless it is staged, staging or too large.
+  public func stage(_ name: String, metadata: StorageMetadata, client: any ObjectClient) {
+    guard metadata.size <= maxFile, metadata.size <= sizeLimit else { return }
+    let key = key(name, metadata.generation)
+    let (data, meta) = paths(key)
+    let claimed = state.withLock { s -> Bool in
+      s.complete[key] == nil && s.active[key] == nil
+    }
+    guard claimed else { return }
+    var dict = metadata.dictionaryRepresentation()
+    dict["name"] = name
+    guard let json = try? JSONSerialization.data(withJSONObject: dict) else { return }
+    let tmp = meta.path + ".tmp"
+    guard FileManager.default.createFile(atPath: tmp, contents: json), rename(tmp, meta.path) == 0 else {
+      log("staging: cannot write \(meta.path)")
+      return
+    }
+    let entry = Entry(name: name, metadata: metadata, dataPath: data.path)
+    let started = state.withLock { s -> Bool in
+      guard s.complete[key] == nil && s.active[key] == nil else { return false }
+      let download = client.download(name, generation: metadata.generation, to: data)
+      s.active[key] = Active(download: download, entry: entry)
+      return true
+    }
+    guard started, let download = state.withLock({ $0.active[key]?.download }) else { return }
+    Task {
+      do throws(StorageError) {
+        try await download.wait()
+        state.withLock { s in
+          s.active.removeValue(forKey: key)
+          s.complete[key] = entry
+          s.bytes += metadata.size
+          s.tick += 1
+          s.lastUse[key] = s.tick
+        }
+        evictIfNeeded()
+      } catch {
+        state.withLock { _ = $0.active.removeValue(forKey: key) }
+        unlink(meta.path)
+        if error.code != .cancelled {
+          log("staging \(name): \(error.detail)")
+        }
+      }
+    }
+  }
+
+  /// The path of a complete copy, or of the partial one when it already holds `upTo` bytes.
+  public func readablePath(_ name: String, generation: Int64, upTo: Int64) -> String? {
+    let key = key(name, generation)
+    return state.withLock { s -> String? in
+      if let e = s.complete[key] {
+        s.tick += 1
+        s.lastUse[key] = s.tick
+        return e.dataPath
+      }
+      if let a = s.active[key], a.download.bytesWritten >= upTo { return a.download.partialPath }
+      return nil
+    }
+  }
+
+  public func status(_ name: String, generation: Int64, size: Int64) -> Status {
+    let key = key(name, generation)
+    return state.withLock { s in
+      if s.complete[key] != nil { return .complete }
+      if let a = s.active[key] {
+        let percent = size > 0 ? Int(a.download.bytesWritten * 100 / size) : 0
+        return .partial(percent: min(99, percent))
+      }
+      return .none
+    }
+  }
+
+  /// Open files are never evicted.
+  public func retain(_ name: String, generation: Int64) {
+    let key = key(name, generation)
+    state.withLock { $0.openCount[key, default: 0] += 1 }
+  }
+
+  public func release(_ name: String, generation: Int64) {
+    let key = key(name, generation)
+    state.withLock { s in
+      let n = (s.openCount[key] ?? 1) - 1
+      s.openCount[key] = n > 0 ? n : nil
+    }
+    evictIfNeeded()
+  }
+
+  /// The newest complete copy of each object, for offline use.
+  public func completeEntries() -> [String: Entry] {
+    state.withLock { s in
+      var out: [String: Entry] = [:]
+      for e in s.complete.values where (out[e.name]?.metadata.generation ?? -1) < e.metadata.generation {
+        out[e.name] = e
+      }
+      return out
+    }
+  }
+
+  public var bytesStaged: Int64 { state.withLock { $0.bytes } }
+
+  /// Removes least recently used copies of files that are not open until under the limit.
+  func evictIfNeeded() {
+    let victims: [(String, Entry)] = state.withLock { s in
+      var out: [(String, Entry)] = []
+      guard s.bytes > sizeLimit else { return out }
+      let candidates = s.complete.keys.filter { s.openCount[$0] == nil }.sorted { (s.lastUse[$0] ?? 0) < (s.lastUse[$1] ?? 0) }
+      for key in candidates where s.bytes > sizeLimit {
+        let e = s.complete.removeValue(forKey: key)!
+        s.lastUse.removeValue(forKey: key)
+        s.bytes -= e.metadata.size
+        out.append((key, e))
+      }
+      return out
+    }
+    for (key, entry) in victims {
+      let (data, meta) = paths(key)
+      unlink(data.path)
+      unlink(meta.path)
+      log("staging: evicted \(entry.name) (\(entry.metadata.size) bytes)")
+    }
+  }
+
+  /// Stops every download in progress (at unmount).
+  public func cancelAll() {
+    let downloads = state.withLock { s in s.active.values.map(\.download) }
+    downloads.forEach { $0.cancel() }
+  }
+}

@@ -1,0 +1,272 @@
+// The libfuse low-level op table. Each callback copies what it needs out of the request (names,
+// file handles: libfuse's pointers do not outlive the callback), hands the work to a Swift task,
+// and answers from there through `PendingReply`, so no libfuse thread waits on the network.
+internal import CFuse
+import BucketFS
+import Foundation
+
+/// The filesystem the callbacks serve (one mount per process); set before the session starts.
+nonisolated(unsafe) var activeFilesystem: BucketFilesystem!
+
+enum FuseOperations {
+  static var ttl: Double { activeFilesystem.options.metadataTTL }
+
+  static func fill(_ a: FileAttributes) -> stat {
+    var st = stat()
+    st.st_ino = UInt(a.ino)
+    st.st_mode = (a.isDirectory ? S_IFDIR : S_IFREG) | a.mode
+    st.st_nlink = UInt(a.nlink)
+    st.st_uid = a.uid
+    st.st_gid = a.gid
+    st.st_size = Int(a.size)
+    st.st_blksize = 128 * 1024
+    st.st_blocks = Int((a.size + 511) / 512)
+    let m = timespec(tv_sec: Int(a.mtime), tv_nsec: Int((a.mtime - a.mtime.rounded(.down)) * 1e9))
+    let c = timespec(tv_sec: Int(a.ctime), tv_nsec: Int((a.ctime - a.ctime.rounded(.down)) * 1e9))
+    st.st_mtim = m
+    st.st_atim = m
+    st.st_ctim = c
+    return st
+  }
+
+  static func entryParam(_ a: FileAttributes) -> fuse_entry_param {
+    var e = fuse_entry_param()
+    e.ino = a.ino
+    e.generation = 1
+    e.attr = fill(a)
+    e.attr_timeout = ttl
+    e.entry_timeout = ttl
+    return e
+  }
+
+  static func make() -> fuse_lowlevel_ops {
+    var ops = fuse_lowlevel_ops()
+
+    ops.`init` = { _, conn in
+      if let conn { CFuseShims_tune_connection(conn) }
+    }
+
+    ops.lookup = { req, parent, name in
+      let reply = PendingReply(req)
+      let name = String(cString: name!)
+      Task {
+        do {
+          var e = FuseOperations.entryParam(try await activeFilesystem.lookup(parent: parent, name: name))
+          reply.entry(&e)
+        } catch let error as FSError where error.errno == ENOENT {
+          // A negative entry with a timeout: the kernel remembers the miss instead of asking again.
+          var e = fuse_entry_param()
+          e.ino = 0
+          e.entry_timeout = FuseOperations.ttl
+          reply.entry(&e)
+        } catch {
+          reply.error((error as? FSError)?.errno ?? EIO)
+        }
+      }
+    }
+
+    ops.forget = { req, ino, nlookup in
+      activeFilesystem.inodes.forget(ino, count: nlookup)
+      fuse_reply_none(req)
+    }
+
+    ops.forget_multi = { req, count, forgets in
+      for i in 0..<count {
+        let f = forgets![i]
+        activeFilesystem.inodes.forget(f.ino, count: f.nlookup)
+      }
+      fuse_reply_none(req)
+    }
+
+    ops.getattr = { req, ino, _ in
+      let reply = PendingReply(req)
+      Task {
+        do {
+          var st = FuseOperations.fill(try await activeFilesystem.getattr(ino))
+          reply.attr(&st, timeout: FuseOperations.ttl)
+        } catch {
+          reply.error((error as? FSError)?.errno ?? EIO)
+        }
+      }
+    }
+
+    ops.open = { req, ino, fi in
+      let reply = PendingReply(req)
+      var info = fi!.pointee
+      let flags = CFuseShims_fi_flags(fi)
+      Task {
+        do {
+          let (handle, keep) = try await activeFilesystem.open(ino, flags: flags)
+          CFuseShims_set_fh(&info, handle)
+          CFuseShims_set_keep_cache(&info, keep ? 1 : 0)
+          reply.open(&info)
+        } catch {
+          reply.error((error as? FSError)?.errno ?? EIO)
+        }
+      }
+    }
+
+    ops.read = { req, _, size, offset, fi in
+      let reply = PendingReply(req)
+      let handle = CFuseShims_fi_fh(fi)
+      Task {
+        do {
+          reply.data(try await activeFilesystem.read(handle: handle, offset: Int64(offset), count: size))
+        } catch {
+          reply.error((error as? FSError)?.errno ?? EIO)
+        }
+      }
+    }
+
+    ops.release = { req, _, fi in
+      activeFilesystem.release(handle: CFuseShims_fi_fh(fi))
+      fuse_reply_err(req, 0)
+    }
+
+    ops.flush = { req, _, _ in fuse_reply_err(req, 0) }
+
+    ops.opendir = { req, ino, fi in
+      let reply = PendingReply(req)
+      var info = fi!.pointee
+      Task {
+        do {
+          CFuseShims_set_fh(&info, try await activeFilesystem.openDirectory(ino))
+          reply.open(&info)
+        } catch {
+          reply.error((error as? FSError)?.errno ?? EIO)
+        }
+      }
+    }
+
+    ops.readdir = { req, ino, size, offset, fi in
+      FuseOperations.readdir(req, ino, size, offset, CFuseShims_fi_fh(fi), plus: false)
+    }
+
+    ops.readdirplus = { req, ino, size, offset, fi in
+      FuseOperations.readdir(req, ino, size, offset, CFuseShims_fi_fh(fi), plus: true)
+    }
+
+    ops.releasedir = { req, _, fi in
+      activeFilesystem.releaseDirectory(CFuseShims_fi_fh(fi))
+      fuse_reply_err(req, 0)
+    }
+
+    ops.statfs = { req, _ in
+      var st = statvfs()
+      st.f_bsize = 4096
+      st.f_frsize = 4096
+      st.f_blocks = 1 << 30
+      st.f_bfree = 1 << 30
+      st.f_bavail = 1 << 30
+      st.f_files = 1 << 20
+      st.f_ffree = 1 << 20
+      st.f_namemax = 255
+      fuse_reply_statfs(req, &st)
+    }
+
+    ops.getxattr = { req, ino, name, size in
+      let reply = PendingReply(req)
+      let name = String(cString: name!)
+      Task {
+        do {
+          let attrs = try await activeFilesystem.xattrs(ino)
+          guard let value = attrs.first(where: { $0.0 == name })?.1 else {
+            reply.error(ENODATA)
+            return
+          }
+          let bytes = Array(value.utf8)
+          if size == 0 {
+            reply.xattrSize(bytes.count)
+          } else if size < bytes.count {
+            reply.error(ERANGE)
+          } else {
+            bytes.withUnsafeBytes { reply.buffer($0) }
+          }
+        } catch {
+          reply.error((error as? FSError)?.errno ?? EIO)
+        }
+      }
+    }
+
+    ops.listxattr = { req, ino, size in
+      let reply = PendingReply(req)
+      Task {
+        do {
+          var bytes: [UInt8] = []
+          for (name, _) in try await activeFilesystem.xattrs(ino) { bytes += Array(name.utf8) + [0] }
+          if size == 0 {
+            reply.xattrSize(bytes.count)
+          } else if size < bytes.count {
+            reply.error(ERANGE)
+          } else {
+            bytes.withUnsafeBytes { reply.buffer($0) }
+          }
+        } catch {
+          reply.error((error as? FSError)?.errno ?? EIO)
+        }
+      }
+    }
+
+    ops.access = { req, _, mask in
+      fuse_reply_err(req, mask & W_OK != 0 ? EROFS : 0)
+    }
+
+    // A read-only filesystem in this version: every change answers EROFS.
+    ops.setattr = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
+    ops.mknod = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
+    ops.mkdir = { req, _, _, _ in fuse_reply_err(req, EROFS) }
+    ops.unlink = { req, _, _ in fuse_reply_err(req, EROFS) }
+    ops.rmdir = { req, _, _ in fuse_reply_err(req, EROFS) }
+    ops.symlink = { req, _, _, _ in fuse_reply_err(req, EROFS) }
+    ops.rename = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
+    ops.link = { req, _, _, _ in fuse_reply_err(req, EROFS) }
+    ops.write = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
+    ops.create = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
+    ops.setxattr = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
+    ops.removexattr = { req, _, _ in fuse_reply_err(req, EROFS) }
+    return ops
+  }
+
+  static func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, _ handle: UInt64, plus: Bool) {
+    let fs: BucketFilesystem = activeFilesystem
+    // Offsets 0 and 1 are "." and ".."; entry i of the listing has offset i + 3 after it.
+    var buffer = [CChar](repeating: 0, count: size)
+    var used = 0
+    var next = Int(offset)
+    let dirAttrs = FileAttributes(
+      ino: ino, size: 0, isDirectory: true, mode: fs.options.dirMode, uid: fs.options.uid, gid: fs.options.gid,
+      mtime: 0, ctime: 0)
+    func add(_ name: String, _ attrs: FileAttributes, _ off: Int) -> Bool {
+      var st = fill(attrs)
+      let remaining = size - used
+      let needed: Int = buffer.withUnsafeMutableBufferPointer { buf in
+        if plus {
+          var e = entryParam(attrs)
+          return fuse_add_direntry_plus(req, buf.baseAddress! + used, remaining, name, &e, off_t(off))
+        }
+        return fuse_add_direntry(req, buf.baseAddress! + used, remaining, name, &st, off_t(off))
+      }
+      if needed > remaining { return false }
+      used += needed
+      return true
+    }
+    if next == 0 {
+      guard add(".", dirAttrs, 1) else { return finishReaddir(req, buffer, used) }
+      next = 1
+    }
+    if next == 1 {
+      guard add("..", dirAttrs, 2) else { return finishReaddir(req, buffer, used) }
+      next = 2
+    }
+    for (entry, attrs) in fs.readDirectory(ino, handle: handle, offset: next - 2) {
+      guard add(entry.name, attrs, next + 1) else { break }
+      if plus { fs.inodes.addLookup(attrs.ino) }
+      next += 1
+    }
+    finishReaddir(req, buffer, used)
+  }
+
+  static func finishReaddir(_ req: fuse_req_t?, _ buffer: [CChar], _ used: Int) {
+    buffer.withUnsafeBufferPointer { fuse_reply_buf(req, $0.baseAddress, used) }
+  }
+}

@@ -1,0 +1,69 @@
+internal import CFuse
+import BucketFS
+import Foundation
+
+/// A mounted libfuse session serving a `BucketFilesystem`: the only libfuse user.
+public final class FuseSession: @unchecked Sendable {
+  public enum Failure: Error, CustomStringConvertible {
+    case cannotCreate
+    case cannotMount(String)
+    public var description: String {
+      switch self {
+      case .cannotCreate: return "libfuse refused the options"
+      case .cannotMount(let s): return s
+      }
+    }
+  }
+
+  private var session: OpaquePointer?
+  private var ops: fuse_lowlevel_ops
+  /// Guards `session` between the loop thread (destroy) and a signal handler (unmount).
+  private let lock = NSLock()
+  private var unmounted = false
+  public let mountpoint: String
+
+  /// Creates the session and mounts it; `options` are libfuse `-o` options (fsname, ro, …).
+  public init(filesystem: BucketFilesystem, mountpoint: String, options: [String], debug: Bool) throws(Failure) {
+    activeFilesystem = filesystem
+    self.mountpoint = mountpoint
+    ops = FuseOperations.make()
+    var argv = ["bucketfs"]
+    if !options.isEmpty { argv += ["-o", options.joined(separator: ",")] }
+    if debug { argv.append("-d") }
+    var cArgs = argv.map { strdup($0) }
+    defer { cArgs.forEach { free($0) } }
+    session = cArgs.withUnsafeMutableBufferPointer { buf in
+      CFuseShims_session_new(Int32(buf.count), buf.baseAddress, &ops)
+    }
+    guard let session else { throw .cannotCreate }
+    if fuse_session_mount(session, mountpoint) != 0 {
+      fuse_session_destroy(session)
+      self.session = nil
+      throw .cannotMount("cannot mount on \(mountpoint) (see the messages above)")
+    }
+  }
+
+  /// Serves requests until unmounted (by `fusermount3 -u` or `stop()`), then cleans up.
+  public func run() -> Int32 {
+    guard let session else { return 1 }
+    let result = CFuseShims_loop_mt(session, 16)
+    lock.lock()
+    defer { lock.unlock() }
+    if !unmounted { fuse_session_unmount(session) }
+    unmounted = true
+    fuse_session_destroy(session)
+    self.session = nil
+    return result
+  }
+
+  /// Ends the loop from another thread (a signal handler): unmounting makes the kernel close the
+  /// connection, which wakes every worker blocked on /dev/fuse.
+  public func stop() {
+    lock.lock()
+    defer { lock.unlock() }
+    guard let session, !unmounted else { return }
+    fuse_session_exit(session)
+    fuse_session_unmount(session)
+    unmounted = true
+  }
+}

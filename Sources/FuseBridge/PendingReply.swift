@@ -1,0 +1,55 @@
+internal import CFuse
+import Foundation
+import Synchronization
+
+/// A kernel request that must be answered exactly once: every reply goes through here, a second
+/// answer is dropped, and a request nobody answered gets EIO when this object goes away.
+final class PendingReply: @unchecked Sendable {
+  let req: fuse_req_t?
+  private let answered = Atomic<Bool>(false)
+
+  init(_ req: fuse_req_t?) { self.req = req }
+
+  deinit {
+    if !answered.load(ordering: .acquiring) { fuse_reply_err(req, EIO) }
+  }
+
+  /// True once for the first caller; every reply function checks it.
+  private func claim() -> Bool { !answered.exchange(true, ordering: .acquiringAndReleasing) }
+
+  func error(_ errno: Int32) {
+    if claim() { fuse_reply_err(req, errno) }
+  }
+
+  func entry(_ e: inout fuse_entry_param) {
+    if claim() { fuse_reply_entry(req, &e) }
+  }
+
+  func attr(_ st: inout stat, timeout: Double) {
+    if claim() { fuse_reply_attr(req, &st, timeout) }
+  }
+
+  func open(_ fi: inout fuse_file_info) {
+    if claim() { fuse_reply_open(req, &fi) }
+  }
+
+  func buffer(_ data: UnsafeRawBufferPointer) {
+    if claim() { fuse_reply_buf(req, data.baseAddress?.assumingMemoryBound(to: CChar.self), data.count) }
+  }
+
+  func data(_ data: Data) {
+    data.withUnsafeBytes { buffer($0) }
+  }
+
+  func xattrSize(_ size: Int) {
+    if claim() { fuse_reply_xattr(req, size) }
+  }
+
+  func statfs(_ st: inout statvfs) {
+    if claim() { fuse_reply_statfs(req, &st) }
+  }
+
+  func none() {
+    if claim() { fuse_reply_none(req) }
+  }
+}
