@@ -86,8 +86,8 @@ enum MountCommand {
     } catch {
       throw .failed("\(mountpoint): \(error)", status: ExitStatus.failure)
     }
-    log("mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")")
     if readyPipe { announceReady() }
+    log("mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")")
 
     let signals = [SIGINT, SIGTERM, SIGHUP].map { sig -> DispatchSourceSignal in
       signal(sig, SIG_IGN)

@@ -1,0 +1,219 @@
+import Foundation
+import StorageCore
+import StorageEmulator
+
+/// The built `bucketfs` binary, beside the test bundle.
+let bucketfsBinary: String = {
+  let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+  for candidate in [dir, dir.deletingLastPathComponent()] {
+    let path = candidate.appendingPathComponent("bucketfs").path
+    if FileManager.default.isExecutableFile(atPath: path) { return path }
+  }
+  return dir.appendingPathComponent("bucketfs").path
+}()
+
+/// An emulator on 127.0.0.1, a client for it, and temporary folders for mounts and staging.
+final class MountFixture: @unchecked Sendable {
+  let root: URL
+  var emulator: StorageEmulator?
+  let storage: Storage
+  let bucket = "mnt-bucket"
+  let port: Int
+  var mounts: [MountedBucket] = []
+
+  init(token: String? = nil) throws {
+    root = URL(fileURLWithPath: "/tmp").appendingPathComponent("bucketfs-mount-\(UUID().uuidString.prefix(8))")
+    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
+    config.port = 0
+    config.requiredToken = token
+    let emulator = try StorageEmulator(config)
+    self.emulator = emulator
+    port = emulator.port
+    storage = Storage(bucket: bucket)
+    storage.useEmulator(host: "127.0.0.1", port: port)
+    storage.retryInitialDelay = 0.02
+    if let token { storage.setAuthToken(token) }
+  }
+
+  var address: String { "127.0.0.1:\(port)" }
+
+  func put(_ name: String, _ data: Data, contentType: String? = nil, custom: [String: String]? = nil) async throws
+    -> StorageMetadata
+  {
+    var m = StorageMetadata()
+    m.contentType = contentType
+    m.customMetadata = custom
+    return try await storage.reference().object(named: name).putDataAsync(data, metadata: m)
+  }
+
+  func folder(_ name: String) throws -> URL {
+    let url = root.appendingPathComponent(name)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+  }
+
+  /// Mounts `gs://bucket[/prefix]` in the foreground as a child process and waits until it is up.
+  func mount(prefix: String = "", options: [String] = [], extra: [String] = [], name: String = "mnt") throws -> MountedBucket {
+    let mountpoint = try folder(name + "-\(mounts.count)")
+    let staging = root.appendingPathComponent("staging")
+    let opts = (["staging_dir=\(staging.path)", "metadata_ttl=2", "read_timeout=3"] + options).joined(separator: ",")
+    let url = "gs://\(bucket)" + (prefix.isEmpty ? "" : "/\(prefix)")
+    let m = try MountedBucket(
+      arguments: ["mount", url, mountpoint.path, "-f", "-o", opts, "--emulator", address] + extra,
+      mountpoint: mountpoint, home: root)
+    mounts.append(m)
+    return m
+  }
+
+  func stopEmulator() {
+    emulator?.stop()
+    emulator = nil
+  }
+
+  deinit {
+    for m in mounts { m.unmount() }
+    emulator?.stop()
+    try? FileManager.default.removeItem(at: root)
+  }
+}
+
+/// A `bucketfs mount -f` child process; unmounted and ended (by pid) in `unmount()`.
+final class MountedBucket: @unchecked Sendable {
+  let process = Process()
+  let mountpoint: URL
+  let stderrFile: URL
+
+  init(arguments: [String], mountpoint: URL, home: URL) throws {
+    self.mountpoint = mountpoint
+    stderrFile = home.appendingPathComponent("mount-\(UUID().uuidString.prefix(6)).log")
+    FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
+    process.executableURL = URL(fileURLWithPath: bucketfsBinary)
+    process.arguments = arguments
+    var env = ProcessInfo.processInfo.environment
+    env["HOME"] = home.path
+    process.environment = env
+    process.standardError = try FileHandle(forWritingTo: stderrFile)
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    let deadline = Date().addingTimeInterval(20)
+    while Date() < deadline {
+      if isMounted { return }
+      if !process.isRunning { break }
+      Thread.sleep(forTimeInterval: 0.05)
+    }
+    if !isMounted {
+      unmount()
+      throw MountFailure(log: log)
+    }
+  }
+
+  struct MountFailure: Error, CustomStringConvertible {
+    let log: String
+    var description: String { "mount did not come up: \(log)" }
+  }
+
+  var log: String { (try? String(contentsOf: stderrFile, encoding: .utf8)) ?? "" }
+
+  var isMounted: Bool {
+    let mounts = (try? String(contentsOfFile: "/proc/mounts", encoding: .utf8)) ?? ""
+    return mounts.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first == Substring(mountpoint.path) }
+  }
+
+  func path(_ relative: String) -> String { mountpoint.appendingPathComponent(relative).path }
+
+  func unmount() {
+    if isMounted {
+      let fuser = Process()
+      fuser.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
+      fuser.arguments = ["-u", "-z", mountpoint.path]
+      try? fuser.run()
+      fuser.waitUntilExit()
+    }
+    let deadline = Date().addingTimeInterval(10)
+    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+    if process.isRunning {
+      kill(process.processIdentifier, SIGKILL)
+      process.waitUntilExit()
+    }
+  }
+}
+
+func randomData(_ count: Int, seed: UInt64) -> Data {
+  var state = seed
+  var data = Data(count: count)
+  data.withUnsafeMutableBytes { raw in
+    let bytes = raw.bindMemory(to: UInt8.self)
+    var i = 0
+    while i < count {
+      state &+= 0x9E37_79B9_7F4A_7C15
+      var z = state
+      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+      z ^= z >> 31
+      for _ in 0..<8 where i < count {
+        bytes[i] = UInt8(truncatingIfNeeded: z)
+        z >>= 8
+        i += 1
+      }
+    }
+  }
+  return data
+}
+
+func sha256(_ data: Data) -> String {
+  let d = Digest(.sha256)
+  d.update(data)
+  return Digest.hex(d.finalize())
+}
+
+/// Reads a whole file with read(2); returns the bytes or the errno.
+func readFile(_ path: String, chunk: Int = 128 * 1024) -> Result<Data, Errno> {
+  let fd = open(path, O_RDONLY)
+  guard fd >= 0 else { return .failure(Errno(errno)) }
+  defer { close(fd) }
+  var out = Data()
+  var buffer = [UInt8](repeating: 0, count: chunk)
+  while true {
+    let n = read(fd, &buffer, chunk)
+    if n < 0 { return .failure(Errno(errno)) }
+    if n == 0 { return .success(out) }
+    out.append(contentsOf: buffer[0..<n])
+  }
+}
+
+func pread(_ fd: Int32, offset: Int64, count: Int) -> Result<Data, Errno> {
+  var buffer = [UInt8](repeating: 0, count: count)
+  let n = Foundation.pread(fd, &buffer, count, off_t(offset))
+  if n < 0 { return .failure(Errno(errno)) }
+  return .success(Data(buffer[0..<n]))
+}
+
+struct Errno: Error, Equatable, CustomStringConvertible {
+  let code: Int32
+  init(_ code: Int32) { self.code = code }
+  var description: String { String(cString: strerror(code)) }
+}
+
+// Glibc's module map leaves out <sys/xattr.h>; the libc functions are found at run time instead.
+private typealias GetXattr = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
+private typealias ListXattr = @convention(c) (UnsafePointer<CChar>, UnsafeMutablePointer<CChar>?, Int) -> Int
+nonisolated(unsafe) private let libc = dlopen(nil, RTLD_NOW)
+private let getxattrFunction = unsafeBitCast(dlsym(libc, "getxattr")!, to: GetXattr.self)
+private let listxattrFunction = unsafeBitCast(dlsym(libc, "listxattr")!, to: ListXattr.self)
+
+func getxattr(_ path: String, _ name: String, size: Int = 4096) -> Result<String, Errno> {
+  var buffer = [UInt8](repeating: 0, count: max(size, 1))
+  let n = buffer.withUnsafeMutableBytes { getxattrFunction(path, name, size == 0 ? nil : $0.baseAddress, size) }
+  if n < 0 { return .failure(Errno(errno)) }
+  if size == 0 { return .success(String(n)) }
+  return .success(String(decoding: buffer[0..<n], as: UTF8.self))
+}
+
+/// Names of the extended attributes, or the errno with a buffer of `size`.
+func listxattr(_ path: String, size: Int = 65536) -> Result<[String], Errno> {
+  var buffer = [CChar](repeating: 0, count: size)
+  let n = listxattrFunction(path, &buffer, size)
+  if n < 0 { return .failure(Errno(errno)) }
+  return .success(buffer[0..<n].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) })
+}
