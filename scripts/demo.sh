@@ -19,7 +19,6 @@ MNT="$WORK/mnt"
 cleanup() {
   if [ "$KEEP" -eq 0 ]; then
     if mountpoint -q "$MNT" 2>/dev/null; then fusermount3 -u "$MNT" 2>/dev/null || true; fi
-    [ -n "${MOUNT_PID:-}" ] && kill "$MOUNT_PID" 2>/dev/null || true
     stop_emulator
     rm -rf "$WORK"
   fi
@@ -52,12 +51,7 @@ if [ -f scripts/demo-mount.sh ] && [ -e /dev/fuse ]; then
 fi
 
 if [ "$KEEP" -eq 1 ]; then
-  cat <<MSG
-
-The emulator is still running (pid $EMU_PID) on $EMU_ADDR.
-Try:  export FIREBASE_STORAGE_EMULATOR_HOST=$EMU_ADDR; $BIN ls -l gs://demo-bucket/images
-Stop: kill $EMU_PID${MOUNT_PID:+; fusermount3 -u $MNT}; rm -rf $WORK
-MSG
+  echo "Object commands: export FIREBASE_STORAGE_EMULATOR_HOST=$EMU_ADDR; $BIN ls -l gs://demo-bucket/images"
 fi
 echo
 echo "== demo finished"

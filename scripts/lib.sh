@@ -7,7 +7,9 @@ start_emulator() {
   shift
   local log
   log=$(mktemp)
-  "$BIN" serve --root "$root" --port 0 "$@" 2>"$log" &
+  local port_args=(--port 0)
+  [ "${1:-}" = "--port" ] && { port_args=(--port "$2"); shift 2; }
+  "$BIN" serve --root "$root" "${port_args[@]}" "$@" 2>"$log" &
   EMU_PID=$!
   for _ in $(seq 1 100); do
     EMU_ADDR=$(grep -o '127\.0\.0\.1:[0-9]*' "$log" | head -n1 || true)
@@ -16,6 +18,8 @@ start_emulator() {
   done
   rm -f "$log"
   if [ -z "$EMU_ADDR" ]; then
+    kill "$EMU_PID" 2>/dev/null || true
+    EMU_PID=
     echo "could not start the emulator" >&2
     return 1
   fi

@@ -25,6 +25,9 @@ void CFuseShims_tune_connection(struct fuse_conn_info *conn) {
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+  // Larger requests mean fewer round trips through the kernel: max_write also sets max_pages,
+  // which bounds the size of read requests (1 MiB instead of 128 KiB).
+  conn->max_write = 1024 * 1024;
   conn->max_readahead = 1024 * 1024;
   conn->max_background = 64;
   conn->congestion_threshold = 48;

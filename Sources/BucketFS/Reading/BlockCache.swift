@@ -109,7 +109,8 @@ public final class BlockCache: Sendable {
         let start = Int((page - pages.lowerBound) * Self.pageSize)
         guard start < data.count else { break }
         let end = min(data.count, start + Int(Self.pageSize))
-        insert(Key(name: name, generation: generation, page: page), data.subdata(in: start..<end))
+        // A slice shares the run's buffer: no copy per page.
+        insert(Key(name: name, generation: generation, page: page), data[(data.startIndex + start)..<(data.startIndex + end)])
       }
     }
     state.withLock { s in

@@ -47,6 +47,17 @@ public final class ObjectReader: Sendable {
       let ahead = (lastPage + 1)..<min(lastObjectPage + 1, lastPage + 1 + window)
       if !ahead.isEmpty { fetch(pages: ahead) }
     }
+    if firstPage == lastPage {
+      // Within one page: hand out a slice of it, no copy.
+      let data = try await self.page(firstPage)
+      let pageStart = firstPage * Self.pageSize
+      let from = Int(offset - pageStart)
+      let to = Int(min(end - pageStart, Int64(data.count)))
+      guard from < to else {
+        throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
+      }
+      return data[(data.startIndex + from)..<(data.startIndex + to)]
+    }
     var out = Data(capacity: Int(end - offset))
     for page in firstPage...lastPage {
       let data = try await self.page(page)
@@ -56,7 +67,7 @@ public final class ObjectReader: Sendable {
       guard from < to else {
         throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
       }
-      data.withUnsafeBytes { out.append($0.baseAddress!.assumingMemoryBound(to: UInt8.self) + from, count: to - from) }
+      out.append(data[(data.startIndex + from)..<(data.startIndex + to)])
     }
     return out
   }
@@ -115,7 +126,7 @@ public final class ObjectReader: Sendable {
         let data = try await run.wait().get()
         let start = Int((page - run.firstPage) * Self.pageSize)
         guard start < data.count else { break }
-        return data.subdata(in: start..<min(data.count, start + Int(Self.pageSize)))
+        return data[(data.startIndex + start)..<(data.startIndex + min(data.count, start + Int(Self.pageSize)))]
       }
       // Evicted between the fetch and now: fetch it again.
       fetch(pages: page..<(page + 1))

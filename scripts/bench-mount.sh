@@ -1,0 +1,111 @@
+# Part of bench.sh (sourced): the mount against curl and local disk on the same emulator.
+# Expects BIN, WORK, EMU_ADDR, BASE, SIZE_MIB and the helpers of bench.sh.
+MNT="$WORK/mnt"
+mkdir -p "$MNT"
+"$BIN" mount gs://bench "$MNT" -f -o "staging_dir=$WORK/staging" 2>"$WORK/mount.log" &
+MOUNT_PID=$!
+PIDS+=("$MOUNT_PID")
+MOUNTS+=("$MNT")
+for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+mountpoint -q "$MNT" || { echo "bench: the mount did not come up" >&2; cat "$WORK/mount.log" >&2; exit 1; }
+
+# Sequential read of the big object: cold through the mount vs curl (best of two each; the
+# mount is remounted between runs so that nothing is cached or staged).
+remount() {
+  fusermount3 -u "$MNT"; wait "$MOUNT_PID" 2>/dev/null || true
+  rm -rf "$WORK/staging"
+  "$BIN" mount gs://bench "$MNT" -f -o "staging_dir=$WORK/staging" 2>>"$WORK/mount.log" &
+  MOUNT_PID=$!
+  PIDS+=("$MOUNT_PID")
+  for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+}
+best_curl=999999; best_mnt=999999
+for _ in 1 2; do
+  t0=$(now); curl -sf -o /dev/null "$BASE/big.bin?alt=media"; t1=$(now)
+  best_curl=$(python3 -c "print(min($best_curl, $t1 - $t0))")
+  remount
+  t0=$(now); cat "$MNT/big.bin" >/dev/null; t1=$(now)
+  best_mnt=$(python3 -c "print(min($best_mnt, $t1 - $t0))")
+done
+rss_kib=$(awk '/VmHWM/ {print $2}' "/proc/$MOUNT_PID/status")
+
+# Warm re-read (staged copy and page cache) vs a local copy on disk.
+for _ in $(seq 1 100); do
+  [ "$(getfattr --only-values -n user.staged "$MNT/big.bin" 2>/dev/null)" = complete ] && break; sleep 0.2
+done
+cp "$WORK/big.bin" "$WORK/local.bin"; cat "$WORK/local.bin" >/dev/null
+t0=$(now); cat "$WORK/local.bin" >/dev/null; t1=$(now); local_warm=$(secs "$t0" "$t1")
+cat "$MNT/big.bin" >/dev/null
+t0=$(now); cat "$MNT/big.bin" >/dev/null; t1=$(now); mnt_warm=$(secs "$t0" "$t1")
+rm -f "$WORK/local.bin"
+
+# Time to the first byte of a file nobody opened yet.
+ttfb_curl=$(curl -sf -o /dev/null -r 0-0 -w '%{time_starttransfer}' "$BASE/big.bin?alt=media")
+remount
+ttfb_mnt=$(python3 -c "
+import os, time
+t = time.perf_counter(); fd = os.open('$MNT/big.bin', os.O_RDONLY); os.read(fd, 1); print(f'{time.perf_counter() - t:.6f}')")
+
+# Many objects: 10,000 for ls -l, 1,000 small files for cat.
+python3 - "$EMU_ADDR" <<'PY'
+import http.client, sys, concurrent.futures
+host, port = sys.argv[1].split(":")
+def put(names):
+    c = http.client.HTTPConnection(host, int(port))
+    for n in names:
+        body = (n * 400)[:4096].encode()
+        c.request("POST", "/v0/b/bench/o?name=" + n.replace("/", "%2F"), body, {"Content-Type": "text/plain"})
+        c.getresponse().read()
+names = [f"ls/f{i:05d}.txt" for i in range(10000)] + [f"small/s{i:04d}.txt" for i in range(1000)]
+with concurrent.futures.ThreadPoolExecutor(8) as ex:
+    list(ex.map(put, [names[i::8] for i in range(8)]))
+PY
+t0=$(now)
+python3 - "$EMU_ADDR" <<'PY'
+import http.client, json, sys, urllib.parse
+host, port = sys.argv[1].split(":")
+c = http.client.HTTPConnection(host, int(port)); token = None; n = 0
+while True:
+    q = {"prefix": "ls/", "delimiter": "/"}
+    if token: q["pageToken"] = token
+    c.request("GET", "/v0/b/bench/o?" + urllib.parse.urlencode(q)); page = json.loads(c.getresponse().read())
+    n += len(page.get("items", [])); token = page.get("nextPageToken")
+    if not token: break
+assert n == 10000, n
+PY
+t1=$(now); ls_raw=$(secs "$t0" "$t1")
+t0=$(now); n=$(ls -l "$MNT/ls" | grep -c '^-'); t1=$(now); ls_mnt=$(secs "$t0" "$t1")
+[ "$n" = 10000 ] || echo "bench: ls -l saw $n files" >&2
+
+urls=(); for i in $(seq -f '%04g' 0 999); do urls+=("$BASE/small%2Fs$i.txt?alt=media" -o /dev/null); done
+t0=$(now); curl -sf "${urls[@]}"; t1=$(now); cat_curl=$(secs "$t0" "$t1")
+t0=$(now); cat "$MNT"/small/s*.txt >/dev/null; t1=$(now); cat_mnt=$(secs "$t0" "$t1")
+
+# Random 4 KiB reads: ranged GETs over one keep-alive connection vs preads on the mount (no staging).
+fusermount3 -u "$MNT"; wait "$MOUNT_PID" 2>/dev/null || true
+"$BIN" mount gs://bench "$MNT" -f -o "staging_dir=$WORK/staging,stage_max_file=0" 2>>"$WORK/mount.log" &
+MOUNT_PID=$!; PIDS+=("$MOUNT_PID")
+for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+read -r rand_curl rand_mnt < <(python3 - "$EMU_ADDR" "$MNT/big.bin" "$SIZE_MIB" <<'PY'
+import http.client, os, random, sys, time
+host, port = sys.argv[1].split(":"); path = sys.argv[2]; size = int(sys.argv[3]) << 20
+rng = random.Random(7); offsets = [rng.randrange(0, size - 4096) for _ in range(2000)]
+c = http.client.HTTPConnection(host, int(port))
+t = time.perf_counter()
+for o in offsets:
+    c.request("GET", "/v0/b/bench/o/big.bin?alt=media", headers={"Range": f"bytes={o}-{o+4095}"}); c.getresponse().read()
+curl_rate = 2000 / (time.perf_counter() - t)
+fd = os.open(path, os.O_RDONLY)
+t = time.perf_counter()
+for o in offsets: os.pread(fd, 4096, o)
+print(f"{curl_rate:.0f} {2000 / (time.perf_counter() - t):.0f}")
+PY
+)
+
+row "sequential read $SIZE_MIB MiB: mount vs curl (s)" "$(printf %.3f "$best_curl")" "$(printf %.3f "$best_mnt")" "$(ratio "$best_curl" "$best_mnt")x"
+row "  daemon peak RSS (MiB, target < 300)" "" "$((rss_kib / 1024))" ""
+row "warm re-read: mount vs local disk (s)" "$local_warm" "$mnt_warm" "$(ratio "$local_warm" "$mnt_warm")x"
+row "ls -l 10,000 objects vs raw list pages (s)" "$ls_raw" "$ls_mnt" "$(ratio "$ls_raw" "$ls_mnt")x"
+row "cat 1,000 4 KiB files vs curl (s)" "$cat_curl" "$cat_mnt" "$(ratio "$cat_curl" "$cat_mnt")x"
+row "random 4 KiB reads per second vs GETs" "$rand_curl" "$rand_mnt" "$(ratio "$rand_mnt" "$rand_curl")x"
+row "time to first byte vs curl (s)" "$ttfb_curl" "$ttfb_mnt" "$(ratio "$ttfb_curl" "$ttfb_mnt")x"
