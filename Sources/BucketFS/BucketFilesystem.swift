@@ -27,11 +27,20 @@ public final class BucketFilesystem: Sendable {
     let objectName: String
     let metadata: StorageMetadata
     let reader: ObjectReader
+    /// Staging of a large object starts after the first read is answered, so that its download
+    /// does not delay the first byte.
+    let stagingStarted = Atomic<Bool>(false)
     init(objectName: String, metadata: StorageMetadata, reader: ObjectReader) {
       self.objectName = objectName
       self.metadata = metadata
       self.reader = reader
     }
+  }
+
+  /// Starts staging `file` once (a large object's whole-object download).
+  private func startStaging(_ file: OpenFile) {
+    guard let staging, !options.offline, !file.stagingStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    staging.stage(file.objectName, metadata: file.metadata, client: client)
   }
 
   private let openFiles = Mutex<(next: UInt64, files: [UInt64: OpenFile])>((1, [:]))
@@ -41,6 +50,8 @@ public final class BucketFilesystem: Sendable {
   /// its page cache across opens.
   private let openedGenerations = Mutex<[UInt64: Int64]>([:])
   static let aliasSuffix = ".object"
+  /// Objects up to this size are fetched whole by the first read and staged from those bytes.
+  static let smallObject = BlockCache.pageSize * 2
 
   public init(
     client: any ObjectClient, prefix: String, options: MountOptions, staging: StagingArea?,
@@ -388,18 +399,35 @@ public final class BucketFilesystem: Sendable {
     let reader = ObjectReader(client: client, cache: cache, name: objectName, generation: m.generation, size: m.size)
     if let staging {
       staging.retain(objectName, generation: m.generation)
-      if !options.offline { staging.stage(objectName, metadata: m, client: client) }
+      if !options.offline {
+        if m.size <= Self.smallObject {
+          // Small objects are staged from the same GET that serves the reads.
+          Task {
+            if let bytes = try? await reader.read(offset: 0, count: Int(m.size)) {
+              staging.stage(objectName, metadata: m, bytes: bytes)
+            }
+          }
+        }
+      }
     }
     let keep = openedGenerations.withLock { g -> Bool in
       let same = g[ino] == m.generation
       g[ino] = m.generation
       return same
     }
+    let file = OpenFile(objectName: objectName, metadata: m, reader: reader)
     let fh = openFiles.withLock { s in
       let fh = s.next
       s.next += 1
-      s.files[fh] = OpenFile(objectName: objectName, metadata: m, reader: reader)
+      s.files[fh] = file
       return fh
+    }
+    if m.size > Self.smallObject {
+      // Opened but not read soon (or read only after a while): stage anyway.
+      Task {
+        try? await Task.sleep(for: .milliseconds(300))
+        startStaging(file)
+      }
     }
     return (fh, keep)
   }
@@ -416,7 +444,9 @@ public final class BucketFilesystem: Sendable {
     }
     if options.offline { throw FSError(EIO) }
     do {
-      return try await file.reader.read(offset: offset, count: Int(end - offset))
+      let data = try await file.reader.read(offset: offset, count: Int(end - offset))
+      if size > Self.smallObject { startStaging(file) }
+      return data
     } catch {
       if error.code == .objectChanged { log("\(file.objectName) changed on the server while open: \(error.detail)") }
       throw FSError(error)

@@ -43,8 +43,12 @@ public final class ObjectReader: Sendable {
     let window = noteAccess(offset: offset, end: end)
     fetch(pages: firstPage..<(lastPage + 1))
     if window > 0 {
+      // The window's end moves in whole runs, so that prefetching issues full-size GETs rather
+      // than one page per read.
       let lastObjectPage = (size - 1) / Self.pageSize
-      let ahead = (lastPage + 1)..<min(lastObjectPage + 1, lastPage + 1 + window)
+      let wanted = lastPage + 1 + window
+      let aligned = (wanted + Self.runPages - 1) / Self.runPages * Self.runPages
+      let ahead = (lastPage + 1)..<min(lastObjectPage + 1, aligned)
       if !ahead.isEmpty { fetch(pages: ahead) }
     }
     if firstPage == lastPage {

@@ -151,6 +151,55 @@ public final class StagingArea: Sendable {
     }
   }
 
+  /// Stages a small object from bytes already read (no second download): checked against the
+  /// object's CRC32C or MD5, written, fsynced and renamed like any staged copy.
+  public func stage(_ name: String, metadata: StorageMetadata, bytes: Data) {
+    guard metadata.size <= maxFile, metadata.size <= sizeLimit, Int64(bytes.count) == metadata.size else { return }
+    let key = key(name, metadata.generation)
+    guard state.withLock({ $0.complete[key] == nil && $0.active[key] == nil }) else { return }
+    if let expected = metadata.crc32c {
+      var crc = CRC32C()
+      bytes.withUnsafeBytes { crc.update($0) }
+      guard crc.matches(expected) else {
+        log("staging \(name): CRC32C mismatch, not staged")
+        return
+      }
+    } else if let expected = metadata.md5Hash {
+      let digest = Digest(.md5)
+      digest.update(bytes)
+      guard digest.finalize().base64EncodedString() == expected else {
+        log("staging \(name): MD5 mismatch, not staged")
+        return
+      }
+    }
+    let (data, meta) = paths(key)
+    var dict = metadata.dictionaryRepresentation()
+    dict["name"] = name
+    guard let json = try? JSONSerialization.data(withJSONObject: dict) else { return }
+    let tmpMeta = meta.path + ".tmp"
+    let tmpData = folder.appendingPathComponent("." + key + ".part").path
+    guard FileManager.default.createFile(atPath: tmpMeta, contents: json), rename(tmpMeta, meta.path) == 0 else { return }
+    let fd = open(tmpData, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return }
+    let written = bytes.withUnsafeBytes { raw -> Bool in
+      raw.count == 0 || write(fd, raw.baseAddress!, raw.count) == raw.count
+    }
+    let synced = written && fsync(fd) == 0
+    close(fd)
+    guard synced, rename(tmpData, data.path) == 0 else {
+      unlink(tmpData)
+      unlink(meta.path)
+      return
+    }
+    state.withLock { s in
+      s.complete[key] = Entry(name: name, metadata: metadata, dataPath: data.path)
+      s.bytes += metadata.size
+      s.tick += 1
+      s.lastUse[key] = s.tick
+    }
+    evictIfNeeded()
+  }
+
   /// The path of a complete copy, or of the partial one when it already holds `upTo` bytes.
   public func readablePath(_ name: String, generation: Int64, upTo: Int64) -> String? {
     let key = key(name, generation)
