@@ -12,6 +12,12 @@ public final class InodeTable: Sendable {
     /// The object behind a file, relative to the mount prefix (differs from `path` for the
     /// `name.object` alias of an object shadowed by a folder of the same name).
     public var objectName: String?
+
+    public init(path: String, isDirectory: Bool, objectName: String? = nil) {
+      self.path = path
+      self.isDirectory = isDirectory
+      self.objectName = objectName
+    }
   }
 
   private struct Key: Hashable {

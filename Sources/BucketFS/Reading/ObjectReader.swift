@@ -20,9 +20,9 @@ public final class ObjectReader: Sendable {
   private let streams = Mutex<(list: [Stream], tick: UInt64)>(([], 0))
 
   static let pageSize = BlockCache.pageSize
-  /// Pages per ranged GET.
-  static let runPages: Int64 = 32
-  static let firstWindow: Int64 = 8
+  /// Pages per ranged GET (4 MiB), less when the cache is small.
+  let runPages: Int64
+  let firstWindow: Int64
   let maxWindow: Int64
 
   public init(client: any ObjectClient, cache: BlockCache, name: String, generation: Int64, size: Int64) {
@@ -31,8 +31,12 @@ public final class ObjectReader: Sendable {
     self.name = name
     self.generation = generation
     self.size = size
-    // A quarter of the cache per stream at most, and no more than 32 MiB ahead.
-    maxWindow = max(Self.runPages, min(256, Int64(cache.budget) / Self.pageSize / 4))
+    // A quarter of the cache per stream at most, and no more than 32 MiB ahead: prefetched pages
+    // must not be evicted before they are read.
+    let budgetPages = Int64(cache.budget) / Self.pageSize
+    runPages = max(1, min(32, budgetPages / 8))
+    maxWindow = max(runPages, min(256, budgetPages / 4))
+    firstWindow = min(8, maxWindow)
   }
 
   public func read(offset: Int64, count: Int) async throws(StorageError) -> Data {
@@ -47,7 +51,7 @@ public final class ObjectReader: Sendable {
       // than one page per read.
       let lastObjectPage = (size - 1) / Self.pageSize
       let wanted = lastPage + 1 + window
-      let aligned = (wanted + Self.runPages - 1) / Self.runPages * Self.runPages
+      let aligned = (wanted + runPages - 1) / runPages * runPages
       let ahead = (lastPage + 1)..<min(lastObjectPage + 1, aligned)
       if !ahead.isEmpty { fetch(pages: ahead) }
     }
@@ -82,13 +86,13 @@ public final class ObjectReader: Sendable {
       s.tick += 1
       let slack = Self.pageSize
       if let i = s.list.firstIndex(where: { offset >= $0.next - slack && offset <= $0.next + slack }) {
-        s.list[i].window = s.list[i].window == 0 ? Self.firstWindow : min(maxWindow, s.list[i].window * 2)
+        s.list[i].window = s.list[i].window == 0 ? firstWindow : min(maxWindow, s.list[i].window * 2)
         s.list[i].next = end
         s.list[i].lastUse = s.tick
         return s.list[i].window
       }
       // A read from the start of the file is the first of a sequential stream far more often than not.
-      let stream = Stream(next: end, window: offset == 0 ? Self.firstWindow : 0, lastUse: s.tick)
+      let stream = Stream(next: end, window: offset == 0 ? firstWindow : 0, lastUse: s.tick)
       if s.list.count >= 8, let oldest = s.list.indices.min(by: { s.list[$0].lastUse < s.list[$1].lastUse }) {
         s.list[oldest] = stream
       } else {
@@ -102,7 +106,8 @@ public final class ObjectReader: Sendable {
   private func fetch(pages: Range<Int64>) {
     var from = pages.lowerBound
     while from < pages.upperBound {
-      let upto = min(pages.upperBound, from + Self.runPages)
+      // Runs never cross a multiple of runPages, so prefetch claims whole aligned runs.
+      let upto = min(pages.upperBound, (from / runPages + 1) * runPages)
       guard let (claimed, run) = cache.claim(name: name, generation: generation, pages: from..<upto) else {
         from = upto
         continue

@@ -1,0 +1,74 @@
+import BucketFS
+import Foundation
+import StorageCore
+import Synchronization
+
+/// An in-memory bucket: the filesystem logic runs against it without a kernel or a server.
+final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
+  let bucket = "mem"
+  let objects = Mutex<[String: (Data, StorageMetadata)]>([:])
+  let reads = Atomic<Int>(0)
+
+  func put(_ name: String, _ data: Data) {
+    objects.withLock { o in
+      var m = StorageMetadata()
+      m.path = name
+      m.bucket = bucket
+      m.size = Int64(data.count)
+      m.generation = (o[name]?.1.generation ?? 0) + 1
+      m.updated = Date(timeIntervalSince1970: 1_700_000_000)
+      var crc = CRC32C()
+      data.withUnsafeBytes { crc.update($0) }
+      m.crc32c = crc.base64
+      o[name] = (data, m)
+    }
+  }
+
+  func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
+    guard let m = objects.withLock({ $0[name]?.1 }) else {
+      throw StorageError(code: .objectNotFound, object: name, detail: "no such object")
+    }
+    return m
+  }
+
+  func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
+    let names = objects.withLock { $0.keys.sorted() }.filter { $0.hasPrefix(prefix) }
+    var items: [String] = []
+    var prefixes = Set<String>()
+    for name in names {
+      let rest = name.dropFirst(prefix.count)
+      if let slash = rest.firstIndex(of: "/") {
+        prefixes.insert(prefix + rest[...slash])
+      } else {
+        items.append(name)
+      }
+    }
+    return ListPage(prefixes: prefixes.sorted(), items: items, nextPageToken: nil)
+  }
+
+  func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
+    reads.add(1, ordering: .relaxed)
+    guard let (data, m) = objects.withLock({ $0[name] }) else {
+      throw StorageError(code: .objectNotFound, object: name, detail: "no such object")
+    }
+    guard m.generation == generation else { throw StorageError(code: .objectChanged, object: name, detail: "changed") }
+    return data.subdata(in: Int(range.lowerBound)..<Int(min(range.upperBound, Int64(data.count))))
+  }
+
+  func download(_ name: String, generation: Int64, to file: URL) -> any ObjectDownload {
+    let data = objects.withLock { $0[name]?.0 } ?? Data()
+    try? data.write(to: file)
+    return Finished(path: file.path, size: Int64(data.count))
+  }
+
+  func downloadURL(name: String, token: String) -> String { "mem://\(name)?token=\(token)" }
+
+  struct Finished: ObjectDownload {
+    let path: String
+    let size: Int64
+    var bytesWritten: Int64 { size }
+    var partialPath: String { path }
+    func cancel() {}
+    func wait() async throws(StorageError) {}
+  }
+}
