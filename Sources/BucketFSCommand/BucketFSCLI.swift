@@ -18,7 +18,10 @@ public enum BucketFSCLI {
       url gs://BUCKET/OBJECT                                         print the download URL
 
     Options of the object commands:
-      --emulator HOST:PORT   talk to a local emulator (or set FIREBASE_STORAGE_EMULATOR_HOST)
+      --emulator HOST:PORT   talk to a local emulator (or set FIREBASE_STORAGE_EMULATOR_HOST, or
+                             STORAGE_EMULATOR_HOST=http://HOST:PORT for the GCS JSON API)
+      --api firebase|gcs     the REST API to speak (default firebase; gs URLs of
+                             storage.googleapis.com pick gcs)
       --token-file FILE      send the token in FILE (or set BUCKETFS_TOKEN_FILE)
       --timeout SECONDS      give up on an unresponsive server after this long
 

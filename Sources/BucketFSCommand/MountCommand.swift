@@ -17,7 +17,7 @@ enum MountCommand {
 
       -f             stay in the foreground          -d   foreground, and log every request
       --offline      serve staged copies only, no server (same as -o offline)
-      --emulator HOST:PORT, --token-file FILE        as for the object commands
+      --emulator HOST:PORT, --api firebase|gcs, --token-file FILE   as for the object commands
       -o ro, allow_other, uid=N, gid=N, file_mode=0444, dir_mode=0555,
          metadata_ttl=SECONDS (5), cache_size=SIZE (192M), staging_dir=DIR,
          staging_size=SIZE (10G), stage_max_file=SIZE (2G), read_timeout=SECONDS (30), offline

@@ -1,6 +1,7 @@
 import Foundation
 
-/// A local bucket server backed by a folder: the Firebase Storage REST API on loopback, with
+/// A local bucket server backed by a folder: the Firebase Storage REST API and the GCS JSON API on
+/// loopback, with
 /// fault injection for tests. It shares no code with the client, so each checks the other.
 public final class StorageEmulator: Sendable {
   public struct Configuration: Sendable {
@@ -43,13 +44,16 @@ public final class StorageEmulator: Sendable {
     let box = RoutesBox()
     do {
       server = try HTTPServer(host: configuration.host, port: configuration.port, faults: configuration.faults) { request in
-        box.routes!.handle(&request)
+        box.handle(&request)
       }
     } catch {
       throw StartError.cannotListen("\(error)")
     }
     let hostPart = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-    box.routes = FirebaseRoutes(store: store, uploads: uploads, access: access, publicBase: "http://\(hostPart):\(server.port)")
+    let base = "http://\(hostPart):\(server.port)"
+    let firebase = FirebaseRoutes(store: store, uploads: uploads, access: access, publicBase: base)
+    box.firebase = firebase
+    box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase, publicBase: base)
     server.start()
   }
 
@@ -64,7 +68,17 @@ public final class StorageEmulator: Sendable {
   }
 }
 
-/// Lets the server's handler reach routes built after the server knows its port.
+/// Lets the server's handler reach routes built after the server knows its port, and picks the
+/// API by path: `/v0/…` is Firebase, `/storage/v1`, `/upload/storage/v1`, `/download/storage/v1` GCS.
 final class RoutesBox: @unchecked Sendable {
-  var routes: FirebaseRoutes?
+  var firebase: FirebaseRoutes?
+  var gcs: GCSRoutes?
+
+  func handle(_ request: inout ServerRequest) -> ServerResponse {
+    let path = request.rawPath
+    if path.hasPrefix("/storage/v1/") || path.hasPrefix("/upload/storage/v1/") || path.hasPrefix("/download/storage/v1/") {
+      return gcs!.handle(&request)
+    }
+    return firebase!.handle(&request)
+  }
 }

@@ -7,7 +7,9 @@ struct RequestRunner: Sendable {
   let object: String
 
   /// Sends `request` until it succeeds (2xx), fails for good, or the budget runs out.
-  func run(_ request: HTTPRequest, maxBody: Int = 64 << 20) async throws(StorageError) -> HTTPResponse {
+  func run(_ request: HTTPRequest, maxBody: Int = 64 << 20, accepting: Range<Int> = 200..<300) async throws(StorageError)
+    -> HTTPResponse
+  {
     let (timeouts, initialDelay) = storage.settings.withLock { ($0.timeouts, $0.retryInitialDelay) }
     let deadline = Date().addingTimeInterval(budget)
     var backoff = Backoff(initialDelay: initialDelay)
@@ -16,7 +18,7 @@ struct RequestRunner: Sendable {
       let failure: StorageError
       switch await attempt(request, timeouts: timeouts, maxBody: maxBody) {
       case .success(let response):
-        if (200..<300).contains(response.status) { return response }
+        if accepting.contains(response.status) { return response }
         let error = StorageError.from(status: response.status, object: object, body: response.body)
         guard Backoff.isRetryable(status: response.status) else { throw error }
         retryAfter = Backoff.retryAfter(response.head)

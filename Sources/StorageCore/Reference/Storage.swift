@@ -5,7 +5,9 @@ import Synchronization
 public final class Storage: Sendable {
   /// Settings that may change after creation; read once per request.
   struct Settings: Sendable {
-    var host = "firebasestorage.googleapis.com"
+    var api = StorageAPI.firebase
+    /// nil: the API's production host.
+    var host: String? = nil
     var port: Int? = nil
     var scheme = "https"
     var token: String? = nil
@@ -41,6 +43,12 @@ public final class Storage: Sendable {
       throw StorageError(code: .invalidArgument, object: url, detail: "a storage URL must not name an object")
     }
     return Storage(bucket: path.bucket)
+  }
+
+  /// The REST API spoken: Firebase v0 (the default) or the GCS JSON API.
+  public var api: StorageAPI {
+    get { settings.withLock { $0.api } }
+    set { settings.withLock { $0.api = newValue } }
   }
 
   /// Sends every request to a local emulator over plain HTTP.
@@ -122,10 +130,17 @@ public final class Storage: Sendable {
     wire.downloadURL(StoragePath(bucket: bucket, object: name), token: token)
   }
 
-  var wire: FirebaseWire {
+  var wire: any ObjectWire {
     settings.withLock { s in
       let portPart = s.port.map { ":\($0)" } ?? ""
-      return FirebaseWire(base: "\(s.scheme)://\(s.host)\(portPart)/v0", token: s.token)
+      let firebaseHost = s.host ?? "firebasestorage.googleapis.com"
+      let firebaseBase = "\(s.scheme)://\(firebaseHost)\(portPart)/v0"
+      switch s.api {
+      case .firebase:
+        return FirebaseWire(base: firebaseBase, token: s.token)
+      case .gcs:
+        return GCSWire(root: "\(s.scheme)://\(s.host ?? "storage.googleapis.com")\(portPart)", token: s.token, firebaseBase: firebaseBase)
+      }
     }
   }
 }

@@ -12,16 +12,18 @@ extension StorageReference {
   }
 
   /// Applies the fields set in `metadata`; custom metadata entries are merged by the server.
-  public func updateMetadata(_ metadata: StorageMetadata) async throws(StorageError) -> StorageMetadata {
+  public func updateMetadata(_ metadata: StorageMetadata, preconditions: Preconditions = Preconditions()) async throws(StorageError)
+    -> StorageMetadata
+  {
     try requireObject("updateMetadata")
     let body = metadata.writableJSON(name: nil)
-    let response = try await runnerForOperations.run(storage.wire.updateMetadata(path, json: body))
+    let response = try await runnerForOperations.run(storage.wire.updateMetadata(path, json: body, preconditions: preconditions))
     return try StorageMetadata(data: response.body)
   }
 
-  public func delete() async throws(StorageError) {
+  public func delete(preconditions: Preconditions = Preconditions()) async throws(StorageError) {
     try requireObject("delete")
-    _ = try await runnerForOperations.run(storage.wire.delete(path))
+    _ = try await runnerForOperations.run(storage.wire.delete(path, preconditions: preconditions))
   }
 
   /// The public download URL built from the object's first download token.
@@ -41,7 +43,7 @@ extension StorageReference {
     try requireObject("data(maxSize:)")
     let runner = RequestRunner(storage: storage, budget: storage.maxDownloadRetryTime, object: description)
     do {
-      return try await runner.run(storage.wire.download(path), maxBody: Int(clamping: maxSize)).body
+      return try await runner.run(storage.wire.download(path, range: nil, from: nil, generation: nil), maxBody: Int(clamping: maxSize)).body
     } catch where error.code == .downloadSizeExceeded {
       throw StorageError(
         code: .downloadSizeExceeded, object: description,
@@ -55,7 +57,16 @@ extension StorageReference {
     try requireObject("data(range:)")
     if range.isEmpty { return Data() }
     let runner = RequestRunner(storage: storage, budget: storage.maxDownloadRetryTime, object: description)
-    let response = try await runner.run(storage.wire.download(path, range: range), maxBody: Int(range.count) + (8 << 20))
+    let response: HTTPResponse
+    do {
+      response = try await runner.run(
+        storage.wire.download(path, range: range, from: nil, generation: generation), maxBody: Int(range.count) + (8 << 20))
+    } catch where error.code == .objectNotFound && generation != nil {
+      // Asked for a generation that is gone: the object was overwritten or deleted.
+      throw StorageError(
+        code: .objectChanged, object: description, httpStatus: 404,
+        detail: "generation \(generation!) of the object is gone (overwritten or deleted)")
+    }
     try checkGeneration(response.head, expected: generation)
     if response.status == 200 {
       // A server that ignores Range sends the whole object: cut out what was asked.
@@ -147,7 +158,7 @@ extension StorageReference {
     var backoff = Backoff(initialDelay: initialDelay)
     let counter = StreamCounter()
     while true {
-      let request = storage.wire.download(path, range: range)
+      let request = storage.wire.download(path, range: range, from: nil, generation: nil)
       var failure: StorageError
       var retryAfter: TimeInterval?
       do {

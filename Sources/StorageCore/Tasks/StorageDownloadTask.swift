@@ -156,7 +156,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       }
     }
     let expected = pinnedGeneration ?? io.withLock { $0.generation }
-    let request = reference.storage.wire.download(reference.path, openEnded: have > 0 ? have : nil)
+    let request = reference.storage.wire.download(reference.path, range: nil, from: have > 0 ? have : nil, generation: pinnedGeneration)
     let progressStep: Int64 = 256 * 1024
     sink.lastFired = have
     let head: HTTPResponseHead
@@ -209,6 +209,11 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       return Backoff.isRetryable(error) ? .retry(mapped, nil) : .failed(mapped)
     }
     guard (200..<300).contains(head.status) else {
+      if head.status == 404, let pinned = pinnedGeneration {
+        return .failed(StorageError(
+          code: .objectChanged, object: object, httpStatus: 404,
+          detail: "generation \(pinned) of the object is gone (overwritten or deleted)"))
+      }
       let error = StorageError.from(status: head.status, object: object, body: sink.errorBody)
       return Backoff.isRetryable(status: head.status) ? .retry(error, Backoff.retryAfter(head)) : .failed(error)
     }

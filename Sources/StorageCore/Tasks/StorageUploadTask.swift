@@ -29,12 +29,14 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
 
   let source: Source
   let uploadMetadata: StorageMetadata
+  let preconditions: Preconditions
   private let driver = Mutex<Task<Void, Never>?>(nil)
   private let session = Mutex<String?>(nil)
 
-  init(reference: StorageReference, source: Source, metadata: StorageMetadata) {
+  init(reference: StorageReference, source: Source, metadata: StorageMetadata, preconditions: Preconditions = Preconditions()) {
     self.source = source
     self.uploadMetadata = metadata
+    self.preconditions = preconditions
     super.init(reference: reference)
     state.withLock {
       $0.total = source.size
@@ -129,7 +131,8 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
         bytes = d
       }
       let response = try await runner.run(
-        wire.multipartUpload(reference.path, metadataJSON: json, contentType: metadata.contentType!, bytes: bytes))
+        wire.multipartUpload(
+          reference.path, metadataJSON: json, contentType: metadata.contentType!, bytes: bytes, preconditions: preconditions))
       return try StorageMetadata(data: response.body)
     }
 
@@ -139,8 +142,10 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       offset = try await queryOffset(existing, runner: runner)
     } else {
       let start = try await runner.run(
-        wire.startResumableUpload(reference.path, metadataJSON: json, contentType: metadata.contentType!, length: source.size))
-      guard let url = start.head["x-goog-upload-url"] else {
+        wire.startResumableUpload(
+          reference.path, metadataJSON: json, contentType: metadata.contentType!, length: source.size,
+          preconditions: preconditions))
+      guard let url = wire.sessionURL(start.head) else {
         throw StorageError(code: .unknown, object: object, detail: "the server did not start an upload session")
       }
       sessionURL = url
@@ -157,19 +162,21 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       if Task.isCancelled || phase != .running { return nil }
       let end = min(size, offset + chunkSize)
       let last = end == size
-      let request = wire.uploadChunk(sessionURL: url, offset: offset, body: source.body(offset..<end), finalize: last)
+      let request = wire.uploadChunk(sessionURL: url, offset: offset, total: size, body: source.body(offset..<end), finalize: last)
       var failure = StorageError(code: .unknown, object: object, detail: "upload failed")
       var retryAfter: TimeInterval? = nil
       do {
         let response = try await reference.storage.client.send(request, timeouts: timeouts)
-        if (200..<300).contains(response.status) {
-          if last || response.head["x-goog-upload-status"] == "final" {
-            return try StorageMetadata(data: response.body)
-          }
+        switch wire.chunkOutcome(response.head, finalize: last) {
+        case .final:
+          return try StorageMetadata(data: response.body)
+        case .accepted:
           offset = end
           updateProgress(completed: offset)
           fire([.progress])
           continue
+        case .failed:
+          break
         }
         failure = StorageError.from(status: response.status, object: object, body: response.body)
         guard Backoff.isRetryable(status: response.status) else { throw failure }
@@ -198,8 +205,10 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
   }
 
   private func queryOffset(_ url: String, runner: RequestRunner) async throws(StorageError) -> Int64 {
-    let response = try await runner.run(reference.storage.wire.queryUpload(sessionURL: url))
-    guard let received = response.head["x-goog-upload-size-received"].flatMap({ Int64($0) }) else {
+    let wire = reference.storage.wire
+    // The GCS protocol answers a query with 308, which is not a failure here.
+    let response = try await runner.run(wire.queryUpload(sessionURL: url, total: source.size), accepting: 200..<400)
+    guard let (received, _) = wire.receivedBytes(response.head, total: source.size) else {
       throw StorageError(code: .unknown, object: runner.object, detail: "the upload session did not report its offset")
     }
     return received
@@ -209,18 +218,24 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
 extension StorageReference {
   /// Uploads `data`; the content type is `metadata.contentType` or `application/octet-stream`.
   @discardableResult
-  public func putData(_ data: Data, metadata: StorageMetadata? = nil) -> StorageUploadTask {
-    let task = StorageUploadTask(reference: self, source: .data(data), metadata: metadata ?? StorageMetadata())
+  public func putData(_ data: Data, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions())
+    -> StorageUploadTask
+  {
+    let task = StorageUploadTask(
+      reference: self, source: .data(data), metadata: metadata ?? StorageMetadata(), preconditions: preconditions)
     task.start()
     return task
   }
 
   /// Uploads a local file; the content type is inferred from its extension when not given.
   @discardableResult
-  public func putFile(from fileURL: URL, metadata: StorageMetadata? = nil) -> StorageUploadTask {
+  public func putFile(from fileURL: URL, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions())
+    -> StorageUploadTask
+  {
     let size = (try? FileManager.default.attributesOfItem(atPath: fileURL.path)[.size] as? NSNumber)?.int64Value
     let task = StorageUploadTask(
-      reference: self, source: .file(path: fileURL.path, size: size ?? 0), metadata: metadata ?? StorageMetadata())
+      reference: self, source: .file(path: fileURL.path, size: size ?? 0), metadata: metadata ?? StorageMetadata(),
+      preconditions: preconditions)
     if size == nil {
       task.finish(.failed, error: StorageError(code: .unknown, object: fileURL.path, detail: "cannot read the file"))
     } else {
@@ -242,20 +257,20 @@ extension StorageReference {
   }
 
   /// Async form: uploads and returns the server's metadata.
-  public func putDataAsync(_ data: Data, metadata: StorageMetadata? = nil) async throws(StorageError)
-    -> StorageMetadata
+  public func putDataAsync(_ data: Data, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions())
+    async throws(StorageError) -> StorageMetadata
   {
-    let task = putData(data, metadata: metadata)
+    let task = putData(data, metadata: metadata, preconditions: preconditions)
     guard let result = try await task.result() else {
       throw StorageError(code: .unknown, object: description, detail: "the upload returned no metadata")
     }
     return result
   }
 
-  public func putFileAsync(from fileURL: URL, metadata: StorageMetadata? = nil) async throws(StorageError)
-    -> StorageMetadata
+  public func putFileAsync(from fileURL: URL, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions())
+    async throws(StorageError) -> StorageMetadata
   {
-    let task = putFile(from: fileURL, metadata: metadata)
+    let task = putFile(from: fileURL, metadata: metadata, preconditions: preconditions)
     guard let result = try await task.result() else {
       throw StorageError(code: .unknown, object: description, detail: "the upload returned no metadata")
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Requests of the Firebase Storage REST API ("v0"), the protocol the Firebase SDKs speak.
-struct FirebaseWire: Sendable {
+struct FirebaseWire: ObjectWire {
   /// `scheme://host[:port]/v0`
   var base: String
   var token: String?
@@ -18,68 +18,50 @@ struct FirebaseWire: Sendable {
     "\(base)/b/\(PercentEncoding.encode(bucket))/o"
   }
 
+  private func withQuery(_ url: String, _ query: [(String, String)]) -> String {
+    query.isEmpty ? url : url + (url.contains("?") ? "&" : "?") + PercentEncoding.query(query)
+  }
+
   func getMetadata(_ path: StoragePath) -> HTTPRequest {
     HTTPRequest(method: "GET", url: objectURL(path), headers: authHeaders)
   }
 
-  /// A media GET; `range` is inclusive-exclusive in bytes, `nil` for the whole object.
-  func download(_ path: StoragePath, range: Range<Int64>? = nil, openEnded from: Int64? = nil) -> HTTPRequest {
-    var headers = authHeaders
-    if let range, !range.isEmpty {
-      headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)"))
-    } else if let from {
-      headers.append(("Range", "bytes=\(from)-"))
-    }
-    return HTTPRequest(method: "GET", url: objectURL(path) + "?alt=media", headers: headers)
+  /// v0 cannot ask for a generation: the caller checks `x-goog-generation` in the answer.
+  func download(_ path: StoragePath, range: Range<Int64>?, from: Int64?, generation: Int64?) -> HTTPRequest {
+    HTTPRequest(method: "GET", url: objectURL(path) + "?alt=media", headers: authHeaders + rangeHeader(range, from))
   }
 
-  func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?)
-    -> HTTPRequest
-  {
-    var query: [(String, String)] = [("prefix", prefix)]
-    if let delimiter { query.append(("delimiter", delimiter)) }
-    if let pageToken { query.append(("pageToken", pageToken)) }
-    if let maxResults { query.append(("maxResults", String(maxResults))) }
-    return HTTPRequest(
-      method: "GET", url: bucketURL(bucket) + "?" + PercentEncoding.query(query), headers: authHeaders)
-  }
-
-  func updateMetadata(_ path: StoragePath, json: Data) -> HTTPRequest {
+  func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?) -> HTTPRequest {
     HTTPRequest(
-      method: "PATCH", url: objectURL(path),
+      method: "GET", url: bucketURL(bucket) + "?" + PercentEncoding.query(listQuery(prefix, delimiter, pageToken, maxResults)),
+      headers: authHeaders)
+  }
+
+  func updateMetadata(_ path: StoragePath, json: Data, preconditions: Preconditions) -> HTTPRequest {
+    HTTPRequest(
+      method: "PATCH", url: withQuery(objectURL(path), preconditions.query),
       headers: authHeaders + [("Content-Type", "application/json; charset=utf-8")], body: .data(json))
   }
 
-  func delete(_ path: StoragePath) -> HTTPRequest {
-    HTTPRequest(method: "DELETE", url: objectURL(path), headers: authHeaders)
+  func delete(_ path: StoragePath, preconditions: Preconditions) -> HTTPRequest {
+    HTTPRequest(method: "DELETE", url: withQuery(objectURL(path), preconditions.query), headers: authHeaders)
   }
 
   /// One-request upload: a JSON metadata part and the bytes, as the JS SDK's `uploadBytes` sends.
-  func multipartUpload(_ path: StoragePath, metadataJSON: Data, contentType: String, bytes: Data)
+  func multipartUpload(_ path: StoragePath, metadataJSON: Data, contentType: String, bytes: Data, preconditions: Preconditions)
     -> HTTPRequest
   {
-    let boundary = "bucketfs" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
-    var body = Data()
-    body.append(contentsOf: Array("--\(boundary)\r\nContent-Type: application/json; charset=utf-8\r\n\r\n".utf8))
-    body.append(metadataJSON)
-    body.append(contentsOf: Array("\r\n--\(boundary)\r\nContent-Type: \(contentType)\r\n\r\n".utf8))
-    body.append(bytes)
-    body.append(contentsOf: Array("\r\n--\(boundary)--".utf8))
+    let (body, type) = Self.multipartBody(metadataJSON: metadataJSON, contentType: contentType, bytes: bytes)
     return HTTPRequest(
-      method: "POST",
-      url: bucketURL(path.bucket) + "?" + PercentEncoding.query([("name", path.object)]),
-      headers: authHeaders + [
-        ("X-Goog-Upload-Protocol", "multipart"),
-        ("Content-Type", "multipart/related; boundary=\(boundary)"),
-      ], body: .data(body))
+      method: "POST", url: withQuery(bucketURL(path.bucket), [("name", path.object)] + preconditions.query),
+      headers: authHeaders + [("X-Goog-Upload-Protocol", "multipart"), ("Content-Type", type)], body: .data(body))
   }
 
-  func startResumableUpload(_ path: StoragePath, metadataJSON: Data, contentType: String, length: Int64)
-    -> HTTPRequest
-  {
+  func startResumableUpload(
+    _ path: StoragePath, metadataJSON: Data, contentType: String, length: Int64, preconditions: Preconditions
+  ) -> HTTPRequest {
     HTTPRequest(
-      method: "POST",
-      url: bucketURL(path.bucket) + "?" + PercentEncoding.query([("name", path.object)]),
+      method: "POST", url: withQuery(bucketURL(path.bucket), [("name", path.object)] + preconditions.query),
       headers: authHeaders + [
         ("X-Goog-Upload-Protocol", "resumable"),
         ("X-Goog-Upload-Command", "start"),
@@ -89,7 +71,9 @@ struct FirebaseWire: Sendable {
       ], body: .data(metadataJSON))
   }
 
-  func uploadChunk(sessionURL: String, offset: Int64, body: HTTPRequest.Body, finalize: Bool) -> HTTPRequest {
+  func sessionURL(_ head: HTTPResponseHead) -> String? { head["x-goog-upload-url"] }
+
+  func uploadChunk(sessionURL: String, offset: Int64, total: Int64, body: HTTPRequest.Body, finalize: Bool) -> HTTPRequest {
     HTTPRequest(
       method: "POST", url: sessionURL,
       headers: authHeaders + [
@@ -99,10 +83,22 @@ struct FirebaseWire: Sendable {
       ], body: body)
   }
 
-  func queryUpload(sessionURL: String) -> HTTPRequest {
+  func chunkOutcome(_ head: HTTPResponseHead, finalize: Bool) -> ChunkOutcome {
+    guard (200..<300).contains(head.status) else { return .failed }
+    return finalize || head["x-goog-upload-status"] == "final" ? .final : .accepted
+  }
+
+  func queryUpload(sessionURL: String, total: Int64) -> HTTPRequest {
     HTTPRequest(
       method: "POST", url: sessionURL,
       headers: authHeaders + [("X-Goog-Upload-Protocol", "resumable"), ("X-Goog-Upload-Command", "query")])
+  }
+
+  func receivedBytes(_ head: HTTPResponseHead, total: Int64) -> (received: Int64, final: Bool)? {
+    guard (200..<300).contains(head.status), let received = head["x-goog-upload-size-received"].flatMap({ Int64($0) }) else {
+      return nil
+    }
+    return (received, head["x-goog-upload-status"] == "final")
   }
 
   func cancelUpload(sessionURL: String) -> HTTPRequest {
@@ -115,6 +111,20 @@ struct FirebaseWire: Sendable {
   func downloadURL(_ path: StoragePath, token: String) -> String {
     objectURL(path) + "?alt=media&token=" + PercentEncoding.encode(token)
   }
+}
+
+func rangeHeader(_ range: Range<Int64>?, _ from: Int64?) -> [(String, String)] {
+  if let range, !range.isEmpty { return [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")] }
+  if let from { return [("Range", "bytes=\(from)-")] }
+  return []
+}
+
+func listQuery(_ prefix: String, _ delimiter: String?, _ pageToken: String?, _ maxResults: Int?) -> [(String, String)] {
+  var query: [(String, String)] = [("prefix", prefix)]
+  if let delimiter { query.append(("delimiter", delimiter)) }
+  if let pageToken { query.append(("pageToken", pageToken)) }
+  if let maxResults { query.append(("maxResults", String(maxResults))) }
+  return query
 }
 
 /// One page of a list call, with object names exactly as the server sent them.

@@ -93,7 +93,7 @@ struct FirebaseRoutes {
     return .json(200, body)
   }
 
-  private func media(_ record: ObjectRecord, range: String?) -> ServerResponse {
+  func media(_ record: ObjectRecord, range: String?) -> ServerResponse {
     let current = record
     let fd = open(store.dataPath(current), O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else {

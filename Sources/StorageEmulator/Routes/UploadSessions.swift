@@ -16,6 +16,8 @@ final class UploadSessions: @unchecked Sendable {
     var received: Int64 = 0
     var status = "active"
     var final: ObjectRecord?
+    /// GCS preconditions given when the session started, checked when it completes.
+    var preconditions: [String: String] = [:]
 
     init(id: String, bucket: String, name: String, metadata: [String: Any], temporaryPath: String, fd: Int32) {
       self.id = id

@@ -51,6 +51,29 @@ struct ObjectRecord: Codable {
     return d
   }
 
+  /// The GCS JSON object resource; links point at `base` (the emulator itself).
+  func gcsResource(base: String) -> [String: Any] {
+    let encodedName = FirebaseRoutes.encode(name)
+    let encodedBucket = FirebaseRoutes.encode(bucket)
+    var d: [String: Any] = [
+      "kind": "storage#object", "id": "\(bucket)/\(name)/\(generation)",
+      "selfLink": "\(base)/storage/v1/b/\(encodedBucket)/o/\(encodedName)",
+      "mediaLink": "\(base)/download/storage/v1/b/\(encodedBucket)/o/\(encodedName)?generation=\(generation)&alt=media",
+      "name": name, "bucket": bucket, "generation": String(generation), "metageneration": String(metageneration),
+      "contentType": contentType, "timeCreated": Self.formatTime(timeCreated), "updated": Self.formatTime(updated),
+      "timeStorageClassUpdated": Self.formatTime(timeCreated), "storageClass": "STANDARD", "size": String(size),
+      "md5Hash": md5Hash, "crc32c": crc32c, "etag": etag,
+    ]
+    if let cacheControl { d["cacheControl"] = cacheControl }
+    if let contentDisposition { d["contentDisposition"] = contentDisposition }
+    if let contentEncoding { d["contentEncoding"] = contentEncoding }
+    if let contentLanguage { d["contentLanguage"] = contentLanguage }
+    var custom = metadata
+    if !downloadTokens.isEmpty { custom["firebaseStorageDownloadTokens"] = downloadTokens.joined(separator: ",") }
+    if !custom.isEmpty { d["metadata"] = custom }
+    return d
+  }
+
   /// Applies the writable fields of an upload or PATCH body (`null` clears a field).
   mutating func apply(_ json: [String: Any]) {
     func field(_ key: String, _ target: inout String?) {
