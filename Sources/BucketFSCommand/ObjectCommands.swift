@@ -4,14 +4,17 @@ import StorageCore
 /// `ls`, `stat`, `cat`, `rm` and `url`.
 enum ObjectCommands {
   static let lsUsage = """
-    usage: bucketfs ls [-l] [-r] gs://BUCKET[/PREFIX]
+    usage: bucketfs ls [-l] [-r] [--page-size N] gs://BUCKET[/PREFIX]
     Lists the objects and folders under PREFIX. -l adds size, updated time and content type;
-    -r lists every object below PREFIX instead of one level.
+    -r lists every object below PREFIX instead of one level. --page-size sets how many names each
+    list request asks for (1-1000).
     """
 
   static func ls(_ args: inout Arguments, _ client: ClientOptions) async throws(CommandError) -> Int32 {
     let long = args.flag("-l", "--long")
     let recursive = args.flag("-r", "--recursive")
+    let pageSize = try args.int("--page-size")
+    if let pageSize, !(1...1000).contains(pageSize) { throw .usage("--page-size takes 1-1000") }
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(lsUsage) }
     let ref = try client.reference(urls[0])
@@ -20,7 +23,7 @@ enum ObjectCommands {
     var token: String? = nil
     do {
       repeat {
-        let page = try await ref.listPage(delimiter: recursive ? nil : "/", pageToken: token)
+        let page = try await ref.listPage(delimiter: recursive ? nil : "/", pageToken: token, maxResults: pageSize)
         prefixes += page.prefixes
         items += page.items
         token = page.nextPageToken

@@ -57,6 +57,9 @@ public final class StorageEmulator: Sendable {
     server.start()
   }
 
+  /// How many requests reached the routes so far.
+  public var requestsServed: Int { server.requestsServed.load(ordering: .relaxed) }
+
   /// Changes the injected faults from now on.
   public func setFaults(_ faults: Faults) {
     server.faults.withLock { $0 = faults }

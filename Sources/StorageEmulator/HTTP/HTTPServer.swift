@@ -14,6 +14,8 @@ final class HTTPServer: @unchecked Sendable {
   private let faultCounter = Mutex<(seen: Int, injected: Int)>((0, 0))
   private let connections = Mutex<Set<Int32>>([])
   private let stopped = Atomic<Bool>(false)
+  /// Requests answered so far (tests use it to count round trips).
+  let requestsServed = Atomic<Int>(0)
 
   enum StartError: Error, CustomStringConvertible {
     case socket(String)
@@ -108,7 +110,10 @@ final class HTTPServer: @unchecked Sendable {
 
   var isStopped: Bool { stopped.load(ordering: .acquiring) }
 
-  func handle(_ request: inout ServerRequest) -> ServerResponse { handler(&request) }
+  func handle(_ request: inout ServerRequest) -> ServerResponse {
+    requestsServed.add(1, ordering: .relaxed)
+    return handler(&request)
+  }
 
   /// Decides which fault (if any) this request gets.
   func faultPlan(path: String) -> Faults? {

