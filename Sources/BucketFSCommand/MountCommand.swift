@@ -89,20 +89,13 @@ enum MountCommand {
     if readyPipe { announceReady() }
     log("mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")")
 
-    let signals = [SIGINT, SIGTERM, SIGHUP].map { sig -> DispatchSourceSignal in
-      signal(sig, SIG_IGN)
-      let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-      source.setEventHandler { session.stop() }
-      source.resume()
-      return source
-    }
+    SignalWaiter.onTermination { session.stop() }
     let result: Int32 = await withCheckedContinuation { cont in
       // The loop blocks: it gets a thread of its own, not one of the task pool's.
       let thread = Thread { cont.resume(returning: session.run()) }
       thread.stackSize = 1 << 20
       thread.start()
     }
-    signals.forEach { $0.cancel() }
     staging.cancelAll()
     log("unmounted \(mountpoint)")
     return result == 0 ? 0 : ExitStatus.failure

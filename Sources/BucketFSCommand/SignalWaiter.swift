@@ -1,18 +1,40 @@
-import Dispatch
 import Foundation
 
-/// Blocks until SIGINT or SIGTERM arrives.
-enum SignalWaiter {
-  static func waitForTermination() {
-    let semaphore = DispatchSemaphore(value: 0)
-    let sources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
-      signal(sig, SIG_IGN)
-      let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-      source.setEventHandler { semaphore.signal() }
-      source.resume()
-      return source
+/// SIGINT, SIGTERM and SIGHUP for the long-running commands (serve, mount). They are blocked in
+/// every thread from the start (threads inherit the mask) and taken with sigwait(2) by one thread,
+/// so a signal can never land on a thread that ignores it.
+public enum SignalWaiter {
+  static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+
+  private static var set: sigset_t {
+    var set = sigset_t()
+    sigemptyset(&set)
+    for s in signals { sigaddset(&set, s) }
+    return set
+  }
+
+  /// Call before any thread is started.
+  public static func blockTerminationSignals() {
+    var s = set
+    pthread_sigmask(SIG_BLOCK, &s, nil)
+  }
+
+  /// Blocks until one of the signals arrives; returns it.
+  @discardableResult
+  static func waitForTermination() -> Int32 {
+    var s = set
+    var received: Int32 = 0
+    while sigwait(&s, &received) != 0 {}
+    return received
+  }
+
+  /// Runs `handler` on a thread of its own when a termination signal arrives.
+  static func onTermination(_ handler: @escaping @Sendable () -> Void) {
+    let thread = Thread {
+      waitForTermination()
+      handler()
     }
-    semaphore.wait()
-    sources.forEach { $0.cancel() }
+    thread.stackSize = 256 * 1024
+    thread.start()
   }
 }

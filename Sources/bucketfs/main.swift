@@ -1,6 +1,20 @@
 import BucketFSCommand
 import Foundation
 
+// Top-level code without `await` runs on the process's main thread before any other thread
+// exists, so the signal mask set here is inherited by every thread that follows. The main thread
+// then waits on a semaphore rather than in dispatchMain(), which sleeps in sigsuspend with every
+// signal unblocked and would take SIGTERM itself.
 signal(SIGPIPE, SIG_IGN)
-let status = await BucketFSCLI.run(Array(CommandLine.arguments.dropFirst()))
+let arguments = Array(CommandLine.arguments.dropFirst())
+if let command = arguments.first, command == "serve" || command == "mount" {
+  SignalWaiter.blockTerminationSignals()
+}
+let finished = DispatchSemaphore(value: 0)
+nonisolated(unsafe) var status: Int32 = 0
+Task.detached {
+  status = await BucketFSCLI.run(arguments)
+  finished.signal()
+}
+finished.wait()
 exit(status)

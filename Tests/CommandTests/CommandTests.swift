@@ -70,6 +70,7 @@ import Testing
     #expect(r.status == 0)
     r = try runBucketfs(["ls", "-r", "gs://bk"] + emu)
     #expect(r.out == "docs/from-stdin.bin\n")
+    #expect(server.terminate(), "serve must exit on SIGTERM")
   }
 
   @Test func exitStatusesAndMessages() throws {

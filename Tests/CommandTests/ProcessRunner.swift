@@ -92,9 +92,22 @@ final class ServeProcess {
 
   var address: String { "127.0.0.1:\(port)" }
 
+  /// SIGTERM, and true when the server exited by itself within five seconds.
+  func terminate() -> Bool {
+    guard process.isRunning else { return false }
+    kill(process.processIdentifier, SIGTERM)
+    let deadline = Date().addingTimeInterval(5)
+    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+    return !process.isRunning
+  }
+
   func stop() {
+    guard process.isRunning else { return }
+    kill(process.processIdentifier, SIGTERM)
+    let deadline = Date().addingTimeInterval(5)
+    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
     if process.isRunning {
-      kill(process.processIdentifier, SIGTERM)
+      kill(process.processIdentifier, SIGKILL)
       process.waitUntilExit()
     }
   }
