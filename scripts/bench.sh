@@ -62,4 +62,6 @@ row "upload $SIZE_MIB MiB: cp vs curl (s)" "$curl_up" "$bfs_up" "$(ratio "$curl_
 
 if [ -f scripts/bench-mount.sh ]; then
   . scripts/bench-mount.sh
+  fusermount3 -u "$MNT" 2>/dev/null || true
+  . scripts/bench-rclone.sh
 fi

@@ -4,11 +4,13 @@ import StorageCore
 /// `bucketfs cp SRC DST`: one side a bucket URL, the other a local path or `-`.
 enum CopyCommand {
   static let usage = """
-    usage: bucketfs cp [-r] [--no-progress] SRC DST
+    usage: bucketfs cp [-r] [--no-progress] [--if-generation-match G] SRC DST
     Copies between a bucket and the local disk. One side is a gs:// (or v0 https://) URL, the other
     a local path, or - for stdin/stdout. -r copies every object under a prefix into a folder, or a
     folder's files under a prefix. Uploads infer the content type from the file extension. A
-    progress bar (bytes, rate, ETA) is drawn when stderr is a terminal.
+    progress bar (bytes, rate, ETA) is drawn when stderr is a terminal. --if-generation-match G
+    uploads only if the object's generation is G (0: only if it does not exist yet); otherwise the
+    upload fails with exit status 7 and changes nothing.
     """
 
   static func isRemote(_ s: String) -> Bool {
@@ -18,6 +20,11 @@ enum CopyCommand {
   static func run(_ args: inout Arguments, _ client: ClientOptions) async throws(CommandError) -> Int32 {
     let recursive = args.flag("-r", "-R", "--recursive")
     let quiet = args.flag("--no-progress", "-q")
+    let ifGeneration = try args.value("--if-generation-match").map { text throws(CommandError) -> Int64 in
+      guard let g = Int64(text), g >= 0 else { throw .usage("--if-generation-match takes a generation number") }
+      return g
+    }
+    let preconditions = Preconditions(ifGenerationMatch: ifGeneration)
     let paths = try args.positionals()
     guard paths.count == 2 else { throw .usage(usage) }
     let (src, dst) = (paths[0], paths[1])
@@ -29,7 +36,7 @@ enum CopyCommand {
     case (false, true):
       let ref = try client.reference(dst)
       if recursive { return try await uploadTree(src, to: ref, quiet: quiet) }
-      return try await upload(src, to: ref, keepName: dst.hasSuffix("/"), quiet: quiet)
+      return try await upload(src, to: ref, keepName: dst.hasSuffix("/"), quiet: quiet, preconditions: preconditions)
     default:
       throw .usage("cp copies between a bucket URL and a local path; got \(src) and \(dst)")
     }
@@ -71,15 +78,15 @@ enum CopyCommand {
     return 0
   }
 
-  static func upload(_ src: String, to ref: StorageReference, keepName: Bool, quiet: Bool) async throws(CommandError)
-    -> Int32
-  {
+  static func upload(
+    _ src: String, to ref: StorageReference, keepName: Bool, quiet: Bool, preconditions: Preconditions = Preconditions()
+  ) async throws(CommandError) -> Int32 {
     var target = ref
     if src == "-" {
       let data = FileHandle.standardInput.readDataToEndOfFile()
       guard !target.fullPath.isEmpty else { throw .usage("uploading stdin needs an object name") }
       do {
-        _ = try await target.putDataAsync(data)
+        _ = try await target.putDataAsync(data, preconditions: preconditions)
       } catch {
         throw .storage(error)
       }
@@ -94,7 +101,7 @@ enum CopyCommand {
     let name = URL(fileURLWithPath: src).lastPathComponent
     if keepName || target.fullPath.isEmpty { target = target.child(name) }
     let bar = ProgressBar(label: name)
-    let task = target.putFile(from: URL(fileURLWithPath: src))
+    let task = target.putFile(from: URL(fileURLWithPath: src), preconditions: preconditions)
     if !quiet {
       task.observe(.progress) { snap in
         if let p = snap.progress { bar.update(done: p.completedUnitCount, total: p.totalUnitCount) }

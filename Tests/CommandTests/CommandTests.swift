@@ -85,6 +85,16 @@ import Testing
     r = try runBucketfs(["cat", "gs://bk/missing.txt"], environment: ["FIREBASE_STORAGE_EMULATOR_HOST": server.address])
     #expect(r.status == 3)
 
+    // Preconditions: an upload that may only create fails on an existing object, changing nothing.
+    r = try runBucketfs(["cp", "-", "gs://bk/once.txt", "--if-generation-match", "0"] + emu, stdin: Data("first".utf8))
+    #expect(r.status == 0)
+    r = try runBucketfs(["cp", "-", "gs://bk/once.txt", "--if-generation-match", "0"] + emu, stdin: Data("second".utf8))
+    #expect(r.status == 7 && r.stderr.contains("412"))
+    r = try runBucketfs(["cat", "gs://bk/once.txt"] + emu)
+    #expect(r.out == "first")
+    r = try runBucketfs(["cp", "-", "gs://bk/once.txt", "--if-generation-match", "0", "--api", "gcs"] + emu, stdin: Data("third".utf8))
+    #expect(r.status == 7)
+
     r = try runBucketfs(["frobnicate"])
     #expect(r.status == 2)
     r = try runBucketfs(["ls"] + emu)

@@ -53,10 +53,13 @@ struct FirebaseRoutes {
       guard let name = request.query["name"] ?? object, !name.isEmpty else {
         return .error(400, "an upload needs a name")
       }
+      if let failed = PreconditionCheck.failure(store.get(bucket, name), request.query) { return failed }
       return upload(bucket: bucket, name: name, request: &request)
     case ("PATCH", let name?):
+      if let failed = PreconditionCheck.failure(store.get(bucket, name), request.query) { return failed }
       return patch(bucket: bucket, name: name, request: &request)
     case ("DELETE", let name?):
+      if let failed = PreconditionCheck.failure(store.get(bucket, name), request.query) { return failed }
       return store.delete(bucket, name) ? ServerResponse(status: 204) : .error(404, "Not Found")
     default:
       return .error(405, "method not allowed here")

@@ -103,25 +103,8 @@ struct GCSRoutes {
     return Int64(text) == record.generation
   }
 
-  /// Checks ifGenerationMatch / ifGenerationNotMatch / ifMetagenerationMatch / ifMetagenerationNotMatch
-  /// against the current object (nil when it does not exist: generation 0).
   func preconditionFailure(_ record: ObjectRecord?, _ query: [String: String]) -> ServerResponse? {
-    let generation = record?.generation ?? 0
-    let metageneration = record?.metageneration ?? 0
-    func failed(_ what: String) -> ServerResponse {
-      Self.error(412, "conditionNotMet", "At least one of the pre-conditions you specified did not hold (\(what)).")
-    }
-    if let v = query["ifGenerationMatch"] {
-      guard let g = Int64(v) else { return Self.error(400, "invalid", "bad ifGenerationMatch") }
-      if g != generation { return failed("ifGenerationMatch") }
-    }
-    if let v = query["ifGenerationNotMatch"], Int64(v) == generation { return failed("ifGenerationNotMatch") }
-    if let v = query["ifMetagenerationMatch"] {
-      guard let m = Int64(v) else { return Self.error(400, "invalid", "bad ifMetagenerationMatch") }
-      if m != metageneration { return failed("ifMetagenerationMatch") }
-    }
-    if let v = query["ifMetagenerationNotMatch"], Int64(v) == metageneration { return failed("ifMetagenerationNotMatch") }
-    return nil
+    PreconditionCheck.failure(record, query)
   }
 
   private func list(bucket: String, query: [String: String]) -> ServerResponse {

@@ -1,0 +1,25 @@
+/// ifGenerationMatch / ifGenerationNotMatch / ifMetagenerationMatch / ifMetagenerationNotMatch,
+/// checked against the current object (a missing object has generation 0) on both APIs.
+enum PreconditionCheck {
+  /// Checks ifGenerationMatch / ifGenerationNotMatch / ifMetagenerationMatch / ifMetagenerationNotMatch
+  /// against the current object (nil when it does not exist: generation 0).
+  static func failure(_ record: ObjectRecord?, _ query: [String: String]) -> ServerResponse? {
+    let generation = record?.generation ?? 0
+    let metageneration = record?.metageneration ?? 0
+    func failed(_ what: String) -> ServerResponse {
+      GCSRoutes.error(412, "conditionNotMet", "At least one of the pre-conditions you specified did not hold (\(what)).")
+    }
+    if let v = query["ifGenerationMatch"] {
+      guard let g = Int64(v) else { return GCSRoutes.error(400, "invalid", "bad ifGenerationMatch") }
+      if g != generation { return failed("ifGenerationMatch") }
+    }
+    if let v = query["ifGenerationNotMatch"], Int64(v) == generation { return failed("ifGenerationNotMatch") }
+    if let v = query["ifMetagenerationMatch"] {
+      guard let m = Int64(v) else { return GCSRoutes.error(400, "invalid", "bad ifMetagenerationMatch") }
+      if m != metageneration { return failed("ifMetagenerationMatch") }
+    }
+    if let v = query["ifMetagenerationNotMatch"], Int64(v) == metageneration { return failed("ifMetagenerationNotMatch") }
+    return nil
+  }
+
+}
