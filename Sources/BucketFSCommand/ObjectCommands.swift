@@ -20,12 +20,14 @@ enum ObjectCommands {
     let ref = try client.reference(urls[0])
     var prefixes: [String] = []
     var items: [String] = []
+    var given: [String: StorageMetadata] = [:]
     var token: String? = nil
     do {
       repeat {
         let page = try await ref.listPage(delimiter: recursive ? nil : "/", pageToken: token, maxResults: pageSize)
         prefixes += page.prefixes
         items += page.items
+        given.merge(page.metadata) { a, _ in a }
         token = page.nextPageToken
       } while token != nil
     } catch {
@@ -34,7 +36,9 @@ enum ObjectCommands {
     var out = ""
     for p in Array(Set(prefixes)).sorted() { out += long ? "\(pad("DIR", 12))  \(pad("", 24))  \(p)\n" : "\(p)\n" }
     if long {
-      let metadata = try await fetchMetadata(ref: ref, names: items)
+      // The GCS list carries each object's metadata; the v0 list only names.
+      var metadata = given
+      metadata.merge(try await fetchMetadata(ref: ref, names: items.filter { given[$0] == nil })) { a, _ in a }
       for name in items {
         guard let m = metadata[name] else { continue }
         let updated = m.updated.map(StorageMetadata.formatDate) ?? "-"

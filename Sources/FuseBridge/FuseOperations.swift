@@ -167,6 +167,8 @@ enum FuseOperations {
     ops.getxattr = { req, ino, name, size in
       let reply = PendingReply(req)
       let name = String(cString: name!)
+      // Only user.* names exist here; `ls -l` asks for security.* and system.* on every file.
+      guard name.hasPrefix("user.") else { return reply.error(ENODATA) }
       Task {
         do {
           let attrs = try await activeFilesystem.xattrs(ino)
@@ -174,14 +176,7 @@ enum FuseOperations {
             reply.error(ENODATA)
             return
           }
-          let bytes = Array(value.utf8)
-          if size == 0 {
-            reply.xattrSize(bytes.count)
-          } else if size < bytes.count {
-            reply.error(ERANGE)
-          } else {
-            bytes.withUnsafeBytes { reply.buffer($0) }
-          }
+          FuseOperations.replyXattr(reply, Array(value.utf8), size: size)
         } catch {
           reply.error((error as? FSError)?.errno ?? EIO)
         }
@@ -194,13 +189,7 @@ enum FuseOperations {
         do {
           var bytes: [UInt8] = []
           for (name, _) in try await activeFilesystem.xattrs(ino) { bytes += Array(name.utf8) + [0] }
-          if size == 0 {
-            reply.xattrSize(bytes.count)
-          } else if size < bytes.count {
-            reply.error(ERANGE)
-          } else {
-            bytes.withUnsafeBytes { reply.buffer($0) }
-          }
+          FuseOperations.replyXattr(reply, bytes, size: size)
         } catch {
           reply.error((error as? FSError)?.errno ?? EIO)
         }
@@ -225,6 +214,17 @@ enum FuseOperations {
     ops.setxattr = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
     ops.removexattr = { req, _, _ in fuse_reply_err(req, EROFS) }
     return ops
+  }
+
+  /// The xattr protocol: size 0 asks for the length; a buffer too small gets ERANGE.
+  static func replyXattr(_ reply: PendingReply, _ bytes: [UInt8], size: Int) {
+    if size == 0 {
+      reply.xattrSize(bytes.count)
+    } else if size < bytes.count {
+      reply.error(ERANGE)
+    } else {
+      bytes.withUnsafeBytes { reply.buffer($0) }
+    }
   }
 
   static func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, _ handle: UInt64, plus: Bool) {

@@ -33,7 +33,7 @@ struct ServerResponse {
   }
 
   static func json(_ status: Int, _ object: Any, headers: [(String, String)] = []) -> ServerResponse {
-    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+    let data = JSONWriter.data(object)
     return ServerResponse(
       status: status, headers: headers + [("Content-Type", "application/json; charset=utf-8")], body: .data(data))
   }

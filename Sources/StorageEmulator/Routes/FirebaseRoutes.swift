@@ -184,16 +184,10 @@ struct FirebaseRoutes {
     // A raw body with its Content-Type.
     var metadata: [String: Any] = [:]
     if let type = request.header("content-type") { metadata["contentType"] = type }
-    let (path, fd) = store.temporaryFile()
-    defer { close(fd) }
-    let hashes = ObjectHashes()
     do {
-      let size = try request.body.drain(into: fd, hashes: hashes)
-      let record = try store.commit(bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, metadata: metadata)
-      return .json(200, record.firebaseResource())
+      return .json(200, try store.store(bucket: bucket, name: name, body: request.body, metadata: metadata).firebaseResource())
     } catch {
-      unlink(path)
-      return .error(400, "the upload body was incomplete")
+      return error == .incompleteBody ? .error(400, "the upload body was incomplete") : .error(500, "cannot store the object")
     }
   }
 
@@ -213,18 +207,8 @@ struct FirebaseRoutes {
     else { return .error(400, "a multipart upload needs a JSON part and a media part") }
     var metadata = json
     if metadata["contentType"] == nil, let partType = parts[1].contentType { metadata["contentType"] = partType }
-    let (path, fd) = store.temporaryFile()
-    defer { close(fd) }
-    let hashes = ObjectHashes()
-    let ok = parts[1].body.withUnsafeBytes { raw -> Bool in
-      hashes.update(raw)
-      return raw.count == 0 || write(fd, raw.baseAddress!, raw.count) == raw.count
-    }
-    guard ok, let record = try? store.commit(
-      bucket: bucket, name: (json["name"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? name,
-      temporaryPath: path, size: Int64(parts[1].body.count), hashes: hashes, metadata: metadata)
-    else {
-      unlink(path)
+    let name = (json["name"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? name
+    guard let record = try? store.store(bucket: bucket, name: name, bytes: parts[1].body, metadata: metadata) else {
       return .error(500, "cannot store the object")
     }
     return .json(200, record.firebaseResource())

@@ -169,30 +169,16 @@ struct GCSRoutes {
   }
 
   private func storeBody(bucket: String, name: String, metadata: [String: Any], request: inout ServerRequest) -> ServerResponse {
-    let (path, fd) = store.temporaryFile()
-    defer { close(fd) }
-    let hashes = ObjectHashes()
     do {
-      let size = try request.body.drain(into: fd, hashes: hashes)
-      let record = try store.commit(bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, metadata: metadata)
-      return .json(200, record.gcsResource(base: publicBase))
+      return .json(200, try store.store(bucket: bucket, name: name, body: request.body, metadata: metadata).gcsResource(base: publicBase))
     } catch {
-      unlink(path)
-      return Self.error(400, "invalid", "the upload body was incomplete")
+      return error == .incompleteBody
+        ? Self.error(400, "invalid", "the upload body was incomplete") : Self.error(500, "internalError", "cannot store the object")
     }
   }
 
   private func storeBytes(bucket: String, name: String, metadata: [String: Any], bytes: Data) -> ServerResponse {
-    let (path, fd) = store.temporaryFile()
-    defer { close(fd) }
-    let hashes = ObjectHashes()
-    let ok = bytes.withUnsafeBytes { raw -> Bool in
-      hashes.update(raw)
-      return raw.count == 0 || write(fd, raw.baseAddress!, raw.count) == raw.count
-    }
-    guard ok, let record = try? store.commit(bucket: bucket, name: name, temporaryPath: path, size: Int64(bytes.count), hashes: hashes, metadata: metadata)
-    else {
-      unlink(path)
+    guard let record = try? store.store(bucket: bucket, name: name, bytes: bytes, metadata: metadata) else {
       return Self.error(500, "internalError", "cannot store the object")
     }
     return .json(200, record.gcsResource(base: publicBase))

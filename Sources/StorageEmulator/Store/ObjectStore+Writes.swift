@@ -1,0 +1,47 @@
+import Foundation
+
+extension ObjectStore {
+  enum WriteFailure: Error {
+    /// The request body ended early or broke: nothing was stored.
+    case incompleteBody
+    case local
+  }
+
+  /// Stores a request body as the new generation of `name`; on any failure nothing is visible.
+  func store(bucket: String, name: String, body: RequestBody, metadata: [String: Any]) throws(WriteFailure) -> ObjectRecord {
+    let (path, fd) = temporaryFile()
+    defer { close(fd) }
+    let hashes = ObjectHashes()
+    let size: Int64
+    do {
+      size = try body.drain(into: fd, hashes: hashes)
+    } catch {
+      unlink(path)
+      throw .incompleteBody
+    }
+    do {
+      return try commit(bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, metadata: metadata)
+    } catch {
+      unlink(path)
+      throw .local
+    }
+  }
+
+  /// Stores bytes already in memory (a multipart upload's media part).
+  func store(bucket: String, name: String, bytes: Data, metadata: [String: Any]) throws(WriteFailure) -> ObjectRecord {
+    let (path, fd) = temporaryFile()
+    defer { close(fd) }
+    let hashes = ObjectHashes()
+    let written = bytes.withUnsafeBytes { raw -> Bool in
+      hashes.update(raw)
+      return raw.count == 0 || write(fd, raw.baseAddress!, raw.count) == raw.count
+    }
+    do {
+      guard written else { throw CocoaError(.fileWriteUnknown) }
+      return try commit(bucket: bucket, name: name, temporaryPath: path, size: Int64(bytes.count), hashes: hashes, metadata: metadata)
+    } catch {
+      unlink(path)
+      throw .local
+    }
+  }
+}
