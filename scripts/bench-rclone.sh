@@ -32,8 +32,11 @@ measure() {
   ttfb=$(python3 -c "
 import os, time
 t = time.perf_counter(); fd = os.open('$RMNT/big.bin', os.O_RDONLY); os.read(fd, 1); print(f'{time.perf_counter() - t:.4f}')")
-  stop_mount; start_mount "$1"
-  t0=$(now); cat "$RMNT/big.bin" >/dev/null; t1=$(now); seq=$(secs "$t0" "$t1")
+  seq=999999
+  for _ in 1 2; do
+    stop_mount; start_mount "$1"
+    t0=$(now); cat "$RMNT/big.bin" >/dev/null; t1=$(now); seq=$(python3 -c "print(f'{min($seq, $t1 - $t0):.3f}')")
+  done
   stop_mount; start_mount "$1"
   t0=$(now); ls -l "$RMNT/ls" >/dev/null; t1=$(now); ls=$(secs "$t0" "$t1")
   t0=$(now); cat "$RMNT"/small/s*.txt >/dev/null; t1=$(now); catt=$(secs "$t0" "$t1")

@@ -43,6 +43,7 @@ public final class StagingArea: Sendable {
   let maxFile: Int64
   private let state = Mutex(State())
   private let log: @Sendable (String) -> Void
+  private let writer = DispatchQueue(label: "bucketfs.staging.writer")
 
   public init(folder: URL, bucket: String, sizeLimit: Int64, maxFile: Int64, log: @escaping @Sendable (String) -> Void) throws {
     self.folder = folder.appendingPathComponent(Self.hash(bucket).prefix(16) + "", isDirectory: true)
@@ -154,6 +155,11 @@ public final class StagingArea: Sendable {
   /// Stages a small object from bytes already read (no second download): checked against the
   /// object's CRC32C or MD5, written, fsynced and renamed like any staged copy.
   public func stage(_ name: String, metadata: StorageMetadata, bytes: Data) {
+    // fsync blocks: it runs on the staging queue, never on a thread of the task pool that serves reads.
+    writer.async { self.writeSmall(name, metadata: metadata, bytes: bytes) }
+  }
+
+  private func writeSmall(_ name: String, metadata: StorageMetadata, bytes: Data) {
     guard metadata.size <= maxFile, metadata.size <= sizeLimit, Int64(bytes.count) == metadata.size else { return }
     let key = key(name, metadata.generation)
     guard state.withLock({ $0.complete[key] == nil && $0.active[key] == nil }) else { return }
