@@ -476,12 +476,56 @@ public final class BucketFilesystem: Sendable {
     staging?.release(file.objectName, generation: file.metadata.generation)
   }
 
+  // MARK: answers from the caches, without a task hop (nil: ask the async function)
+
+  public func lookupIfCached(parent: UInt64, name: String) -> Result<FileAttributes, FSError>? {
+    guard let dir = inodes.node(parent), dir.isDirectory, Self.isValidName(name) else { return nil }
+    let path = Self.join(dir.path, name)
+    if let entries = listings.get(dir.path) {
+      guard let e = entries.first(where: { $0.name == name }) else { return .failure(FSError(ENOENT)) }
+      let node = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
+      let ino = inodes.ino(for: node, lookup: true)
+      return .success(attributes(ino: ino, directory: e.isDirectory, metadata: e.metadata))
+    }
+    if missing.get(path) != nil { return .failure(FSError(ENOENT)) }
+    return nil
+  }
+
+  public func getattrIfCached(_ ino: UInt64) -> FileAttributes? {
+    guard let node = inodes.node(ino) else { return nil }
+    if node.isDirectory { return attributes(ino: ino, directory: true, metadata: nil) }
+    guard let m = files.get(node.objectName ?? node.path) else { return nil }
+    return attributes(ino: ino, directory: false, metadata: m)
+  }
+
+  public func xattrsIfCached(_ ino: UInt64) -> [(String, String)]? {
+    guard let node = inodes.node(ino) else { return nil }
+    if node.isDirectory { return Xattrs.forDirectory(gsURL: gsURL(node.path.isEmpty ? "" : node.path + "/")) }
+    guard let m = files.get(node.objectName ?? node.path) else { return nil }
+    return xattrs(node, m)
+  }
+
+  public func readIfCached(handle: UInt64, offset: Int64, count: Int) -> Data? {
+    guard let file = openFiles.withLock({ $0.files[handle] }) else { return nil }
+    let end = min(file.metadata.size, offset + Int64(count))
+    guard offset < end else { return Data() }
+    if let path = staging?.readablePath(file.objectName, generation: file.metadata.generation, upTo: end) {
+      return Self.pread(path, offset: offset, count: Int(end - offset))
+    }
+    guard let data = file.reader.readIfCached(offset: offset, count: Int(end - offset)) else { return nil }
+    if file.metadata.size > Self.smallObject { startStaging(file) }
+    return data
+  }
+
   // MARK: extended attributes
 
   public func xattrs(_ ino: UInt64) async throws(FSError) -> [(String, String)] {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { return Xattrs.forDirectory(gsURL: gsURL(node.path.isEmpty ? "" : node.path + "/")) }
-    let m = try await fileMetadata(node)
+    return xattrs(node, try await fileMetadata(node))
+  }
+
+  private func xattrs(_ node: InodeTable.Node, _ m: StorageMetadata) -> [(String, String)] {
     let objectName = node.objectName ?? node.path
     let token = m.downloadTokens?.split(separator: ",").first.map(String.init)
     let url = token.map { client.downloadURL(name: prefix + objectName, token: $0) }

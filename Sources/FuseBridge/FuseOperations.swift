@@ -49,6 +49,19 @@ enum FuseOperations {
     ops.lookup = { req, parent, name in
       let reply = PendingReply(req)
       let name = String(cString: name!)
+      switch activeFilesystem.lookupIfCached(parent: parent, name: name) {
+      case .success(let attrs):
+        var e = FuseOperations.entryParam(attrs)
+        return reply.entry(&e)
+      case .failure(let error) where error.errno == ENOENT:
+        var e = fuse_entry_param()
+        e.entry_timeout = FuseOperations.ttl
+        return reply.entry(&e)
+      case .failure(let error):
+        return reply.error(error.errno)
+      case nil:
+        break
+      }
       Task {
         do {
           var e = FuseOperations.entryParam(try await activeFilesystem.lookup(parent: parent, name: name))
@@ -80,6 +93,10 @@ enum FuseOperations {
 
     ops.getattr = { req, ino, _ in
       let reply = PendingReply(req)
+      if let attrs = activeFilesystem.getattrIfCached(ino) {
+        var st = FuseOperations.fill(attrs)
+        return reply.attr(&st, timeout: FuseOperations.ttl)
+      }
       Task {
         do {
           var st = FuseOperations.fill(try await activeFilesystem.getattr(ino))
@@ -109,6 +126,9 @@ enum FuseOperations {
     ops.read = { req, _, size, offset, fi in
       let reply = PendingReply(req)
       let handle = CFuseShims_fi_fh(fi)
+      if let data = activeFilesystem.readIfCached(handle: handle, offset: Int64(offset), count: size) {
+        return reply.data(data)
+      }
       Task {
         do {
           reply.data(try await activeFilesystem.read(handle: handle, offset: Int64(offset), count: size))
@@ -169,6 +189,10 @@ enum FuseOperations {
       let name = String(cString: name!)
       // Only user.* names exist here; `ls -l` asks for security.* and system.* on every file.
       guard name.hasPrefix("user.") else { return reply.error(ENODATA) }
+      if let attrs = activeFilesystem.xattrsIfCached(ino) {
+        guard let value = attrs.first(where: { $0.0 == name })?.1 else { return reply.error(ENODATA) }
+        return FuseOperations.replyXattr(reply, Array(value.utf8), size: size)
+      }
       Task {
         do {
           let attrs = try await activeFilesystem.xattrs(ino)
@@ -185,6 +209,11 @@ enum FuseOperations {
 
     ops.listxattr = { req, ino, size in
       let reply = PendingReply(req)
+      if let attrs = activeFilesystem.xattrsIfCached(ino) {
+        var bytes: [UInt8] = []
+        for (name, _) in attrs { bytes += Array(name.utf8) + [0] }
+        return FuseOperations.replyXattr(reply, bytes, size: size)
+      }
       Task {
         do {
           var bytes: [UInt8] = []

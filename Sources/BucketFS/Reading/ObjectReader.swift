@@ -39,6 +39,47 @@ public final class ObjectReader: Sendable {
     firstWindow = min(8, maxWindow)
   }
 
+  /// The bytes when every page they need is cached (the read is then answered without a task
+  /// hop); nil otherwise, and nothing is recorded, so `read` can run as usual.
+  public func readIfCached(offset: Int64, count: Int) -> Data? {
+    let end = min(size, offset + Int64(count))
+    guard offset < end else { return Data() }
+    let firstPage = offset / Self.pageSize
+    let lastPage = (end - 1) / Self.pageSize
+    var pages: [Data] = []
+    for page in firstPage...lastPage {
+      guard let data = cache.cached(BlockCache.Key(name: name, generation: generation, page: page)) else { return nil }
+      pages.append(data)
+    }
+    prefetch(after: lastPage, window: noteAccess(offset: offset, end: end))
+    if pages.count == 1 {
+      let from = Int(offset - firstPage * Self.pageSize)
+      let to = Int(min(end - firstPage * Self.pageSize, Int64(pages[0].count)))
+      guard from < to else { return nil }
+      return pages[0][(pages[0].startIndex + from)..<(pages[0].startIndex + to)]
+    }
+    var out = Data(capacity: Int(end - offset))
+    for (i, data) in pages.enumerated() {
+      let pageStart = (firstPage + Int64(i)) * Self.pageSize
+      let from = Int(max(offset, pageStart) - pageStart)
+      let to = Int(min(end, pageStart + Int64(data.count)) - pageStart)
+      guard from < to else { return nil }
+      out.append(data[(data.startIndex + from)..<(data.startIndex + to)])
+    }
+    return out
+  }
+
+  private func prefetch(after lastPage: Int64, window: Int64) {
+    guard window > 0 else { return }
+    // The window's end moves in whole runs, so that prefetching issues full-size GETs rather
+    // than one page per read.
+    let lastObjectPage = (size - 1) / Self.pageSize
+    let wanted = lastPage + 1 + window
+    let aligned = (wanted + runPages - 1) / runPages * runPages
+    let ahead = (lastPage + 1)..<min(lastObjectPage + 1, aligned)
+    if !ahead.isEmpty { fetch(pages: ahead) }
+  }
+
   public func read(offset: Int64, count: Int) async throws(StorageError) -> Data {
     let end = min(size, offset + Int64(count))
     guard offset < end else { return Data() }
@@ -46,15 +87,7 @@ public final class ObjectReader: Sendable {
     let lastPage = (end - 1) / Self.pageSize
     let window = noteAccess(offset: offset, end: end)
     fetch(pages: firstPage..<(lastPage + 1))
-    if window > 0 {
-      // The window's end moves in whole runs, so that prefetching issues full-size GETs rather
-      // than one page per read.
-      let lastObjectPage = (size - 1) / Self.pageSize
-      let wanted = lastPage + 1 + window
-      let aligned = (wanted + runPages - 1) / runPages * runPages
-      let ahead = (lastPage + 1)..<min(lastObjectPage + 1, aligned)
-      if !ahead.isEmpty { fetch(pages: ahead) }
-    }
+    prefetch(after: lastPage, window: window)
     if firstPage == lastPage {
       // Within one page: hand out a slice of it, no copy.
       let data = try await self.page(firstPage)
