@@ -84,6 +84,14 @@ import Testing
     #expect(back["generation"] as? String == "1700000000123456")
   }
 
+  @Test(arguments: ["2016-03-01T20:16:01.673Z", "1970-01-01T00:00:00.000Z", "2024-02-29T23:59:59.999Z", "2026-11-30T05:01:22Z"])
+  func datesRoundTrip(text: String) throws {
+    let date = try #require(StorageMetadata(dictionary: ["updated": text]).updated)
+    let expected = text.count == 20 ? String(text.dropLast()) + ".000Z" : text
+    #expect(StorageMetadata.formatDate(date) == expected)
+    #expect(abs(date.timeIntervalSince1970 - (try Date.ISO8601FormatStyle(includingFractionalSeconds: text.count > 20).parse(text)).timeIntervalSince1970) < 0.0005)
+  }
+
   @Test func notJSONIsAnError() {
     #expect(throws: StorageError.self) { try StorageMetadata(data: Data("nope".utf8)) }
   }
