@@ -9,7 +9,7 @@ start_emulator() {
   log=$(mktemp)
   local port_args=(--port 0)
   [ "${1:-}" = "--port" ] && { port_args=(--port "$2"); shift 2; }
-  "$BIN" serve --root "$root" "${port_args[@]}" "$@" 2>"$log" &
+  "$BIN" serve --root "$root" "${port_args[@]}" "$@" >/dev/null 2>"$log" &
   EMU_PID=$!
   for _ in $(seq 1 100); do
     EMU_ADDR=$(grep -o '127\.0\.0\.1:[0-9]*' "$log" | head -n1 || true)
