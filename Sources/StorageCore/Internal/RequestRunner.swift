@@ -11,8 +11,7 @@ struct RequestRunner: Sendable {
     -> HTTPResponse
   {
     let (timeouts, initialDelay) = storage.settings.withLock { ($0.timeouts, $0.retryInitialDelay) }
-    let deadline = Date().addingTimeInterval(budget)
-    var backoff = Backoff(initialDelay: initialDelay)
+    var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
     while true {
       var retryAfter: TimeInterval? = nil
       let failure: StorageError
@@ -27,14 +26,7 @@ struct RequestRunner: Sendable {
         guard Backoff.isRetryable(error) else { throw StorageError.from(transport: error, object: object) }
         failure = StorageError.from(transport: error, object: object)
       }
-      let delay = backoff.nextDelay(retryAfter: retryAfter)
-      if Date().addingTimeInterval(delay) >= deadline {
-        var exhausted = failure
-        exhausted.code = .retryLimitExceeded
-        exhausted.detail = "gave up after \(backoff.attempt) attempts: \(failure.detail)"
-        throw exhausted
-      }
-      try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+      try await retries.wait(after: failure, retryAfter: retryAfter)
       if Task.isCancelled {
         throw StorageError(code: .cancelled, object: object, detail: "cancelled")
       }

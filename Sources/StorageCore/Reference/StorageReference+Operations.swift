@@ -154,8 +154,7 @@ extension StorageReference {
     let (timeouts, initialDelay, budget) = storage.settings.withLock {
       ($0.timeouts, $0.retryInitialDelay, $0.maxDownloadRetryTime)
     }
-    let deadline = Date().addingTimeInterval(budget)
-    var backoff = Backoff(initialDelay: initialDelay)
+    var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
     let counter = StreamCounter()
     while true {
       let request = storage.wire.download(path, range: range, from: nil, generation: nil)
@@ -186,12 +185,7 @@ extension StorageReference {
       } catch {
         throw StorageError(code: .unknown, object: description, detail: "\(error)")
       }
-      let delay = backoff.nextDelay(retryAfter: retryAfter)
-      if Date().addingTimeInterval(delay) >= deadline {
-        failure.code = .retryLimitExceeded
-        throw failure
-      }
-      try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+      try await retries.wait(after: failure, retryAfter: retryAfter)
     }
   }
 }

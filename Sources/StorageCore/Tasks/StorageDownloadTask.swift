@@ -95,8 +95,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     let (timeouts, initialDelay, budget) = storage.settings.withLock {
       ($0.timeouts, $0.retryInitialDelay, $0.maxDownloadRetryTime)
     }
-    let deadline = Date().addingTimeInterval(budget)
-    var backoff = Backoff(initialDelay: initialDelay)
+    var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
     while phase == .running && !Task.isCancelled {
       let outcome = await attempt(timeouts: timeouts)
       switch outcome {
@@ -108,15 +107,12 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
         fail(error)
         return
       case .retry(let error, let retryAfter):
-        let delay = backoff.nextDelay(retryAfter: retryAfter)
-        if Date().addingTimeInterval(delay) >= deadline {
-          var exhausted = error
-          exhausted.code = .retryLimitExceeded
-          exhausted.detail = "gave up after \(backoff.attempt) attempts: \(error.detail)"
-          fail(exhausted)
+        do {
+          try await retries.wait(after: error, retryAfter: retryAfter)
+        } catch {
+          fail(error)
           return
         }
-        try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
       }
     }
   }

@@ -155,8 +155,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     let (chunkSize, timeouts, initialDelay, budget) = reference.storage.settings.withLock {
       ($0.uploadChunkSize, $0.timeouts, $0.retryInitialDelay, $0.maxUploadRetryTime)
     }
-    var backoff = Backoff(initialDelay: initialDelay)
-    let deadline = Date().addingTimeInterval(budget)
+    var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
     let size = source.size
     while true {
       if Task.isCancelled || phase != .running { return nil }
@@ -190,14 +189,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       } catch {
         throw StorageError(code: .unknown, object: object, detail: "\(error)")
       }
-      let delay = backoff.nextDelay(retryAfter: retryAfter)
-      if Date().addingTimeInterval(delay) >= deadline {
-        var exhausted = failure
-        exhausted.code = .retryLimitExceeded
-        exhausted.detail = "gave up after \(backoff.attempt) attempts: \(failure.detail)"
-        throw exhausted
-      }
-      try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+      try await retries.wait(after: failure, retryAfter: retryAfter)
       if Task.isCancelled || phase != .running { return nil }
       offset = try await queryOffset(url, runner: runner)
       updateProgress(completed: offset)
