@@ -186,36 +186,13 @@ public final class BucketFilesystem: Sendable {
     if needed.isEmpty { return out }
     let client = self.client
     let prefix = self.prefix
-    let fetched: Result<[String: StorageMetadata], StorageError> = await withTaskGroup(
-      of: (String, Result<StorageMetadata, StorageError>).self
-    ) { group in
-      var results: [String: StorageMetadata] = [:]
-      var failure: StorageError?
-      var next = 0
-      func add() {
-        let name = needed[next]
-        next += 1
-        group.addTask {
-          do throws(StorageError) {
-            return (name, .success(try await client.metadata(of: prefix + name)))
-          } catch {
-            return (name, .failure(error))
-          }
-        }
+    let more = try await mapConcurrently(needed, limit: 64) { name throws(StorageError) -> (String, StorageMetadata)? in
+      do throws(StorageError) {
+        return (name, try await client.metadata(of: prefix + name))
+      } catch where error.code == .objectNotFound {
+        return nil  // deleted since the list
       }
-      while next < min(64, needed.count) { add() }
-      for await (name, result) in group {
-        switch result {
-        case .success(let m): results[name] = m
-        case .failure(let e) where e.code == .objectNotFound: break
-        case .failure(let e): failure = failure ?? e
-        }
-        if next < needed.count { add() }
-      }
-      if let failure { return .failure(failure) }
-      return .success(results)
     }
-    let more = try fetched.get()
     for (name, m) in more {
       out[name] = m
       files.set(name, m)
@@ -533,10 +510,4 @@ public final class BucketFilesystem: Sendable {
     return Xattrs.forFile(metadata: m, gsURL: gsURL(objectName), downloadURL: url, staged: staged)
   }
 
-  /// Forgets cached metadata and listings (used when a test or the user wants fresh answers).
-  public func invalidateCaches() {
-    files.removeAll()
-    missing.removeAll()
-    listings.removeAll()
-  }
 }

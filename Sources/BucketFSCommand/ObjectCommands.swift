@@ -60,39 +60,17 @@ enum ObjectCommands {
     -> [String: StorageMetadata]
   {
     let root = ref.root()
-    let result: Result<[String: StorageMetadata], StorageError> = await withTaskGroup(
-      of: Result<(String, StorageMetadata?), StorageError>.self
-    ) { group in
-      var out: [String: StorageMetadata] = [:]
-      var next = 0
-      var failure: StorageError?
-      func add() {
-        let name = names[next]
-        next += 1
-        group.addTask {
-          do throws(StorageError) {
-            return .success((name, try await root.object(named: name).getMetadata()))
-          } catch where error.code == .objectNotFound {
-            return .success((name, nil))  // deleted between the list and the stat
-          } catch {
-            return .failure(error)
-          }
+    do {
+      let pairs = try await mapConcurrently(names, limit: concurrency) { name throws(StorageError) -> (String, StorageMetadata)? in
+        do throws(StorageError) {
+          return (name, try await root.object(named: name).getMetadata())
+        } catch where error.code == .objectNotFound {
+          return nil  // deleted between the list and the stat
         }
       }
-      while next < min(concurrency, names.count) { add() }
-      for await r in group {
-        switch r {
-        case .success(let (name, m)): if let m { out[name] = m }
-        case .failure(let e): failure = failure ?? e
-        }
-        if next < names.count { add() }
-      }
-      if let failure { return .failure(failure) }
-      return .success(out)
-    }
-    switch result {
-    case .success(let m): return m
-    case .failure(let e): throw .storage(e)
+      return Dictionary(pairs) { a, _ in a }
+    } catch {
+      throw .storage(error)
     }
   }
 
@@ -219,35 +197,6 @@ enum ObjectCommands {
     }
     return 0
   }
-}
-
-/// Runs `body` for each element with at most `limit` at once; the first error wins.
-func forEachConcurrently<T: Sendable>(
-  _ items: [T], limit: Int, _ body: @escaping @Sendable (T) async throws(StorageError) -> Void
-) async throws(StorageError) {
-  let failure: StorageError? = await withTaskGroup(of: StorageError?.self) { group in
-    var next = 0
-    var first: StorageError?
-    while next < min(limit, items.count) {
-      let item = items[next]
-      next += 1
-      group.addTask {
-        do throws(StorageError) { try await body(item); return nil } catch { return error }
-      }
-    }
-    for await result in group {
-      if let result, first == nil { first = result }
-      if next < items.count && first == nil {
-        let item = items[next]
-        next += 1
-        group.addTask {
-          do throws(StorageError) { try await body(item); return nil } catch { return error }
-        }
-      }
-    }
-    return first
-  }
-  if let failure { throw failure }
 }
 
 /// Writes to stdout from the transfer thread; remembers a failed write (a closed pipe).

@@ -7,13 +7,6 @@ CURLcode CCurlShims_setopt_string(CURL *h, CURLoption o, const char *v) { return
 CURLcode CCurlShims_setopt_callback(CURL *h, CURLoption o, CCurlShims_data_callback cb) {
   return curl_easy_setopt(h, o, cb);
 }
-CURLcode CCurlShims_setopt_xferinfo(CURL *h, CCurlShims_xferinfo_callback cb) {
-  return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, cb);
-}
 CURLcode CCurlShims_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
-CURLcode CCurlShims_getinfo_ptr(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, v); }
 CURLMcode CCurlShims_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
-int CCurlShims_pause_continue(CURL *h) { return curl_easy_pause(h, CURLPAUSE_CONT); }
-size_t CCurlShims_writefunc_pause(void) { return CURL_WRITEFUNC_PAUSE; }
-size_t CCurlShims_readfunc_pause(void) { return CURL_READFUNC_PAUSE; }
 size_t CCurlShims_readfunc_abort(void) { return CURL_READFUNC_ABORT; }

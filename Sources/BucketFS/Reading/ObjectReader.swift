@@ -52,19 +52,22 @@ public final class ObjectReader: Sendable {
       pages.append(data)
     }
     prefetch(after: lastPage, window: noteAccess(offset: offset, end: end))
-    if pages.count == 1 {
-      let from = Int(offset - firstPage * Self.pageSize)
-      let to = Int(min(end - firstPage * Self.pageSize, Int64(pages[0].count)))
-      guard from < to else { return nil }
-      return pages[0][(pages[0].startIndex + from)..<(pages[0].startIndex + to)]
-    }
-    var out = Data(capacity: Int(end - offset))
+    return Self.assemble(pages, firstPage: firstPage, offset: offset, end: end)
+  }
+
+  /// Bytes `offset..<end` out of consecutive pages starting at `firstPage`; a read within one page
+  /// is a slice of it (no copy). Nil when a page is shorter than the object says.
+  static func assemble(_ pages: [Data], firstPage: Int64, offset: Int64, end: Int64) -> Data? {
+    var out = Data()
     for (i, data) in pages.enumerated() {
-      let pageStart = (firstPage + Int64(i)) * Self.pageSize
+      let pageStart = (firstPage + Int64(i)) * pageSize
       let from = Int(max(offset, pageStart) - pageStart)
       let to = Int(min(end, pageStart + Int64(data.count)) - pageStart)
       guard from < to else { return nil }
-      out.append(data[(data.startIndex + from)..<(data.startIndex + to)])
+      let slice = data[(data.startIndex + from)..<(data.startIndex + to)]
+      if pages.count == 1 { return slice }
+      if i == 0 { out.reserveCapacity(Int(end - offset)) }
+      out.append(slice)
     }
     return out
   }
@@ -88,29 +91,12 @@ public final class ObjectReader: Sendable {
     let window = noteAccess(offset: offset, end: end)
     fetch(pages: firstPage..<(lastPage + 1))
     prefetch(after: lastPage, window: window)
-    if firstPage == lastPage {
-      // Within one page: hand out a slice of it, no copy.
-      let data = try await self.page(firstPage)
-      let pageStart = firstPage * Self.pageSize
-      let from = Int(offset - pageStart)
-      let to = Int(min(end - pageStart, Int64(data.count)))
-      guard from < to else {
-        throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
-      }
-      return data[(data.startIndex + from)..<(data.startIndex + to)]
+    var pages: [Data] = []
+    for page in firstPage...lastPage { pages.append(try await self.page(page)) }
+    guard let data = Self.assemble(pages, firstPage: firstPage, offset: offset, end: end) else {
+      throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
     }
-    var out = Data(capacity: Int(end - offset))
-    for page in firstPage...lastPage {
-      let data = try await self.page(page)
-      let pageStart = page * Self.pageSize
-      let from = Int(max(offset, pageStart) - pageStart)
-      let to = Int(min(end, pageStart + Int64(data.count)) - pageStart)
-      guard from < to else {
-        throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
-      }
-      out.append(data[(data.startIndex + from)..<(data.startIndex + to)])
-    }
-    return out
+    return data
   }
 
   /// Records a read and returns how many pages to prefetch after it (0 for random access).

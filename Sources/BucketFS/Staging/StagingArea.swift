@@ -258,8 +258,6 @@ public final class StagingArea: Sendable {
     }
   }
 
-  public var bytesStaged: Int64 { state.withLock { $0.bytes } }
-
   /// Removes least recently used copies of files that are not open until under the limit.
   func evictIfNeeded() {
     let victims: [(String, Entry)] = state.withLock { s in

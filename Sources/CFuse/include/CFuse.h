@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 
 // Helpers for what Swift cannot reach directly: bitfields, macros and versioned symbols.
-void CFuseShims_set_direct_io(struct fuse_file_info *fi, int on);
 void CFuseShims_set_keep_cache(struct fuse_file_info *fi, int on);
 int CFuseShims_fi_flags(const struct fuse_file_info *fi);
 uint64_t CFuseShims_fi_fh(const struct fuse_file_info *fi);

@@ -29,8 +29,6 @@ public struct StorageMetadata: Sendable, Equatable {
   /// The last component of `path`.
   public var name: String? { path.map { String($0.split(separator: "/").last ?? "") } }
 
-  public var isFile: Bool { !(path?.hasSuffix("/") ?? false) }
-
   /// Decodes the metadata resource; numbers may arrive as strings (v0) or numbers.
   public init(dictionary: [String: Any]) {
     func string(_ key: String) -> String? { dictionary[key] as? String }

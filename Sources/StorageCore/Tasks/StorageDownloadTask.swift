@@ -13,20 +13,15 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   /// cp(1) does.
   let durable: Bool
   let temporaryPath: String
-  private let driver = Mutex<Task<Void, Never>?>(nil)
 
   /// Where the bytes are written until the download completes (they arrive in order from byte 0).
   public var partialFilePath: String { temporaryPath }
 
   /// The generation the bytes came from, once the server has answered.
-  public var generation: Int64? { io.withLock { $0.generation } }
+  public var generation: Int64? { servedGeneration.withLock { $0 } }
 
-  struct IO {
-    var generation: Int64?
-    var md5FromServer: String?
-    var crc32cFromServer: String?
-  }
-  private let io = Mutex(IO())
+  /// The generation of the bytes on disk (nil until the server answered or after a restart).
+  private let servedGeneration = Mutex<Int64?>(nil)
 
   init(reference: StorageReference, destination: URL, generation: Int64?, durable: Bool) {
     self.destination = destination
@@ -38,59 +33,15 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     super.init(reference: reference)
   }
 
-  func start() {
-    let started = state.withLock { s -> Bool in
-      guard s.phase == .notStarted else { return false }
-      s.phase = .running
-      return true
-    }
-    guard started else { return }
-    fire([.resume])
-    launch()
-  }
-
-  /// Stops the transfer and keeps what arrived; `resume()` continues from there.
-  public func pause() {
-    let paused = state.withLock { s -> Bool in
-      guard s.phase == .running else { return false }
-      s.phase = .paused
-      return true
-    }
-    guard paused else { return }
-    driver.withLock { $0?.cancel() }
-    fire([.pause])
-  }
-
-  public func resume() {
-    let resumed = state.withLock { s -> Bool in
-      guard s.phase == .paused else { return false }
-      s.phase = .running
-      return true
-    }
-    guard resumed else { return }
-    fire([.resume])
-    launch()
-  }
-
   /// Stops for good; the temporary file is removed and the task fails with `cancelled`.
   public func cancel() {
     guard !phase.isFinal else { return }
-    driver.withLock { $0?.cancel() }
+    stopDriver()
     unlink(temporaryPath)
     finish(.cancelled, error: StorageError(code: .cancelled, object: reference.description, detail: "cancelled"))
   }
 
-  private func launch() {
-    driver.withLock { current in
-      let previous = current
-      current = Task { [self] in
-        await previous?.value
-        await run()
-      }
-    }
-  }
-
-  private func run() async {
+  override func drive() async {
     let storage = reference.storage
     let (timeouts, initialDelay, budget) = storage.settings.withLock {
       ($0.timeouts, $0.retryInitialDelay, $0.maxDownloadRetryTime)
@@ -151,7 +102,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
         try? handle.close()
       }
     }
-    let expected = pinnedGeneration ?? io.withLock { $0.generation }
+    let expected = pinnedGeneration ?? servedGeneration.withLock { $0 }
     let request = reference.storage.wire.download(reference.path, range: nil, from: have > 0 ? have : nil, generation: pinnedGeneration)
     let progressStep: Int64 = 256 * 1024
     sink.lastFired = have
@@ -225,7 +176,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     }
     // Not pinned: the bytes on disk belong to an older version; start over with the new one.
     unlink(temporaryPath)
-    io.withLock { $0.generation = nil }
+    servedGeneration.withLock { $0 = nil }
     return .retry(StorageError(code: .objectChanged, object: reference.description, detail: "object changed"), 0)
   }
 
@@ -233,7 +184,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     let object = reference.description
     let total = totalSize(head) ?? sink.offset
     if let generation = head["x-goog-generation"].flatMap({ Int64($0) }) {
-      io.withLock { $0.generation = generation }
+      servedGeneration.withLock { $0 = generation }
     }
     guard sink.offset == total else {
       return .retry(StorageError(code: .unknown, object: object, detail: "short body (\(sink.offset) of \(total) bytes)"), nil)

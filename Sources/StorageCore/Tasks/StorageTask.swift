@@ -23,6 +23,8 @@ public class StorageTask: @unchecked Sendable {
 
   public let reference: StorageReference
   let state = Mutex(State())
+  /// The task doing the transfer; cancelled by pause and cancel, replaced by resume.
+  private let driver = Mutex<Task<Void, Never>?>(nil)
 
   init(reference: StorageReference) {
     self.reference = reference
@@ -146,4 +148,53 @@ public class StorageTask: @unchecked Sendable {
   }
 
   var phase: Phase { state.withLock { $0.phase } }
+
+  // MARK: lifecycle shared by downloads and uploads
+
+  /// The transfer itself, run by the driver task; subclasses implement it. It returns when the
+  /// task finished or was paused (then `Task.isCancelled` is true).
+  func drive() async {}
+
+  /// Moves `from` → `to` under the lock; true when the task was in `from`.
+  private func transition(from: Phase, to: Phase) -> Bool {
+    state.withLock { s in
+      guard s.phase == from else { return false }
+      s.phase = to
+      return true
+    }
+  }
+
+  func start() {
+    guard transition(from: .notStarted, to: .running) else { return }
+    fire([.resume])
+    launch()
+  }
+
+  /// Stops the transfer and keeps what it achieved; `resume()` continues from there.
+  public func pause() {
+    guard transition(from: .running, to: .paused) else { return }
+    stopDriver()
+    fire([.pause])
+  }
+
+  public func resume() {
+    guard transition(from: .paused, to: .running) else { return }
+    fire([.resume])
+    launch()
+  }
+
+  func stopDriver() {
+    driver.withLock { $0?.cancel() }
+  }
+
+  /// Runs `drive()` after the previous driver (one paused a moment ago) has wound down.
+  private func launch() {
+    driver.withLock { current in
+      let previous = current
+      current = Task { [self] in
+        await previous?.value
+        await drive()
+      }
+    }
+  }
 }

@@ -30,7 +30,6 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
   let source: Source
   let uploadMetadata: StorageMetadata
   let preconditions: Preconditions
-  private let driver = Mutex<Task<Void, Never>?>(nil)
   private let session = Mutex<String?>(nil)
 
   init(reference: StorageReference, source: Source, metadata: StorageMetadata, preconditions: Preconditions = Preconditions()) {
@@ -44,43 +43,10 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     }
   }
 
-  func start() {
-    let started = state.withLock { s -> Bool in
-      guard s.phase == .notStarted else { return false }
-      s.phase = .running
-      return true
-    }
-    guard started else { return }
-    fire([.resume])
-    launch()
-  }
-
-  public func pause() {
-    let paused = state.withLock { s -> Bool in
-      guard s.phase == .running else { return false }
-      s.phase = .paused
-      return true
-    }
-    guard paused else { return }
-    driver.withLock { $0?.cancel() }
-    fire([.pause])
-  }
-
-  public func resume() {
-    let resumed = state.withLock { s -> Bool in
-      guard s.phase == .paused else { return false }
-      s.phase = .running
-      return true
-    }
-    guard resumed else { return }
-    fire([.resume])
-    launch()
-  }
-
   /// Stops for good and tells the server to drop the session.
   public func cancel() {
     guard !phase.isFinal else { return }
-    driver.withLock { $0?.cancel() }
+    stopDriver()
     if let url = session.withLock({ $0 }) {
       let request = reference.storage.wire.cancelUpload(sessionURL: url)
       reference.storage.client.start(request, onData: { _ in true }, onComplete: { _ in })
@@ -88,20 +54,13 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     finish(.cancelled, error: StorageError(code: .cancelled, object: reference.description, detail: "cancelled"))
   }
 
-  private func launch() {
-    driver.withLock { current in
-      let previous = current
-      current = Task { [self] in
-        await previous?.value
-        do {
-          let metadata = try await run()
-          guard let metadata else { return }
-          updateProgress(completed: source.size)
-          finish(.succeeded, metadata: metadata)
-        } catch {
-          if !Task.isCancelled && phase == .running { finish(.failed, error: error as? StorageError) }
-        }
-      }
+  override func drive() async {
+    do {
+      guard let metadata = try await run() else { return }
+      updateProgress(completed: source.size)
+      finish(.succeeded, metadata: metadata)
+    } catch {
+      if !Task.isCancelled && phase == .running { finish(.failed, error: error) }
     }
   }
 

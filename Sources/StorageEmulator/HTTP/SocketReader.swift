@@ -62,7 +62,4 @@ final class SocketReader {
     start += n
     return data
   }
-
-  /// True when the peer sent bytes that have not been read yet.
-  var hasBuffered: Bool { start < buffer.count }
 }

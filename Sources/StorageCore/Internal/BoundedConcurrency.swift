@@ -1,0 +1,39 @@
+/// Runs `body` for each item with at most `limit` running at once and returns the non-nil results
+/// (in completion order). After the first error no new work starts, and that error is thrown.
+public func mapConcurrently<T: Sendable, R: Sendable>(
+  _ items: [T], limit: Int, _ body: @escaping @Sendable (T) async throws(StorageError) -> R?
+) async throws(StorageError) -> [R] {
+  let outcome: Result<[R], StorageError> = await withTaskGroup(of: Result<R?, StorageError>.self) { group in
+    var next = 0
+    var results: [R] = []
+    var failure: StorageError?
+    func add() {
+      let item = items[next]
+      next += 1
+      group.addTask {
+        do throws(StorageError) { return .success(try await body(item)) } catch { return .failure(error) }
+      }
+    }
+    while next < min(max(1, limit), items.count) { add() }
+    for await result in group {
+      switch result {
+      case .success(let value): if let value { results.append(value) }
+      case .failure(let error): failure = failure ?? error
+      }
+      if failure == nil && next < items.count { add() }
+    }
+    if let failure { return .failure(failure) }
+    return .success(results)
+  }
+  return try outcome.get()
+}
+
+/// `mapConcurrently` for work that returns nothing.
+public func forEachConcurrently<T: Sendable>(
+  _ items: [T], limit: Int, _ body: @escaping @Sendable (T) async throws(StorageError) -> Void
+) async throws(StorageError) {
+  _ = try await mapConcurrently(items, limit: limit) { (item: T) throws(StorageError) -> Void? in
+    try await body(item)
+    return nil
+  }
+}
