@@ -49,7 +49,6 @@ public final class BucketFilesystem: Sendable {
   /// The generation each inode had when last opened: when it is unchanged the kernel may keep
   /// its page cache across opens.
   private let openedGenerations = Mutex<[UInt64: Int64]>([:])
-  static let aliasSuffix = ".object"
   /// Objects up to this size are fetched whole by the first read and staged from those bytes.
   static let smallObject = BlockCache.pageSize * 2
 
@@ -136,7 +135,7 @@ public final class BucketFilesystem: Sendable {
       dirNames.insert(name)
       entries.append(DirectoryEntry(name: name, isDirectory: true))
     }
-    var fileNames: [(String, String)] = []  // (shown name, object name relative to prefix)
+    var files: [(name: String, payload: String)] = []  // (name in this folder, object relative to prefix)
     for item in items {
       let name = String(item.dropFirst(listPrefix.count))
       if name.isEmpty { continue }  // this folder's own placeholder object
@@ -151,20 +150,20 @@ public final class BucketFilesystem: Sendable {
         report(item)
         continue
       }
-      let shown = dirNames.contains(name) ? name + Self.aliasSuffix : name
-      fileNames.append((shown, String(item.dropFirst(prefix.count))))
+      files.append((name, String(item.dropFirst(prefix.count))))
     }
-    let metadata = try await metadataOf(fileNames.map(\.1), given: given)
-    for (shown, objectName) in fileNames {
+    let shown = FolderNames.assign(folders: dirNames, files: files) { name in report(listPrefix + name, reason: "no free alias beside the folder of the same name") }
+    let metadata = try await metadataOf(shown.map(\.payload), given: given)
+    for (name, objectName) in shown {
       guard let m = metadata[objectName] else { continue }  // deleted since the list
-      entries.append(DirectoryEntry(name: shown, isDirectory: false, objectName: objectName, metadata: m))
+      entries.append(DirectoryEntry(name: name, isDirectory: false, objectName: objectName, metadata: m))
     }
     return entries
   }
 
-  private func report(_ objectName: String) {
+  private func report(_ objectName: String, reason: String = "not a valid file name") {
     let first = reportedNames.withLock { $0.insert(objectName).inserted }
-    if first { log("leaving out \(objectName.debugDescription): not a valid file name") }
+    if first { log("leaving out \(objectName.debugDescription): \(reason)") }
   }
 
   /// Metadata of many objects, concurrently (the v0 list carries names only).
@@ -219,8 +218,9 @@ public final class BucketFilesystem: Sendable {
       }
     }
     for d in dirs.sorted() { entries.append(DirectoryEntry(name: d, isDirectory: true)) }
-    for (name, var e) in fileEntries.sorted(by: { $0.key < $1.key }) {
-      if dirs.contains(name) { e.name = name + Self.aliasSuffix }
+    let files = fileEntries.sorted(by: { $0.key < $1.key }).map { (name: $0.key, payload: $0.value) }
+    for (name, var e) in FolderNames.assign(folders: dirs, files: files, leftOut: { _ in }) {
+      e.name = name
       entries.append(e)
     }
     return entries
@@ -251,16 +251,10 @@ public final class BucketFilesystem: Sendable {
     if options.offline { return try offlineEntry(dir: dir, name: name) }
     do {
       if let e = try await probe(path: path, name: name) { return e }
-      // `name.object` is the object hidden behind a folder of the same name.
-      if name.hasSuffix(Self.aliasSuffix) {
-        let base = String(name.dropLast(Self.aliasSuffix.count))
-        let basePath = Self.join(dir, base)
-        if let e = try await probe(path: basePath, name: base), e.isDirectory,
-          let m = try? await client.metadata(of: prefix + basePath)
-        {
-          files.set(basePath, m)
-          return DirectoryEntry(name: name, isDirectory: false, objectName: basePath, metadata: m)
-        }
+      // An alias of an object hidden behind a folder of the same name: which alias belongs to
+      // which object depends on the whole folder, so ask its listing.
+      if FolderNames.mayBeAlias(name) {
+        if let e = try await listing(dir).first(where: { $0.name == name }) { return e }
       }
       missing.set(path, true)
       throw FSError(ENOENT)
@@ -414,9 +408,7 @@ public final class BucketFilesystem: Sendable {
     let size = file.metadata.size
     let end = min(size, offset + Int64(count))
     guard offset < end else { return Data() }
-    if let path = staging?.readablePath(file.objectName, generation: file.metadata.generation, upTo: end),
-      let data = Self.pread(path, offset: offset, count: Int(end - offset))
-    {
+    if let data = staging?.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset)) {
       return data
     }
     if options.offline { throw FSError(EIO) }
@@ -428,24 +420,6 @@ public final class BucketFilesystem: Sendable {
       if error.code == .objectChanged { log("\(file.objectName) changed on the server while open: \(error.detail)") }
       throw FSError(error)
     }
-  }
-
-  static func pread(_ path: String, offset: Int64, count: Int) -> Data? {
-    let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var data = Data(count: count)
-    var done = 0
-    let ok = data.withUnsafeMutableBytes { raw -> Bool in
-      while done < count {
-        let n = Foundation.pread(fd, raw.baseAddress! + done, count - done, off_t(offset) + off_t(done))
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { return false }
-        done += n
-      }
-      return true
-    }
-    return ok ? data : nil
   }
 
   public func release(handle: UInt64) {
@@ -486,9 +460,10 @@ public final class BucketFilesystem: Sendable {
     guard let file = openFiles.withLock({ $0.files[handle] }) else { return nil }
     let end = min(file.metadata.size, offset + Int64(count))
     guard offset < end else { return Data() }
-    if let path = staging?.readablePath(file.objectName, generation: file.metadata.generation, upTo: end) {
-      return Self.pread(path, offset: offset, count: Int(end - offset))
+    if let data = staging?.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset)) {
+      return data
     }
+    if options.offline { return nil }
     guard let data = file.reader.readIfCached(offset: offset, count: Int(end - offset)) else { return nil }
     if file.metadata.size > Self.smallObject { startStaging(file) }
     return data

@@ -5,6 +5,11 @@
 // so the index survives a crash. Files are named by a hash of bucket, object and generation, so
 // no object name can reach outside the folder. Least recently used copies that are not open are
 // evicted to keep the folder under its size limit.
+//
+// A complete copy's index carries a CRC32C per block (BlockChecksums), computed when the copy is
+// made and checked on every read from it: a copy damaged on disk is dropped, logged and never
+// served, and the read goes to the server instead (or fails with EIO offline). The folder and
+// everything in it are private to the owner (0700/0600): the index holds download tokens.
 import Foundation
 import StorageCore
 import Synchronization
@@ -21,6 +26,8 @@ public final class StagingArea: Sendable {
     public var name: String
     public var metadata: StorageMetadata
     public var dataPath: String
+    /// Nil for a copy made by a version that kept none: it is verified whole on first use.
+    var checksums: BlockChecksums?
   }
 
   struct Active {
@@ -44,6 +51,9 @@ public final class StagingArea: Sendable {
   private let state = Mutex(State())
   private let log: @Sendable (String) -> Void
   private let writer = DispatchQueue(label: "bucketfs.staging.writer")
+  /// Checksums finished downloads (reads them back whole) off the task pool.
+  private let verifier = DispatchQueue(label: "bucketfs.staging.verifier")
+  static let checksumsKey = "bucketfs.blockCRC32C"
 
   public init(folder: URL, bucket: String, sizeLimit: Int64, maxFile: Int64, log: @escaping @Sendable (String) -> Void) throws {
     self.folder = folder.appendingPathComponent(Self.hash(bucket).prefix(16) + "", isDirectory: true)
@@ -51,7 +61,11 @@ public final class StagingArea: Sendable {
     self.sizeLimit = sizeLimit
     self.maxFile = maxFile
     self.log = log
-    try FileManager.default.createDirectory(at: self.folder, withIntermediateDirectories: true)
+    if !FileManager.default.fileExists(atPath: folder.path) || PrivateFolder.holdsOnlyStaging(folder) {
+      try PrivateFolder.make(folder)
+    }
+    try PrivateFolder.make(self.folder)
+    PrivateFolder.tightenFiles(in: self.folder)
     loadIndex()
   }
 
@@ -93,7 +107,8 @@ public final class StagingArea: Sendable {
         continue
       }
       let metadata = StorageMetadata(dictionary: dict)
-      complete[key] = Entry(name: name, metadata: metadata, dataPath: data.path)
+      let checksums = (dict[Self.checksumsKey] as? String).flatMap(BlockChecksums.init(encoded:))
+      complete[key] = Entry(name: name, metadata: metadata, dataPath: data.path, checksums: checksums)
       let mtime = (try? fm.attributesOfItem(atPath: data.path)[.modificationDate] as? Date) ?? Date()
       lastUse[key] = UInt64(mtime.timeIntervalSince1970)
       bytes += metadata.size
@@ -115,15 +130,11 @@ public final class StagingArea: Sendable {
       s.complete[key] == nil && s.active[key] == nil
     }
     guard claimed else { return }
-    var dict = metadata.dictionaryRepresentation()
-    dict["name"] = name
-    guard let json = try? JSONSerialization.data(withJSONObject: dict) else { return }
-    let tmp = meta.path + ".tmp"
-    guard FileManager.default.createFile(atPath: tmp, contents: json), rename(tmp, meta.path) == 0 else {
+    let entry = Entry(name: name, metadata: metadata, dataPath: data.path)
+    guard writeIndex(entry, to: meta.path) else {
       log("staging: cannot write \(meta.path)")
       return
     }
-    let entry = Entry(name: name, metadata: metadata, dataPath: data.path)
     let started = state.withLock { s -> Bool in
       guard s.complete[key] == nil && s.active[key] == nil else { return false }
       let download = client.download(name, generation: metadata.generation, to: data)
@@ -134,14 +145,24 @@ public final class StagingArea: Sendable {
     Task {
       do throws(StorageError) {
         try await download.wait()
-        state.withLock { s in
-          s.active.removeValue(forKey: key)
-          s.complete[key] = entry
-          s.bytes += metadata.size
-          s.tick += 1
-          s.lastUse[key] = s.tick
+        // The download checked the object's hash; the block checksums are taken from the same
+        // file right away, so they describe verified bytes.
+        verifier.async { [self] in
+          guard let checked = checksummed(entry) else {
+            state.withLock { _ = $0.active.removeValue(forKey: key) }
+            unlink(meta.path)
+            unlink(data.path)
+            return
+          }
+          state.withLock { s in
+            s.active.removeValue(forKey: key)
+            s.complete[key] = checked
+            s.bytes += metadata.size
+            s.tick += 1
+            s.lastUse[key] = s.tick
+          }
+          evictIfNeeded()
         }
-        evictIfNeeded()
       } catch {
         state.withLock { _ = $0.active.removeValue(forKey: key) }
         unlink(meta.path)
@@ -179,12 +200,10 @@ public final class StagingArea: Sendable {
       }
     }
     let (data, meta) = paths(key)
-    var dict = metadata.dictionaryRepresentation()
-    dict["name"] = name
-    guard let json = try? JSONSerialization.data(withJSONObject: dict) else { return }
-    let tmpMeta = meta.path + ".tmp"
+    let checksums = bytes.withUnsafeBytes { BlockChecksums.of($0).0 }
+    let entry = Entry(name: name, metadata: metadata, dataPath: data.path, checksums: checksums)
     let tmpData = folder.appendingPathComponent("." + key + ".part").path
-    guard FileManager.default.createFile(atPath: tmpMeta, contents: json), rename(tmpMeta, meta.path) == 0 else { return }
+    guard writeIndex(entry, to: meta.path) else { return }
     let fd = open(tmpData, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return }
     let written = bytes.withUnsafeBytes { raw -> Bool in
@@ -198,7 +217,7 @@ public final class StagingArea: Sendable {
       return
     }
     state.withLock { s in
-      s.complete[key] = Entry(name: name, metadata: metadata, dataPath: data.path)
+      s.complete[key] = entry
       s.bytes += metadata.size
       s.tick += 1
       s.lastUse[key] = s.tick
@@ -206,18 +225,130 @@ public final class StagingArea: Sendable {
     evictIfNeeded()
   }
 
-  /// The path of a complete copy, or of the partial one when it already holds `upTo` bytes.
-  public func readablePath(_ name: String, generation: Int64, upTo: Int64) -> String? {
+  /// Bytes `offset..<offset+count` of a staged copy: from a complete copy after checking the
+  /// checksum of every block they touch, or from the copy being downloaded when it already holds
+  /// them. Nil when they are not staged, or when the copy turned out damaged (it is then dropped).
+  public func read(_ name: String, generation: Int64, offset: Int64, count: Int) -> Data? {
     let key = key(name, generation)
-    return state.withLock { s -> String? in
+    enum Source { case complete(Entry), partial(String) }
+    let source = state.withLock { s -> Source? in
       if let e = s.complete[key] {
         s.tick += 1
         s.lastUse[key] = s.tick
-        return e.dataPath
+        return .complete(e)
       }
-      if let a = s.active[key], a.download.bytesWritten >= upTo { return a.download.partialPath }
+      if let a = s.active[key], a.download.bytesWritten >= offset + Int64(count) { return .partial(a.download.partialPath) }
       return nil
     }
+    switch source {
+    case nil:
+      return nil
+    case .partial(let path):
+      // Bytes the running download wrote (in order, from byte 0); it verifies them when it ends.
+      return Self.pread(path, offset: offset, count: count)
+    case .complete(var entry):
+      if entry.checksums == nil {
+        guard let checked = checksummed(entry) else {
+          drop(key, entry, reason: "it does not match the object's hash")
+          return nil
+        }
+        entry = checked
+        state.withLock { s in if s.complete[key] != nil { s.complete[key] = checked } }
+      }
+      switch Self.verifiedRead(entry, offset: offset, count: count) {
+      case .success(let data):
+        return data
+      case .failure(let damage):
+        drop(key, entry, reason: damage.reason)
+        return nil
+      }
+    }
+  }
+
+  struct Damage: Error { let reason: String }
+
+  /// Reads whole blocks around the range and checks each against the index.
+  static func verifiedRead(_ entry: Entry, offset: Int64, count: Int) -> Result<Data, Damage> {
+    guard let checksums = entry.checksums else { return .failure(Damage(reason: "it has no checksums")) }
+    let fd = open(entry.dataPath, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return .failure(Damage(reason: "it cannot be opened: \(String(cString: strerror(errno)))")) }
+    defer { close(fd) }
+    let size = entry.metadata.size
+    var st = stat()
+    guard fstat(fd, &st) == 0, Int64(st.st_size) == size else {
+      return .failure(Damage(reason: "it holds \(st.st_size) bytes, the object \(size)"))
+    }
+    guard checksums.crcs.count == BlockChecksums.count(for: size) else {
+      return .failure(Damage(reason: "its index does not fit its size"))
+    }
+    let end = min(size, offset + Int64(count))
+    guard offset < end else { return .success(Data()) }
+    let blockSize = Int64(BlockChecksums.blockSize)
+    let firstBlock = offset / blockSize
+    let from = firstBlock * blockSize
+    let to = min(size, ((end - 1) / blockSize + 1) * blockSize)
+    var data = Data(count: Int(to - from))
+    let result = data.withUnsafeMutableBytes { raw -> Result<Void, Damage> in
+      guard BlockChecksums.readFully(fd, into: raw, at: from) else {
+        return .failure(Damage(reason: "reading it failed: \(String(cString: strerror(errno)))"))
+      }
+      if let bad = checksums.firstMismatch(UnsafeRawBufferPointer(raw), firstBlock: Int(firstBlock)) {
+        return .failure(Damage(reason: "block \(bad) (bytes \(Int64(bad) * blockSize)…) does not match its checksum"))
+      }
+      return .success(())
+    }
+    if case .failure(let damage) = result { return .failure(damage) }
+    if from == offset && to == end { return .success(data) }
+    return .success(data.subdata(in: Int(offset - from)..<Int(end - from)))
+  }
+
+  static func pread(_ path: String, offset: Int64, count: Int) -> Data? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var data = Data(count: count)
+    let ok = data.withUnsafeMutableBytes { BlockChecksums.readFully(fd, into: $0, at: offset) }
+    return ok ? data : nil
+  }
+
+  /// `entry` with block checksums taken from its data file, after checking the whole file
+  /// against the object's CRC32C (or MD5); the index is rewritten with them. Nil when the file
+  /// does not match.
+  private func checksummed(_ entry: Entry) -> Entry? {
+    let m = entry.metadata
+    guard let (checksums, crc, md5) = BlockChecksums.compute(path: entry.dataPath, size: m.size, md5: m.crc32c == nil && m.md5Hash != nil)
+    else { return nil }
+    if let expected = m.crc32c, !crc.matches(expected) { return nil }
+    if m.crc32c == nil, let expected = m.md5Hash, md5 != expected { return nil }
+    var checked = entry
+    checked.checksums = checksums
+    let key = key(entry.name, m.generation)
+    if !writeIndex(checked, to: paths(key).meta.path) { log("staging: cannot write the index of \(entry.name)") }
+    return checked
+  }
+
+  /// The side file: the object's metadata, its name and (once complete) the block checksums.
+  private func writeIndex(_ entry: Entry, to path: String) -> Bool {
+    var dict = entry.metadata.dictionaryRepresentation()
+    dict["name"] = entry.name
+    if let checksums = entry.checksums { dict[Self.checksumsKey] = checksums.encoded }
+    guard let json = try? JSONSerialization.data(withJSONObject: dict) else { return false }
+    return PrivateFolder.write(json, to: path)
+  }
+
+  /// Forgets a damaged copy and removes its files.
+  private func drop(_ key: String, _ entry: Entry, reason: String) {
+    let removed = state.withLock { s -> Bool in
+      guard s.complete.removeValue(forKey: key) != nil else { return false }
+      s.lastUse.removeValue(forKey: key)
+      s.bytes -= entry.metadata.size
+      return true
+    }
+    guard removed else { return }
+    let (data, meta) = paths(key)
+    unlink(data.path)
+    unlink(meta.path)
+    log("staging: dropped the staged copy of \(entry.name) (generation \(entry.metadata.generation)): \(reason)")
   }
 
   public func status(_ name: String, generation: Int64, size: Int64) -> Status {

@@ -1,11 +1,16 @@
 import Foundation
 
-/// Token rules: with a required token, a request must carry `Authorization: Firebase <token>` or
-/// `Bearer <token>`, except media reads that present one of the object's download tokens.
+/// Token rules. With a required token, a request must carry `Authorization: Firebase <token>` or
+/// `Bearer <token>`. The one exception is Firebase's download token: it lets its holder GET that
+/// one object's bytes or metadata, and nothing else — no other method (an
+/// `X-HTTP-Method-Override` counts as the method), no other object, no upload or list route.
 struct AccessCheck: Sendable {
   let requiredToken: String?
 
-  func check(_ request: ServerRequest, record: ObjectRecord?) -> ServerResponse? {
+  /// Nil when the request may go ahead, else the 401/403 answer. `method` is the effective method;
+  /// `record` is the object the path names (nil for lists, uploads and other routes), and
+  /// `tokensAllowed` is false on routes where download tokens mean nothing (the GCS API).
+  func check(_ request: ServerRequest, method: String, record: ObjectRecord?, tokensAllowed: Bool) -> ServerResponse? {
     guard let requiredToken else { return nil }
     if let header = request.header("authorization") {
       let parts = header.split(separator: " ", maxSplits: 1)
@@ -14,11 +19,10 @@ struct AccessCheck: Sendable {
       }
       return .error(403, "Permission denied.")
     }
-    if request.query["alt"] == "media", let token = request.query["token"], let record,
-      record.downloadTokens.contains(token)
-    {
+    guard let token = request.query["token"] else { return .error(401, "Unauthenticated.") }
+    if tokensAllowed, method == "GET", let record, record.downloadTokens.contains(token) {
       return nil
     }
-    return .error(401, "Unauthenticated.")
+    return .error(403, "Permission denied: a download token only allows reading its own object.")
   }
 }

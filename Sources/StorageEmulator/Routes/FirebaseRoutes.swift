@@ -39,7 +39,8 @@ struct FirebaseRoutes {
     if let id = request.query["upload_id"] {
       return uploadSession(id: id, request: &request)
     }
-    if let denied = access.check(request, record: object.flatMap { store.get(bucket, $0) }) {
+    let named = object.flatMap { store.get(bucket, $0) }
+    if let denied = access.check(request, method: method, record: named, tokensAllowed: true) {
       return denied
     }
     switch (method, object) {
@@ -192,23 +193,27 @@ struct FirebaseRoutes {
   }
 
   private func multipart(bucket: String, name: String, request: inout ServerRequest) -> ServerResponse {
-    guard let type = request.header("content-type"), let range = type.range(of: "boundary=") else {
+    guard let boundary = MultipartUpload.boundary(of: request.header("content-type")) else {
       return .error(400, "multipart upload without a boundary")
     }
-    let boundary = type[range.upperBound...].split(separator: ";").first.map {
-      $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
-    } ?? ""
-    guard !boundary.isEmpty, let body = try? request.body.readAll(limit: 256 << 20) else {
+    let upload: MultipartUpload
+    do {
+      upload = try MultipartUpload.receive(request.body, boundary: boundary, store: store)
+    } catch {
+      if case .malformed(let why) = error { return .error(400, why) }
       return .error(400, "bad multipart body")
     }
-    let parts = MultipartBody.split(body, boundary: boundary)
-    guard parts.count >= 2,
-      let json = try? JSONSerialization.jsonObject(with: parts[0].body) as? [String: Any]
-    else { return .error(400, "a multipart upload needs a JSON part and a media part") }
+    guard let json = try? JSONSerialization.jsonObject(with: upload.metadata) as? [String: Any] else {
+      unlink(upload.temporaryPath)
+      return .error(400, "a multipart upload needs a JSON part and a media part")
+    }
     var metadata = json
-    if metadata["contentType"] == nil, let partType = parts[1].contentType { metadata["contentType"] = partType }
+    if metadata["contentType"] == nil, let partType = upload.mediaType { metadata["contentType"] = partType }
     let name = (json["name"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? name
-    guard let record = try? store.store(bucket: bucket, name: name, bytes: parts[1].body, metadata: metadata) else {
+    guard let record = try? store.commit(
+      bucket: bucket, name: name, temporaryPath: upload.temporaryPath, size: upload.size, hashes: upload.hashes, metadata: metadata)
+    else {
+      unlink(upload.temporaryPath)
       return .error(500, "cannot store the object")
     }
     return .json(200, record.firebaseResource())

@@ -42,7 +42,7 @@ struct GCSRoutes {
     if route.service == "upload", let id = request.query["upload_id"] {
       return resumable(id: id, request: &request)
     }
-    if let denied = access.check(request, record: nil) { return denied }
+    if let denied = access.check(request, method: request.method, record: nil, tokensAllowed: false) { return denied }
     guard let bucket = route.bucket else {
       if request.method == "POST" {
         // Bucket creation: buckets exist once named, so this only echoes the name.
@@ -133,24 +133,38 @@ struct GCSRoutes {
       if let contentType = request.header("content-type") { metadata["contentType"] = contentType }
       return storeBody(bucket: bucket, name: name, metadata: metadata, request: &request)
     case "multipart":
-      guard let contentType = request.header("content-type"), let range = contentType.range(of: "boundary=") else {
+      guard let boundary = MultipartUpload.boundary(of: request.header("content-type")) else {
         return Self.error(400, "invalid", "multipart upload without a boundary")
       }
-      let boundary = contentType[range.upperBound...].split(separator: ";").first.map {
-        $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
-      } ?? ""
-      guard let body = try? request.body.readAll(limit: 512 << 20) else { return Self.error(400, "invalid", "bad body") }
-      let parts = MultipartBody.split(body, boundary: boundary)
-      guard parts.count >= 2, let json = try? JSONSerialization.jsonObject(with: parts[0].body) as? [String: Any] else {
+      let upload: MultipartUpload
+      do {
+        upload = try MultipartUpload.receive(request.body, boundary: boundary, store: store)
+      } catch {
+        if case .malformed(let why) = error { return Self.error(400, "invalid", why) }
+        return Self.error(400, "invalid", "bad body")
+      }
+      guard let json = try? JSONSerialization.jsonObject(with: upload.metadata) as? [String: Any] else {
+        unlink(upload.temporaryPath)
         return Self.error(400, "invalid", "a multipart upload needs a JSON part and a media part")
       }
       guard let name = (json["name"] as? String) ?? request.query["name"], !name.isEmpty else {
+        unlink(upload.temporaryPath)
         return Self.error(400, "required", "name is required")
       }
-      if let failed = preconditionFailure(store.get(bucket, name), request.query) { return failed }
+      if let failed = preconditionFailure(store.get(bucket, name), request.query) {
+        unlink(upload.temporaryPath)
+        return failed
+      }
       var metadata = json
-      if metadata["contentType"] == nil, let partType = parts[1].contentType { metadata["contentType"] = partType }
-      return storeBytes(bucket: bucket, name: name, metadata: metadata, bytes: parts[1].body)
+      if metadata["contentType"] == nil, let partType = upload.mediaType { metadata["contentType"] = partType }
+      guard let record = try? store.commit(
+        bucket: bucket, name: name, temporaryPath: upload.temporaryPath, size: upload.size, hashes: upload.hashes,
+        metadata: metadata)
+      else {
+        unlink(upload.temporaryPath)
+        return Self.error(500, "internalError", "cannot store the object")
+      }
+      return .json(200, record.gcsResource(base: publicBase))
     case "resumable":
       let body = (try? request.body.readAll(limit: 1 << 20)) ?? Data()
       var metadata = (body.isEmpty ? [:] : (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]) ?? [:]
@@ -175,13 +189,6 @@ struct GCSRoutes {
       return error == .incompleteBody
         ? Self.error(400, "invalid", "the upload body was incomplete") : Self.error(500, "internalError", "cannot store the object")
     }
-  }
-
-  private func storeBytes(bucket: String, name: String, metadata: [String: Any], bytes: Data) -> ServerResponse {
-    guard let record = try? store.store(bucket: bucket, name: name, bytes: bytes, metadata: metadata) else {
-      return Self.error(500, "internalError", "cannot store the object")
-    }
-    return .json(200, record.gcsResource(base: publicBase))
   }
 
   /// Chunks of a resumable upload: `Content-Range: bytes S-E/TOTAL` (TOTAL may be `*`) appends;

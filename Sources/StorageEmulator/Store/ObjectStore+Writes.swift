@@ -26,22 +26,4 @@ extension ObjectStore {
       throw .local
     }
   }
-
-  /// Stores bytes already in memory (a multipart upload's media part).
-  func store(bucket: String, name: String, bytes: Data, metadata: [String: Any]) throws(WriteFailure) -> ObjectRecord {
-    let (path, fd) = temporaryFile()
-    defer { close(fd) }
-    let hashes = ObjectHashes()
-    let written = bytes.withUnsafeBytes { raw -> Bool in
-      hashes.update(raw)
-      return raw.count == 0 || write(fd, raw.baseAddress!, raw.count) == raw.count
-    }
-    do {
-      guard written else { throw CocoaError(.fileWriteUnknown) }
-      return try commit(bucket: bucket, name: name, temporaryPath: path, size: Int64(bytes.count), hashes: hashes, metadata: metadata)
-    } catch {
-      unlink(path)
-      throw .local
-    }
-  }
 }
