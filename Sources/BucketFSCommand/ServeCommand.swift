@@ -7,11 +7,15 @@ struct ServeCommand {
     usage: bucketfs serve --root DIR [--host 127.0.0.1] [--port 9199] [--require-token TOKEN_FILE]
                           [--latency MS] [--fail-status CODE --fail-fraction F [--retry-after S]]
                           [--reset-after BYTES] [--stall-after BYTES] [--fault-limit N]
+                          [--idle-timeout S] [--header-timeout S] [--max-connections N]
 
     Serves the Firebase Storage REST API (v0) from DIR on a loopback address. Objects are stored
     under DIR by hash, so no object name can reach outside it. The fault options make the server
     misbehave on purpose, for tests: added latency, a fraction of requests answered with an error
-    status, connections reset or stalled after a number of body bytes.
+    status, connections reset or stalled after a number of body bytes. Keep-alive connections idle
+    for --idle-timeout (60 s) are closed, request headers must arrive within --header-timeout
+    (10 s), and at most --max-connections (1000, and 64 below the descriptor limit) are served at
+    once: the longest-idle connection makes room for a new one.
     """
 
   static func run(_ args: inout Arguments) throws -> Int32 {
@@ -37,6 +41,18 @@ struct ServeCommand {
     faults.resetAfterBytes = try args.int("--reset-after").map(Int64.init)
     faults.stallAfterBytes = try args.int("--stall-after").map(Int64.init)
     faults.limit = try args.int("--fault-limit")
+    if let seconds = try args.value("--idle-timeout") {
+      guard let s = Double(seconds), s > 0 else { throw CommandError.usage("--idle-timeout takes seconds") }
+      config.limits.idleTimeout = .milliseconds(Int(s * 1000))
+    }
+    if let seconds = try args.value("--header-timeout") {
+      guard let s = Double(seconds), s > 0 else { throw CommandError.usage("--header-timeout takes seconds") }
+      config.limits.headerTimeout = .milliseconds(Int(s * 1000))
+    }
+    if let n = try args.int("--max-connections") {
+      guard n > 0 else { throw CommandError.usage("--max-connections takes a positive number") }
+      config.limits.maxConnections = n
+    }
     try args.finish()
     config.faults = faults
 

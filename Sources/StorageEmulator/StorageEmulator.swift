@@ -11,6 +11,7 @@ public final class StorageEmulator: Sendable {
     public var port: Int = 9199
     public var requiredToken: String? = nil
     public var faults = Faults()
+    public var limits = ConnectionLimits()
 
     public init(root: URL) { self.root = root }
   }
@@ -43,7 +44,7 @@ public final class StorageEmulator: Sendable {
     let access = AccessCheck(requiredToken: configuration.requiredToken)
     let box = RoutesBox()
     do {
-      server = try HTTPServer(host: configuration.host, port: configuration.port, faults: configuration.faults) { request in
+      server = try HTTPServer(host: configuration.host, port: configuration.port, faults: configuration.faults, limits: configuration.limits) { request in
         box.handle(&request)
       }
     } catch {
@@ -59,6 +60,9 @@ public final class StorageEmulator: Sendable {
 
   /// How many requests reached the routes so far.
   public var requestsServed: Int { server.requestsServed.load(ordering: .relaxed) }
+
+  /// Connections open right now (idle keep-alive ones included).
+  public var openConnections: Int { server.connections.count }
 
   /// Changes the injected faults from now on.
   public func setFaults(_ faults: Faults) {

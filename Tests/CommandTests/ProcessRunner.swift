@@ -67,10 +67,18 @@ final class ServeProcess {
   let root: URL
   private(set) var port = 0
 
-  init(extraArgs: [String] = []) throws {
+  /// `fileLimit` runs the server under `ulimit -n`.
+  init(extraArgs: [String] = [], fileLimit: Int? = nil) throws {
     root = FileManager.default.temporaryDirectory.appendingPathComponent("cli-serve-\(UUID().uuidString)")
-    process.executableURL = URL(fileURLWithPath: bucketfsBinary)
-    process.arguments = ["serve", "--root", root.path, "--port", "0"] + extraArgs
+    let serveArgs = ["serve", "--root", root.path, "--port", "0"] + extraArgs
+    if let fileLimit {
+      // exec keeps the pid: the shell becomes the server.
+      process.executableURL = URL(fileURLWithPath: "/bin/sh")
+      process.arguments = ["-c", "ulimit -n \(fileLimit) && exec \"$0\" \"$@\"", bucketfsBinary] + serveArgs
+    } else {
+      process.executableURL = URL(fileURLWithPath: bucketfsBinary)
+      process.arguments = serveArgs
+    }
     let err = Pipe()
     process.standardError = err
     process.standardOutput = FileHandle.nullDevice
@@ -91,6 +99,15 @@ final class ServeProcess {
   }
 
   var address: String { "127.0.0.1:\(port)" }
+
+  /// A line of /proc/PID/status, in kB (VmHWM: peak resident memory).
+  func status(_ field: String) -> Int? {
+    guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8) else { return nil }
+    for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+      return Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "")
+    }
+    return nil
+  }
 
   /// SIGTERM, and true when the server exited by itself within five seconds.
   func terminate() -> Bool {

@@ -8,9 +8,27 @@ struct HTTPConnection {
 
   func serve() {
     let reader = SocketReader(fd: fd)
+    let limits = server.limits
+    reader.stallTimeout = limits.stallTimeout
     while !server.isStopped {
-      guard let requestLine = reader.readLine(limit: 16 * 1024) else { return }
+      // Waiting for the next request: the connection is idle, and may be closed to make room.
+      server.connections.setIdle(fd, true)
+      reader.deadline = .now + limits.idleTimeout
+      let first = reader.line(limit: 16 * 1024)
+      server.connections.setIdle(fd, false)
+      let requestLine: String
+      switch first {
+      case .success(let line): requestLine = line
+      case .failure(.tooLong):
+        send(.error(400, "malformed request line"), close: true)
+        return
+      case .failure(.ended):
+        // Bytes that never became a request line get an answer before the close.
+        if reader.buffered > 0 { send(.error(400, "malformed request"), close: true) }
+        return
+      }
       if requestLine.isEmpty { continue }
+      reader.deadline = .now + limits.headerTimeout
       let parts = requestLine.split(separator: " ", omittingEmptySubsequences: false)
       guard parts.count == 3, parts[2].hasPrefix("HTTP/1."), !parts[0].isEmpty,
         parts[0].allSatisfy({ $0.isUppercase }), parts[1].hasPrefix("/")
@@ -21,8 +39,15 @@ struct HTTPConnection {
       var headers: [String: String] = [:]
       var headerBytes = 0
       while true {
-        guard let line = reader.readLine(limit: Self.maxHeaderBytes) else {
+        let line: String
+        switch reader.line(limit: Self.maxHeaderBytes) {
+        case .success(let l): line = l
+        case .failure(.tooLong):
           send(.error(431, "request headers too large"), close: true)
+          return
+        case .failure(.ended):
+          // The peer stopped before the end of the headers (or took too long): answer, then close.
+          send(reader.timedOut ? .error(408, "the request headers did not arrive in time") : .error(400, "incomplete request headers"), close: true)
           return
         }
         if line.isEmpty { break }
@@ -39,6 +64,7 @@ struct HTTPConnection {
         let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         headers[name] = headers[name].map { $0 + ", " + value } ?? value
       }
+      reader.deadline = nil
       let target = String(parts[1])
       let keepAlive = parts[2] == "HTTP/1.1" ? headers["connection"]?.lowercased() != "close"
         : headers["connection"]?.lowercased() == "keep-alive"
@@ -157,7 +183,8 @@ struct HTTPConnection {
         let chunk = Int(min(toSend - sent, 4 << 20))
         let w = sendfile(fd, file, &position, chunk)
         if w < 0 {
-          if errno == EINTR || errno == EAGAIN { continue }
+          if errno == EINTR { continue }
+          // EAGAIN: the send timeout passed without the client taking any bytes.
           return false
         }
         if w == 0 { return false }

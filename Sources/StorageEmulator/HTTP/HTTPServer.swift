@@ -1,5 +1,8 @@
 // A small HTTP/1.1 server on POSIX sockets: one thread accepts, one thread serves each connection
 // (keep-alive, many connections at once). Enough for a local emulator, and simple to reason about.
+// It stays up and bounded whatever clients do: connections are capped below the descriptor limit
+// (the longest-idle one makes room for a newcomer), idle and slow clients time out, and running
+// out of descriptors makes the accept loop back off rather than end.
 import Foundation
 import Synchronization
 
@@ -12,7 +15,9 @@ final class HTTPServer: @unchecked Sendable {
   private let handler: Handler
   let faults: Mutex<Faults>
   private let faultCounter = Mutex<(seen: Int, injected: Int)>((0, 0))
-  private let connections = Mutex<Set<Int32>>([])
+  let connections = ConnectionTable()
+  let limits: ConnectionLimits
+  private let maxConnections: Int
   private let stopped = Atomic<Bool>(false)
   /// Requests answered so far (tests use it to count round trips).
   let requestsServed = Atomic<Int>(0)
@@ -24,7 +29,9 @@ final class HTTPServer: @unchecked Sendable {
     }
   }
 
-  init(host: String, port: Int, faults: Faults, handler: @escaping Handler) throws {
+  init(host: String, port: Int, faults: Faults, limits: ConnectionLimits, handler: @escaping Handler) throws {
+    self.limits = limits
+    self.maxConnections = limits.effectiveMaxConnections
     // sendfile(2) has no MSG_NOSIGNAL: a client that hangs up must not kill the process.
     signal(SIGPIPE, SIG_IGN)
     self.handler = handler
@@ -78,29 +85,52 @@ final class HTTPServer: @unchecked Sendable {
     guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
     shutdown(listenFD, Int32(SHUT_RDWR))
     close(listenFD)
-    connections.withLock { fds in
-      for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
-    }
+    connections.shutdownAll()
   }
 
   private func acceptLoop() {
     while !stopped.load(ordering: .acquiring) {
       let fd = accept(listenFD, nil, nil)
       if fd < 0 {
-        if errno == EINTR || errno == ECONNABORTED { continue }
-        return
+        if stopped.load(ordering: .acquiring) { return }
+        switch errno {
+        case EINTR, ECONNABORTED:
+          continue
+        case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+          // Out of descriptors or memory: make room if a connection is idle, then wait for
+          // descriptors to come back instead of giving up on accepting.
+          _ = connections.closeLongestIdle()
+          Thread.sleep(forTimeInterval: 0.05)
+          continue
+        default:
+          Thread.sleep(forTimeInterval: 0.01)
+          continue
+        }
+      }
+      if connections.count >= maxConnections && !connections.closeLongestIdle() {
+        // Full of busy connections: say so rather than queue without bound.
+        refuse(fd)
+        continue
       }
       var one: Int32 = 1
       setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-      connections.withLock { _ = $0.insert(fd) }
+      var sendLimit = timeval(tv_sec: Int(limits.stallTimeout.components.seconds), tv_usec: 0)
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &sendLimit, socklen_t(MemoryLayout<timeval>.size))
+      connections.add(fd)
       let thread = Thread { [self] in
         HTTPConnection(fd: fd, server: self).serve()
-        connections.withLock { _ = $0.remove(fd) }
+        connections.remove(fd)
         close(fd)
       }
-      thread.stackSize = 1 << 20
+      thread.stackSize = 512 << 10
       thread.start()
     }
+  }
+
+  private func refuse(_ fd: Int32) {
+    let answer = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    _ = answer.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+    close(fd)
   }
 
   /// Counts a reset or stall that was applied, toward `Faults.limit`.

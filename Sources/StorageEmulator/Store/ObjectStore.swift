@@ -53,25 +53,35 @@ final class ObjectStore: @unchecked Sendable {
   private func load() throws {
     let fm = FileManager.default
     let decoder = JSONDecoder()
-    var loaded: [String: Bucket] = [:]
+    var records: [ObjectRecord] = []
     for folder in (try? fm.contentsOfDirectory(atPath: root.path)) ?? [] where folder.hasPrefix("b-") {
       let dir = root.appendingPathComponent(folder)
       for file in (try? fm.contentsOfDirectory(atPath: dir.path)) ?? [] where file.hasSuffix(".json") {
         guard let data = fm.contents(atPath: dir.appendingPathComponent(file).path),
           let record = try? decoder.decode(ObjectRecord.self, from: data)
         else { continue }
-        loaded[record.bucket, default: Bucket()].records[Key(record.name)] = record
-        lastGeneration.withLock { $0 = max($0, record.generation) }
+        records.append(record)
       }
     }
-    for (name, var bucket) in loaded {
-      bucket.sorted = bucket.records.keys.sorted()
-      loaded[name] = bucket
-    }
-    buckets.withLock { $0 = loaded }
+    index(records)
     // Uploads that never finished are dropped: they were never visible.
     for file in (try? fm.contentsOfDirectory(atPath: tmpFolder.path)) ?? [] {
       try? fm.removeItem(at: tmpFolder.appendingPathComponent(file))
+    }
+  }
+
+  /// Adds records whose side files exist to the index in one step (sorting once, not per record).
+  func index(_ records: [ObjectRecord]) {
+    lastGeneration.withLock { last in last = max(last, records.map(\.generation).max() ?? 0) }
+    buckets.withLock { all in
+      var touched = Set<String>()
+      for record in records {
+        all[record.bucket, default: Bucket()].records[Key(record.name)] = record
+        touched.insert(record.bucket)
+      }
+      for name in touched {
+        all[name]!.sorted = all[name]!.records.keys.sorted()
+      }
     }
   }
 
@@ -136,21 +146,24 @@ final class ObjectStore: @unchecked Sendable {
     return try buckets.withLock { all -> ObjectRecord? in
       // Renaming under the lock keeps the side file and the index in the same order of writes.
       if rename(tmp.path, side.path) != 0 { throw CocoaError(.fileWriteUnknown) }
-      var bucket = all[record.bucket] ?? Bucket()
+      // Changed in place: a copy of the bucket (`var b = all[name]`) would copy every record on
+      // every write, making uploads slower as the bucket grows.
       let key = Key(record.name)
-      let old = bucket.records[key]
-      if old == nil { bucket.sorted.insert(key, at: bucket.lowerBound(key)) }
-      bucket.records[key] = record
-      all[record.bucket] = bucket
+      if all[record.bucket] == nil { all[record.bucket] = Bucket() }
+      let old = all[record.bucket]!.records.updateValue(record, forKey: key)
+      if old == nil {
+        let at = all[record.bucket]!.lowerBound(key)
+        all[record.bucket]!.sorted.insert(key, at: at)
+      }
       return old
     }
   }
 
   func delete(_ bucket: String, _ name: String) -> Bool {
     let removed: ObjectRecord? = buckets.withLock { all in
-      guard var b = all[bucket], let record = b.records.removeValue(forKey: Key(name)) else { return nil }
-      b.sorted.remove(at: b.lowerBound(Key(name)))
-      all[bucket] = b
+      guard all[bucket] != nil, let record = all[bucket]!.records.removeValue(forKey: Key(name)) else { return nil }
+      let at = all[bucket]!.lowerBound(Key(name))
+      all[bucket]!.sorted.remove(at: at)
       unlink(sideFile(bucket, name).path)
       return record
     }
