@@ -63,6 +63,12 @@ public final class StagingArea: Sendable {
     self.log = log
     if !FileManager.default.fileExists(atPath: folder.path) || PrivateFolder.holdsOnlyStaging(folder) {
       try PrivateFolder.make(folder)
+      // Other buckets' copies, perhaps left open by an older version.
+      for other in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] {
+        let url = folder.appendingPathComponent(other, isDirectory: true)
+        chmod(url.path, PrivateFolder.folderMode)
+        PrivateFolder.tightenFiles(in: url)
+      }
     }
     try PrivateFolder.make(self.folder)
     PrivateFolder.tightenFiles(in: self.folder)
