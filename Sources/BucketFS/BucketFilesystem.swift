@@ -30,6 +30,8 @@ public final class BucketFilesystem: Sendable {
     /// Staging of a large object starts after the first read is answered, so that its download
     /// does not delay the first byte.
     let stagingStarted = Atomic<Bool>(false)
+    /// When a read of this handle last ran out of time.
+    let lastTimeout = Mutex<ContinuousClock.Instant?>(nil)
     init(objectName: String, metadata: StorageMetadata, reader: ObjectReader) {
       self.objectName = objectName
       self.metadata = metadata
@@ -49,6 +51,8 @@ public final class BucketFilesystem: Sendable {
   /// The generation each inode had when last opened: when it is unchanged the kernel may keep
   /// its page cache across opens.
   private let openedGenerations = Mutex<[UInt64: Int64]>([:])
+  /// How long a timed-out read makes the next reads of the handle fail at once.
+  static let timeoutEcho: Duration = .seconds(1)
   /// Objects up to this size are fetched whole by the first read and staged from those bytes.
   static let smallObject = BlockCache.pageSize * 2
 
@@ -412,12 +416,25 @@ public final class BucketFilesystem: Sendable {
       return data
     }
     if options.offline { throw FSError(EIO) }
+    // A read that just failed for lack of an answer fails again at once for a moment: the
+    // kernel retries a failed readahead page by page, and each retry would wait the whole
+    // read_timeout again before the reader sees the error.
+    if let failed = file.lastTimeout.withLock({ $0 }), ContinuousClock.now - failed < Self.timeoutEcho {
+      throw FSError(EIO)
+    }
     do {
-      let data = try await file.reader.read(offset: offset, count: Int(end - offset))
+      let reader = file.reader
+      let data = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(StorageError) -> Data in
+        try await reader.read(offset: offset, count: Int(end - offset))
+      }
       if size > Self.smallObject { startStaging(file) }
       return data
     } catch {
       if error.code == .objectChanged { log("\(file.objectName) changed on the server while open: \(error.detail)") }
+      if error.code == .timedOut || error.code == .retryLimitExceeded {
+        file.lastTimeout.withLock { $0 = .now }
+        log("reading \(file.objectName) at \(offset): \(error.detail)")
+      }
       throw FSError(error)
     }
   }

@@ -52,29 +52,72 @@ extension StorageReference {
   }
 
   /// Bytes `range` of the object. With `generation`, a different generation on the server fails
-  /// with `objectChanged` instead of returning bytes of another version.
+  /// with `objectChanged` instead of returning bytes of another version. A broken or stalled
+  /// response is resumed from the first byte not yet received (never fetched whole again), so
+  /// every attempt makes progress; retries end at `maxDownloadRetryTime`.
   public func data(range: Range<Int64>, generation: Int64? = nil) async throws(StorageError) -> Data {
     try requireObject("data(range:)")
     if range.isEmpty { return Data() }
-    let runner = RequestRunner(storage: storage, budget: storage.maxDownloadRetryTime, object: description)
-    let response: HTTPResponse
-    do {
-      response = try await runner.run(
-        storage.wire.download(path, range: range, from: nil, generation: generation), maxBody: Int(range.count) + (8 << 20))
-    } catch where error.code == .objectNotFound && generation != nil {
-      // Asked for a generation that is gone: the object was overwritten or deleted.
-      throw StorageError(
-        code: .objectChanged, object: description, httpStatus: 404,
-        detail: "generation \(generation!) of the object is gone (overwritten or deleted)")
+    let (timeouts, initialDelay, budget) = storage.settings.withLock {
+      ($0.timeouts, $0.retryInitialDelay, $0.maxDownloadRetryTime)
     }
-    try checkGeneration(response.head, expected: generation)
-    if response.status == 200 {
-      // A server that ignores Range sends the whole object: cut out what was asked.
-      let lower = Int(min(range.lowerBound, Int64(response.body.count)))
-      let upper = Int(min(range.upperBound, Int64(response.body.count)))
-      return response.body.subdata(in: lower..<upper)
+    var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
+    let sink = RangeSink(capacity: Int(range.count))
+    var pinned = generation
+    while true {
+      let from = range.lowerBound + Int64(sink.received)
+      let before = sink.received
+      let request = storage.wire.download(path, range: from..<range.upperBound, from: nil, generation: pinned)
+      let expected = pinned
+      let outcome: Result<HTTPResponseHead, TransportError>
+      do {
+        outcome = .success(try await storage.client.stream(
+          request, timeouts: timeouts,
+          onHead: { head in sink.begin(head, wantedFrom: from, expected: expected) },
+          onData: { bytes in sink.take(bytes, limit: Int(range.count)) }))
+      } catch {
+        outcome = .failure(error)
+      }
+      if let served = sink.changedTo {
+        throw StorageError(
+          code: .objectChanged, object: description,
+          detail: "the object changed on the server (generation \(expected ?? 0) → \(served))")
+      }
+      // Complete, even if the transfer was stopped early because a server that ignores Range
+      // went on past the end.
+      if (200..<300).contains(sink.status), sink.received >= Int(range.count) {
+        return sink.bytes(count: Int(range.count))
+      }
+      var failure: StorageError
+      var retryAfter: TimeInterval? = nil
+      switch outcome {
+      case .success(let head) where (200..<300).contains(head.status):
+        // Fewer bytes than asked: the object ends before the range does, or the body broke.
+        if let total = sink.total, from + Int64(sink.received - before) >= total {
+          return sink.bytes(count: sink.received)
+        }
+        failure = StorageError(code: .unknown, object: description, detail: "short body: \(sink.received) of \(range.count) bytes")
+      case .success(let head) where head.status == 404 && generation != nil:
+        throw StorageError(
+          code: .objectChanged, object: description, httpStatus: 404,
+          detail: "generation \(generation!) of the object is gone (overwritten or deleted)")
+      case .success(let head):
+        failure = StorageError.from(status: head.status, object: description, body: sink.errorBody)
+        guard Backoff.isRetryable(status: head.status) else { throw failure }
+        retryAfter = Backoff.retryAfter(head)
+      case .failure(let error):
+        if error.kind == .cancelled || Task.isCancelled {
+          throw StorageError(code: .cancelled, object: description, detail: "cancelled")
+        }
+        failure = StorageError.from(transport: error, object: description)
+        guard Backoff.isRetryable(error) else { throw failure }
+      }
+      // Later attempts must serve the same generation as the bytes already received.
+      if pinned == nil { pinned = sink.generation }
+      if sink.received > before { retries.progressed() }
+      try await retries.wait(after: failure, retryAfter: retryAfter)
+      if Task.isCancelled { throw StorageError(code: .cancelled, object: description, detail: "cancelled") }
     }
-    return response.body
   }
 
   func checkGeneration(_ head: HTTPResponseHead, expected: Int64?) throws(StorageError) {
@@ -187,6 +230,66 @@ extension StorageReference {
       }
       try await retries.wait(after: failure, retryAfter: retryAfter)
     }
+  }
+}
+
+/// The bytes of a ranged read as they arrive, across resumed attempts; touched by the transfer
+/// thread during a request and by the caller between requests.
+final class RangeSink: @unchecked Sendable {
+  private var buffer: Data
+  private(set) var received = 0
+  var status = 0
+  var generation: Int64?
+  var changedTo: Int64?
+  /// The object's size, from Content-Range.
+  var total: Int64?
+  var errorBody = Data()
+  /// Bytes of a 200 answer (the server ignored Range) to skip before the wanted ones.
+  private var skip: Int64 = 0
+
+  init(capacity: Int) { buffer = Data(capacity: capacity) }
+
+  func begin(_ head: HTTPResponseHead, wantedFrom: Int64, expected: Int64?) -> Bool {
+    status = head.status
+    errorBody = Data()
+    guard (200..<300).contains(head.status) else { return true }
+    let served = head["x-goog-generation"].flatMap { Int64($0) }
+    if let expected, let served, served != expected {
+      changedTo = served
+      return false
+    }
+    if generation == nil { generation = served }
+    if let range = head["content-range"], let slash = range.lastIndex(of: "/") {
+      total = Int64(range[range.index(after: slash)...])
+    } else if head.status == 200 {
+      total = head["content-length"].flatMap { Int64($0) }
+    }
+    skip = head.status == 200 ? wantedFrom : 0
+    return true
+  }
+
+  func take(_ bytes: UnsafeRawBufferPointer, limit: Int) -> Bool {
+    guard (200..<300).contains(status) else {
+      errorBody.append(contentsOf: bytes.prefix(4096 - min(4096, errorBody.count)))
+      return true
+    }
+    var chunk = bytes
+    if skip > 0 {
+      let n = Int(min(skip, Int64(chunk.count)))
+      skip -= Int64(n)
+      chunk = UnsafeRawBufferPointer(rebasing: chunk[n...])
+    }
+    let wanted = min(chunk.count, limit - received)
+    if wanted > 0 {
+      buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[..<wanted]))
+      received += wanted
+    }
+    // A server that ignores Range sends past the end: stop once the range is complete.
+    return received < limit
+  }
+
+  func bytes(count: Int) -> Data {
+    count == buffer.count ? buffer : buffer.prefix(count)
   }
 }
 

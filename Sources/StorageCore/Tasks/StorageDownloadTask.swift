@@ -48,6 +48,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     }
     var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
     while phase == .running && !Task.isCancelled {
+      let before = bytesOnDisk()
       let outcome = await attempt(timeouts: timeouts)
       switch outcome {
       case .done:
@@ -58,6 +59,8 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
         fail(error)
         return
       case .retry(let error, let retryAfter):
+        // A connection that breaks every few hundred kilobytes still gets the file through.
+        if bytesOnDisk() > before { retries.progressed() }
         do {
           try await retries.wait(after: error, retryAfter: retryAfter)
         } catch {
@@ -66,6 +69,11 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
         }
       }
     }
+  }
+
+  private func bytesOnDisk() -> Int64 {
+    var st = stat()
+    return stat(temporaryPath, &st) == 0 ? Int64(st.st_size) : 0
   }
 
   private func fail(_ error: StorageError) {

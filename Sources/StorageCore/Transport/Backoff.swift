@@ -27,8 +27,10 @@ public struct Backoff: Sendable {
     status == 408 || status == 429 || (500...599).contains(status)
   }
 
+  /// A broken connection or a stall (no byte for the stall timeout) may be cured by a new
+  /// connection, as the SDKs retry timeouts and network loss within the retry time.
   public static func isRetryable(_ error: TransportError) -> Bool {
-    error.kind == .connectionLost
+    error.kind == .connectionLost || error.kind == .timedOut
   }
 
   /// `Retry-After` in seconds (the HTTP-date form is rare from storage servers and ignored).

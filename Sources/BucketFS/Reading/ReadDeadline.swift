@@ -1,0 +1,40 @@
+// A reader gets bytes or an error within `read_timeout`, whatever the fetches behind the read are
+// doing (waiting on a prefetch that stalled, retrying, backing off): the read is answered when its
+// deadline passes, while the fetch goes on in the background and fills the cache if it succeeds.
+import Foundation
+import StorageCore
+import Synchronization
+
+enum ReadDeadline {
+  private final class Gate: Sendable {
+    let fired = Atomic<Bool>(false)
+    func claim() -> Bool { !fired.exchange(true, ordering: .acquiringAndReleasing) }
+  }
+
+  /// `body`'s result, or `timedOut` after `seconds`.
+  static func run<T: Sendable>(
+    seconds: Double, object: String, _ body: @escaping @Sendable () async throws(StorageError) -> T
+  ) async throws(StorageError) -> T {
+    let gate = Gate()
+    let result: Result<T, StorageError> = await withCheckedContinuation { cont in
+      let timer = Task {
+        try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+        if !Task.isCancelled, gate.claim() {
+          cont.resume(returning: .failure(StorageError(
+            code: .timedOut, object: object, detail: "no answer within read_timeout (\(seconds) s)")))
+        }
+      }
+      Task {
+        let outcome: Result<T, StorageError>
+        do throws(StorageError) {
+          outcome = .success(try await body())
+        } catch {
+          outcome = .failure(error)
+        }
+        timer.cancel()
+        if gate.claim() { cont.resume(returning: outcome) }
+      }
+    }
+    return try result.get()
+  }
+}
