@@ -28,6 +28,7 @@ enum CopyCommand {
     let paths = try args.positionals()
     guard paths.count == 2 else { throw .usage(usage) }
     let (src, dst) = (paths[0], paths[1])
+    ActiveDownloads.removePartialFilesOnTermination()
     switch (isRemote(src), isRemote(dst)) {
     case (true, false):
       let ref = try client.reference(src)
@@ -62,7 +63,8 @@ enum CopyCommand {
       throw .local(folder, "not a writable folder")
     }
     let bar = ProgressBar(label: ref.name)
-    let task = ref.write(toFile: target)
+    let task = ActiveDownloads.write(ref, toFile: target)
+    defer { ActiveDownloads.finished(task) }
     if !quiet {
       task.observe(.progress) { snap in
         if let p = snap.progress { bar.update(done: p.completedUnitCount, total: p.totalUnitCount) }
@@ -156,7 +158,9 @@ enum CopyCommand {
     let total = Int64(jobs.count)
     do {
       try await forEachConcurrently(jobs, limit: 8) { job throws(StorageError) in
-        try await root.object(named: job.0).write(toFile: job.1).result()
+        let task = ActiveDownloads.write(root.object(named: job.0), toFile: job.1)
+        defer { ActiveDownloads.finished(task) }
+        try await task.result()
         if !quiet { bar.update(done: counter.increment(), total: total) }
       }
     } catch {

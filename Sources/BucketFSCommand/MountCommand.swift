@@ -89,7 +89,7 @@ enum MountCommand {
     if readyPipe { announceReady() }
     log("mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")")
 
-    SignalWaiter.onTermination { session.stop() }
+    SignalWaiter.onTermination { _ in session.stop() }
     let result: Int32 = await withCheckedContinuation { cont in
       // The loop blocks: it gets a thread of its own, not one of the task pool's.
       let thread = Thread { cont.resume(returning: session.run()) }

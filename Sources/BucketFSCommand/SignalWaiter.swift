@@ -1,6 +1,6 @@
 import Foundation
 
-/// SIGINT, SIGTERM and SIGHUP for the long-running commands (serve, mount). They are blocked in
+/// SIGINT, SIGTERM and SIGHUP for the long-running commands (serve, mount, cp). They are blocked in
 /// every thread from the start (threads inherit the mask) and taken with sigwait(2) by one thread,
 /// so a signal can never land on a thread that ignores it.
 public enum SignalWaiter {
@@ -28,11 +28,10 @@ public enum SignalWaiter {
     return received
   }
 
-  /// Runs `handler` on a thread of its own when a termination signal arrives.
-  static func onTermination(_ handler: @escaping @Sendable () -> Void) {
+  /// Runs `handler` with the signal on a thread of its own when a termination signal arrives.
+  static func onTermination(_ handler: @escaping @Sendable (Int32) -> Void) {
     let thread = Thread {
-      waitForTermination()
-      handler()
+      handler(waitForTermination())
     }
     thread.stackSize = 256 * 1024
     thread.start()

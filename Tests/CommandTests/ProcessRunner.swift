@@ -65,11 +65,14 @@ final class DataBox: @unchecked Sendable { var data = Data() }
 final class ServeProcess {
   let process = Process()
   let root: URL
+  /// False when the caller passed the root: it outlives this server.
+  let ownsRoot: Bool
   private(set) var port = 0
 
   /// `fileLimit` runs the server under `ulimit -n`.
-  init(extraArgs: [String] = [], fileLimit: Int? = nil) throws {
-    root = FileManager.default.temporaryDirectory.appendingPathComponent("cli-serve-\(UUID().uuidString)")
+  init(extraArgs: [String] = [], fileLimit: Int? = nil, root existing: URL? = nil) throws {
+    root = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("cli-serve-\(UUID().uuidString)")
+    ownsRoot = existing == nil
     let serveArgs = ["serve", "--root", root.path, "--port", "0"] + extraArgs
     if let fileLimit {
       // exec keeps the pid: the shell becomes the server.
@@ -131,6 +134,6 @@ final class ServeProcess {
 
   deinit {
     stop()
-    try? FileManager.default.removeItem(at: root)
+    if ownsRoot { try? FileManager.default.removeItem(at: root) }
   }
 }

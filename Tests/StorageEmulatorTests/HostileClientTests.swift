@@ -41,7 +41,11 @@ import Testing
 
   /// Every route of both APIs × every method × every kind of credential: a download token lets
   /// its holder GET that object's bytes and metadata through v0, and nothing else.
-  @Test func downloadTokenGrantsOnlyReadsOfItsObject() throws {
+  @Test func downloadTokenGrantsOnlyReadsOfItsObject() async throws {
+    try await offPool { try self.downloadTokenGrantsOnlyReadsOfItsObjectBlocking() }
+  }
+
+  func downloadTokenGrantsOnlyReadsOfItsObjectBlocking() throws {
     let s = try Secured()
     defer { withExtendedLifetime(s) {} }
     #expect(s.upload("victim", "victim bytes").hasPrefix("HTTP/1.1 200"))
@@ -126,7 +130,11 @@ import Testing
 
   /// Idle keep-alive connections are closed after the idle timeout, more of them than the
   /// connection cap are no problem, and a new request is answered throughout.
-  @Test func idleConnectionsAreClosedAndNewRequestsServed() throws {
+  @Test func idleConnectionsAreClosedAndNewRequestsServed() async throws {
+    try await offPool { try self.idleConnectionsAreClosedAndNewRequestsServedBlocking() }
+  }
+
+  func idleConnectionsAreClosedAndNewRequestsServedBlocking() throws {
     var limits = ConnectionLimits()
     limits.idleTimeout = .seconds(2)
     limits.maxConnections = 500
@@ -159,7 +167,11 @@ import Testing
   }
 
   /// Headers trickled in one byte at a time (slowloris) end with 408 after the header timeout.
-  @Test func slowHeadersTimeOut() throws {
+  @Test func slowHeadersTimeOut() async throws {
+    try await offPool { try self.slowHeadersTimeOutBlocking() }
+  }
+
+  func slowHeadersTimeOutBlocking() throws {
     var limits = ConnectionLimits()
     limits.headerTimeout = .milliseconds(500)
     let s = try Secured(limits: limits)
@@ -183,7 +195,11 @@ import Testing
   }
 
   /// Binary garbage gets a 400 before the close, not a silent close.
-  @Test func binaryInputGets400() throws {
+  @Test func binaryInputGets400() async throws {
+    try await offPool { try self.binaryInputGets400Blocking() }
+  }
+
+  func binaryInputGets400Blocking() throws {
     let s = try Secured()
     defer { withExtendedLifetime(s) {} }
     var rng = SeededRandom(seed: 7)

@@ -47,7 +47,11 @@ import Testing
     return Data(bytes)
   }
 
-  @Test func mutatedRequestsNeverCrashOrEscape() throws {
+  @Test func mutatedRequestsNeverCrashOrEscape() async throws {
+    try await offPool { try self.mutatedRequestsNeverCrashOrEscapeBlocking() }
+  }
+
+  func mutatedRequestsNeverCrashOrEscapeBlocking() throws {
     let environment = ProcessInfo.processInfo.environment
     let count = environment["BUCKETFS_FUZZ_INPUTS"].flatMap(Int.init) ?? 2500
     let seed = environment["BUCKETFS_FUZZ_SEED"].flatMap(UInt64.init) ?? 20261130

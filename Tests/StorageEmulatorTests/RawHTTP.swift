@@ -30,3 +30,15 @@ func rawExchange(port: Int, _ request: Data, closeWrite: Bool = true, timeout: T
 func statusLine(_ response: String) -> String {
   String(response.split(separator: "\r\n").first ?? "")
 }
+
+/// Runs blocking socket work on a thread of its own, so that the two threads of the task pool
+/// stay free for the tests running beside it.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+  try await withCheckedThrowingContinuation { cont in
+    let thread = Thread {
+      do { cont.resume(returning: try body()) } catch { cont.resume(throwing: error) }
+    }
+    thread.stackSize = 1 << 20
+    thread.start()
+  }
+}

@@ -113,6 +113,14 @@ public final class HTTPClient: @unchecked Sendable {
       for (easy, entry) in active where entry.0.cancelled.load(ordering: .acquiring) {
         finish(easy: easy, code: CURLE_ABORTED_BY_CALLBACK)
       }
+      // Stalls are timed here, to the poll interval, rather than by libcurl's low-speed check,
+      // whose speed is averaged over several seconds: a burst followed by silence would keep a
+      // caller waiting seconds past its stall timeout.
+      let now = ContinuousClock.now
+      for (easy, entry) in active where now - entry.0.lastProgress > entry.0.timeouts.stall {
+        entry.0.stalled = true
+        finish(easy: easy, code: CURLE_OPERATION_TIMEDOUT)
+      }
       curl_multi_perform(multi, &running)
       var remaining: Int32 = 0
       while let message = curl_multi_info_read(multi, &remaining) {
@@ -139,9 +147,7 @@ public final class HTTPClient: @unchecked Sendable {
     _ = CCurlShims_setopt_long(easy, CURLOPT_BUFFERSIZE, 512 * 1024)
     _ = CCurlShims_setopt_long(
       easy, CURLOPT_CONNECTTIMEOUT_MS, Int(transfer.timeouts.connect.milliseconds))
-    _ = CCurlShims_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-    _ = CCurlShims_setopt_long(
-      easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(transfer.timeouts.stall.milliseconds / 1000)))
+    transfer.lastProgress = .now
     _ = CCurlShims_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata)
     _ = CCurlShims_setopt_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
     _ = CCurlShims_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata)
@@ -167,6 +173,8 @@ public final class HTTPClient: @unchecked Sendable {
       if case .file(let path, let offset, _) = request.body {
         guard let handle = FileHandle(forReadingAtPath: path) else {
           curl_slist_free_all(list)
+          // Back to the pool only without this request's options.
+          curl_easy_reset(easy)
           idleEasy.append(easy)
           transfer.onComplete(
             .failure(TransportError(kind: .local, message: "cannot read \(path)")))
@@ -197,6 +205,9 @@ public final class HTTPClient: @unchecked Sendable {
     let result: Result<HTTPResponseHead, TransportError>
     if transfer.cancelled.load(ordering: .acquiring) || transfer.abortedByHandler {
       result = .failure(TransportError(kind: .cancelled, curlCode: Int(code.rawValue), message: "cancelled"))
+    } else if transfer.stalled {
+      let seconds = Double(transfer.timeouts.stall.milliseconds) / 1000
+      result = .failure(TransportError(kind: .timedOut, curlCode: Int(code.rawValue), message: "no byte moved for \(seconds) s"))
     } else if let local = transfer.localError {
       result = .failure(TransportError(kind: .local, message: local))
     } else if code == CURLE_OK {
@@ -273,6 +284,7 @@ final class BodyCollector: @unchecked Sendable {
 private let headerCallback: CCurlShims_data_callback = { ptr, size, count, userdata in
   let transfer = Unmanaged<HTTPTransfer>.fromOpaque(userdata!).takeUnretainedValue()
   let length = size * count
+  transfer.lastProgress = .now
   // Trim ASCII whitespace by hand: Foundation's trimming is slow on this hot path.
   var raw = UnsafeRawBufferPointer(start: ptr, count: length)[...]
   while let last = raw.last, last == 10 || last == 13 || last == 32 || last == 9 { raw = raw.dropLast() }
@@ -295,6 +307,7 @@ private let headerCallback: CCurlShims_data_callback = { ptr, size, count, userd
 private let writeCallback: CCurlShims_data_callback = { ptr, size, count, userdata in
   let transfer = Unmanaged<HTTPTransfer>.fromOpaque(userdata!).takeUnretainedValue()
   let length = size * count
+  transfer.lastProgress = .now
   if transfer.cancelled.load(ordering: .relaxed) { return 0 }
   if !transfer.headDelivered {
     transfer.headDelivered = true
@@ -314,6 +327,7 @@ private let readCallback: CCurlShims_data_callback = { ptr, size, count, userdat
   let transfer = Unmanaged<HTTPTransfer>.fromOpaque(userdata!).takeUnretainedValue()
   if transfer.cancelled.load(ordering: .relaxed) { return CCurlShims_readfunc_abort() }
   let capacity = size * count
+  transfer.lastProgress = .now
   let body = transfer.request.body
   let remaining = Int(body.length - transfer.bodyOffset)
   let n = min(capacity, remaining)

@@ -21,6 +21,10 @@ public final class HTTPTransfer: @unchecked Sendable {
   var bodyFile: FileHandle?
   var bodyOffset: Int64 = 0
   var localError: String?
+  /// When a byte last moved either way (or the transfer started).
+  var lastProgress = ContinuousClock.now
+  /// Set when the loop ended the transfer for moving nothing for the stall timeout.
+  var stalled = false
 
   let cancelled = Atomic<Bool>(false)
   weak var client: HTTPClient?
