@@ -103,6 +103,13 @@ enum MountCommand {
 
   static func checkMountpoint(_ path: String) throws(CommandError) {
     var st = stat()
+    if DeadMount.isDead(path) {
+      // A daemon of ours died and left its mount: clean exactly that state, and say so.
+      guard DeadMount.cleanUp(path) else {
+        throw .local(path, "cannot use as a mountpoint: a dead bucketfs mount is still there and could not be removed: run fusermount3 -u \(path)")
+      }
+      FileHandle.standardError.write(Data("bucketfs mount: \(path): unmounted a dead bucketfs mount left by a daemon that ended\n".utf8))
+    }
     guard lstat(path, &st) == 0 else {
       let reason = errno == ENOTCONN ? "a dead mount is still there: run fusermount3 -u \(path)" : String(cString: strerror(errno))
       throw .local(path, "cannot use as a mountpoint: \(reason)")
