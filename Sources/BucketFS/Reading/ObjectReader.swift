@@ -136,7 +136,14 @@ public final class ObjectReader: Sendable {
       Task {
         let result: Result<Data, StorageError>
         do throws(StorageError) {
-          result = .success(try await client.read(name, range: bytes, generation: generation))
+          let data = try await client.read(name, range: bytes, generation: generation)
+          // Fewer bytes than the object has there would reach the kernel as an early end of file.
+          guard data.count == bytes.count else {
+            throw StorageError(
+              code: .unknown, object: "gs://\(client.bucket)/\(name)",
+              detail: "short read: \(data.count) of \(bytes.count) bytes at \(bytes.lowerBound)")
+          }
+          result = .success(data)
         } catch {
           result = .failure(error)
         }
