@@ -3,16 +3,9 @@ import Foundation
 /// Sends raw bytes to 127.0.0.1:port and returns what the server answered before closing
 /// (or before `timeout`).
 func rawExchange(port: Int, _ request: Data, closeWrite: Bool = true, timeout: TimeInterval = 5) -> String {
-  let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  let fd = connectLoopback(port: port)
+  guard fd >= 0 else { return "" }
   defer { close(fd) }
-  var addr = sockaddr_in()
-  addr.sin_family = sa_family_t(AF_INET)
-  addr.sin_port = in_port_t(UInt16(port).bigEndian)
-  addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-  let ok = withUnsafePointer(to: &addr) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-  }
-  guard ok == 0 else { return "" }
   var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
   _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
