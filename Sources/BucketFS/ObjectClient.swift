@@ -60,7 +60,7 @@ public struct StorageObjectClient: ObjectClient {
 
 struct TaskDownload: ObjectDownload {
   let task: StorageDownloadTask
-  var bytesWritten: Int64 { task.snapshot.progress?.completedUnitCount ?? 0 }
+  var bytesWritten: Int64 { task.bytesTransferred }
   var partialPath: String { task.partialFilePath }
   func cancel() { task.cancel() }
   func wait() async throws(StorageError) { try await task.result() }

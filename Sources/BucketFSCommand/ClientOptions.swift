@@ -35,6 +35,9 @@ struct ClientOptions {
   func storage(bucket: String, api urlAPI: StorageAPI? = nil) throws(CommandError) -> Storage {
     let storage = Storage(bucket: bucket)
     storage.api = api ?? urlAPI ?? .firebase
+    // A command fails at once when nothing listens at the address (the SDK would retry for the
+    // whole operation's retry time); broken connections and stalls are still retried.
+    storage.unreachableRetryTime = 0
     if let emulator {
       guard let (host, port) = Self.split(emulator) else {
         throw .usage("the emulator address must be HOST:PORT, not \(emulator)")

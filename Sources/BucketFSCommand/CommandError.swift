@@ -45,7 +45,7 @@ public enum CommandError: Error, CustomStringConvertible {
   }
 
   static func storage(_ error: StorageError) -> CommandError {
-    var line = "\(error.object): \(error.detail)"
+    var line = error.description
     if error.code == .serverUnreachable || error.code == .timedOut {
       line += " (is the emulator running? see --emulator)"
     }

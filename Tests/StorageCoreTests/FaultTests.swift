@@ -9,7 +9,7 @@ import Testing
     defer { withExtendedLifetime(fx) {} }
     let ref = fx.storage.reference(withPath: "retry.txt")
     _ = try await ref.putDataAsync(Data("payload".utf8))
-    for status in [503, 429, 500] {
+    for status in [503, 429, 502, 504, 408] {
       var faults = Faults()
       faults.errorStatus = status
       faults.errorFraction = 0.5
@@ -57,17 +57,64 @@ import Testing
     #expect(Date().timeIntervalSince(started) < 10)
   }
 
-  @Test func unreachableServerFailsAtOnce() async throws {
+  /// 500 is not retried, as in the SDK: the first answer is the error.
+  @Test func internalServerErrorIsNotRetried() async throws {
+    let fx = try EmulatorFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let ref = fx.storage.reference(withPath: "five-hundred.txt")
+    _ = try await ref.putDataAsync(Data("payload".utf8))
+    var faults = Faults()
+    faults.errorStatus = 500
+    faults.errorFraction = 1
+    fx.emulator.setFaults(faults)
+    let started = Date()
+    let error = await #expect(throws: StorageError.self) { try await ref.getMetadata() }
+    // Retried, it would end as retryLimitExceeded after the 10-second budget.
+    #expect(error?.code == .unknown && error?.httpStatus == 500)
+    #expect(Date().timeIntervalSince(started) < 2)
+  }
+
+  /// With `unreachableRetryTime = 0` (what the command line sets) a closed port fails at once.
+  @Test func unreachableServerFailsAtOnceWhenAskedTo() async throws {
     let storage = Storage(bucket: "b")
     // A port from a listener that was closed: nothing listens there now.
     let fx = try EmulatorFixture()
     let port = fx.emulator.port
     fx.emulator.stop()
     storage.useEmulator(host: "127.0.0.1", port: port)
+    storage.unreachableRetryTime = 0
+    let started = Date()
     let error = await #expect(throws: StorageError.self) {
       try await storage.reference(withPath: "x").getMetadata()
     }
     #expect(error?.code == .serverUnreachable)
+    // One attempt: a retried failure says how many it made.
+    #expect(error?.detail.contains("attempts") == false, "\(error?.detail ?? "")")
+    _ = started
+  }
+
+  /// By default an unreachable host is retried within the operation's retry time, as the SDK
+  /// retries network failures: a server that comes up meanwhile answers.
+  @Test func unreachableServerIsRetriedWithinTheRetryTime() async throws {
+    let first = try EmulatorFixture()
+    let port = first.emulator.port
+    let root = first.root
+    _ = try await first.storage.reference(withPath: "late.txt").putDataAsync(Data("late".utf8))
+    first.emulator.stop()
+    let storage = Storage(bucket: first.storage.bucket)
+    storage.useEmulator(host: "127.0.0.1", port: port)
+    storage.retryInitialDelay = 0.1
+    storage.maxOperationRetryTime = 20
+    let restarted = Task.detached { () -> StorageEmulator? in
+      try? await Task.sleep(for: .milliseconds(700))
+      var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
+      config.port = port
+      return try? StorageEmulator(config)
+    }
+    let metadata = try await storage.reference(withPath: "late.txt").getMetadata()
+    #expect(metadata.size == 4)
+    await restarted.value?.stop()
+    withExtendedLifetime(first) {}
   }
 
   @Test func authStatusesMapToCodes() async throws {

@@ -61,7 +61,8 @@ final class EventLog: Sendable {
     let task = ref.write(toFile: folder.appendingPathComponent("out.bin"))
     let log = EventLog()
     task.observe(.failure) { snap in
-      #expect(snap.error?.code == .cancelled)
+      #expect(snap.storageError?.code == .cancelled)
+      #expect((snap.error as? NSError)?.code == StorageErrorCode.cancelled.rawValue)
       log.add(.failure)
     }
     try await Task.sleep(for: .milliseconds(300))

@@ -10,12 +10,13 @@ struct RequestRunner: Sendable {
   func run(_ request: HTTPRequest, maxBody: Int = 64 << 20, accepting: Range<Int> = 200..<300) async throws(StorageError)
     -> HTTPResponse
   {
-    let (timeouts, initialDelay) = storage.settings.withLock { ($0.timeouts, $0.retryInitialDelay) }
-    var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
+    let timeouts = storage.settings.withLock { $0.timeouts }
+    var retries = RetryBudget(storage, seconds: budget)
     while true {
       var retryAfter: TimeInterval? = nil
       let failure: StorageError
-      switch await attempt(request, timeouts: timeouts, maxBody: maxBody) {
+      let signed = try await storage.authorized(request)
+      switch await attempt(signed, timeouts: timeouts, maxBody: maxBody) {
       case .success(let response):
         if accepting.contains(response.status) { return response }
         let error = StorageError.from(status: response.status, object: object, body: response.body)

@@ -1,73 +1,154 @@
 import Foundation
+import Synchronization
 
-/// An object's metadata: every field of the v0 metadata resource. A value type (the SDK's is a
-/// class) so that it crosses threads freely under strict concurrency.
-public struct StorageMetadata: Sendable, Equatable {
-  public var bucket: String = ""
+/// An object's metadata, as the SDK's `StorageMetadata`: a class, so `let metadata =
+/// StorageMetadata(); metadata.contentType = "image/jpeg"` works as on iOS. Every field sits
+/// behind a lock, so one instance may be read and written from several threads (Swift 6 checks
+/// it as `Sendable`). An upload copies the caller's instance, so changing it later changes
+/// nothing in flight. Fields that the SDK makes read-only (size, generation, hashes, dates) are
+/// settable here too, for code that builds metadata by hand.
+public final class StorageMetadata: @unchecked Sendable, Equatable, CustomStringConvertible {
+  /// Every field of the v0 metadata resource.
+  struct Fields: Equatable {
+    var bucket: String = ""
+    var path: String? = nil
+    var size: Int64 = 0
+    var generation: Int64 = 0
+    var metageneration: Int64 = 0
+    var timeCreated: Date? = nil
+    var updated: Date? = nil
+    var md5Hash: String? = nil
+    var crc32c: String? = nil
+    var etag: String? = nil
+    var storageClass: String? = nil
+    var contentType: String? = nil
+    var cacheControl: String? = nil
+    var contentDisposition: String? = nil
+    var contentEncoding: String? = nil
+    var contentLanguage: String? = nil
+    var customMetadata: [String: String]? = nil
+    var downloadTokens: String? = nil
+  }
+
+  private let fields: Mutex<Fields>
+  /// The fields as the server last sent them: `updateMetadata` sends what changed since, and
+  /// `null` for what was removed.
+  private let initial: Fields
+
+  init(fields: Fields, initial: Fields) {
+    self.fields = Mutex(fields)
+    self.initial = initial
+  }
+
+  public convenience init() { self.init(fields: Fields(), initial: Fields()) }
+
+  private func get<T: Sendable>(_ key: KeyPath<Fields, T> & Sendable) -> T { fields.withLock { $0[keyPath: key] } }
+  private func set<T: Sendable>(_ key: WritableKeyPath<Fields, T> & Sendable, _ value: T) {
+    fields.withLock { $0[keyPath: key] = value }
+  }
+
+  public var bucket: String { get { get(\.bucket) } set { set(\.bucket, newValue) } }
   /// The full object name.
-  public var path: String? = nil
-  public var size: Int64 = 0
-  public var generation: Int64 = 0
-  public var metageneration: Int64 = 0
-  public var timeCreated: Date? = nil
-  public var updated: Date? = nil
-  public var md5Hash: String? = nil
-  public var crc32c: String? = nil
-  public var etag: String? = nil
-  public var storageClass: String? = nil
-  public var contentType: String? = nil
-  public var cacheControl: String? = nil
-  public var contentDisposition: String? = nil
-  public var contentEncoding: String? = nil
-  public var contentLanguage: String? = nil
-  public var customMetadata: [String: String]? = nil
+  public var path: String? { get { get(\.path) } set { set(\.path, newValue) } }
+  public var size: Int64 { get { get(\.size) } set { set(\.size, newValue) } }
+  public var generation: Int64 { get { get(\.generation) } set { set(\.generation, newValue) } }
+  public var metageneration: Int64 { get { get(\.metageneration) } set { set(\.metageneration, newValue) } }
+  public var timeCreated: Date? { get { get(\.timeCreated) } set { set(\.timeCreated, newValue) } }
+  public var updated: Date? { get { get(\.updated) } set { set(\.updated, newValue) } }
+  public var md5Hash: String? { get { get(\.md5Hash) } set { set(\.md5Hash, newValue) } }
+  public var crc32c: String? { get { get(\.crc32c) } set { set(\.crc32c, newValue) } }
+  public var etag: String? { get { get(\.etag) } set { set(\.etag, newValue) } }
+  public var storageClass: String? { get { get(\.storageClass) } set { set(\.storageClass, newValue) } }
+  public var contentType: String? { get { get(\.contentType) } set { set(\.contentType, newValue) } }
+  public var cacheControl: String? { get { get(\.cacheControl) } set { set(\.cacheControl, newValue) } }
+  public var contentDisposition: String? { get { get(\.contentDisposition) } set { set(\.contentDisposition, newValue) } }
+  public var contentEncoding: String? { get { get(\.contentEncoding) } set { set(\.contentEncoding, newValue) } }
+  public var contentLanguage: String? { get { get(\.contentLanguage) } set { set(\.contentLanguage, newValue) } }
+  public var customMetadata: [String: String]? { get { get(\.customMetadata) } set { set(\.customMetadata, newValue) } }
   /// Comma-separated download tokens, as the server sends them.
-  public var downloadTokens: String? = nil
-
-  public init() {}
+  public var downloadTokens: String? { get { get(\.downloadTokens) } set { set(\.downloadTokens, newValue) } }
 
   /// The last component of `path`.
   public var name: String? { path.map { String($0.split(separator: "/").last ?? "") } }
 
+  /// True for an object's metadata (the SDK's `isFile`); metadata made by hand is neither.
+  public var isFile: Bool { path.map { !$0.hasSuffix("/") } ?? false }
+  /// True for a folder placeholder (a name ending in `/`).
+  public var isFolder: Bool { path?.hasSuffix("/") ?? false }
+
+  /// The object this metadata describes, through `storage` (nil without a name or bucket).
+  public func storageReference(in storage: Storage) -> StorageReference? {
+    guard let path, !path.isEmpty, bucket.isEmpty || bucket == storage.bucket else { return nil }
+    return storage.reference().object(named: path)
+  }
+
+  /// The reference the metadata was fetched or uploaded through, when known (as the SDK's
+  /// `storageReference`).
+  public var storageReference: StorageReference? { fetchedThrough.withLock { $0 } }
+  let fetchedThrough = Mutex<StorageReference?>(nil)
+
+  /// Records the reference this metadata came through; returns self.
+  func through(_ reference: StorageReference) -> StorageMetadata {
+    fetchedThrough.withLock { $0 = reference }
+    return self
+  }
+
+  /// An independent copy (the same fields and the same server state).
+  public func copy() -> StorageMetadata {
+    let clone = StorageMetadata(fields: fields.withLock { $0 }, initial: initial)
+    clone.fetchedThrough.withLock { $0 = storageReference }
+    return clone
+  }
+
+  public static func == (a: StorageMetadata, b: StorageMetadata) -> Bool {
+    a === b || a.fields.withLock { $0 } == b.fields.withLock { $0 }
+  }
+
+  public var description: String { "StorageMetadata \(dictionaryRepresentation())" }
+
   /// Decodes the metadata resource; numbers may arrive as strings (v0) or numbers.
-  public init(dictionary: [String: Any]) {
+  public convenience init(dictionary: [String: Any]) {
     func string(_ key: String) -> String? { dictionary[key] as? String }
     func int(_ key: String) -> Int64 {
       if let s = dictionary[key] as? String { return Int64(s) ?? 0 }
       if let n = dictionary[key] as? NSNumber { return n.int64Value }
+      if let n = dictionary[key] as? Int { return Int64(n) }
+      if let n = dictionary[key] as? Int64 { return n }
       return 0
     }
-    bucket = string("bucket") ?? ""
-    path = string("name")
-    size = int("size")
-    generation = int("generation")
-    metageneration = int("metageneration")
-    timeCreated = string("timeCreated").flatMap(StorageMetadata.parseDate)
-    updated = string("updated").flatMap(StorageMetadata.parseDate)
-    md5Hash = string("md5Hash")
-    crc32c = string("crc32c")
-    etag = string("etag")
-    storageClass = string("storageClass")
-    contentType = string("contentType")
-    cacheControl = string("cacheControl")
-    contentDisposition = string("contentDisposition")
-    contentEncoding = string("contentEncoding")
-    contentLanguage = string("contentLanguage")
+    var f = Fields()
+    f.bucket = string("bucket") ?? ""
+    f.path = string("name")
+    f.size = int("size")
+    f.generation = int("generation")
+    f.metageneration = int("metageneration")
+    f.timeCreated = string("timeCreated").flatMap(StorageMetadata.parseDate)
+    f.updated = string("updated").flatMap(StorageMetadata.parseDate)
+    f.md5Hash = string("md5Hash")
+    f.crc32c = string("crc32c")
+    f.etag = string("etag")
+    f.storageClass = string("storageClass")
+    f.contentType = string("contentType")
+    f.cacheControl = string("cacheControl")
+    f.contentDisposition = string("contentDisposition")
+    f.contentEncoding = string("contentEncoding")
+    f.contentLanguage = string("contentLanguage")
     if let custom = dictionary["metadata"] as? [String: Any] {
       var map: [String: String] = [:]
       for (k, v) in custom {
         if let s = v as? String { map[k] = s } else if let n = v as? NSNumber { map[k] = n.stringValue }
       }
       // GCS keeps the Firebase download tokens as a custom metadata entry.
-      if let tokens = map.removeValue(forKey: "firebaseStorageDownloadTokens"), downloadTokens == nil {
-        downloadTokens = tokens
+      if let tokens = map.removeValue(forKey: "firebaseStorageDownloadTokens"), f.downloadTokens == nil {
+        f.downloadTokens = tokens
       }
-      customMetadata = map
+      f.customMetadata = map
     }
-    if let tokens = string("downloadTokens") { downloadTokens = tokens }
+    if let tokens = string("downloadTokens") { f.downloadTokens = tokens }
+    self.init(fields: f, initial: f)
   }
 
-  public init(data: Data) throws(StorageError) {
+  public convenience init(data: Data) throws(StorageError) {
     guard let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
       throw StorageError(code: .unknown, object: "", detail: "the server sent metadata that is not a JSON object")
     }
@@ -76,35 +157,61 @@ public struct StorageMetadata: Sendable, Equatable {
 
   /// The resource with the protocol's field names (what `bucketfs stat --json` prints).
   public func dictionaryRepresentation() -> [String: Any] {
-    var d: [String: Any] = ["bucket": bucket]
-    if let path { d["name"] = path }
-    d["size"] = String(size)
-    d["generation"] = String(generation)
-    d["metageneration"] = String(metageneration)
-    if let timeCreated { d["timeCreated"] = StorageMetadata.formatDate(timeCreated) }
-    if let updated { d["updated"] = StorageMetadata.formatDate(updated) }
+    let f = fields.withLock { $0 }
+    var d: [String: Any] = ["bucket": f.bucket]
+    if let path = f.path { d["name"] = path }
+    d["size"] = String(f.size)
+    d["generation"] = String(f.generation)
+    d["metageneration"] = String(f.metageneration)
+    if let timeCreated = f.timeCreated { d["timeCreated"] = StorageMetadata.formatDate(timeCreated) }
+    if let updated = f.updated { d["updated"] = StorageMetadata.formatDate(updated) }
     let optional: [(String, String?)] = [
-      ("md5Hash", md5Hash), ("crc32c", crc32c), ("etag", etag), ("storageClass", storageClass),
-      ("contentType", contentType), ("cacheControl", cacheControl),
-      ("contentDisposition", contentDisposition), ("contentEncoding", contentEncoding),
-      ("contentLanguage", contentLanguage), ("downloadTokens", downloadTokens),
+      ("md5Hash", f.md5Hash), ("crc32c", f.crc32c), ("etag", f.etag), ("storageClass", f.storageClass),
+      ("contentType", f.contentType), ("cacheControl", f.cacheControl),
+      ("contentDisposition", f.contentDisposition), ("contentEncoding", f.contentEncoding),
+      ("contentLanguage", f.contentLanguage), ("downloadTokens", f.downloadTokens),
     ]
     for (k, v) in optional { if let v { d[k] = v } }
-    if let customMetadata { d["metadata"] = customMetadata }
+    if let customMetadata = f.customMetadata { d["metadata"] = customMetadata }
     return d
   }
 
-  /// The writable fields, as an upload or PATCH body carries them.
+  private static func writable(_ f: Fields) -> [(String, String?)] {
+    [
+      ("contentType", f.contentType), ("cacheControl", f.cacheControl),
+      ("contentDisposition", f.contentDisposition), ("contentEncoding", f.contentEncoding),
+      ("contentLanguage", f.contentLanguage),
+    ]
+  }
+
+  /// The writable fields, as an upload body carries them.
   func writableJSON(name: String?) -> Data {
+    let f = fields.withLock { $0 }
     var d: [String: Any] = [:]
     if let name { d["name"] = name }
-    let fields: [(String, String?)] = [
-      ("contentType", contentType), ("cacheControl", cacheControl),
-      ("contentDisposition", contentDisposition), ("contentEncoding", contentEncoding),
-      ("contentLanguage", contentLanguage), ("md5Hash", md5Hash),
-    ]
-    for (k, v) in fields { if let v { d[k] = v } }
-    if let customMetadata { d["metadata"] = customMetadata }
+    for (k, v) in Self.writable(f) { if let v { d[k] = v } }
+    if let md5 = f.md5Hash { d["md5Hash"] = md5 }
+    if let customMetadata = f.customMetadata { d["metadata"] = customMetadata }
+    return (try? JSONSerialization.data(withJSONObject: d, options: [.sortedKeys])) ?? Data("{}".utf8)
+  }
+
+  /// A PATCH body: what changed since the server's state, with `null` for each field and custom
+  /// key the caller removed, so that removing works as in the SDK.
+  func updateJSON() -> Data {
+    let f = fields.withLock { $0 }
+    var d: [String: Any] = [:]
+    for ((key, now), (_, before)) in zip(Self.writable(f), Self.writable(initial)) {
+      if let now {
+        if now != before { d[key] = now }
+      } else if before != nil {
+        d[key] = NSNull()
+      }
+    }
+    var custom: [String: Any] = [:]
+    let nowCustom = f.customMetadata ?? [:]
+    for (k, v) in nowCustom where initial.customMetadata?[k] != v { custom[k] = v }
+    for k in (initial.customMetadata ?? [:]).keys where nowCustom[k] == nil { custom[k] = NSNull() }
+    if !custom.isEmpty { d["metadata"] = custom }
     return (try? JSONSerialization.data(withJSONObject: d, options: [.sortedKeys])) ?? Data("{}".utf8)
   }
 

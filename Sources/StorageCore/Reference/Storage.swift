@@ -17,13 +17,24 @@ public final class Storage: Sendable {
     var retryInitialDelay: TimeInterval = 1
     var timeouts = TransportTimeouts()
     var uploadChunkSize: Int64 = 32 << 20
+    /// How long an unreachable host is retried; nil: as long as the operation's retry time.
+    var unreachableRetryTime: TimeInterval? = nil
+    var callbackQueue = DispatchQueue(label: "bucketfs.storage.callbacks")
+    var tokenProvider: (@Sendable () async throws -> String?)? = nil
+    var appCheckTokenProvider: (@Sendable () async throws -> String?)? = nil
   }
 
   public let bucket: String
   let settings: Mutex<Settings>
   let client: HTTPClient
-  /// Where observer handlers run.
-  public let callbackQueue: DispatchQueue
+
+  /// Where completion handlers and observers run. The SDK's default is the main queue; here it is
+  /// a serial queue of the instance's own, because a Linux program seldom runs a main loop (one
+  /// that does may set `.main`).
+  public var callbackQueue: DispatchQueue {
+    get { settings.withLock { $0.callbackQueue } }
+    set { settings.withLock { $0.callbackQueue = newValue } }
+  }
 
   /// Creates a storage instance for `gs://bucket`, `gs://bucket/` or a bare bucket name.
   public init(bucket: String, client: HTTPClient = .shared) {
@@ -33,16 +44,64 @@ public final class Storage: Sendable {
     self.bucket = name
     self.settings = Mutex(Settings())
     self.client = client
-    self.callbackQueue = DispatchQueue(label: "bucketfs.storage.callbacks")
   }
 
-  /// `Storage.storage(url:)`: the URL must name a bucket and no object.
-  public static func storage(url: String) throws(StorageError) -> Storage {
+  /// The instance of the default bucket, as `Storage.storage()` in the SDK. The bucket comes
+  /// from `FIREBASE_STORAGE_BUCKET`, else `STORAGE_BUCKET` in a `GoogleService-Info.plist`, else
+  /// `project_info.storage_bucket` in a `google-services.json` in the working directory. Without
+  /// one it stops the program with a message saying where it looked (the SDK traps too, when no
+  /// Firebase app is configured). `FIREBASE_STORAGE_EMULATOR_HOST` points it at an emulator.
+  public static func storage() -> Storage {
+    switch DefaultBucket.find() {
+    case .success(let bucket): return instance(bucket)
+    case .failure(let why): fatalError(why.description)
+    }
+  }
+
+  /// The instance of the bucket of `url` (`gs://bucket`), as `Storage.storage(url:)` in the SDK:
+  /// a URL that is not a bucket's is a programming error there and here (the message names it).
+  public static func storage(url: String) -> Storage {
+    do {
+      return try storage(forURL: url)
+    } catch {
+      fatalError("Storage.storage(url: \(url.debugDescription)): \(error.detail)")
+    }
+  }
+
+  /// `storage(url:)` for callers who want an error instead of a trap.
+  public static func storage(forURL url: String) throws(StorageError) -> Storage {
     let path = try StoragePath.parse(url: url.hasPrefix("gs://") || url.contains("://") ? url : "gs://\(url)")
     guard path.object.isEmpty else {
       throw StorageError(code: .invalidArgument, object: url, detail: "a storage URL must not name an object")
     }
-    return Storage(bucket: path.bucket)
+    return instance(path.bucket)
+  }
+
+  /// One instance per bucket, as the SDK keeps one per app and bucket.
+  private static let instances = Mutex<[String: Storage]>([:])
+  private static func instance(_ bucket: String) -> Storage {
+    instances.withLock { all in
+      if let existing = all[bucket] { return existing }
+      let made = Storage(bucket: bucket)
+      // As firebase-tools' `emulators:exec` sets it for the SDKs that read it.
+      if let emulator = ProcessInfo.processInfo.environment["FIREBASE_STORAGE_EMULATOR_HOST"],
+        let (host, port) = hostAndPort(emulator)
+      {
+        made.useEmulator(withHost: host, port: port)
+      }
+      all[bucket] = made
+      return made
+    }
+  }
+
+  static func hostAndPort(_ address: String) -> (String, Int)? {
+    var text = address
+    if let scheme = text.range(of: "://") { text = String(text[scheme.upperBound...]) }
+    while text.hasSuffix("/") { text.removeLast() }
+    guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]) else { return nil }
+    var host = String(text[..<colon])
+    if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+    return host.isEmpty ? nil : (host, port)
   }
 
   /// The REST API spoken: Firebase v0 (the default) or the GCS JSON API.
@@ -51,13 +110,56 @@ public final class Storage: Sendable {
     set { settings.withLock { $0.api = newValue } }
   }
 
-  /// Sends every request to a local emulator over plain HTTP.
-  public func useEmulator(host: String, port: Int) {
+  /// Sends every request to a local emulator over plain HTTP (the SDK's name).
+  public func useEmulator(withHost host: String, port: Int) {
     settings.withLock {
       $0.host = host
       $0.port = port
       $0.scheme = "http"
     }
+  }
+
+  /// The same as `useEmulator(withHost:port:)`.
+  public func useEmulator(host: String, port: Int) {
+    useEmulator(withHost: host, port: port)
+  }
+
+  /// Asked for a fresh token before each request, as the SDK asks Firebase Auth for the signed-in
+  /// user's ID token; nil sends none. It wins over `setAuthToken`. The token is never logged.
+  public var authTokenProvider: (@Sendable () async throws -> String?)? {
+    get { settings.withLock { $0.tokenProvider } }
+    set { settings.withLock { $0.tokenProvider = newValue } }
+  }
+
+  /// Asked before each request for an App Check token, sent as `X-Firebase-AppCheck`; never logged.
+  public var appCheckTokenProvider: (@Sendable () async throws -> String?)? {
+    get { settings.withLock { $0.appCheckTokenProvider } }
+    set { settings.withLock { $0.appCheckTokenProvider = newValue } }
+  }
+
+  /// `request` with the credentials of this moment: the provider's token (when one is set) and
+  /// the App Check token.
+  func authorized(_ request: HTTPRequest) async throws(StorageError) -> HTTPRequest {
+    let (provider, appCheck, api) = settings.withLock { ($0.tokenProvider, $0.appCheckTokenProvider, $0.api) }
+    guard provider != nil || appCheck != nil else { return request }
+    var out = request
+    do {
+      if let provider {
+        out.headers.removeAll { $0.0.lowercased() == "authorization" }
+        if let token = try await provider() {
+          out.headers.append(("Authorization", (api == .gcs ? "Bearer " : "Firebase ") + token))
+        }
+      }
+      if let appCheck, let token = try await appCheck() {
+        out.headers.append(("X-Firebase-AppCheck", token))
+      }
+    } catch let error as StorageError {
+      throw error
+    } catch {
+      // The provider's error may describe the credential; only its type is kept.
+      throw StorageError(code: .unauthenticated, object: "gs://\(bucket)", detail: "the token provider failed (\(type(of: error)))")
+    }
+    return out
   }
 
   /// The token sent as `Authorization: Firebase <token>`; never logged or printed.
@@ -100,10 +202,24 @@ public final class Storage: Sendable {
     get { settings.withLock { $0.timeouts } }
     set { settings.withLock { $0.timeouts = newValue } }
   }
-  /// Bytes per request of a resumable upload.
+  /// Bytes per request of a resumable upload (at least 256 KiB, the protocol's granularity).
   public var uploadChunkSize: Int64 {
     get { settings.withLock { $0.uploadChunkSize } }
     set { settings.withLock { $0.uploadChunkSize = max(256 * 1024, newValue) } }
+  }
+
+  /// The SDK's name for `uploadChunkSize`.
+  public var uploadChunkSizeBytes: Int64 {
+    get { uploadChunkSize }
+    set { uploadChunkSize = newValue }
+  }
+
+  /// How long a host that cannot be reached is retried. The SDK retries it like any network
+  /// failure, within the operation's retry time (nil, the default); the command line sets a
+  /// short time so that a wrong address fails at once.
+  public var unreachableRetryTime: TimeInterval? {
+    get { settings.withLock { $0.unreachableRetryTime } }
+    set { settings.withLock { $0.unreachableRetryTime = newValue } }
   }
 
   public func reference() -> StorageReference {
@@ -114,8 +230,24 @@ public final class Storage: Sendable {
     reference().child(path)
   }
 
-  /// A reference from a `gs://` or `https://` URL; its bucket must be this instance's bucket.
-  public func reference(forURL url: String) throws(StorageError) -> StorageReference {
+  /// A reference from a `gs://` or `https://` URL, as the SDK's `reference(forURL:)`: a malformed
+  /// URL or one of another bucket is a programming error, and stops the program with a message
+  /// naming the URL. `reference(for:)` throws instead.
+  public func reference(forURL url: String) -> StorageReference {
+    do {
+      return try reference(for: url)
+    } catch {
+      fatalError("reference(forURL: \(url.debugDescription)): \(error.detail)")
+    }
+  }
+
+  /// A reference from a `gs://` or `https://` URL; throws for a malformed URL or another bucket.
+  public func reference(for url: URL) throws(StorageError) -> StorageReference {
+    try reference(for: url.absoluteString)
+  }
+
+  /// A reference from a URL string; its bucket must be this instance's bucket.
+  public func reference(for url: String) throws(StorageError) -> StorageReference {
     let path = try StoragePath.parse(url: url)
     guard bucket.isEmpty || path.bucket == bucket else {
       throw StorageError(

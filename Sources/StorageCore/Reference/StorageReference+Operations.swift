@@ -5,7 +5,7 @@ extension StorageReference {
     try requireObject("getMetadata")
     let response = try await runnerForOperations.run(storage.wire.getMetadata(path))
     do {
-      return try StorageMetadata(data: response.body)
+      return try StorageMetadata(data: response.body).through(self)
     } catch {
       throw StorageError(code: .unknown, object: description, detail: error.detail)
     }
@@ -16,9 +16,9 @@ extension StorageReference {
     -> StorageMetadata
   {
     try requireObject("updateMetadata")
-    let body = metadata.writableJSON(name: nil)
+    let body = metadata.updateJSON()
     let response = try await runnerForOperations.run(storage.wire.updateMetadata(path, json: body, preconditions: preconditions))
-    return try StorageMetadata(data: response.body)
+    return try StorageMetadata(data: response.body).through(self)
   }
 
   public func delete(preconditions: Preconditions = Preconditions()) async throws(StorageError) {
@@ -45,9 +45,7 @@ extension StorageReference {
     do {
       return try await runner.run(storage.wire.download(path, range: nil, from: nil, generation: nil), maxBody: Int(clamping: maxSize)).body
     } catch where error.code == .downloadSizeExceeded {
-      throw StorageError(
-        code: .downloadSizeExceeded, object: description,
-        detail: "the object is larger than the \(maxSize)-byte limit")
+      throw .downloadSizeExceeded(total: -1, maxSize: maxSize)
     }
   }
 
@@ -58,16 +56,15 @@ extension StorageReference {
   public func data(range: Range<Int64>, generation: Int64? = nil) async throws(StorageError) -> Data {
     try requireObject("data(range:)")
     if range.isEmpty { return Data() }
-    let (timeouts, initialDelay, budget) = storage.settings.withLock {
-      ($0.timeouts, $0.retryInitialDelay, $0.maxDownloadRetryTime)
-    }
-    var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
+    let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
+    var retries = RetryBudget(storage, seconds: budget)
     let sink = RangeSink(capacity: Int(range.count))
     var pinned = generation
     while true {
       let from = range.lowerBound + Int64(sink.received)
       let before = sink.received
-      let request = storage.wire.download(path, range: from..<range.upperBound, from: nil, generation: pinned)
+      let request = try await storage.authorized(
+        storage.wire.download(path, range: from..<range.upperBound, from: nil, generation: pinned))
       let expected = pinned
       let outcome: Result<HTTPResponseHead, TransportError>
       do {
@@ -143,15 +140,18 @@ extension StorageReference {
     return page
   }
 
-  public func list(maxResults: Int) async throws(StorageError) -> StorageListResult {
+  /// The first page of at most `maxResults` (1…1000) items and prefixes.
+  public func list(maxResults: Int64) async throws(StorageError) -> StorageListResult {
     try await list(maxResults: maxResults, pageToken: nil)
   }
 
-  public func list(maxResults: Int, pageToken: String?) async throws(StorageError) -> StorageListResult {
+  /// The page after `pageToken` (a previous result's `pageToken`).
+  public func list(maxResults: Int64, pageToken: String?) async throws(StorageError) -> StorageListResult {
     guard (1...1000).contains(maxResults) else {
-      throw StorageError(code: .invalidArgument, object: description, detail: "maxResults must be 1…1000")
+      throw StorageError(
+        code: .invalidArgument, object: description, detail: "maxResults must be between 1 and 1000, not \(maxResults)")
     }
-    return StorageListResult(page: try await listPage(pageToken: pageToken, maxResults: maxResults), root: root())
+    return StorageListResult(page: try await listPage(pageToken: pageToken, maxResults: Int(maxResults)), root: root())
   }
 
   /// Every item and prefix under this reference, following page tokens.
@@ -194,13 +194,11 @@ extension StorageReference {
     range: Range<Int64>? = nil, onData: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool
   ) async throws(StorageError) -> Int64 {
     try requireObject("stream")
-    let (timeouts, initialDelay, budget) = storage.settings.withLock {
-      ($0.timeouts, $0.retryInitialDelay, $0.maxDownloadRetryTime)
-    }
-    var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
+    let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
+    var retries = RetryBudget(storage, seconds: budget)
     let counter = StreamCounter()
     while true {
-      let request = storage.wire.download(path, range: range, from: nil, generation: nil)
+      let request = try await storage.authorized(storage.wire.download(path, range: range, from: nil, generation: nil))
       var failure: StorageError
       var retryAfter: TimeInterval?
       do {

@@ -2,7 +2,9 @@
 // renamed into place only when complete and verified, so the destination never holds a partial
 // file. Pause keeps the temporary file; resume continues with `Range: bytes=N-` and checks that
 // the object's generation did not change (a changed object restarts from byte 0, or fails when
-// the caller pinned a generation).
+// the caller pinned a generation). `getData(maxSize:)` runs the same task into a private
+// temporary file and hands over its bytes, so it can be observed, paused and cancelled like any
+// download; a `maxSize` refuses an object as soon as its size is known.
 import Foundation
 import Synchronization
 
@@ -23,10 +25,22 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   /// The generation of the bytes on disk (nil until the server answered or after a restart).
   private let servedGeneration = Mutex<Int64?>(nil)
 
-  init(reference: StorageReference, destination: URL, generation: Int64?, durable: Bool) {
+  /// For `getData(maxSize:)`: the limit, and the bytes once the download succeeded.
+  let maxSize: Int64?
+  let inMemory: Bool
+  private let collected = Mutex<Data?>(nil)
+  /// The downloaded bytes of a `getData(maxSize:)` task, once it succeeded.
+  public var data: Data? { collected.withLock { $0 } }
+
+  init(reference: StorageReference, destination: URL, generation: Int64?, durable: Bool, maxSize: Int64? = nil, inMemory: Bool = false) {
+    // `URL(string: "path/to/file")`, as the SDK's examples write it, is a path relative to the
+    // working directory.
+    let destination = destination.isFileURL ? destination : URL(fileURLWithPath: destination.path)
     self.destination = destination
     self.durable = durable
     self.pinnedGeneration = generation
+    self.maxSize = maxSize
+    self.inMemory = inMemory
     let folder = destination.deletingLastPathComponent().path
     let random = String(UInt32.random(in: 0...UInt32.max), radix: 36)
     self.temporaryPath = folder + "/." + destination.lastPathComponent + ".bucketfs-" + random + ".part"
@@ -38,15 +52,13 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     guard !phase.isFinal else { return }
     stopDriver()
     unlink(temporaryPath)
-    finish(.cancelled, error: StorageError(code: .cancelled, object: reference.description, detail: "cancelled"))
+    finish(.cancelled, error: .cancelled)
   }
 
   override func drive() async {
     let storage = reference.storage
-    let (timeouts, initialDelay, budget) = storage.settings.withLock {
-      ($0.timeouts, $0.retryInitialDelay, $0.maxDownloadRetryTime)
-    }
-    var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
+    let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
+    var retries = RetryBudget(reference.storage, seconds: budget)
     while phase == .running && !Task.isCancelled {
       let before = bytesOnDisk()
       let outcome = await attempt(timeouts: timeouts)
@@ -90,6 +102,9 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   /// One GET from the bytes already on disk to the end.
   private func attempt(timeouts: TransportTimeouts) async -> Outcome {
     let object = reference.description
+    // The SDK writes into missing folders too.
+    try? FileManager.default.createDirectory(
+      atPath: destination.deletingLastPathComponent().path, withIntermediateDirectories: true)
     let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
     if fd < 0 {
       return .failed(StorageError(code: .unknown, object: object, detail: "cannot create \(temporaryPath): \(String(cString: strerror(errno)))"))
@@ -111,7 +126,13 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       }
     }
     let expected = pinnedGeneration ?? servedGeneration.withLock { $0 }
-    let request = reference.storage.wire.download(reference.path, range: nil, from: have > 0 ? have : nil, generation: pinnedGeneration)
+    let request: HTTPRequest
+    do {
+      request = try await reference.storage.authorized(
+        reference.storage.wire.download(reference.path, range: nil, from: have > 0 ? have : nil, generation: pinnedGeneration))
+    } catch {
+      return .failed(error)
+    }
     let progressStep: Int64 = 256 * 1024
     sink.lastFired = have
     let head: HTTPResponseHead
@@ -124,6 +145,10 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
           let served = head["x-goog-generation"].flatMap { Int64($0) }
           if let expected, let served, served != expected {
             sink.changed = served
+            return false
+          }
+          if let maxSize, let total = totalSize(head), total > maxSize {
+            sink.tooLarge = total
             return false
           }
           let hasCRC = head["x-goog-hash"]?.contains("crc32c=") ?? false
@@ -145,6 +170,11 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
             sink.errorBody.append(contentsOf: bytes.prefix(4096 - min(4096, sink.errorBody.count)))
             return true
           }
+          if let maxSize, sink.offset + Int64(bytes.count) > maxSize {
+            // No size announced: stop at the limit instead of reading on.
+            sink.tooLarge = sink.offset + Int64(bytes.count)
+            return false
+          }
           guard sink.write(bytes) else { return false }
           if sink.offset - sink.lastFired >= progressStep {
             sink.lastFired = sink.offset
@@ -157,6 +187,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       // A cancelled driver belongs to a pause, even if a resume already set the phase back.
       if Task.isCancelled || phase != .running { return .stopped }
       if let changed = sink.changed { return changedObject(changed, expected: expected) }
+      if let total = sink.tooLarge, let maxSize { return .failed(.downloadSizeExceeded(total: total, maxSize: maxSize)) }
       if let writeError = sink.writeError {
         return .failed(StorageError(code: .unknown, object: object, detail: "writing \(destination.path) failed: \(writeError)"))
       }
@@ -201,7 +232,14 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       unlink(temporaryPath)
       return .failed(StorageError(code: .nonMatchingChecksum, object: object, detail: problem))
     }
-    if (durable && fsync(fd) != 0) || rename(temporaryPath, destination.path) != 0 {
+    if inMemory {
+      let bytes = FileManager.default.contents(atPath: temporaryPath)
+      unlink(temporaryPath)
+      guard let bytes else {
+        return .failed(StorageError(code: .unknown, object: object, detail: "cannot read back the downloaded bytes"))
+      }
+      collected.withLock { $0 = bytes }
+    } else if (durable && fsync(fd) != 0) || rename(temporaryPath, destination.path) != 0 {
       let reason = String(cString: strerror(errno))
       return .failed(StorageError(code: .unknown, object: object, detail: "cannot finish \(destination.path): \(reason)"))
     }
@@ -243,6 +281,8 @@ final class DownloadSink: @unchecked Sendable {
   var head: HTTPResponseHead?
   var errorBody = Data()
   var changed: Int64?
+  /// The size that broke `maxSize`.
+  var tooLarge: Int64?
   var lastFired: Int64 = 0
   var writeError: String?
   var digest = Digest(.md5)
@@ -286,17 +326,6 @@ extension StorageReference {
   public func write(toFile fileURL: URL, generation: Int64? = nil, durable: Bool = false) -> StorageDownloadTask {
     let task = StorageDownloadTask(reference: self, destination: fileURL, generation: generation, durable: durable)
     task.start()
-    return task
-  }
-
-  /// The SDK's completion form: `completion` gets the file URL or the error.
-  @discardableResult
-  public func write(toFile fileURL: URL, completion: @escaping @Sendable (URL?, Error?) -> Void)
-    -> StorageDownloadTask
-  {
-    let task = write(toFile: fileURL)
-    task.observe(.success) { _ in completion(fileURL, nil) }
-    task.observe(.failure) { snapshot in completion(nil, snapshot.error) }
     return task
   }
 }

@@ -83,8 +83,7 @@ public class StorageTask: @unchecked Sendable {
 
   func snapshot(_ s: State, status: StorageTaskStatus) -> StorageTaskSnapshot {
     StorageTaskSnapshot(
-      task: self, reference: reference, metadata: s.metadata,
-      progress: StorageProgress(completedUnitCount: s.completed, totalUnitCount: s.total),
+      task: self, reference: reference, metadata: s.metadata, completed: s.completed, total: s.total,
       error: s.error, status: status)
   }
 
@@ -149,6 +148,9 @@ public class StorageTask: @unchecked Sendable {
 
   var phase: Phase { state.withLock { $0.phase } }
 
+  /// Bytes transferred so far (without making a snapshot).
+  public var bytesTransferred: Int64 { state.withLock { $0.completed } }
+
   // MARK: lifecycle shared by downloads and uploads
 
   /// The transfer itself, run by the driver task; subclasses implement it. It returns when the
@@ -165,6 +167,12 @@ public class StorageTask: @unchecked Sendable {
   }
 
   func start() {
+    if reference.fullPath.isEmpty {
+      // The bucket's root is not an object: the task fails as the SDK's does.
+      finish(.failed, error: StorageError(
+        code: .invalidArgument, object: reference.description, detail: "a transfer needs an object, not the bucket root"))
+      return
+    }
     guard transition(from: .notStarted, to: .running) else { return }
     fire([.resume])
     launch()

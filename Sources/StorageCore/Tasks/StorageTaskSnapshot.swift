@@ -10,22 +10,40 @@ public enum StorageTaskStatus: Int, Sendable {
   case failure = 5
 }
 
-/// Bytes done and expected, with the names of Foundation's `Progress` that SDK users read.
-public struct StorageProgress: Sendable, Equatable {
-  public var completedUnitCount: Int64
-  /// -1 while unknown.
-  public var totalUnitCount: Int64
-  public var fractionCompleted: Double {
-    totalUnitCount > 0 ? Double(completedUnitCount) / Double(totalUnitCount) : 0
-  }
-}
-
-/// The state of a task when an event fired.
-public struct StorageTaskSnapshot: Sendable {
+/// The state of a task when an event fired, as the SDK's `StorageTaskSnapshot`: an immutable
+/// view (its `Progress` is a fresh object that nothing changes afterwards).
+public struct StorageTaskSnapshot: @unchecked Sendable, CustomStringConvertible {
   public let task: StorageTask
   public let reference: StorageReference
+  /// The server's metadata once an upload completed (nil for downloads, as in the SDK).
   public let metadata: StorageMetadata?
-  public let progress: StorageProgress?
-  public let error: StorageError?
+  /// Bytes done (`completedUnitCount`) of the total (`totalUnitCount`, -1 until known).
+  public let progress: Progress?
+  /// The failure, as an `NSError` instance (domain `StorageErrorDomain`, code a
+  /// `StorageErrorCode`), so `(snapshot.error as? NSError)?.code` works on Linux as on iOS.
+  /// `storageError` is the same failure as the `StorageError` enum.
+  public let error: Error?
+  public let storageError: StorageError?
   public let status: StorageTaskStatus
+
+  init(
+    task: StorageTask, reference: StorageReference, metadata: StorageMetadata?, completed: Int64, total: Int64,
+    error: StorageError?, status: StorageTaskStatus
+  ) {
+    self.task = task
+    self.reference = reference
+    self.metadata = metadata
+    let progress = Progress(parent: nil, userInfo: nil)
+    progress.totalUnitCount = total
+    progress.completedUnitCount = completed
+    self.progress = progress
+    self.storageError = error
+    self.error = error?.asNSError
+    self.status = status
+  }
+
+  public var description: String {
+    "StorageTaskSnapshot(\(status), \(reference), \(progress?.completedUnitCount ?? 0)/\(progress?.totalUnitCount ?? -1)"
+      + (storageError.map { ", \($0)" } ?? "") + ")"
+  }
 }

@@ -51,7 +51,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       let request = reference.storage.wire.cancelUpload(sessionURL: url)
       reference.storage.client.start(request, onData: { _ in true }, onComplete: { _ in })
     }
-    finish(.cancelled, error: StorageError(code: .cancelled, object: reference.description, detail: "cancelled"))
+    finish(.cancelled, error: .cancelled)
   }
 
   override func drive() async {
@@ -72,7 +72,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
 
   /// Runs the upload; nil when it stopped for a pause.
   private func run() async throws(StorageError) -> StorageMetadata? {
-    var metadata = uploadMetadata
+    let metadata = uploadMetadata.copy()
     metadata.contentType = contentType
     let wire = reference.storage.wire
     let object = reference.description
@@ -92,7 +92,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       let response = try await runner.run(
         wire.multipartUpload(
           reference.path, metadataJSON: json, contentType: metadata.contentType!, bytes: bytes, preconditions: preconditions))
-      return try StorageMetadata(data: response.body)
+      return try StorageMetadata(data: response.body).through(reference)
     }
 
     var sessionURL = session.withLock { $0 }
@@ -111,23 +111,31 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       session.withLock { $0 = url }
     }
     let url = sessionURL!
-    let (chunkSize, timeouts, initialDelay, budget) = reference.storage.settings.withLock {
-      ($0.uploadChunkSize, $0.timeouts, $0.retryInitialDelay, $0.maxUploadRetryTime)
+    let (chunkSize, timeouts, budget) = reference.storage.settings.withLock {
+      ($0.uploadChunkSize, $0.timeouts, $0.maxUploadRetryTime)
     }
-    var retries = RetryBudget(seconds: budget, initialDelay: initialDelay)
+    var retries = RetryBudget(reference.storage, seconds: budget)
     let size = source.size
     while true {
       if Task.isCancelled || phase != .running { return nil }
       let end = min(size, offset + chunkSize)
       let last = end == size
-      let request = wire.uploadChunk(sessionURL: url, offset: offset, total: size, body: source.body(offset..<end), finalize: last)
+      var request = wire.uploadChunk(sessionURL: url, offset: offset, total: size, body: source.body(offset..<end), finalize: last)
+      // Progress while the bytes go out, not once per chunk.
+      let chunkStart = offset
+      let lastFired = ProgressMark(offset)
+      request.onBodySent = { [self] sent in
+        let done = chunkStart + sent
+        updateProgress(completed: done)
+        if lastFired.advance(to: done, step: 256 * 1024) { fire([.progress]) }
+      }
       var failure = StorageError(code: .unknown, object: object, detail: "upload failed")
       var retryAfter: TimeInterval? = nil
       do {
-        let response = try await reference.storage.client.send(request, timeouts: timeouts)
+        let response = try await reference.storage.client.send(try await reference.storage.authorized(request), timeouts: timeouts)
         switch wire.chunkOutcome(response.head, finalize: last) {
         case .final:
-          return try StorageMetadata(data: response.body)
+          return try StorageMetadata(data: response.body).through(reference)
         case .accepted:
           offset = end
           updateProgress(completed: offset)
@@ -166,14 +174,27 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
   }
 }
 
+/// The byte count at which progress was last reported; touched by the transfer thread only.
+final class ProgressMark: @unchecked Sendable {
+  private var last: Int64
+  init(_ start: Int64) { last = start }
+  /// True (and remembered) when `done` is at least `step` past the last report.
+  func advance(to done: Int64, step: Int64) -> Bool {
+    guard done - last >= step else { return false }
+    last = done
+    return true
+  }
+}
+
 extension StorageReference {
   /// Uploads `data`; the content type is `metadata.contentType` or `application/octet-stream`.
   @discardableResult
   public func putData(_ data: Data, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions())
     -> StorageUploadTask
   {
+    // The task keeps a copy: the caller's object may change while the upload runs.
     let task = StorageUploadTask(
-      reference: self, source: .data(data), metadata: metadata ?? StorageMetadata(), preconditions: preconditions)
+      reference: self, source: .data(data), metadata: metadata?.copy() ?? StorageMetadata(), preconditions: preconditions)
     task.start()
     return task
   }
@@ -185,7 +206,7 @@ extension StorageReference {
   {
     let size = (try? FileManager.default.attributesOfItem(atPath: fileURL.path)[.size] as? NSNumber)?.int64Value
     let task = StorageUploadTask(
-      reference: self, source: .file(path: fileURL.path, size: size ?? 0), metadata: metadata ?? StorageMetadata(),
+      reference: self, source: .file(path: fileURL.path, size: size ?? 0), metadata: metadata?.copy() ?? StorageMetadata(),
       preconditions: preconditions)
     if size == nil {
       task.finish(.failed, error: StorageError(code: .unknown, object: fileURL.path, detail: "cannot read the file"))
@@ -194,36 +215,32 @@ extension StorageReference {
     }
     return task
   }
+}
 
-  /// The SDK's completion form of `putData`.
-  @discardableResult
-  public func putData(
-    _ data: Data, metadata: StorageMetadata? = nil,
-    completion: @escaping @Sendable (StorageMetadata?, Error?) -> Void
-  ) -> StorageUploadTask {
-    let task = putData(data, metadata: metadata)
-    task.observe(.success) { completion($0.metadata, nil) }
-    task.observe(.failure) { completion(nil, $0.error) }
-    return task
+extension StorageReference {
+  /// Async form: uploads and returns the server's metadata; `onProgress` hears each progress
+  /// event (on the callback queue).
+  public func putDataAsync(
+    _ data: Data, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions(),
+    onProgress: (@Sendable (Progress?) -> Void)? = nil
+  ) async throws(StorageError) -> StorageMetadata {
+    try await Self.metadata(of: putData(data, metadata: metadata, preconditions: preconditions), onProgress, description)
   }
 
-  /// Async form: uploads and returns the server's metadata.
-  public func putDataAsync(_ data: Data, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions())
-    async throws(StorageError) -> StorageMetadata
-  {
-    let task = putData(data, metadata: metadata, preconditions: preconditions)
-    guard let result = try await task.result() else {
-      throw StorageError(code: .unknown, object: description, detail: "the upload returned no metadata")
-    }
-    return result
+  /// Async form of `putFile(from:metadata:)`.
+  public func putFileAsync(
+    from fileURL: URL, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions(),
+    onProgress: (@Sendable (Progress?) -> Void)? = nil
+  ) async throws(StorageError) -> StorageMetadata {
+    try await Self.metadata(of: putFile(from: fileURL, metadata: metadata, preconditions: preconditions), onProgress, description)
   }
 
-  public func putFileAsync(from fileURL: URL, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions())
-    async throws(StorageError) -> StorageMetadata
-  {
-    let task = putFile(from: fileURL, metadata: metadata, preconditions: preconditions)
+  private static func metadata(
+    of task: StorageUploadTask, _ onProgress: (@Sendable (Progress?) -> Void)?, _ object: String
+  ) async throws(StorageError) -> StorageMetadata {
+    if let onProgress { task.observe(.progress) { onProgress($0.progress) } }
     guard let result = try await task.result() else {
-      throw StorageError(code: .unknown, object: description, detail: "the upload returned no metadata")
+      throw StorageError(code: .internalError, object: object, detail: "the upload returned no metadata")
     }
     return result
   }

@@ -22,15 +22,18 @@ public struct Backoff: Sendable {
     return max(delay, retryAfter ?? 0)
   }
 
-  /// HTTP statuses that a retry may cure, as the JS and Android SDKs retry them.
+  /// HTTP statuses that a retry may cure: the iOS SDK's fetcher retries 408, 502, 503 and 504
+  /// (not 500, whose cause a retry rarely cures). 429 is retried here too, after its Retry-After
+  /// when the server gives one: the SDK gives up on it, though the server asks for a retry.
   public static func isRetryable(status: Int) -> Bool {
-    status == 408 || status == 429 || (500...599).contains(status)
+    status == 408 || status == 429 || status == 502 || status == 503 || status == 504
   }
 
-  /// A broken connection or a stall (no byte for the stall timeout) may be cured by a new
-  /// connection, as the SDKs retry timeouts and network loss within the retry time.
+  /// A broken connection, a stall (no byte for the stall timeout) or a host that cannot be
+  /// reached may be cured by a new connection: the SDK retries network failures and timeouts
+  /// within the retry time. (An unreachable host only within `Storage.unreachableRetryTime`.)
   public static func isRetryable(_ error: TransportError) -> Bool {
-    error.kind == .connectionLost || error.kind == .timedOut
+    error.kind == .connectionLost || error.kind == .timedOut || error.kind == .unreachable
   }
 
   /// `Retry-After` in seconds (the HTTP-date form is rare from storage servers and ignored).

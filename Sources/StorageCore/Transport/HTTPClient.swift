@@ -348,8 +348,10 @@ private let readCallback: CCurlShims_data_callback = { ptr, size, count, userdat
       return CCurlShims_readfunc_abort()
     }
     transfer.bodyOffset += Int64(got)
+    transfer.request.onBodySent?(transfer.bodyOffset)
     return got
   }
   transfer.bodyOffset += Int64(n)
+  transfer.request.onBodySent?(transfer.bodyOffset)
   return n
 }

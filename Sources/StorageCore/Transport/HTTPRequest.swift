@@ -21,6 +21,9 @@ public struct HTTPRequest: Sendable {
   public var url: String
   public var headers: [(String, String)]
   public var body: Body
+  /// Hears the body bytes handed to the connection so far, as they go (on the transfer thread:
+  /// it must return at once).
+  public var onBodySent: (@Sendable (Int64) -> Void)? = nil
 
   public init(method: String, url: String, headers: [(String, String)] = [], body: Body = .none) {
     self.method = method

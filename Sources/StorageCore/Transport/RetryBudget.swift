@@ -6,13 +6,23 @@ import Foundation
 struct RetryBudget: Sendable {
   private var backoff: Backoff
   private let deadline: Date
+  /// When an unreachable host stops being retried.
+  private let unreachableDeadline: Date
   private var attempts = 0
   /// The last attempt moved bytes: retry at once.
   private var madeProgress = false
 
-  init(seconds: TimeInterval, initialDelay: TimeInterval) {
+  init(seconds: TimeInterval, initialDelay: TimeInterval, unreachableSeconds: TimeInterval? = nil) {
     backoff = Backoff(initialDelay: initialDelay)
-    deadline = Date().addingTimeInterval(seconds)
+    let now = Date()
+    deadline = now.addingTimeInterval(seconds)
+    unreachableDeadline = now.addingTimeInterval(min(seconds, unreachableSeconds ?? seconds))
+  }
+
+  /// The budget `storage` gives an operation of `seconds`.
+  init(_ storage: Storage, seconds: TimeInterval) {
+    let (initialDelay, unreachable) = storage.settings.withLock { ($0.retryInitialDelay, $0.unreachableRetryTime) }
+    self.init(seconds: seconds, initialDelay: initialDelay, unreachableSeconds: unreachable)
   }
 
   /// An attempt moved bytes before it failed: the next attempt starts at once and the backoff
@@ -28,11 +38,12 @@ struct RetryBudget: Sendable {
     attempts += 1
     let delay = madeProgress ? max(0.01, retryAfter ?? 0) : backoff.nextDelay(retryAfter: retryAfter)
     madeProgress = false
+    if failure.code == .serverUnreachable && (Date() >= unreachableDeadline || Date().addingTimeInterval(delay) >= deadline) {
+      // Nothing listens there: say so as it is, not as "retry limit exceeded".
+      throw attempts > 1 ? failure.replacing(code: .serverUnreachable, detail: "\(failure.detail), \(attempts) attempts") : failure
+    }
     if Date().addingTimeInterval(delay) >= deadline {
-      var exhausted = failure
-      exhausted.code = .retryLimitExceeded
-      exhausted.detail = "gave up after \(attempts) attempts: \(failure.detail)"
-      throw exhausted
+      throw failure.replacing(code: .retryLimitExceeded, detail: "gave up after \(attempts) attempts: \(failure.detail)")
     }
     try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
   }
