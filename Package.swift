@@ -28,6 +28,11 @@ let package = Package(
     .testTarget(
       name: "MountTests", dependencies: ["BucketFSCommand", "StorageCore", "StorageEmulator"]),
     .testTarget(name: "CommandTests", dependencies: ["StorageEmulator"]),
+    // The Firebase pages' Swift examples, unedited, in the Swift 5 mode the pages are written
+    // for: building the tests proves they compile, and the suite runs them on the emulator.
+    .testTarget(
+      name: "ExamplesTests", dependencies: ["StorageCore", "StorageEmulator"],
+      swiftSettings: [.swiftLanguageMode(.v5)]),
   ],
   swiftLanguageModes: [.v6]
 )

@@ -17,7 +17,7 @@ run_tests() {
     exit "$status"
   fi
 }
-run_tests --filter 'StorageCoreTests|StorageEmulatorTests|BucketFSTests'
+run_tests --filter 'StorageCoreTests|StorageEmulatorTests|BucketFSTests|ExamplesTests'
 run_tests --no-parallel --filter 'MountTests|CommandTests'
 if [ -x scripts/interop.sh ]; then
   scripts/interop.sh || { echo "test.sh: interop checks failed" >&2; exit 1; }
