@@ -10,6 +10,8 @@ public final class StorageEmulator: Sendable {
     /// 0 picks a free port.
     public var port: Int = 9199
     public var requiredToken: String? = nil
+    /// Enforce App Check: requests must carry `X-Firebase-AppCheck: TOKEN`.
+    public var requiredAppCheckToken: String? = nil
     public var faults = Faults()
     public var limits = ConnectionLimits()
 
@@ -41,7 +43,7 @@ public final class StorageEmulator: Sendable {
       throw StartError.cannotUseRoot("\(configuration.root.path): \(error.localizedDescription)")
     }
     let uploads = UploadSessions()
-    let access = AccessCheck(requiredToken: configuration.requiredToken)
+    let access = AccessCheck(requiredToken: configuration.requiredToken, requiredAppCheckToken: configuration.requiredAppCheckToken)
     let box = RoutesBox()
     do {
       server = try HTTPServer(host: configuration.host, port: configuration.port, faults: configuration.faults, limits: configuration.limits) { request in

@@ -375,3 +375,60 @@ final class Fractions: @unchecked Sendable {
   var all: [Double] { lock.withLock { values } }
   var between0And1: Int { all.filter { $0 > 0 && $0 < 1 }.count }
 }
+
+/// The SDK asks Firebase Auth for a fresh ID token, and App Check for its token, before each
+/// request; here both are closures.
+@Suite struct AuthHooks {
+  final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var n = 0
+    func token() -> String {
+      lock.withLock { n += 1 }
+      return "id-token-of-the-user"
+    }
+    var value: Int { lock.withLock { n } }
+  }
+
+  @Test func tokenProviderIsAskedBeforeEachRequestAndAppCheckIsSent() async throws {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-hooks-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: root) }
+    var config = StorageEmulator.Configuration(root: root)
+    config.port = 0
+    config.requiredToken = "id-token-of-the-user"
+    config.requiredAppCheckToken = "app-check-token"
+    let emulator = try StorageEmulator(config)
+    defer { emulator.stop() }
+    let storage = Storage(bucket: "hooks")
+    storage.useEmulator(withHost: "127.0.0.1", port: emulator.port)
+    let asked = Counter()
+    storage.authTokenProvider = { asked.token() }
+    let ref = storage.reference(withPath: "private/doc.txt")
+    // Without App Check, the enforcing server refuses.
+    do {
+      _ = try await ref.putDataAsync(Data("secret".utf8))
+      Issue.record("an upload without App Check went through")
+    } catch {
+      #expect(error.code == .unauthenticated)
+    }
+    storage.appCheckTokenProvider = { "app-check-token" }
+    _ = try await ref.putDataAsync(Data("secret".utf8))
+    let before = asked.value
+    _ = try await ref.getMetadata()
+    _ = try await ref.data(maxSize: 100)
+    #expect(asked.value >= before + 2, "the provider must be asked before each request")
+    // A provider that fails: the request is not sent, and its error text is not echoed.
+    storage.authTokenProvider = { throw RevokedCredential(secret: "refresh-token-xyz") }
+    do {
+      _ = try await ref.getMetadata()
+      Issue.record("a failing provider still sent the request")
+    } catch {
+      #expect(error.code == .unauthenticated)
+      #expect(!error.description.contains("refresh-token-xyz"))
+    }
+  }
+}
+
+/// A provider's failure whose text must never reach an error message.
+struct RevokedCredential: Error {
+  let secret: String
+}

@@ -6,11 +6,16 @@ import Foundation
 /// `X-HTTP-Method-Override` counts as the method), no other object, no upload or list route.
 struct AccessCheck: Sendable {
   let requiredToken: String?
+  /// With App Check enforced, every request must also carry `X-Firebase-AppCheck` with this token.
+  var requiredAppCheckToken: String? = nil
 
   /// Nil when the request may go ahead, else the 401/403 answer. `method` is the effective method;
   /// `record` is the object the path names (nil for lists, uploads and other routes), and
   /// `tokensAllowed` is false on routes where download tokens mean nothing (the GCS API).
   func check(_ request: ServerRequest, method: String, record: ObjectRecord?, tokensAllowed: Bool) -> ServerResponse? {
+    if let requiredAppCheckToken, request.header("x-firebase-appcheck") != requiredAppCheckToken {
+      return .error(401, "App Check token missing or invalid.")
+    }
     guard let requiredToken else { return nil }
     if let header = request.header("authorization") {
       let parts = header.split(separator: " ", maxSplits: 1)
