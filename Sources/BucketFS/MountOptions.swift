@@ -16,6 +16,9 @@ public struct MountOptions: Sendable {
   public var offline = false
   public var allowOther = false
   public var debug = false
+  /// Credentials named in `-o` (the way fstab passes them): a key file or a token file.
+  public var keyFile: String?
+  public var tokenFile: String?
   /// Options passed on to libfuse untouched.
   public var fuseOptions: [String] = []
 
@@ -60,6 +63,8 @@ public struct MountOptions: Sendable {
         readTimeout = v
       case "cache_size": cacheSize = Int(try Self.size(need(), key))
       case "staging_dir": stagingDir = URL(fileURLWithPath: try need())
+      case "key_file": keyFile = try need()
+      case "token_file": tokenFile = try need()
       case "staging_size": stagingSize = try Self.size(need(), key)
       case "stage_max_file": stageMaxFile = try Self.size(need(), key)
       case "default_permissions", "noatime", "atime", "nosuid", "nodev", "exec", "noexec", "suid", "dev":

@@ -16,14 +16,15 @@ public enum BucketFSCLI {
       cp [-r] SRC DST                                                copy between bucket and disk
       rm [-r] gs://BUCKET/OBJECT                                     delete objects
       url gs://BUCKET/OBJECT                                         print the download URL
+      auth                                                           show which credentials are used
 
     Options of the object commands:
       --emulator HOST:PORT   talk to a local emulator (or set FIREBASE_STORAGE_EMULATOR_HOST, or
                              STORAGE_EMULATOR_HOST=http://HOST:PORT for the GCS JSON API)
       --api firebase|gcs     the REST API to speak (default firebase; gs URLs of
                              storage.googleapis.com pick gcs)
-      --token-file FILE      send the token in FILE (or set BUCKETFS_TOKEN_FILE)
       --timeout SECONDS      give up on an unresponsive server after this long
+    \(ClientOptions.tokenOptions)
 
     `bucketfs COMMAND --help` describes each command. See also man/bucketfs.1.
     """
@@ -50,7 +51,7 @@ public enum BucketFSCLI {
         return try ServeCommand.run(&args)
       case "mount":
         return try await MountCommand.run(&args, environment: environment)
-      case "ls", "stat", "cat", "cp", "rm", "url":
+      case "ls", "stat", "cat", "cp", "rm", "url", "auth":
         let client = try ClientOptions.parse(&args, environment: environment)
         switch command {
         case "ls": return try await ObjectCommands.ls(&args, client)
@@ -58,6 +59,7 @@ public enum BucketFSCLI {
         case "cat": return try await ObjectCommands.cat(&args, client)
         case "rm": return try await ObjectCommands.rm(&args, client)
         case "url": return try await ObjectCommands.url(&args, client)
+        case "auth": return try await AuthCommand.run(&args, client)
         default: return try await CopyCommand.run(&args, client)
         }
       default:
@@ -82,6 +84,7 @@ public enum BucketFSCLI {
     case "rm": return ObjectCommands.rmUsage
     case "url": return ObjectCommands.urlUsage
     case "cp": return CopyCommand.usage
+    case "auth": return AuthCommand.usage
     default: return usage
     }
   }

@@ -3,13 +3,31 @@ import StorageCore
 
 /// How object commands reach the bucket: `--emulator HOST:PORT` or FIREBASE_STORAGE_EMULATOR_HOST
 /// (Firebase v0), STORAGE_EMULATOR_HOST=http://HOST:PORT (GCS JSON, as Google's client libraries
-/// read it), `--api firebase|gcs`, and a token from `--token-file` or BUCKETFS_TOKEN_FILE (never
-/// from argv itself).
+/// read it), `--api firebase|gcs`, and credentials from the chain in `CredentialChain` (options
+/// name files or commands, never a token itself: argv is visible to every user).
 struct ClientOptions {
   var emulator: String?
   var api: StorageAPI?
-  var tokenFile: String?
   var timeout: Int?
+  var credentials = CredentialOptions()
+  var caFile: String?
+  var scopesGiven = false
+  var environment: [String: String] = [:]
+  /// Resolved once per process: every reference of a command shares one token cache.
+  private let resolved = CredentialsBox()
+
+  static let tokenOptions = """
+      --token-file FILE      a token, read again when the file changes (or BUCKETFS_TOKEN_FILE)
+      --key-file FILE        a service account key or user credentials file (or
+                             GOOGLE_APPLICATION_CREDENTIALS); then gcloud's application default
+                             credentials, then the metadata server (GCE_METADATA_HOST), then none
+      --anonymous            send no credentials
+      --token-command CMD    run CMD (split on spaces, no shell) for a token, kept --token-lifetime S
+      --firebase-refresh-token-file FILE --firebase-api-key KEY
+                             a Firebase user: ID tokens from the refresh token in FILE
+      --scopes read-only|read-write|full-control|URL,...   the token's scopes
+      --ca-file FILE         trust the CA certificates in FILE (or SSL_CERT_FILE)
+    """
 
   static func parse(_ args: inout Arguments, environment: [String: String]) throws(CommandError) -> ClientOptions {
     var options = ClientOptions()
@@ -26,13 +44,67 @@ struct ClientOptions {
         options.api = options.api ?? .gcs
       }
     }
-    options.tokenFile = try args.value("--token-file") ?? environment["BUCKETFS_TOKEN_FILE"]
     options.timeout = try args.int("--timeout")
+    options.environment = environment
+    var c = CredentialOptions()
+    c.tokenFile = try args.value("--token-file")
+    c.keyFile = try args.value("--key-file")
+    c.anonymous = args.flag("--anonymous")
+    if let command = try args.value("--token-command") {
+      c.tokenCommand = command.split(separator: " ").map(String.init)
+    }
+    if let lifetime = try args.value("--token-lifetime") {
+      var text = lifetime
+      if text.hasSuffix("s") { text.removeLast() }
+      guard let seconds = Double(text), seconds > 0 else { throw .usage("--token-lifetime takes seconds") }
+      c.tokenLifetime = seconds
+    }
+    c.firebaseRefreshTokenFile = try args.value("--firebase-refresh-token-file")
+    c.firebaseAPIKey = try args.value("--firebase-api-key")
+    if let scopes = try args.value("--scopes") {
+      c.scopes = try Self.scopes(scopes)
+      options.scopesGiven = true
+    }
+    c.usingEmulator = options.emulator != nil
+    options.credentials = c
+    options.caFile = try args.value("--ca-file") ?? environment["SSL_CERT_FILE"]
     return options
   }
 
+  static func scopes(_ text: String) throws(CommandError) -> [String] {
+    try text.split(separator: ",").map { item throws(CommandError) -> String in
+      switch item {
+      case "read-only", "read_only": return StorageScope.readOnly
+      case "read-write", "read_write": return StorageScope.readWrite
+      case "full-control", "full_control": return StorageScope.fullControl
+      case "cloud-platform": return StorageScope.cloudPlatform
+      case let url where url.hasPrefix("https://"): return String(url)
+      default: throw .usage("--scopes takes read-only, read-write, full-control, cloud-platform or scope URLs")
+      }
+    }
+  }
+
+  /// The credentials of this command, resolved once; a broken source fails here with status 4
+  /// (or 5 when its endpoint cannot be reached).
+  func resolveCredentials(warn: (String) -> Void = Self.warn) async throws(CommandError) -> Credentials {
+    if let existing = resolved.value { return existing }
+    let home = environment["HOME"] ?? NSHomeDirectory()
+    do {
+      let source = try await CredentialChain.resolve(credentials, environment: environment, home: home, warn: warn)
+      let made = Credentials(source: source)
+      resolved.value = made
+      return made
+    } catch {
+      throw .storage(error)
+    }
+  }
+
+  static func warn(_ line: String) {
+    FileHandle.standardError.write(Data("bucketfs: \(line)\n".utf8))
+  }
+
   /// A configured `Storage` for `bucket`.
-  func storage(bucket: String, api urlAPI: StorageAPI? = nil) throws(CommandError) -> Storage {
+  func storage(bucket: String, api urlAPI: StorageAPI? = nil) async throws(CommandError) -> Storage {
     let storage = Storage(bucket: bucket)
     storage.api = api ?? urlAPI ?? .firebase
     // A command fails at once when nothing listens at the address (the SDK would retry for the
@@ -44,13 +116,8 @@ struct ClientOptions {
       }
       storage.useEmulator(host: host, port: port)
     }
-    if let tokenFile {
-      do {
-        try storage.setAuthToken(fromFile: tokenFile)
-      } catch {
-        throw .failed("\(tokenFile): \(error.detail)", status: ExitStatus.permission)
-      }
-    }
+    storage.credentials = try await resolveCredentials()
+    if let caFile { storage.caFile = caFile }
     if let timeout {
       storage.timeouts = TransportTimeouts(connect: .seconds(timeout), stall: .seconds(timeout))
       storage.maxOperationRetryTime = TimeInterval(timeout)
@@ -71,7 +138,7 @@ struct ClientOptions {
   }
 
   /// A reference for a `gs://` or v0 `https://` URL.
-  func reference(_ url: String) throws(CommandError) -> StorageReference {
+  func reference(_ url: String) async throws(CommandError) -> StorageReference {
     let path: StoragePath
     do {
       path = try StoragePath.parse(url: url)
@@ -81,7 +148,17 @@ struct ClientOptions {
     // A Cloud Storage URL asks for the GCS API unless --api says otherwise.
     let gcsURL = url.hasPrefix("https://storage.googleapis.com/") || url.hasPrefix("https://storage.cloud.google.com/")
       || url.contains("/storage/v1/b/")
-    let storage = try self.storage(bucket: path.bucket, api: gcsURL ? .gcs : nil)
+    let storage = try await self.storage(bucket: path.bucket, api: gcsURL ? .gcs : nil)
     return storage.reference().object(named: path.object)
+  }
+}
+
+/// Holds the resolved credentials of a command.
+final class CredentialsBox: @unchecked Sendable {
+  private let lock = NSLock()
+  private var stored: Credentials?
+  var value: Credentials? {
+    get { lock.withLock { stored } }
+    set { lock.withLock { stored = newValue } }
   }
 }

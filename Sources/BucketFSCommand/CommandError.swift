@@ -46,7 +46,9 @@ public enum CommandError: Error, CustomStringConvertible {
 
   static func storage(_ error: StorageError) -> CommandError {
     var line = error.description
-    if error.code == .serverUnreachable || error.code == .timedOut {
+    if (error.code == .serverUnreachable || error.code == .timedOut) && !error.detail.contains("certificate")
+      && !error.detail.contains("token endpoint")
+    {
       line += " (is the emulator running? see --emulator)"
     }
     return .failed(line, status: ExitStatus.of(error))

@@ -31,11 +31,11 @@ enum CopyCommand {
     ActiveDownloads.removePartialFilesOnTermination()
     switch (isRemote(src), isRemote(dst)) {
     case (true, false):
-      let ref = try client.reference(src)
+      let ref = try await client.reference(src)
       if recursive { return try await downloadTree(ref, to: dst, quiet: quiet) }
       return try await download(ref, to: dst, quiet: quiet)
     case (false, true):
-      let ref = try client.reference(dst)
+      let ref = try await client.reference(dst)
       if recursive { return try await uploadTree(src, to: ref, quiet: quiet) }
       return try await upload(src, to: ref, keepName: dst.hasSuffix("/"), quiet: quiet, preconditions: preconditions)
     default:

@@ -17,10 +17,12 @@ enum MountCommand {
 
       -f             stay in the foreground          -d   foreground, and log every request
       --offline      serve staged copies only, no server (same as -o offline)
-      --emulator HOST:PORT, --api firebase|gcs, --token-file FILE   as for the object commands
+      --emulator HOST:PORT, --api firebase|gcs, and the credential options of the object
+                     commands (see bucketfs --help); the token asks for read-only access
       -o ro, allow_other, uid=N, gid=N, file_mode=0444, dir_mode=0555,
          metadata_ttl=SECONDS (5), cache_size=SIZE (192M), staging_dir=DIR,
-         staging_size=SIZE (10G), stage_max_file=SIZE (2G), read_timeout=SECONDS (30), offline
+         staging_size=SIZE (10G), stage_max_file=SIZE (2G), read_timeout=SECONDS (30), offline,
+         key_file=FILE, token_file=FILE
     """
 
   static func run(_ args: inout Arguments, environment: [String: String]) async throws(CommandError) -> Int32 {
@@ -38,7 +40,11 @@ enum MountCommand {
     }
     if offlineFlag { options.offline = true }
     options.debug = debug
-    let client = try ClientOptions.parse(&args, environment: environment)
+    var client = try ClientOptions.parse(&args, environment: environment)
+    // A mount only reads: its token asks for read-only access unless --scopes says otherwise.
+    if !client.scopesGiven { client.credentials.scopes = [StorageScope.readOnly] }
+    if let keyFile = options.keyFile { client.credentials.keyFile = keyFile }
+    if let tokenFile = options.tokenFile { client.credentials.tokenFile = tokenFile }
     let positionals = try args.positionals()
     guard positionals.count == 2 else { throw .usage(usage) }
     let (url, mountpoint) = (positionals[0], positionals[1])
@@ -53,7 +59,7 @@ enum MountCommand {
       setsid()
     }
 
-    let ref = try client.reference(url)
+    let ref = try await client.reference(url)
     let storage = ref.storage
     storage.timeouts = TransportTimeouts(connect: .seconds(min(10, max(1, Int(options.readTimeout)))), stall: .milliseconds(Int(options.readTimeout * 1000)))
     storage.maxDownloadRetryTime = options.readTimeout
@@ -88,6 +94,10 @@ enum MountCommand {
     }
     if readyPipe { announceReady() }
     log("mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")")
+    if let source = storage.credentials?.source {
+      // Which credentials, once; never the token.
+      log(source is AnonymousSource ? "no credentials found: requests go anonymous" : "credentials: \(source.source) (\(source.identity))")
+    }
 
     SignalWaiter.onTermination { _ in session.stop() }
     let result: Int32 = await withCheckedContinuation { cont in

@@ -17,7 +17,7 @@ enum ObjectCommands {
     if let pageSize, !(1...1000).contains(pageSize) { throw .usage("--page-size takes 1-1000") }
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(lsUsage) }
-    let ref = try client.reference(urls[0])
+    let ref = try await client.reference(urls[0])
     var prefixes: [String] = []
     var items: [String] = []
     var given: [String: StorageMetadata] = [:]
@@ -84,7 +84,7 @@ enum ObjectCommands {
     let json = args.flag("--json")
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(statUsage) }
-    let ref = try client.reference(urls[0])
+    let ref = try await client.reference(urls[0])
     let metadata: StorageMetadata
     do {
       metadata = try await ref.getMetadata()
@@ -117,7 +117,7 @@ enum ObjectCommands {
     let rangeText = try args.value("--range")
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(catUsage) }
-    let ref = try client.reference(urls[0])
+    let ref = try await client.reference(urls[0])
     var range: Range<Int64>? = nil
     if let rangeText {
       let parts = rangeText.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
@@ -154,7 +154,7 @@ enum ObjectCommands {
     let recursive = args.flag("-r", "--recursive")
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(rmUsage) }
-    let ref = try client.reference(urls[0])
+    let ref = try await client.reference(urls[0])
     do throws(StorageError) {
       if !recursive {
         try await ref.delete()
@@ -188,7 +188,7 @@ enum ObjectCommands {
   static func url(_ args: inout Arguments, _ client: ClientOptions) async throws(CommandError) -> Int32 {
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(urlUsage) }
-    let ref = try client.reference(urls[0])
+    let ref = try await client.reference(urls[0])
     do {
       let url = try await ref.downloadURL()
       FileHandle.standardOutput.write(Data((url.absoluteString + "\n").utf8))

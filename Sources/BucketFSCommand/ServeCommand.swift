@@ -8,6 +8,8 @@ struct ServeCommand {
                           [--latency MS] [--fail-status CODE --fail-fraction F [--retry-after S]]
                           [--reset-after BYTES] [--stall-after BYTES] [--fault-limit N]
                           [--idle-timeout S] [--header-timeout S] [--max-connections N]
+                          [--require-oauth KEY_FILE] [--token-lifetime S] [--refresh-tokens FILE]
+                          [--firebase-api-key KEY] [--metadata-server]
 
     Serves the Firebase Storage REST API (v0) from DIR on a loopback address. Objects are stored
     under DIR by hash, so no object name can reach outside it. The fault options make the server
@@ -16,6 +18,13 @@ struct ServeCommand {
     for --idle-timeout (60 s) are closed, request headers must arrive within --header-timeout
     (10 s), and at most --max-connections (1000, and 64 below the descriptor limit) are served at
     once: the longest-idle connection makes room for a new one.
+
+    Token endpoints, to test credentials offline: POST /token (the JWT bearer grant of the service
+    account whose key file or PEM public key is KEY_FILE, and the refresh-token grant of the tokens
+    listed one per line in --refresh-tokens), POST /v1/token?key= (Firebase secure-token refresh,
+    which replaces the refresh token it is given), and with --metadata-server the metadata server's
+    token route. Issued tokens live --token-lifetime (3600 s). With --require-oauth every data
+    route wants an issued, unexpired token (401 otherwise).
     """
 
   static func run(_ args: inout Arguments) throws -> Int32 {
@@ -53,6 +62,35 @@ struct ServeCommand {
       guard n > 0 else { throw CommandError.usage("--max-connections takes a positive number") }
       config.limits.maxConnections = n
     }
+    var tokens = TokenAuthority.Configuration()
+    var wantsTokens = false
+    if let keyFile = try args.value("--require-oauth") {
+      tokens.publicKeyPEM = try publicKey(from: keyFile)
+      config.requireOAuth = true
+      wantsTokens = true
+    }
+    if let text = try args.value("--token-lifetime") {
+      var number = text
+      if number.hasSuffix("s") { number.removeLast() }
+      guard let seconds = Double(number), seconds > 0 else { throw CommandError.usage("--token-lifetime takes seconds, e.g. 3s") }
+      tokens.tokenLifetime = .milliseconds(Int(seconds * 1000))
+    }
+    if let file = try args.value("--refresh-tokens") {
+      guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+        throw CommandError.usage("cannot read refresh tokens from \(file)")
+      }
+      tokens.refreshTokens = Set(text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+      wantsTokens = true
+    }
+    if let key = try args.value("--firebase-api-key") {
+      tokens.firebaseAPIKey = key
+      wantsTokens = true
+    }
+    if args.flag("--metadata-server") {
+      tokens.metadataServer = true
+      wantsTokens = true
+    }
+    if wantsTokens { config.tokens = tokens }
     try args.finish()
     config.faults = faults
 
@@ -66,5 +104,20 @@ struct ServeCommand {
     SignalWaiter.waitForTermination()
     emulator.stop()
     return 0
+  }
+
+  /// The PEM key that verifies service-account JWTs: a key file's `private_key`, or a PEM file.
+  static func publicKey(from path: String) throws -> String {
+    guard let data = FileManager.default.contents(atPath: path) else {
+      throw CommandError.usage("--require-oauth: cannot read \(path)")
+    }
+    if let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any], let pem = json["private_key"] as? String {
+      return pem
+    }
+    let text = String(decoding: data, as: UTF8.self)
+    guard text.contains("-----BEGIN") else {
+      throw CommandError.usage("--require-oauth: \(path) is neither a service account key file nor a PEM key")
+    }
+    return text
   }
 }

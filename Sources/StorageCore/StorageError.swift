@@ -291,6 +291,10 @@ public enum StorageError: Error, CustomNSError, CustomStringConvertible, @unchec
         detail: "the connection kept failing (\(transport.message))")
     case .bodyTooLarge:
       return StorageError(code: .downloadSizeExceeded, object: object, detail: transport.message)
+    case .certificate:
+      return StorageError(
+        code: .serverUnreachable, object: object,
+        detail: "TLS certificate verification failed (\(transport.message)): the server's certificate is not signed by a trusted CA; name the right CA bundle with --ca-file or SSL_CERT_FILE")
     case .local, .other:
       return StorageError(code: .unknown, object: object, detail: transport.message)
     }

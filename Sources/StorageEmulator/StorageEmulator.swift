@@ -12,6 +12,10 @@ public final class StorageEmulator: Sendable {
     public var requiredToken: String? = nil
     /// Enforce App Check: requests must carry `X-Firebase-AppCheck: TOKEN`.
     public var requiredAppCheckToken: String? = nil
+    /// Token endpoints (OAuth, secure-token, metadata server); with `requireOAuth`, data routes
+    /// accept only tokens they issued (or `requiredToken`).
+    public var tokens: TokenAuthority.Configuration? = nil
+    public var requireOAuth = false
     public var faults = Faults()
     public var limits = ConnectionLimits()
 
@@ -30,6 +34,7 @@ public final class StorageEmulator: Sendable {
   }
 
   let server: HTTPServer
+  let authority: TokenAuthority?
   public var port: Int { server.port }
   public var host: String { server.host }
   /// `host:port`, as `FIREBASE_STORAGE_EMULATOR_HOST` takes it.
@@ -43,7 +48,11 @@ public final class StorageEmulator: Sendable {
       throw StartError.cannotUseRoot("\(configuration.root.path): \(error.localizedDescription)")
     }
     let uploads = UploadSessions()
-    let access = AccessCheck(requiredToken: configuration.requiredToken, requiredAppCheckToken: configuration.requiredAppCheckToken)
+    let authority = configuration.tokens.map(TokenAuthority.init)
+    self.authority = authority
+    let access = AccessCheck(
+      requiredToken: configuration.requiredToken, requiredAppCheckToken: configuration.requiredAppCheckToken,
+      authority: configuration.requireOAuth ? authority : nil)
     let box = RoutesBox()
     do {
       server = try HTTPServer(host: configuration.host, port: configuration.port, faults: configuration.faults, limits: configuration.limits) { request in
@@ -57,11 +66,20 @@ public final class StorageEmulator: Sendable {
     let firebase = FirebaseRoutes(store: store, uploads: uploads, access: access, publicBase: base)
     box.firebase = firebase
     box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase, publicBase: base)
+    box.authority = authority
+    box.publicBase = base
+    box.server = server
     server.start()
   }
 
   /// How many requests reached the routes so far.
   public var requestsServed: Int { server.requestsServed.load(ordering: .relaxed) }
+
+  /// Tokens the token endpoints handed out so far.
+  public var tokenGrants: Int { authority?.grants ?? 0 }
+
+  /// Response body bytes sent so far (what a test counts to see that nothing is fetched twice).
+  public var bodyBytesSent: Int { server.bodyBytesSent.load(ordering: .relaxed) }
 
   /// Connections open right now (idle keep-alive ones included).
   public var openConnections: Int { server.connections.count }
@@ -82,9 +100,21 @@ public final class StorageEmulator: Sendable {
 final class RoutesBox: @unchecked Sendable {
   var firebase: FirebaseRoutes?
   var gcs: GCSRoutes?
+  var authority: TokenAuthority?
+  var publicBase = ""
+  weak var server: HTTPServer?
 
   func handle(_ request: inout ServerRequest) -> ServerResponse {
     let path = request.rawPath
+    if let authority, let answer = authority.handle(&request, publicBase: publicBase) { return answer }
+    if request.method == "GET" && path == "/emulator/v1/stats" {
+      // Counters for tests and benchmarks run in another process.
+      return .json(200, [
+        "requests": server?.requestsServed.load(ordering: .relaxed) ?? 0,
+        "bodyBytesSent": server?.bodyBytesSent.load(ordering: .relaxed) ?? 0,
+        "tokenGrants": authority?.grants ?? 0,
+      ])
+    }
     if path.hasPrefix("/storage/v1/") || path.hasPrefix("/upload/storage/v1/") || path.hasPrefix("/download/storage/v1/") {
       return gcs!.handle(&request)
     }

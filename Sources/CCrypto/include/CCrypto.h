@@ -16,4 +16,12 @@ void CCrypto_digest_free(CCryptoDigest *d);
 // CRC-32C (Castagnoli) continuing from `crc` (0 to start); uses the SSE4.2 instruction when the
 // CPU has it, so that checking a download costs far less than receiving it.
 uint32_t CCrypto_crc32c(uint32_t crc, const void *data, size_t len);
+
+// RS256 with a PEM key. sign: `out` holds at least 512 bytes, `*out_len` its size on entry and
+// the signature's length on return. Both return 0 on success, -1 for a key that cannot be read,
+// -2 for a key that is not RSA, -3 for a failed signature or verification.
+int CCrypto_rs256_sign(const char *pem, size_t pem_len, const void *data, size_t len, unsigned char *out,
+                       size_t *out_len);
+int CCrypto_rs256_verify(const char *pem, size_t pem_len, const void *data, size_t len, const unsigned char *sig,
+                         size_t sig_len);
 #endif

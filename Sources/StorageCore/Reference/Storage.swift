@@ -21,6 +21,8 @@ public final class Storage: Sendable {
     var unreachableRetryTime: TimeInterval? = nil
     var callbackQueue = DispatchQueue(label: "bucketfs.storage.callbacks")
     var tokenProvider: (@Sendable () async throws -> String?)? = nil
+    var credentials: Credentials? = nil
+    var caFile: String? = nil
     var appCheckTokenProvider: (@Sendable () async throws -> String?)? = nil
   }
 
@@ -137,17 +139,46 @@ public final class Storage: Sendable {
     set { settings.withLock { $0.appCheckTokenProvider = newValue } }
   }
 
+  /// Where tokens come from for the `bucketfs` commands and the mount: refreshed ahead of
+  /// expiry, once more after a 401. `authTokenProvider`, when set, wins.
+  public var credentials: Credentials? {
+    get { settings.withLock { $0.credentials } }
+    set { settings.withLock { $0.credentials = newValue } }
+  }
+
   /// `request` with the credentials of this moment: the provider's token (when one is set) and
   /// the App Check token.
   func authorized(_ request: HTTPRequest) async throws(StorageError) -> HTTPRequest {
-    let (provider, appCheck, api) = settings.withLock { ($0.tokenProvider, $0.appCheckTokenProvider, $0.api) }
-    guard provider != nil || appCheck != nil else { return request }
+    try await authorize(request).0
+  }
+
+  /// CA certificates to trust instead of the system's (PEM bundle), for servers with a private CA.
+  public var caFile: String? {
+    get { settings.withLock { $0.caFile } }
+    set { settings.withLock { $0.caFile = newValue } }
+  }
+
+  /// `request` with the credentials of this moment, and the token it carries (to report a 401).
+  func authorize(_ request: HTTPRequest) async throws(StorageError) -> (HTTPRequest, AccessToken?) {
+    let (provider, appCheck, api, credentials, caFile) = settings.withLock {
+      ($0.tokenProvider, $0.appCheckTokenProvider, $0.api, $0.credentials, $0.caFile)
+    }
     var out = request
+    out.caFile = caFile
+    guard provider != nil || appCheck != nil || credentials != nil else { return (out, nil) }
+    var used: AccessToken? = nil
+    let defaultScheme = api == .gcs ? "Bearer" : "Firebase"
     do {
       if let provider {
         out.headers.removeAll { $0.0.lowercased() == "authorization" }
         if let token = try await provider() {
-          out.headers.append(("Authorization", (api == .gcs ? "Bearer " : "Firebase ") + token))
+          out.headers.append(("Authorization", defaultScheme + " " + token))
+        }
+      } else if let credentials {
+        out.headers.removeAll { $0.0.lowercased() == "authorization" }
+        if let token = try await credentials.token() {
+          used = token
+          out.headers.append(("Authorization", (token.scheme.isEmpty ? defaultScheme : token.scheme) + " " + token.value))
         }
       }
       if let appCheck, let token = try await appCheck() {
@@ -159,10 +190,19 @@ public final class Storage: Sendable {
       // The provider's error may describe the credential; only its type is kept.
       throw StorageError(code: .unauthenticated, object: "gs://\(bucket)", detail: "the token provider failed (\(type(of: error)))")
     }
-    return out
+    return (out, used)
   }
 
-  /// The token sent as `Authorization: Firebase <token>`; never logged or printed.
+  /// The server answered 401 to a request that carried `token`: true when fresh credentials
+  /// are worth one more try (the token is dropped so the next request fetches another).
+  func refreshAfterUnauthenticated(_ token: AccessToken?) -> Bool {
+    guard let credentials = settings.withLock({ $0.credentials }), token != nil else { return false }
+    credentials.rejected(token)
+    return true
+  }
+
+  /// A static token sent as `Authorization: Firebase <token>` (Bearer for the GCS API); never
+  /// logged or printed. `credentials` and `authTokenProvider` win over it.
   public func setAuthToken(_ token: String?) {
     settings.withLock { $0.token = token }
   }

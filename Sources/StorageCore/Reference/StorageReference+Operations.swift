@@ -60,10 +60,11 @@ extension StorageReference {
     var retries = RetryBudget(storage, seconds: budget)
     let sink = RangeSink(capacity: Int(range.count))
     var pinned = generation
+    var refreshedAfter401 = false
     while true {
       let from = range.lowerBound + Int64(sink.received)
       let before = sink.received
-      let request = try await storage.authorized(
+      let (request, token) = try await storage.authorize(
         storage.wire.download(path, range: from..<range.upperBound, from: nil, generation: pinned))
       let expected = pinned
       let outcome: Result<HTTPResponseHead, TransportError>
@@ -94,6 +95,10 @@ extension StorageReference {
           return sink.bytes(count: sink.received)
         }
         failure = StorageError(code: .unknown, object: description, detail: "short body: \(sink.received) of \(range.count) bytes")
+      case .success(let head) where head.status == 401 && !refreshedAfter401 && storage.refreshAfterUnauthenticated(token):
+        // An expired token: fresh credentials, and one more try at once.
+        refreshedAfter401 = true
+        continue
       case .success(let head) where head.status == 404 && generation != nil:
         throw StorageError(
           code: .objectChanged, object: description, httpStatus: 404,
@@ -196,9 +201,10 @@ extension StorageReference {
     try requireObject("stream")
     let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
     var retries = RetryBudget(storage, seconds: budget)
+    var refreshedAfter401 = false
     let counter = StreamCounter()
     while true {
-      let request = try await storage.authorized(storage.wire.download(path, range: range, from: nil, generation: nil))
+      let (request, token) = try await storage.authorize(storage.wire.download(path, range: range, from: nil, generation: nil))
       var failure: StorageError
       var retryAfter: TimeInterval?
       do {
@@ -214,6 +220,11 @@ extension StorageReference {
             return onData(bytes)
           })
         if (200..<300).contains(head.status) { return counter.delivered }
+        if head.status == 401, !refreshedAfter401, storage.refreshAfterUnauthenticated(token) {
+          refreshedAfter401 = true
+          counter.errorBody = Data()
+          continue
+        }
         failure = StorageError.from(status: head.status, object: description, body: counter.errorBody)
         guard Backoff.isRetryable(status: head.status) else { throw failure }
         retryAfter = Backoff.retryAfter(head)

@@ -24,6 +24,8 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
 
   /// The generation of the bytes on disk (nil until the server answered or after a restart).
   private let servedGeneration = Mutex<Int64?>(nil)
+  /// A 401 is answered with fresh credentials once.
+  private let refreshedAfter401 = Atomic<Bool>(false)
 
   /// For `getData(maxSize:)`: the limit, and the bytes once the download succeeded.
   let maxSize: Int64?
@@ -127,8 +129,9 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     }
     let expected = pinnedGeneration ?? servedGeneration.withLock { $0 }
     let request: HTTPRequest
+    let token: AccessToken?
     do {
-      request = try await reference.storage.authorized(
+      (request, token) = try await reference.storage.authorize(
         reference.storage.wire.download(reference.path, range: nil, from: have > 0 ? have : nil, generation: pinnedGeneration))
     } catch {
       return .failed(error)
@@ -201,6 +204,12 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
           detail: "generation \(pinned) of the object is gone (overwritten or deleted)"))
       }
       let error = StorageError.from(status: head.status, object: object, body: sink.errorBody)
+      if head.status == 401, !refreshedAfter401.exchange(true, ordering: .relaxed),
+        reference.storage.refreshAfterUnauthenticated(token)
+      {
+        // An expired token: fresh credentials, and one more try at once.
+        return .retry(error, 0)
+      }
       return Backoff.isRetryable(status: head.status) ? .retry(error, Backoff.retryAfter(head)) : .failed(error)
     }
     if Task.isCancelled || phase != .running { return .stopped }

@@ -148,6 +148,7 @@ public final class HTTPClient: @unchecked Sendable {
     _ = CCurlShims_setopt_long(
       easy, CURLOPT_CONNECTTIMEOUT_MS, Int(transfer.timeouts.connect.milliseconds))
     transfer.lastProgress = .now
+    if let caFile = request.caFile { _ = CCurlShims_setopt_string(easy, CURLOPT_CAINFO, caFile) }
     _ = CCurlShims_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata)
     _ = CCurlShims_setopt_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
     _ = CCurlShims_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata)
@@ -230,6 +231,8 @@ public final class HTTPClient: @unchecked Sendable {
       kind = .unreachable
     case CURLE_OPERATION_TIMEDOUT:
       kind = .timedOut
+    case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CONNECT_ERROR:
+      kind = .certificate
     case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING:
       kind = .connectionLost
     case CURLE_WRITE_ERROR, CURLE_READ_ERROR:

@@ -24,6 +24,8 @@ public struct HTTPRequest: Sendable {
   /// Hears the body bytes handed to the connection so far, as they go (on the transfer thread:
   /// it must return at once).
   public var onBodySent: (@Sendable (Int64) -> Void)? = nil
+  /// A PEM bundle of CA certificates to trust instead of the system's.
+  public var caFile: String? = nil
 
   public init(method: String, url: String, headers: [(String, String)] = [], body: Body = .none) {
     self.method = method

@@ -7,6 +7,8 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     case timedOut
     /// The connection broke mid-request (reset, truncated body, empty reply).
     case connectionLost
+    /// TLS failed: the server's certificate was not trusted (or the CA file could not be used).
+    case certificate
     /// The caller cancelled the transfer.
     case cancelled
     /// The local side failed (a file could not be read or written).

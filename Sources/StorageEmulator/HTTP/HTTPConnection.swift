@@ -174,6 +174,7 @@ struct HTTPConnection {
         return cut(plan!)
       }
       guard writeAll(d) else { return false }
+      server.bodyBytesSent.add(d.count, ordering: .relaxed)
     case .file(let file, let offset, let n):
       defer { Foundation.close(file) }
       var sent: Int64 = 0
@@ -189,6 +190,7 @@ struct HTTPConnection {
         }
         if w == 0 { return false }
         sent += Int64(w)
+        server.bodyBytesSent.add(w, ordering: .relaxed)
       }
       if limit != nil && toSend < n { return cut(plan!) }
     }

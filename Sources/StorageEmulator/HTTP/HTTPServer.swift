@@ -21,6 +21,8 @@ final class HTTPServer: @unchecked Sendable {
   private let stopped = Atomic<Bool>(false)
   /// Requests answered so far (tests use it to count round trips).
   let requestsServed = Atomic<Int>(0)
+  /// Response body bytes written so far.
+  let bodyBytesSent = Atomic<Int>(0)
 
   enum StartError: Error, CustomStringConvertible {
     case socket(String)

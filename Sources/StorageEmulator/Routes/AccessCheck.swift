@@ -8,6 +8,9 @@ struct AccessCheck: Sendable {
   let requiredToken: String?
   /// With App Check enforced, every request must also carry `X-Firebase-AppCheck` with this token.
   var requiredAppCheckToken: String? = nil
+  /// With OAuth required, tokens issued by the emulator's token endpoints (and unexpired) pass;
+  /// expired and unknown ones get 401, as a real endpoint answers an expired token.
+  var authority: TokenAuthority? = nil
 
   /// Nil when the request may go ahead, else the 401/403 answer. `method` is the effective method;
   /// `record` is the object the path names (nil for lists, uploads and other routes), and
@@ -16,11 +19,15 @@ struct AccessCheck: Sendable {
     if let requiredAppCheckToken, request.header("x-firebase-appcheck") != requiredAppCheckToken {
       return .error(401, "App Check token missing or invalid.")
     }
-    guard let requiredToken else { return nil }
+    guard requiredToken != nil || authority != nil else { return nil }
     if let header = request.header("authorization") {
       let parts = header.split(separator: " ", maxSplits: 1)
-      if parts.count == 2, parts[0] == "Firebase" || parts[0] == "Bearer", parts[1] == requiredToken {
-        return nil
+      if parts.count == 2, parts[0] == "Firebase" || parts[0] == "Bearer" {
+        let token = String(parts[1])
+        if token == requiredToken { return nil }
+        if let authority {
+          return authority.isValid(token) ? nil : .error(401, "Invalid or expired credentials.")
+        }
       }
       return .error(403, "Permission denied.")
     }

@@ -1,0 +1,314 @@
+// The sources of tokens, in the order Application Default Credentials tries them, plus a token
+// file, a token command and Firebase Auth refresh. Each reads what it needs when made (so a
+// malformed key file fails at once, with its path and the reason) and fetches tokens on demand.
+internal import CCrypto
+import Foundation
+import Synchronization
+
+/// A token read from a file, read again whenever the file changes (an external refresher may
+/// rotate it). The token is used until the server refuses it.
+public final class TokenFileSource: CredentialSource {
+  public let path: String
+  public let scopes: [String] = []
+  public var source: String { "token file \(path)" }
+  public var identity: String { "the token's owner" }
+  public var isVolatile: Bool { true }
+  private let cache = Mutex<(stamp: [Int], token: String?)>(([], nil))
+
+  public init(path: String) throws(StorageError) {
+    self.path = path
+    _ = try read()
+  }
+
+  private func stamp() -> [Int] {
+    var st = stat()
+    guard stat(path, &st) == 0 else { return [] }
+    return [Int(st.st_ino), Int(st.st_size), Int(st.st_mtim.tv_sec), Int(st.st_mtim.tv_nsec)]
+  }
+
+  private func read() throws(StorageError) -> String {
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+      throw StorageError(code: .unauthenticated, object: path, detail: "cannot read the token file")
+    }
+    let token = text.split(whereSeparator: \.isNewline).first.map(String.init)?.trimmingCharacters(in: .whitespaces) ?? ""
+    guard !token.isEmpty else { throw StorageError(code: .unauthenticated, object: path, detail: "the token file is empty") }
+    return token
+  }
+
+  public func fetchToken() async throws(StorageError) -> AccessToken? {
+    let now = stamp()
+    if let cached = cache.withLock({ $0.stamp == now ? $0.token : nil }) { return AccessToken(value: cached, expiry: nil, scheme: "") }
+    let token = try read()
+    cache.withLock { $0 = (now, token) }
+    return AccessToken(value: token, expiry: nil, scheme: "")
+  }
+}
+
+/// A service account's key file: tokens from the JWT bearer grant (RFC 7523), signed RS256.
+public struct ServiceAccountSource: CredentialSource {
+  public let path: String
+  public let email: String
+  let privateKey: String
+  let keyID: String?
+  public let tokenURI: String
+  public let scopes: [String]
+  let client: HTTPClient
+  public var source: String { "service account key \(path)" }
+  public var identity: String { email }
+
+  init(path: String, json: [String: Any], scopes: [String], client: HTTPClient) throws(StorageError) {
+    guard let email = json["client_email"] as? String, let key = json["private_key"] as? String else {
+      throw StorageError(code: .unauthenticated, object: path, detail: "the key file has no client_email or private_key")
+    }
+    self.path = path
+    self.email = email
+    self.privateKey = key
+    self.keyID = json["private_key_id"] as? String
+    self.tokenURI = (json["token_uri"] as? String) ?? "https://oauth2.googleapis.com/token"
+    self.scopes = scopes
+    self.client = client
+    // A key that cannot sign fails now, not at the first request.
+    _ = try Self.sign(Data("probe".utf8), key: key, path: path)
+  }
+
+  static func sign(_ data: Data, key: String, path: String) throws(StorageError) -> Data {
+    var signature = [UInt8](repeating: 0, count: 1024)
+    var length = signature.count
+    let status = key.withCString { pem in
+      data.withUnsafeBytes { raw in CCrypto_rs256_sign(pem, strlen(pem), raw.baseAddress, raw.count, &signature, &length) }
+    }
+    switch status {
+    case 0: return Data(signature[0..<length])
+    case -2: throw StorageError(code: .unauthenticated, object: path, detail: "the key file's private_key is not an RSA key")
+    case -1: throw StorageError(code: .unauthenticated, object: path, detail: "the key file's private_key is not a PEM private key")
+    default: throw StorageError(code: .unauthenticated, object: path, detail: "signing with the key file's private_key failed")
+    }
+  }
+
+  static func base64URL(_ data: Data) -> String {
+    data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+      .replacingOccurrences(of: "=", with: "")
+  }
+
+  /// The signed assertion for a token request issued at `now`.
+  func assertion(now: Date) throws(StorageError) -> String {
+    var header: [String: Any] = ["alg": "RS256", "typ": "JWT"]
+    if let keyID { header["kid"] = keyID }
+    let iat = Int(now.timeIntervalSince1970)
+    let claims: [String: Any] = [
+      "iss": email, "scope": scopes.joined(separator: " "), "aud": tokenURI, "iat": iat, "exp": iat + 3600,
+    ]
+    let encode = { (object: [String: Any]) -> String in
+      Self.base64URL((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data())
+    }
+    let signed = encode(header) + "." + encode(claims)
+    return signed + "." + Self.base64URL(try Self.sign(Data(signed.utf8), key: privateKey, path: path))
+  }
+
+  public func fetchToken() async throws(StorageError) -> AccessToken? {
+    let jwt = try assertion(now: Date())
+    let endpoint = TokenEndpoint(url: tokenURI, client: client)
+    let json = try await endpoint.post(
+      [("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"), ("assertion", jwt)], what: "the service account \(email)")
+    return try TokenEndpoint.token(from: json, scheme: "Bearer", what: "the service account \(email)", url: tokenURI)
+  }
+}
+
+/// A user's credentials (`gcloud auth application-default login`): the refresh-token grant.
+public struct AuthorizedUserSource: CredentialSource {
+  public let path: String
+  let clientID: String
+  let clientSecret: String
+  let refreshToken: String
+  let tokenURI: String
+  public let scopes: [String]
+  let client: HTTPClient
+  public var source: String { "user credentials \(path)" }
+  public var identity: String { "user" }
+
+  init(path: String, json: [String: Any], scopes: [String], client: HTTPClient) throws(StorageError) {
+    guard let id = json["client_id"] as? String, let secret = json["client_secret"] as? String,
+      let refresh = json["refresh_token"] as? String
+    else {
+      throw StorageError(code: .unauthenticated, object: path, detail: "the credentials file needs client_id, client_secret and refresh_token")
+    }
+    self.path = path
+    clientID = id
+    clientSecret = secret
+    refreshToken = refresh
+    tokenURI = (json["token_uri"] as? String) ?? "https://oauth2.googleapis.com/token"
+    self.scopes = scopes
+    self.client = client
+  }
+
+  public func fetchToken() async throws(StorageError) -> AccessToken? {
+    let endpoint = TokenEndpoint(url: tokenURI, client: client)
+    let json = try await endpoint.post(
+      [("grant_type", "refresh_token"), ("client_id", clientID), ("client_secret", clientSecret), ("refresh_token", refreshToken)],
+      what: "the user credentials")
+    return try TokenEndpoint.token(from: json, scheme: "Bearer", what: "the user credentials", url: tokenURI)
+  }
+}
+
+/// The metadata server of a Google Cloud VM (GCE, GKE, Cloud Run).
+public struct MetadataServerSource: CredentialSource {
+  public let host: String
+  public let scopes: [String]
+  let client: HTTPClient
+  public var source: String { "metadata server \(host)" }
+  public var identity: String { "metadata server" }
+
+  public init(host: String, scopes: [String], client: HTTPClient) {
+    self.host = host
+    self.scopes = scopes
+    self.client = client
+  }
+
+  /// True when `host` answers as a metadata server, within a short timeout so that a machine
+  /// without one does not wait.
+  static func detect(host: String, client: HTTPClient) async -> Bool {
+    let request = HTTPRequest(method: "GET", url: "http://\(host)/", headers: [("Metadata-Flavor", "Google")])
+    guard let response = try? await client.send(
+      request, timeouts: TransportTimeouts(connect: .milliseconds(500), stall: .seconds(1)), maxBody: 64 << 10)
+    else { return false }
+    return response.head["metadata-flavor"] == "Google"
+  }
+
+  public func fetchToken() async throws(StorageError) -> AccessToken? {
+    let url = "http://\(host)/computeMetadata/v1/instance/service-accounts/default/token"
+    let endpoint = TokenEndpoint(url: url, client: client)
+    let json = try await endpoint.send(
+      HTTPRequest(method: "GET", url: url, headers: [("Metadata-Flavor", "Google")]), what: "the metadata server")
+    return try TokenEndpoint.token(from: json, scheme: "Bearer", what: "the metadata server", url: url)
+  }
+}
+
+/// A command run without a shell whose standard output is the token, used for `lifetime`.
+public struct TokenCommandSource: CredentialSource {
+  public let command: [String]
+  public let lifetime: TimeInterval
+  public let scopes: [String] = []
+  public var source: String { "token command \(command.first ?? "")" }
+  public var identity: String { "the command's token" }
+
+  public init(command: [String], lifetime: TimeInterval) throws(StorageError) {
+    guard let first = command.first, !first.isEmpty else {
+      throw StorageError(code: .invalidArgument, object: "", detail: "--token-command needs a command")
+    }
+    self.command = command
+    self.lifetime = lifetime
+  }
+
+  static func resolve(_ name: String) -> String? {
+    if name.contains("/") { return name }
+    for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+      let candidate = "\(dir)/\(name)"
+      if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    return nil
+  }
+
+  public func fetchToken() async throws(StorageError) -> AccessToken? {
+    guard let path = Self.resolve(command[0]) else {
+      throw StorageError(code: .unauthenticated, object: command[0], detail: "the token command is not found")
+    }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = Array(command.dropFirst())
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = FileHandle.nullDevice
+    process.standardInput = FileHandle.nullDevice
+    do {
+      try process.run()
+    } catch {
+      throw StorageError(code: .unauthenticated, object: path, detail: "the token command did not start: \(error.localizedDescription)")
+    }
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+      throw StorageError(code: .unauthenticated, object: path, detail: "the token command exited with status \(process.terminationStatus)")
+    }
+    let token = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first
+      .map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+    guard !token.isEmpty else {
+      throw StorageError(code: .unauthenticated, object: path, detail: "the token command printed no token")
+    }
+    return AccessToken(value: token, expiry: Date().addingTimeInterval(lifetime), scheme: "")
+  }
+}
+
+/// A Firebase user: ID tokens from the secure-token endpoint with the user's refresh token,
+/// which the endpoint replaces on every refresh (the file is rewritten atomically, mode 0600).
+public final class FirebaseUserSource: CredentialSource {
+  public let refreshTokenFile: String
+  let apiKey: String
+  public let endpointURL: String
+  let client: HTTPClient
+  private let user = Mutex<String?>(nil)
+  public let scopes: [String] = []
+  public var source: String { "Firebase refresh token \(refreshTokenFile)" }
+  public var identity: String { "user" + (user.withLock { $0 }.map { " \($0)" } ?? "") }
+
+  public init(refreshTokenFile: String, apiKey: String, endpointURL: String, client: HTTPClient) throws(StorageError) {
+    self.refreshTokenFile = refreshTokenFile
+    self.apiKey = apiKey
+    self.endpointURL = endpointURL
+    self.client = client
+    _ = try readRefreshToken()
+  }
+
+  func readRefreshToken() throws(StorageError) -> String {
+    guard let text = try? String(contentsOfFile: refreshTokenFile, encoding: .utf8),
+      let token = text.split(whereSeparator: \.isNewline).first.map({ $0.trimmingCharacters(in: .whitespaces) }), !token.isEmpty
+    else {
+      throw StorageError(code: .unauthenticated, object: refreshTokenFile, detail: "cannot read a refresh token from the file")
+    }
+    return token
+  }
+
+  public func fetchToken() async throws(StorageError) -> AccessToken? {
+    let refresh = try readRefreshToken()
+    let separator = endpointURL.contains("?") ? "&" : "?"
+    let url = endpointURL + separator + "key=" + (apiKey.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? apiKey)
+    let json = try await TokenEndpoint(url: url, client: client).post(
+      [("grant_type", "refresh_token"), ("refresh_token", refresh)], what: "the Firebase user's refresh token")
+    let token = try TokenEndpoint.token(from: json, key: "id_token", scheme: "Firebase", what: "Firebase Auth", url: endpointURL)
+    if let rotated = json["refresh_token"] as? String, rotated != refresh {
+      try PrivateFile.write(Data((rotated + "\n").utf8), to: refreshTokenFile)
+    }
+    if let id = json["user_id"] as? String { user.withLock { $0 = id } }
+    return token
+  }
+}
+
+/// No credentials: requests go without a token (public buckets, the emulator).
+public struct AnonymousSource: CredentialSource {
+  public let scopes: [String] = []
+  public var source: String { "none (anonymous requests)" }
+  public var identity: String { "anonymous" }
+  public init() {}
+  public func fetchToken() async throws(StorageError) -> AccessToken? { nil }
+}
+
+/// Files that hold secrets: written atomically, readable by the owner only.
+enum PrivateFile {
+  static func write(_ data: Data, to path: String) throws(StorageError) {
+    let tmp = path + ".tmp-\(getpid())"
+    let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw StorageError(code: .unknown, object: path, detail: "cannot write \(tmp)") }
+    let ok = data.withUnsafeBytes { raw in Foundation.write(fd, raw.baseAddress, raw.count) == raw.count } && fsync(fd) == 0
+    close(fd)
+    guard ok, rename(tmp, path) == 0 else {
+      unlink(tmp)
+      throw StorageError(code: .unknown, object: path, detail: "cannot replace the file")
+    }
+  }
+
+  /// A warning when `path` can be read by others (as ssh warns of an open key file).
+  static func exposure(_ path: String) -> String? {
+    var st = stat()
+    guard stat(path, &st) == 0, st.st_mode & 0o077 != 0 else { return nil }
+    return "warning: \(path) is readable by other users (mode \(String(st.st_mode & 0o777, radix: 8))): chmod 600 \(path)"
+  }
+}
