@@ -21,12 +21,16 @@ final class MountFixture: @unchecked Sendable {
   let port: Int
   var mounts: [MountedBucket] = []
 
-  init(token: String? = nil) throws {
+  init(token: String? = nil, tokens: TokenAuthority.Configuration? = nil) throws {
     root = URL(fileURLWithPath: "/tmp").appendingPathComponent("bucketfs-mount-\(UUID().uuidString.prefix(8))")
     try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
     var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
     config.port = 0
     config.requiredToken = token
+    if let tokens {
+      config.tokens = tokens
+      config.requireOAuth = true
+    }
     let emulator = try StorageEmulator(config)
     self.emulator = emulator
     port = emulator.port

@@ -66,7 +66,9 @@ public enum CredentialChain {
   }
 
   /// A key file's source, by its `type`.
-  static func keyFileSource(_ path: String, scopes: [String], client: HTTPClient) throws(StorageError) -> any CredentialSource {
+  public static func keyFileSource(_ path: String, scopes: [String], client: HTTPClient = .shared) throws(StorageError)
+    -> any CredentialSource
+  {
     guard let data = FileManager.default.contents(atPath: path) else {
       throw StorageError(code: .unauthenticated, object: path, detail: "cannot read the key file")
     }
