@@ -7,6 +7,8 @@ import StorageCore
 /// name files or commands, never a token itself: argv is visible to every user).
 struct ClientOptions {
   var emulator: String?
+  /// `--endpoint https://HOST:PORT`: another server speaking the API, over TLS or not.
+  var endpoint: URL?
   var api: StorageAPI?
   var timeout: Int?
   var credentials = CredentialOptions()
@@ -26,6 +28,8 @@ struct ClientOptions {
       --firebase-refresh-token-file FILE --firebase-api-key KEY
                              a Firebase user: ID tokens from the refresh token in FILE
       --scopes read-only|read-write|full-control|URL,...   the token's scopes
+      --endpoint URL         another server speaking the API (https://HOST:PORT); proxies come
+                             from https_proxy / no_proxy as libcurl reads them
       --ca-file FILE         trust the CA certificates in FILE (or SSL_CERT_FILE)
     """
 
@@ -36,7 +40,13 @@ struct ClientOptions {
       options.api = parsed
     }
     options.emulator = try args.value("--emulator")
-    if options.emulator == nil {
+    if let endpoint = try args.value("--endpoint") {
+      guard let url = URL(string: endpoint), url.scheme == "https" || url.scheme == "http", url.host != nil else {
+        throw .usage("--endpoint takes https://HOST[:PORT], not \(endpoint)")
+      }
+      options.endpoint = url
+    }
+    if options.emulator == nil && options.endpoint == nil {
       if let firebase = environment["FIREBASE_STORAGE_EMULATOR_HOST"], !firebase.isEmpty {
         options.emulator = firebase
       } else if let gcs = environment["STORAGE_EMULATOR_HOST"], !gcs.isEmpty {
@@ -65,7 +75,7 @@ struct ClientOptions {
       c.scopes = try Self.scopes(scopes)
       options.scopesGiven = true
     }
-    c.usingEmulator = options.emulator != nil
+    c.usingEmulator = options.emulator != nil || options.endpoint?.host.map { $0.hasPrefix("127.") || $0 == "localhost" || $0 == "::1" } == true
     options.credentials = c
     options.caFile = try args.value("--ca-file") ?? environment["SSL_CERT_FILE"]
     return options
@@ -115,6 +125,13 @@ struct ClientOptions {
         throw .usage("the emulator address must be HOST:PORT, not \(emulator)")
       }
       storage.useEmulator(host: host, port: port)
+    }
+    if let endpoint {
+      do {
+        try storage.useEndpoint(endpoint)
+      } catch {
+        throw .usage(error.detail)
+      }
     }
     storage.credentials = try await resolveCredentials()
     if let caFile { storage.caFile = caFile }

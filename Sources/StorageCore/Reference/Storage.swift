@@ -121,6 +121,19 @@ public final class Storage: Sendable {
     }
   }
 
+  /// Sends every request to `scheme://host:port` (an HTTPS proxy or a private endpoint that
+  /// speaks the same API), e.g. `https://storage.internal:8443`.
+  public func useEndpoint(_ url: URL) throws(StorageError) {
+    guard let scheme = url.scheme, scheme == "http" || scheme == "https", let host = url.host else {
+      throw StorageError(code: .invalidArgument, object: url.absoluteString, detail: "an endpoint is http(s)://HOST[:PORT]")
+    }
+    settings.withLock {
+      $0.host = host
+      $0.port = url.port
+      $0.scheme = scheme
+    }
+  }
+
   /// The same as `useEmulator(withHost:port:)`.
   public func useEmulator(host: String, port: Int) {
     useEmulator(withHost: host, port: port)

@@ -167,7 +167,12 @@ public final class TokenAuthority: Sendable {
       }
     }
     guard verified == 0 else { return "Invalid JWT Signature." }
-    guard claims["aud"] as? String == audience else { return "Invalid JWT: aud must be \(audience)" }
+    // Google's endpoint takes its own URL as the audience (google-auth always sends it); a
+    // client that sends the token_uri it posts to is right too.
+    let aud = claims["aud"] as? String
+    guard aud == audience || aud == "https://oauth2.googleapis.com/token" else {
+      return "Invalid JWT: aud must be \(audience)"
+    }
     guard claims["iss"] is String, claims["scope"] is String else { return "Invalid JWT: iss and scope are required" }
     let now = Date().timeIntervalSince1970
     guard let iat = (claims["iat"] as? NSNumber)?.doubleValue, let exp = (claims["exp"] as? NSNumber)?.doubleValue,
