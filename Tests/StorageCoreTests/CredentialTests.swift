@@ -74,16 +74,18 @@ final class ScriptedSource: CredentialSource, @unchecked Sendable {
   let tokens: [String]
   let lifetime: TimeInterval?
   let delay: Duration
+  let clock: @Sendable () -> Date
   private let count = Mutex(0)
   var fetches: Int { count.withLock { $0 } }
   var source: String { "scripted" }
   var identity: String { "test" }
   var scopes: [String] { [] }
 
-  init(_ tokens: [String], lifetime: TimeInterval? = 3600, delay: Duration = .zero) {
+  init(_ tokens: [String], lifetime: TimeInterval? = 3600, delay: Duration = .zero, clock: @escaping @Sendable () -> Date = { Date() }) {
     self.tokens = tokens
     self.lifetime = lifetime
     self.delay = delay
+    self.clock = clock
   }
 
   func fetchToken() async throws(StorageError) -> AccessToken? {
@@ -92,7 +94,7 @@ final class ScriptedSource: CredentialSource, @unchecked Sendable {
       return c
     }
     if delay > .zero { try? await Task.sleep(for: delay) }
-    return AccessToken(value: tokens[min(n, tokens.count) - 1], expiry: lifetime.map { Date().addingTimeInterval($0) }, scheme: "Bearer")
+    return AccessToken(value: tokens[min(n, tokens.count) - 1], expiry: lifetime.map { clock().addingTimeInterval($0) }, scheme: "Bearer")
   }
 }
 
@@ -122,7 +124,7 @@ final class ScriptedSource: CredentialSource, @unchecked Sendable {
   @Test func shortLivedTokensAreRefreshedAtHalfTheirLife() async throws {
     var clock = Date()
     let now = Mutex(clock)
-    let source = ScriptedSource(["a", "b", "c"], lifetime: 4)
+    let source = ScriptedSource(["a", "b", "c"], lifetime: 4, clock: { now.withLock { $0 } })
     let credentials = Credentials(source: source, clock: { now.withLock { $0 } })
     #expect(try await credentials.token()?.value == "a")
     clock.addTimeInterval(1.5)

@@ -115,3 +115,16 @@ import Testing
     #expect(try await ref.data(maxSize: 1 << 20).count == 1 << 20)
   }
 }
+
+@Suite struct RepeatedHeaderTests {
+  /// GCS sends `x-goog-hash` twice (crc32c, then md5); both reach the client.
+  @Test func bothHashHeadersArrive() async throws {
+    let fx = try EmulatorFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.storage.reference(withPath: "hashes.bin").putDataAsync(Data("hash me".utf8))
+    let url = "http://127.0.0.1:\(fx.emulator.port)/v0/b/\(fx.storage.bucket)/o/hashes.bin?alt=media"
+    let response = try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url))
+    let hashes = response.head["x-goog-hash"] ?? ""
+    #expect(hashes.contains("crc32c=") && hashes.contains("md5="), "\(hashes)")
+  }
+}

@@ -139,21 +139,26 @@ public final class HTTPClient: @unchecked Sendable {
       return
     }
     let easy = idleEasy.popLast() ?? curl_easy_init()!
+    // Every option is checked: a refused one fails the request rather than sending it half set.
+    var refused: (CURLcode, Int)? = nil
+    func check(_ code: CURLcode, _ line: Int = #line) {
+      if code != CURLE_OK && refused == nil { refused = (code, line) }
+    }
     let request = transfer.request
     let userdata = Unmanaged.passUnretained(transfer).toOpaque()
-    _ = CCurlShims_setopt_string(easy, CURLOPT_URL, request.url)
-    _ = CCurlShims_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-    _ = CCurlShims_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
-    _ = CCurlShims_setopt_long(easy, CURLOPT_BUFFERSIZE, 512 * 1024)
-    _ = CCurlShims_setopt_long(
-      easy, CURLOPT_CONNECTTIMEOUT_MS, Int(transfer.timeouts.connect.milliseconds))
+    check(CCurlShims_setopt_string(easy, CURLOPT_URL, request.url))
+    check(CCurlShims_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+    check(CCurlShims_setopt_long(easy, CURLOPT_TCP_NODELAY, 1))
+    check(CCurlShims_setopt_long(easy, CURLOPT_BUFFERSIZE, 512 * 1024))
+    check(CCurlShims_setopt_long(
+      easy, CURLOPT_CONNECTTIMEOUT_MS, Int(transfer.timeouts.connect.milliseconds)))
     transfer.lastProgress = .now
-    if let caFile = request.caFile { _ = CCurlShims_setopt_string(easy, CURLOPT_CAINFO, caFile) }
-    _ = CCurlShims_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata)
-    _ = CCurlShims_setopt_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
-    _ = CCurlShims_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata)
-    _ = CCurlShims_setopt_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback)
-    _ = CCurlShims_setopt_ptr(easy, CURLOPT_PRIVATE, userdata)
+    if let caFile = request.caFile { check(CCurlShims_setopt_string(easy, CURLOPT_CAINFO, caFile)) }
+    check(CCurlShims_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata))
+    check(CCurlShims_setopt_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback))
+    check(CCurlShims_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata))
+    check(CCurlShims_setopt_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback))
+    check(CCurlShims_setopt_ptr(easy, CURLOPT_PRIVATE, userdata))
 
     var list: UnsafeMutablePointer<curl_slist>? = nil
     for (name, value) in request.headers { list = curl_slist_append(list, "\(name): \(value)") }
@@ -162,15 +167,15 @@ public final class HTTPClient: @unchecked Sendable {
 
     switch request.method {
     case "GET":
-      _ = CCurlShims_setopt_long(easy, CURLOPT_HTTPGET, 1)
+      check(CCurlShims_setopt_long(easy, CURLOPT_HTTPGET, 1))
     case "HEAD":
-      _ = CCurlShims_setopt_long(easy, CURLOPT_NOBODY, 1)
+      check(CCurlShims_setopt_long(easy, CURLOPT_NOBODY, 1))
     default:
-      _ = CCurlShims_setopt_long(easy, CURLOPT_UPLOAD, 1)
-      _ = CCurlShims_setopt_off(easy, CURLOPT_INFILESIZE_LARGE, Int(request.body.length))
-      _ = CCurlShims_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method)
-      _ = CCurlShims_setopt_ptr(easy, CURLOPT_READDATA, userdata)
-      _ = CCurlShims_setopt_callback(easy, CURLOPT_READFUNCTION, readCallback)
+      check(CCurlShims_setopt_long(easy, CURLOPT_UPLOAD, 1))
+      check(CCurlShims_setopt_off(easy, CURLOPT_INFILESIZE_LARGE, Int(request.body.length)))
+      check(CCurlShims_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method))
+      check(CCurlShims_setopt_ptr(easy, CURLOPT_READDATA, userdata))
+      check(CCurlShims_setopt_callback(easy, CURLOPT_READFUNCTION, readCallback))
       if case .file(let path, let offset, _) = request.body {
         guard let handle = FileHandle(forReadingAtPath: path) else {
           curl_slist_free_all(list)
@@ -185,7 +190,18 @@ public final class HTTPClient: @unchecked Sendable {
         transfer.bodyFile = handle
       }
     }
-    _ = CCurlShims_setopt_ptr(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list))
+    check(CCurlShims_setopt_ptr(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)))
+    if let (code, line) = refused {
+      curl_slist_free_all(list)
+      try? transfer.bodyFile?.close()
+      transfer.bodyFile = nil
+      curl_easy_reset(easy)
+      idleEasy.append(easy)
+      let text = String(cString: curl_easy_strerror(code))
+      transfer.onComplete(
+        .failure(TransportError(kind: .local, curlCode: Int(code.rawValue), message: "libcurl refused an option (line \(line)): \(text)")))
+      return
+    }
     active[easy] = (transfer, UnsafeMutableRawPointer(list))
     _ = Unmanaged.passRetained(transfer)  // balanced in finish
     curl_multi_add_handle(multi, easy)
@@ -302,7 +318,13 @@ private let headerCallback: CCurlShims_data_callback = { ptr, size, count, userd
     let name = line[..<colon].lowercased()
     var value = line[line.index(after: colon)...]
     while value.first == " " || value.first == "\t" { value = value.dropFirst() }
-    transfer.headerLines[name] = String(value)
+    // A header sent twice (GCS sends x-goog-hash once for crc32c and once for md5) keeps both
+    // values, joined as HTTP joins repeated fields.
+    if let existing = transfer.headerLines[name] {
+      transfer.headerLines[name] = existing + ", " + value
+    } else {
+      transfer.headerLines[name] = String(value)
+    }
   }
   return length
 }

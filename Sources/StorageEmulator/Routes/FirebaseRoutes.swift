@@ -111,7 +111,8 @@ struct FirebaseRoutes {
       ("Accept-Ranges", "bytes"), ("Content-Type", current.contentType), ("ETag", current.etag),
       ("x-goog-generation", String(current.generation)),
       ("x-goog-metageneration", String(current.metageneration)),
-      ("x-goog-hash", "crc32c=\(current.crc32c),md5=\(current.md5Hash)"),
+      // Two lines, as GCS sends them: a client that keeps only the last header loses one.
+      ("x-goog-hash", "crc32c=\(current.crc32c)"), ("x-goog-hash", "md5=\(current.md5Hash)"),
       ("x-goog-stored-content-length", String(current.size)),
       ("Last-Modified", httpDate(current.updated)),
     ]
