@@ -48,6 +48,8 @@ public final class BucketFilesystem: Sendable {
   private let openFiles = Mutex<(next: UInt64, files: [UInt64: OpenFile])>((1, [:]))
   private let openDirs = Mutex<(next: UInt64, dirs: [UInt64: [DirectoryEntry]])>((1, [:]))
   private let reportedNames = Mutex<Set<String>>([])
+  /// Names whose attributes are being fetched ahead of their lookup.
+  private let attributeFetches = Mutex<Set<String>>([])
   /// The generation each inode had when last opened: when it is unchanged the kernel may keep
   /// its page cache across opens.
   private let openedGenerations = Mutex<[UInt64: Int64]>([:])
@@ -157,10 +159,12 @@ public final class BucketFilesystem: Sendable {
       files.append((name, String(item.dropFirst(prefix.count))))
     }
     let shown = FolderNames.assign(folders: dirNames, files: files) { name in report(listPrefix + name, reason: "no free alias beside the folder of the same name") }
-    let metadata = try await metadataOf(shown.map(\.payload), given: given)
+    // Names first: the GCS list carries every object's attributes; the v0 list only names, and
+    // their attributes are fetched when a lookup asks (see `attributesOf`).
     for (name, objectName) in shown {
-      guard let m = metadata[objectName] else { continue }  // deleted since the list
-      entries.append(DirectoryEntry(name: name, isDirectory: false, objectName: objectName, metadata: m))
+      let m = given[prefix + objectName]
+      if let m { self.files.set(objectName, m) }
+      entries.append(DirectoryEntry(name: name, isDirectory: false, objectName: objectName, metadata: m ?? self.files.get(objectName)))
     }
     return entries
   }
@@ -170,37 +174,50 @@ public final class BucketFilesystem: Sendable {
     if first { log("leaving out \(objectName.debugDescription): \(reason)") }
   }
 
-  /// Metadata of many objects, concurrently (the v0 list carries names only).
-  private func metadataOf(_ names: [String], given: [String: StorageMetadata]) async throws(StorageError)
-    -> [String: StorageMetadata]
+  /// The entry of a listing with its attributes: a v0 listing has none, so they are fetched now,
+  /// and those of the next entries in the background, concurrently, because `ls -l` asks for
+  /// them one after another in listing order.
+  private func withAttributes(_ entry: DirectoryEntry, dir: String, entries: [DirectoryEntry]) async throws(FSError)
+    -> DirectoryEntry
   {
-    var out: [String: StorageMetadata] = [:]
-    var needed: [String] = []
-    for name in names {
-      if let m = given[prefix + name] {
-        out[name] = m
-        files.set(name, m)
-      } else if let m = files.get(name) {
-        out[name] = m
-      } else {
-        needed.append(name)
+    guard !entry.isDirectory, entry.metadata == nil, let objectName = entry.objectName else { return entry }
+    if let m = files.get(objectName) { return withMetadata(entry, m) }
+    if let index = entries.firstIndex(where: { $0.name == entry.name }) {
+      let following = entries[(index + 1)...].prefix(Self.attributeBatch).compactMap { e -> String? in
+        guard !e.isDirectory, e.metadata == nil, let name = e.objectName, files.get(name) == nil else { return nil }
+        return name
+      }
+      prefetchAttributes(following)
+    }
+    let node = InodeTable.Node(path: Self.join(dir, entry.name), isDirectory: false, objectName: objectName)
+    return withMetadata(entry, try await fileMetadata(node))
+  }
+
+  private func withMetadata(_ entry: DirectoryEntry, _ m: StorageMetadata) -> DirectoryEntry {
+    var e = entry
+    e.metadata = m
+    return e
+  }
+
+  /// How many entries after a looked-up one get their attributes fetched ahead.
+  static let attributeBatch = 256
+
+  /// Fetches the attributes of `names` (relative to the prefix) in the background, 32 at a time,
+  /// each once however many lookups ask.
+  private func prefetchAttributes(_ names: [String]) {
+    let wanted = attributeFetches.withLock { inflight -> [String] in
+      let new = names.filter { !inflight.contains($0) }
+      inflight.formUnion(new)
+      return new
+    }
+    guard !wanted.isEmpty else { return }
+    Task { [self] in
+      _ = try? await mapConcurrently(wanted, limit: 32) { name throws(StorageError) -> Bool in
+        defer { _ = self.attributeFetches.withLock { $0.remove(name) } }
+        if let m = try? await self.client.metadata(of: self.prefix + name) { self.files.set(name, m) }
+        return true
       }
     }
-    if needed.isEmpty { return out }
-    let client = self.client
-    let prefix = self.prefix
-    let more = try await mapConcurrently(needed, limit: 64) { name throws(StorageError) -> (String, StorageMetadata)? in
-      do throws(StorageError) {
-        return (name, try await client.metadata(of: prefix + name))
-      } catch where error.code == .objectNotFound {
-        return nil  // deleted since the list
-      }
-    }
-    for (name, m) in more {
-      out[name] = m
-      files.set(name, m)
-    }
-    return out
   }
 
   func offlineListing(_ path: String) -> [DirectoryEntry] {
@@ -248,7 +265,7 @@ public final class BucketFilesystem: Sendable {
   private func resolve(dir: String, name: String) async throws(FSError) -> DirectoryEntry {
     if let entries = listings.get(dir) {
       guard let e = entries.first(where: { $0.name == name }) else { throw FSError(ENOENT) }
-      return e
+      return try await withAttributes(e, dir: dir, entries: entries)
     }
     let path = Self.join(dir, name)
     if missing.get(path) != nil { throw FSError(ENOENT) }
@@ -258,7 +275,8 @@ public final class BucketFilesystem: Sendable {
       // An alias of an object hidden behind a folder of the same name: which alias belongs to
       // which object depends on the whole folder, so ask its listing.
       if FolderNames.mayBeAlias(name) {
-        if let e = try await listing(dir).first(where: { $0.name == name }) { return e }
+        let entries = try await listing(dir)
+        if let e = entries.first(where: { $0.name == name }) { return try await withAttributes(e, dir: dir, entries: entries) }
       }
       missing.set(path, true)
       throw FSError(ENOENT)
@@ -345,15 +363,31 @@ public final class BucketFilesystem: Sendable {
     }
   }
 
-  /// Entries from `offset` on, with their attributes. The caller counts a kernel reference
-  /// (`inodes.addLookup`) for each entry it hands out through readdirplus.
-  public func readDirectory(_ ino: UInt64, handle: UInt64, offset: Int) -> [(DirectoryEntry, FileAttributes)] {
-    guard let node = inodes.node(ino), let entries = openDirs.withLock({ $0.dirs[handle] }) else { return [] }
-    guard offset < entries.count else { return [] }
-    return entries[offset...].map { e in
-      let n = InodeTable.Node(path: Self.join(node.path, e.name), isDirectory: e.isDirectory, objectName: e.objectName)
-      let ino = inodes.ino(for: n, lookup: false)
-      return (e, attributes(ino: ino, directory: e.isDirectory, metadata: e.metadata))
+  /// Hands out the entries from `offset` on, one by one, until `emit` says the reply is full;
+  /// nothing is done for entries after that, so listing a folder in many replies stays linear.
+  /// `linked` entries carry an inode the kernel may keep (readdirplus: the caller counts a kernel
+  /// reference when it hands one out); the others carry a listed-only number and no attributes
+  /// worth caching — names first: a v0 listing has no attributes, and `lookup` fetches them.
+  public func readDirectory(
+    _ ino: UInt64, handle: UInt64, offset: Int, plus: Bool,
+    emit: (DirectoryEntry, FileAttributes, _ linked: Bool) -> Bool
+  ) {
+    guard let node = inodes.node(ino), let entries = openDirs.withLock({ $0.dirs[handle] }) else { return }
+    guard offset < entries.count else { return }
+    for e in entries[offset...] {
+      let path = Self.join(node.path, e.name)
+      let n = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
+      let metadata = e.metadata ?? (e.isDirectory ? nil : files.get(e.objectName ?? path))
+      if plus && (e.isDirectory || metadata != nil) {
+        let (ino, created) = inodes.inoCreating(n)
+        guard emit(e, attributes(ino: ino, directory: e.isDirectory, metadata: metadata), true) else {
+          if created { inodes.dropIfUnreferenced(ino) }
+          return
+        }
+      } else {
+        let ino = inodes.existing(n) ?? InodeTable.listedIno(path)
+        guard emit(e, attributes(ino: ino, directory: e.isDirectory, metadata: metadata), false) else { return }
+      }
     }
   }
 
@@ -451,9 +485,12 @@ public final class BucketFilesystem: Sendable {
     let path = Self.join(dir.path, name)
     if let entries = listings.get(dir.path) {
       guard let e = entries.first(where: { $0.name == name }) else { return .failure(FSError(ENOENT)) }
+      let metadata = e.metadata ?? e.objectName.flatMap { files.get($0) }
+      // A v0 listing's file without attributes yet: the async path fetches them.
+      if !e.isDirectory && metadata == nil { return nil }
       let node = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
       let ino = inodes.ino(for: node, lookup: true)
-      return .success(attributes(ino: ino, directory: e.isDirectory, metadata: e.metadata))
+      return .success(attributes(ino: ino, directory: e.isDirectory, metadata: metadata))
     }
     if missing.get(path) != nil { return .failure(FSError(ENOENT)) }
     return nil

@@ -265,12 +265,14 @@ enum FuseOperations {
     let dirAttrs = FileAttributes(
       ino: ino, size: 0, isDirectory: true, mode: fs.options.dirMode, uid: fs.options.uid, gid: fs.options.gid,
       mtime: 0, ctime: 0)
-    func add(_ name: String, _ attrs: FileAttributes, _ off: Int) -> Bool {
+    func add(_ name: String, _ attrs: FileAttributes, _ off: Int, linked: Bool = true) -> Bool {
       var st = fill(attrs)
       let remaining = size - used
       let needed: Int = buffer.withUnsafeMutableBufferPointer { buf in
         if plus {
           var e = entryParam(attrs)
+          // Node id 0: the kernel shows the name and looks it up when asked (no attributes yet).
+          if !linked { e.ino = 0 }
           return fuse_add_direntry_plus(req, buf.baseAddress! + used, remaining, name, &e, off_t(off))
         }
         return fuse_add_direntry(req, buf.baseAddress! + used, remaining, name, &st, off_t(off))
@@ -287,10 +289,11 @@ enum FuseOperations {
       guard add("..", dirAttrs, 2) else { return finishReaddir(req, buffer, used) }
       next = 2
     }
-    for (entry, attrs) in fs.readDirectory(ino, handle: handle, offset: next - 2) {
-      guard add(entry.name, attrs, next + 1) else { break }
-      if plus { fs.inodes.addLookup(attrs.ino) }
+    fs.readDirectory(ino, handle: handle, offset: next - 2, plus: plus) { entry, attrs, linked in
+      guard add(entry.name, attrs, next + 1, linked: linked) else { return false }
+      if plus && linked { fs.inodes.addLookup(attrs.ino) }
       next += 1
+      return true
     }
     finishReaddir(req, buffer, used)
   }

@@ -120,3 +120,74 @@ import Testing
 final class ManualClock: @unchecked Sendable {
   var value: Double = 1000
 }
+
+@Suite struct LargeFolderTests {
+  func makeFS(_ client: MemoryObjectClient) -> BucketFilesystem {
+    var options = MountOptions()
+    options.cacheSize = 4 << 20
+    return BucketFilesystem(client: client, prefix: "", options: options, staging: nil, log: { _ in })
+  }
+
+  /// Replies of 100 entries: every call starts at its offset and stops when full, so handing out
+  /// N entries costs about N steps, and only entries handed out through readdirplus get inodes.
+  @Test func readdirIsLinearAndMakesInodesOnlyForWhatItHandsOut() async throws {
+    let client = MemoryObjectClient()
+    for i in 0..<3000 { client.put(String(format: "f%05d.txt", i), Data("x".utf8)) }
+    for i in 0..<2000 { client.put(String(format: "d%05d/x", i), Data("y".utf8)) }
+    let fs = makeFS(client)
+    for plus in [false, true] {
+      let handle = try await fs.openDirectory(InodeTable.rootIno)
+      var offset = 0
+      var steps = 0
+      var calls = 0
+      var linked = 0
+      while true {
+        var given = 0
+        fs.readDirectory(InodeTable.rootIno, handle: handle, offset: offset, plus: plus) { entry, attrs, isLinked in
+          steps += 1
+          guard given < 100 else { return false }
+          given += 1
+          if isLinked {
+            fs.inodes.addLookup(attrs.ino)
+            linked += 1
+          }
+          #expect(isLinked == (plus && entry.isDirectory), "\(entry.name)")
+          return true
+        }
+        calls += 1
+        if given == 0 { break }
+        offset += given
+      }
+      fs.releaseDirectory(handle)
+      #expect(offset == 5000)
+      #expect(steps <= 5000 + calls, "\(steps) steps for 5000 entries in \(calls) replies")
+      // Plain readdir makes no inode; readdirplus one per folder handed out (files of a names-only
+      // listing are looked up later), none for entries that did not fit.
+      #expect(fs.inodes.count == 1 + (plus ? 2000 : 0), "\(fs.inodes.count) inodes after plus=\(plus)")
+      #expect(linked == (plus ? 2000 : 0))
+    }
+  }
+
+  /// Names first: listing a folder of a names-only (v0) bucket fetches no metadata; a lookup
+  /// fetches the one asked for, and the following ones in the background.
+  @Test func listingNeedsNoPerObjectRequest() async throws {
+    let client = MemoryObjectClient()
+    for i in 0..<500 { client.put(String(format: "f%04d.txt", i), Data(repeating: 1, count: i)) }
+    let fs = makeFS(client)
+    let before = client.metadataRequests.load(ordering: .relaxed)
+    let entries = try await fs.listing("")
+    #expect(entries.count == 500)
+    #expect(client.metadataRequests.load(ordering: .relaxed) == before)
+    let attrs = try await fs.lookup(parent: InodeTable.rootIno, name: "f0042.txt")
+    #expect(attrs.size == 42)
+    // The next entries arrive ahead of their lookups.
+    for _ in 0..<200 where fs.lookupIfCached(parent: InodeTable.rootIno, name: "f0199.txt") == nil {
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    var cached = 0
+    for i in 43..<200 {
+      if fs.lookupIfCached(parent: InodeTable.rootIno, name: String(format: "f%04d.txt", i)) != nil { cached += 1 }
+    }
+    #expect(cached > 100, "only \(cached) of the following entries had their attributes fetched ahead")
+  }
+}

@@ -8,6 +8,7 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
   let bucket = "mem"
   let objects = Mutex<[String: (Data, StorageMetadata)]>([:])
   let reads = Atomic<Int>(0)
+  let metadataRequests = Atomic<Int>(0)
 
   func put(_ name: String, _ data: Data) {
     objects.withLock { o in
@@ -25,6 +26,7 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
   }
 
   func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
+    metadataRequests.add(1, ordering: .relaxed)
     guard let m = objects.withLock({ $0[name]?.1 }) else {
       throw StorageError(code: .objectNotFound, object: name, detail: "no such object")
     }

@@ -52,6 +52,39 @@ public final class InodeTable: Sendable {
     }
   }
 
+  /// The inode of `node` when it has one; never makes one.
+  public func existing(_ node: Node) -> UInt64? {
+    state.withLock { $0.byKey[Key(path: node.path, isDirectory: node.isDirectory)] }
+  }
+
+  /// The inode for `node`, and whether it was made just now.
+  public func inoCreating(_ node: Node) -> (ino: UInt64, created: Bool) {
+    let before = existing(node)
+    let ino = ino(for: node, lookup: false)
+    return (ino, before == nil)
+  }
+
+  /// Forgets `ino` if the kernel holds no reference to it (one made for a reply that did not fit).
+  public func dropIfUnreferenced(_ ino: UInt64) {
+    guard ino != Self.rootIno else { return }
+    state.withLock { s in
+      guard let entry = s.nodes[ino], entry.lookups == 0 else { return }
+      s.nodes.removeValue(forKey: ino)
+      s.byKey.removeValue(forKey: Key(path: entry.node.path, isDirectory: entry.node.isDirectory))
+    }
+  }
+
+  /// A number for a name listed but not looked up: stable, and apart from the numbers handed
+  /// out (those count up from 2), so that no table entry is made for it.
+  public static func listedIno(_ path: String) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in path.utf8 {
+      hash ^= UInt64(byte)
+      hash = hash &* 0x100_0000_01b3
+    }
+    return hash | (1 << 62)
+  }
+
   /// Counts one more kernel reference to an existing inode (readdirplus hands them out).
   public func addLookup(_ ino: UInt64) {
     state.withLock { s in s.nodes[ino]?.lookups += 1 }
