@@ -53,8 +53,6 @@ public final class BucketFilesystem: Sendable {
   /// The generation each inode had when last opened: when it is unchanged the kernel may keep
   /// its page cache across opens.
   private let openedGenerations = Mutex<[UInt64: Int64]>([:])
-  /// How far ahead of the staging download a read may be and still wait for it.
-  static let followGap: Int64 = 16 << 20
   /// How long a timed-out read makes the next reads of the handle fail at once.
   static let timeoutEcho: Duration = .seconds(1)
   /// Objects up to this size are fetched whole by the first read and staged from those bytes.
@@ -434,9 +432,11 @@ public final class BucketFilesystem: Sendable {
       return fh
     }
     if m.size > Self.smallObject {
-      // The staging download starts with the open: sequential reads follow it (and so fetch
-      // nothing twice), while reads far from it use ranged GETs.
-      startStaging(file)
+      // Opened but not read soon (or read only after a while): stage anyway.
+      Task {
+        try? await Task.sleep(for: .milliseconds(300))
+        startStaging(file)
+      }
     }
     return (fh, keep)
   }
@@ -450,17 +450,6 @@ public final class BucketFilesystem: Sendable {
       return data
     }
     if options.offline { throw FSError(EIO) }
-    // Every byte crosses the network once: a read just ahead of the staging download waits for
-    // it rather than fetching the same bytes with a GET of its own.
-    let started = ContinuousClock.now
-    if let staging, size > Self.smallObject,
-      await staging.follow(
-        file.objectName, generation: file.metadata.generation, upTo: end, maxGap: Self.followGap,
-        timeout: .milliseconds(Int(options.readTimeout * 1000)), stall: .milliseconds(Int(min(1, options.readTimeout / 2) * 1000))),
-      let data = staging.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset))
-    {
-      return data
-    }
     // A read that just failed for lack of an answer fails again at once for a moment: the
     // kernel retries a failed readahead page by page, and each retry would wait the whole
     // read_timeout again before the reader sees the error.
@@ -469,10 +458,7 @@ public final class BucketFilesystem: Sendable {
     }
     do {
       let reader = file.reader
-      // The whole read keeps read_timeout, the time spent following the staging download included.
-      let spent = (ContinuousClock.now - started).components
-      let left = max(0.05, options.readTimeout - (Double(spent.seconds) + Double(spent.attoseconds) / 1e18))
-      let data = try await ReadDeadline.run(seconds: left, object: file.objectName) { () async throws(StorageError) -> Data in
+      let data = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(StorageError) -> Data in
         try await reader.read(offset: offset, count: Int(end - offset))
       }
       if size > Self.smallObject { startStaging(file) }

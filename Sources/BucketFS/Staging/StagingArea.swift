@@ -251,10 +251,7 @@ public final class StagingArea: Sendable {
       return nil
     case .partial(let path):
       // Bytes the running download wrote (in order, from byte 0); it verifies them when it ends.
-      // Just finished, it has renamed its file to the data file, which the checksums are being
-      // taken from: read that.
       return Self.pread(path, offset: offset, count: count)
-        ?? Self.pread(paths(key).data.path, offset: offset, count: count)
     case .complete(var entry):
       if entry.checksums == nil {
         guard let checked = checksummed(entry) else {
@@ -271,39 +268,6 @@ public final class StagingArea: Sendable {
         drop(key, entry, reason: damage.reason)
         return nil
       }
-    }
-  }
-
-  /// Waits (up to `timeout`) for the running download of `name` to reach byte `end`, when it is
-  /// at most `maxGap` bytes short of it: a sequential reader then follows the staging download
-  /// instead of fetching the same bytes again. False when there is no such download or it did
-  /// not get there in time.
-  /// It also gives up when the download moves no byte for `stall`.
-  public func follow(
-    _ name: String, generation: Int64, upTo end: Int64, maxGap: Int64, timeout: Duration, stall: Duration = .seconds(1)
-  ) async -> Bool {
-    let key = key(name, generation)
-    let deadline = ContinuousClock.now + timeout
-    var first = true
-    var lastWritten: Int64 = -1
-    var lastMove = ContinuousClock.now
-    while true {
-      let state = self.state.withLock { s -> (written: Int64, active: Bool, complete: Bool) in
-        if s.complete[key] != nil { return (Int64.max, false, true) }
-        guard let a = s.active[key] else { return (0, false, false) }
-        return (a.download.bytesWritten, true, false)
-      }
-      if state.complete || state.written >= end { return true }
-      if !state.active { return false }
-      if first && end - state.written > maxGap { return false }
-      first = false
-      let now = ContinuousClock.now
-      if state.written != lastWritten {
-        lastWritten = state.written
-        lastMove = now
-      }
-      if now >= deadline || now - lastMove >= stall { return false }
-      try? await Task.sleep(for: .microseconds(250))
     }
   }
 
