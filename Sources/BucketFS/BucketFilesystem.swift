@@ -475,6 +475,11 @@ public final class BucketFilesystem: Sendable {
 
   public func release(handle: UInt64) {
     guard let file = openFiles.withLock({ $0.files.removeValue(forKey: handle) }) else { return }
+    // Read-ahead of a closed file is wasted: stop it, unless another handle reads the object.
+    let stillOpen = openFiles.withLock { s in
+      s.files.values.contains { $0.objectName == file.objectName && $0.metadata.generation == file.metadata.generation }
+    }
+    if !stillOpen { file.reader.cancelFetches() }
     staging?.release(file.objectName, generation: file.metadata.generation)
   }
 

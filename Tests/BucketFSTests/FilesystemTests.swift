@@ -1,4 +1,4 @@
-import BucketFS
+@testable import BucketFS
 import Foundation
 import StorageCore
 import Testing
@@ -95,6 +95,24 @@ import Testing
     }
     // Sequential reads went out in runs, not a request per page.
     #expect(client.reads.load(ordering: .relaxed) <= 12 * 8 / 2 + 2)
+  }
+
+  /// Many readers' read-ahead together stays within half the budget in flight; the pages a
+  /// read needs are always fetched; a cached page holds its own bytes, not its run's buffer.
+  @Test func readAheadOfManyReadersIsBoundedAndPagesAreTheirOwn() async throws {
+    let cache = BlockCache(budget: 4 << 20)
+    var claimed = 0
+    for i in 0..<16 {
+      if cache.claim(name: "f\(i)", generation: 1, pages: 0..<8, prefetch: true) != nil { claimed += 1 }
+    }
+    // 8 pages of 128 KiB per claim, at most 2 MiB (half of 4) in flight.
+    #expect(claimed == 2)
+    #expect(cache.claim(name: "demand", generation: 1, pages: 0..<8, prefetch: false) != nil)
+    let run = try #require(cache.claim(name: "run", generation: 1, pages: 0..<4))
+    let buffer = Data(repeating: 9, count: 4 * Int(BlockCache.pageSize))
+    cache.finish(run.1, name: "run", generation: 1, pages: run.0, result: .success(buffer))
+    let page = try #require(cache.cached(BlockCache.Key(name: "run", generation: 1, page: 1)))
+    #expect(page.count == Int(BlockCache.pageSize) && page.startIndex == 0, "a page must be a copy, not a slice of its run")
   }
 
   @Test func mountOptionsParse() throws {

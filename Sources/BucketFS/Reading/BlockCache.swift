@@ -48,6 +48,9 @@ public final class BlockCache: Sendable {
     var lru = LRUList<Key, Data>()
     var bytes = 0
     var inflight: [Key: Run] = [:]
+    /// Bytes of runs on their way: they become cached pages, so prefetching counts them against
+    /// the budget too.
+    var inflightBytes = 0
   }
 
   private let state = Mutex(State())
@@ -79,7 +82,10 @@ public final class BlockCache: Sendable {
 
   /// Registers a fetch of `pages` of an object unless each is cached or already in flight;
   /// returns the pages this call must fetch (a contiguous prefix of what was asked) and its run.
-  func claim(name: String, generation: Int64, pages: Range<Int64>) -> (Range<Int64>, Run)? {
+  /// A prefetch (`prefetch: true`) is refused while cached and in-flight bytes would pass the
+  /// budget, so many readers at once cannot fill memory with read-ahead; the pages a read needs
+  /// are always fetched.
+  func claim(name: String, generation: Int64, pages: Range<Int64>, prefetch: Bool = false) -> (Range<Int64>, Run)? {
     state.withLock { s in
       var first: Int64? = nil
       var end: Int64 = pages.lowerBound
@@ -96,6 +102,9 @@ public final class BlockCache: Sendable {
         }
       }
       guard let first else { return nil }
+      let bytes = Int(end - first) * Int(Self.pageSize)
+      if prefetch && s.inflightBytes + bytes > budget / 2 { return nil }
+      s.inflightBytes += bytes
       let run = Run(firstPage: first)
       for page in first..<end { s.inflight[Key(name: name, generation: generation, page: page)] = run }
       return (first..<end, run)
@@ -109,12 +118,15 @@ public final class BlockCache: Sendable {
         let start = Int((page - pages.lowerBound) * Self.pageSize)
         guard start < data.count else { break }
         let end = min(data.count, start + Int(Self.pageSize))
-        // A slice shares the run's buffer: no copy per page.
-        insert(Key(name: name, generation: generation, page: page), data[(data.startIndex + start)..<(data.startIndex + end)])
+        // A copy, not a slice: a slice would keep the whole run's buffer alive for as long as
+        // any of its pages stays cached, and the budget would count a fraction of what is held.
+        let copy = data[(data.startIndex + start)..<(data.startIndex + end)].withUnsafeBytes { Data($0) }
+        insert(Key(name: name, generation: generation, page: page), copy)
       }
     }
     state.withLock { s in
       for page in pages { s.inflight.removeValue(forKey: Key(name: name, generation: generation, page: page)) }
+      s.inflightBytes -= pages.count * Int(Self.pageSize)
     }
     run.complete(result)
   }

@@ -18,6 +18,17 @@ public final class ObjectReader: Sendable {
   let generation: Int64
   let size: Int64
   private let streams = Mutex<(list: [Stream], tick: UInt64)>(([], 0))
+  /// Fetches started by this reader, so that closing the file stops its read-ahead.
+  private let tasks = Mutex<[Task<Void, Never>]>([])
+
+  /// Stops the fetches this reader started (when its file is closed and no other handle reads it).
+  public func cancelFetches() {
+    let running = tasks.withLock { t -> [Task<Void, Never>] in
+      defer { t.removeAll() }
+      return t
+    }
+    running.forEach { $0.cancel() }
+  }
 
   static let pageSize = BlockCache.pageSize
   /// Pages per ranged GET (4 MiB), less when the cache is small.
@@ -80,7 +91,7 @@ public final class ObjectReader: Sendable {
     let wanted = lastPage + 1 + window
     let aligned = (wanted + runPages - 1) / runPages * runPages
     let ahead = (lastPage + 1)..<min(lastObjectPage + 1, aligned)
-    if !ahead.isEmpty { fetch(pages: ahead) }
+    if !ahead.isEmpty { fetch(pages: ahead, prefetch: true) }
   }
 
   public func read(offset: Int64, count: Int) async throws(StorageError) -> Data {
@@ -122,18 +133,18 @@ public final class ObjectReader: Sendable {
   }
 
   /// Starts ranged GETs for the pages that are neither cached nor on their way.
-  private func fetch(pages: Range<Int64>) {
+  private func fetch(pages: Range<Int64>, prefetch: Bool = false) {
     var from = pages.lowerBound
     while from < pages.upperBound {
       // Runs never cross a multiple of runPages, so prefetch claims whole aligned runs.
       let upto = min(pages.upperBound, (from / runPages + 1) * runPages)
-      guard let (claimed, run) = cache.claim(name: name, generation: generation, pages: from..<upto) else {
+      guard let (claimed, run) = cache.claim(name: name, generation: generation, pages: from..<upto, prefetch: prefetch) else {
         from = upto
         continue
       }
       let bytes = (claimed.lowerBound * Self.pageSize)..<min(size, claimed.upperBound * Self.pageSize)
       let (client, cache, name, generation) = (self.client, self.cache, self.name, self.generation)
-      Task {
+      let task = Task {
         let result: Result<Data, StorageError>
         do throws(StorageError) {
           let data = try await client.read(name, range: bytes, generation: generation)
@@ -149,6 +160,11 @@ public final class ObjectReader: Sendable {
         }
         cache.finish(run, name: name, generation: generation, pages: claimed, result: result)
       }
+      tasks.withLock { t in
+        t.removeAll { $0.isCancelled }
+        t.append(task)
+        if t.count > 64 { t.removeFirst(t.count - 64) }
+      }
       from = claimed.upperBound
     }
   }
@@ -158,7 +174,10 @@ public final class ObjectReader: Sendable {
     for _ in 0..<4 {
       if let data = cache.cached(key) { return data }
       if let run = cache.inflight(key) {
-        let data = try await run.wait().get()
+        let outcome = await run.wait()
+        // A run cancelled because its reader closed the file: fetch the page for this one.
+        if case .failure(let error) = outcome, error.code == .cancelled { continue }
+        let data = try outcome.get()
         let start = Int((page - run.firstPage) * Self.pageSize)
         guard start < data.count else { break }
         return data[(data.startIndex + start)..<(data.startIndex + min(data.count, start + Int(Self.pageSize)))]
