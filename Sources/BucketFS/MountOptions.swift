@@ -19,6 +19,8 @@ public struct MountOptions: Sendable {
   /// Credentials named in `-o` (the way fstab passes them): a key file or a token file.
   public var keyFile: String?
   public var tokenFile: String?
+  /// `rw` was among the options (fstab's default): the mount stays read-only, and says so.
+  public var readWriteAsked = false
   /// Options passed on to libfuse untouched.
   public var fuseOptions: [String] = []
 
@@ -48,7 +50,14 @@ public struct MountOptions: Sendable {
       }
       switch key {
       case "ro": break
-      case "rw": throw .bad("this version mounts read-only; rw is not supported")
+      // mount(8) passes rw unless ro is given; the mount is read-only whatever it says.
+      case "rw": readWriteAsked = true
+      // Options that mount(8), systemd and fstab use for themselves.
+      case "_netdev", "noauto", "auto", "user", "users", "nouser", "owner", "group", "nofail", "defaults", "async", "sync",
+        "relatime", "norelatime", "strictatime", "lazytime", "nodiratime", "diratime", "loud", "silent":
+        break
+      case let other where other.hasPrefix("x-") || other.hasPrefix("comment="):
+        break
       case "allow_other": allowOther = true
       case "offline": offline = true
       case "uid": uid = try Self.number(need(), key)
@@ -70,7 +79,7 @@ public struct MountOptions: Sendable {
       case "default_permissions", "noatime", "atime", "nosuid", "nodev", "exec", "noexec", "suid", "dev":
         fuseOptions.append(item)
       default:
-        throw .bad("unknown mount option \(key)")
+        throw .bad("unknown mount option \(key) (see man bucketfs: MOUNT OPTIONS)")
       }
     }
   }

@@ -9,7 +9,6 @@ public enum BucketFSCLI {
     Commands:
       mount gs://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o OPT,...]   mount a bucket as a folder
       serve --root DIR [--port 9199]                                 run the local bucket emulator
-      demo                                                           see scripts/demo.sh
       ls [-l] [-r] gs://BUCKET[/PREFIX]                              list objects
       stat [--json] gs://BUCKET/OBJECT                               show an object's metadata
       cat gs://BUCKET/OBJECT [--range START-END]                     write an object to stdout
@@ -36,7 +35,15 @@ public enum BucketFSCLI {
       FileHandle.standardError.write(Data((usage + "\n").utf8))
       return ExitStatus.usage
     }
+    // mount(8) through mount.fuse3 (fstab type fuse.bucketfs) runs `bucketfs SOURCE MOUNTPOINT -o OPTIONS`.
+    if command.hasPrefix("gs://") || command.contains("/v0/b/") {
+      return await run(["mount"] + argv, environment: environment)
+    }
     var args = Arguments(Array(argv.dropFirst()))
+    if command == "--version" || command == "-V" || command == "version" {
+      FileHandle.standardOutput.write(Data((Version.report + "\n").utf8))
+      return 0
+    }
     if command == "--help" || command == "-h" || command == "help" {
       FileHandle.standardOutput.write(Data((usage + "\n").utf8))
       return 0

@@ -94,6 +94,7 @@ enum MountCommand {
     }
     if readyPipe { announceReady() }
     log("mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")")
+    if options.readWriteAsked { log("rw ignored: bucketfs mounts read-only") }
     if let source = storage.credentials?.source {
       // Which credentials, once; never the token.
       log(source is AnonymousSource ? "no credentials found: requests go anonymous" : "credentials: \(source.source) (\(source.identity))")

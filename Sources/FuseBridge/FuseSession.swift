@@ -4,6 +4,9 @@ import Foundation
 
 /// A mounted libfuse session serving a `BucketFilesystem`: the only libfuse user.
 public final class FuseSession: @unchecked Sendable {
+  /// The libfuse this process runs with (e.g. "3.14.0").
+  public static var libraryVersion: String { String(cString: fuse_pkgversion()) }
+
   public enum Failure: Error, CustomStringConvertible {
     case cannotCreate
     case cannotMount(String)

@@ -7,7 +7,7 @@ import Foundation
 // signal unblocked and would take SIGTERM itself.
 signal(SIGPIPE, SIG_IGN)
 let arguments = Array(CommandLine.arguments.dropFirst())
-if let command = arguments.first, ["serve", "mount", "cp"].contains(command) {
+if let command = arguments.first, ["serve", "mount", "cp"].contains(command) || command.hasPrefix("gs://") {
   SignalWaiter.blockTerminationSignals()
 }
 let finished = DispatchSemaphore(value: 0)

@@ -123,7 +123,9 @@ import Testing
     #expect(o.offline && o.allowOther)
     #expect(throws: MountOptions.ParseError.self) { try o.apply("bogus") }
     #expect(throws: MountOptions.ParseError.self) { try o.apply("file_mode=999") }
-    #expect(throws: MountOptions.ParseError.self) { try o.apply("rw") }
+    // What mount(8) and fstab pass is accepted (rw is noted, the mount stays read-only).
+    try o.apply("rw,_netdev,noauto,nofail,user,x-systemd.automount,x-systemd.idle-timeout=60,defaults")
+    #expect(o.readWriteAsked)
   }
 
   @Test(arguments: [

@@ -8,6 +8,14 @@ import Synchronization
 public final class HTTPClient: @unchecked Sendable {
   public static let shared = HTTPClient()
 
+  /// The libcurl this process runs with (e.g. "8.14.1").
+  public static var libraryVersion: String {
+    // curl_version() is "libcurl/8.14.1 OpenSSL/3.0 …": its first word, without the prefix.
+    guard let text = curl_version() else { return "unknown" }
+    let first = String(cString: text).split(separator: " ").first ?? "unknown"
+    return first.hasPrefix("libcurl/") ? String(first.dropFirst(8)) : String(first)
+  }
+
   private let pending = Mutex<[HTTPTransfer]>([])
   // Owned by the transfer thread.
   private var multi: UnsafeMutableRawPointer?
