@@ -100,7 +100,12 @@ enum MountCommand {
       log(source is AnonymousSource ? "no credentials found: requests go anonymous" : "credentials: \(source.source) (\(source.identity))")
     }
 
-    SignalWaiter.onTermination { _ in session.stop() }
+    let notifier = SystemdNotifier(environment: environment)
+    notifier.send(["READY=1", "STATUS=Mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")", "MAINPID=\(getpid())"])
+    SignalWaiter.onTermination { signal in
+      notifier.send(["STOPPING=1", "STATUS=Unmounting \(mountpoint) (signal \(signal))"])
+      session.stop()
+    }
     let result: Int32 = await withCheckedContinuation { cont in
       // The loop blocks: it gets a thread of its own, not one of the task pool's.
       let thread = Thread { cont.resume(returning: session.run()) }
@@ -108,6 +113,8 @@ enum MountCommand {
       thread.start()
     }
     staging.cancelAll()
+    // Unmounted from outside (fusermount3 -u, umount) rather than by a signal: say so as well.
+    notifier.send(["STOPPING=1", "STATUS=Unmounted \(mountpoint)"])
     log("unmounted \(mountpoint)")
     return result == 0 ? 0 : ExitStatus.failure
   }

@@ -58,14 +58,16 @@ final class MountFixture: @unchecked Sendable {
   }
 
   /// Mounts `gs://bucket[/prefix]` in the foreground as a child process and waits until it is up.
-  func mount(prefix: String = "", options: [String] = [], extra: [String] = [], name: String = "mnt") throws -> MountedBucket {
+  func mount(
+    prefix: String = "", options: [String] = [], extra: [String] = [], name: String = "mnt", environment: [String: String] = [:]
+  ) throws -> MountedBucket {
     let mountpoint = try folder(name + "-\(mounts.count)")
     let staging = root.appendingPathComponent("staging")
     let opts = (["staging_dir=\(staging.path)", "metadata_ttl=2", "read_timeout=3"] + options).joined(separator: ",")
     let url = "gs://\(bucket)" + (prefix.isEmpty ? "" : "/\(prefix)")
     let m = try MountedBucket(
       arguments: ["mount", url, mountpoint.path, "-f", "-o", opts, "--emulator", address] + extra,
-      mountpoint: mountpoint, home: root)
+      mountpoint: mountpoint, home: root, environment: environment)
     mounts.append(m)
     return m
   }
@@ -88,7 +90,7 @@ final class MountedBucket: @unchecked Sendable {
   let mountpoint: URL
   let stderrFile: URL
 
-  init(arguments: [String], mountpoint: URL, home: URL) throws {
+  init(arguments: [String], mountpoint: URL, home: URL, environment: [String: String] = [:]) throws {
     self.mountpoint = mountpoint
     stderrFile = home.appendingPathComponent("mount-\(UUID().uuidString.prefix(6)).log")
     FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
@@ -96,6 +98,7 @@ final class MountedBucket: @unchecked Sendable {
     process.arguments = arguments
     var env = ProcessInfo.processInfo.environment
     env["HOME"] = home.path
+    for (k, v) in environment { env[k] = v }
     process.environment = env
     process.standardError = try FileHandle(forWritingTo: stderrFile)
     process.standardOutput = FileHandle.nullDevice
