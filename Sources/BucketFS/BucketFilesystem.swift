@@ -22,6 +22,8 @@ public final class BucketFilesystem: Sendable {
   public let staging: StagingArea?
   let mountTime = Date().timeIntervalSince1970
   let log: @Sendable (String) -> Void
+  public let metrics: Metrics
+  let tokenRefreshes: @Sendable () -> Int
 
   final class OpenFile: Sendable {
     let objectName: String
@@ -60,8 +62,10 @@ public final class BucketFilesystem: Sendable {
 
   public init(
     client: any ObjectClient, prefix: String, options: MountOptions, staging: StagingArea?,
-    log: @escaping @Sendable (String) -> Void
+    log: @escaping @Sendable (String) -> Void, metrics: Metrics = Metrics(), tokenRefreshes: @escaping @Sendable () -> Int = { 0 }
   ) {
+    self.metrics = metrics
+    self.tokenRefreshes = tokenRefreshes
     self.client = client
     var p = StoragePath.normalize(prefix)
     if !p.isEmpty { p += "/" }
@@ -456,6 +460,7 @@ public final class BucketFilesystem: Sendable {
     if let failed = file.lastTimeout.withLock({ $0 }), ContinuousClock.now - failed < Self.timeoutEcho {
       throw FSError(EIO)
     }
+    metrics.cacheMisses.add(1, ordering: .relaxed)
     do {
       let reader = file.reader
       let data = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(StorageError) -> Data in
@@ -520,12 +525,31 @@ public final class BucketFilesystem: Sendable {
     let end = min(file.metadata.size, offset + Int64(count))
     guard offset < end else { return Data() }
     if let data = staging?.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset)) {
+      metrics.cacheHits.add(1, ordering: .relaxed)
       return data
     }
     if options.offline { return nil }
     guard let data = file.reader.readIfCached(offset: offset, count: Int(end - offset)) else { return nil }
     if file.metadata.size > Self.smallObject { startStaging(file) }
+    metrics.cacheHits.add(1, ordering: .relaxed)
     return data
+  }
+
+  // MARK: metrics
+
+  public func readings() -> Metrics.Readings {
+    let (stagedBytes, stagedFiles) = staging?.totals ?? (0, 0)
+    return Metrics.Readings(
+      cacheBytes: cache.bytesCached, cacheEvictions: cache.evictions, stagingBytes: stagedBytes, stagingFiles: stagedFiles,
+      openHandles: openFiles.withLock { $0.files.count }, retries: TransferCounters.retries.load(ordering: .relaxed),
+      tokenRefreshes: tokenRefreshes())
+  }
+
+  /// The extended attribute of the mount's root that `bucketfs stats` reads.
+  public static let statsAttribute = "user.bucketfs.stats"
+
+  public func statsText() -> String {
+    metrics.summary(readings()).map { "\($0.0)\t\($0.1)" }.joined(separator: "\n") + "\n"
   }
 
   // MARK: extended attributes

@@ -18,6 +18,11 @@ public struct MountOptions: Sendable {
   public var debug = false
   /// Credentials named in `-o` (the way fstab passes them): a key file or a token file.
   public var keyFile: String?
+  /// `HOST:PORT` where the Prometheus metrics page is served (`-o metrics=127.0.0.1:9464`).
+  public var metricsAddress: String?
+  /// `log_level=error|warn|info|debug` and `log_format=text|json`.
+  public var logLevel: String?
+  public var logJSON = false
   public var tokenFile: String?
   /// `rw` was among the options (fstab's default): the mount stays read-only, and says so.
   public var readWriteAsked = false
@@ -73,6 +78,15 @@ public struct MountOptions: Sendable {
       case "cache_size": cacheSize = Int(try Self.size(need(), key))
       case "staging_dir": stagingDir = URL(fileURLWithPath: try need())
       case "key_file": keyFile = try need()
+      case "metrics": metricsAddress = try need()
+      case "log_level":
+        let value = try need()
+        guard ["error", "warn", "warning", "info", "debug"].contains(value) else { throw .bad("log_level takes error, warn, info or debug") }
+        logLevel = value
+      case "log_format":
+        let value = try need()
+        guard value == "json" || value == "text" else { throw .bad("log_format takes text or json") }
+        logJSON = value == "json"
       case "token_file": tokenFile = try need()
       case "staging_size": stagingSize = try Self.size(need(), key)
       case "stage_max_file": stageMaxFile = try Self.size(need(), key)

@@ -16,6 +16,7 @@ public enum BucketFSCLI {
       rm [-r] gs://BUCKET/OBJECT                                     delete objects
       url gs://BUCKET/OBJECT                                         print the download URL
       auth                                                           show which credentials are used
+      stats MOUNTPOINT                                               what a mount has done
 
     Options of the object commands:
       --emulator HOST:PORT   talk to a local emulator (or set FIREBASE_STORAGE_EMULATOR_HOST, or
@@ -58,6 +59,8 @@ public enum BucketFSCLI {
         return try ServeCommand.run(&args)
       case "mount":
         return try await MountCommand.run(&args, environment: environment)
+      case "stats":
+        return try StatsCommand.run(&args)
       case "ls", "stat", "cat", "cp", "rm", "url", "auth":
         let client = try ClientOptions.parse(&args, environment: environment)
         switch command {
@@ -92,6 +95,7 @@ public enum BucketFSCLI {
     case "url": return ObjectCommands.urlUsage
     case "cp": return CopyCommand.usage
     case "auth": return AuthCommand.usage
+    case "stats": return StatsCommand.usage
     default: return usage
     }
   }

@@ -22,7 +22,7 @@ enum MountCommand {
       -o ro, allow_other, uid=N, gid=N, file_mode=0444, dir_mode=0555,
          metadata_ttl=SECONDS (5), cache_size=SIZE (192M), staging_dir=DIR,
          staging_size=SIZE (10G), stage_max_file=SIZE (2G), read_timeout=SECONDS (30), offline,
-         key_file=FILE, token_file=FILE
+         key_file=FILE, token_file=FILE, metrics=HOST:PORT (Prometheus page at /metrics)
     """
 
   static func run(_ args: inout Arguments, environment: [String: String]) async throws(CommandError) -> Int32 {
@@ -64,7 +64,8 @@ enum MountCommand {
     storage.timeouts = TransportTimeouts(connect: .seconds(min(10, max(1, Int(options.readTimeout)))), stall: .milliseconds(Int(options.readTimeout * 1000)))
     storage.maxDownloadRetryTime = options.readTimeout
     storage.maxOperationRetryTime = options.readTimeout
-    let objectClient = StorageObjectClient(storage: storage)
+    let metrics = Metrics()
+    let objectClient = MeteredClient(StorageObjectClient(storage: storage), metrics: metrics)
     let prefix = ref.fullPath
     if !options.offline {
       do {
@@ -73,9 +74,10 @@ enum MountCommand {
         throw .storage(error)
       }
     }
-    let log: @Sendable (String) -> Void = { line in
-      FileHandle.standardError.write(Data("bucketfs[\(getpid())]: \(line)\n".utf8))
-    }
+    let logger = MountLog(level: options.logLevel.flatMap(MountLog.Level.init(name:)) ?? (debug ? .debug : .info), json: options.logJSON, environment: environment)
+    // The filesystem reports what went wrong with an object (dropped copies, left-out names,
+    // failed reads): warnings.
+    let log: @Sendable (String) -> Void = { line in logger.write(.warn, line) }
     let staging: StagingArea
     do {
       staging = try StagingArea(
@@ -83,7 +85,17 @@ enum MountCommand {
     } catch {
       throw .local(options.stagingDir.path, "cannot use the staging folder: \(error.localizedDescription)")
     }
-    let fs = BucketFilesystem(client: objectClient, prefix: prefix, options: options, staging: staging, log: log)
+    let fs = BucketFilesystem(
+      client: objectClient, prefix: prefix, options: options, staging: staging, log: log, metrics: metrics,
+      tokenRefreshes: { storage.credentials?.refreshes ?? 0 })
+    var metricsServer: MetricsServer? = nil
+    if let address = options.metricsAddress {
+      do {
+        metricsServer = try MetricsServer(address: address) { metrics.prometheus(fs.readings()) }
+      } catch {
+        throw .usage("\(error)")
+      }
+    }
     var fuseOptions = ["ro", "fsname=bucketfs", "subtype=bucketfs", "default_permissions"] + options.fuseOptions
     if options.allowOther { fuseOptions.append("allow_other") }
     let session: FuseSession
@@ -93,11 +105,11 @@ enum MountCommand {
       throw .failed("\(mountpoint): \(error)", status: ExitStatus.failure)
     }
     if readyPipe { announceReady() }
-    log("mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")")
-    if options.readWriteAsked { log("rw ignored: bucketfs mounts read-only") }
+    logger.write(.info, "mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")")
+    if options.readWriteAsked { logger.write(.info, "rw ignored: bucketfs mounts read-only") }
     if let source = storage.credentials?.source {
       // Which credentials, once; never the token.
-      log(source is AnonymousSource ? "no credentials found: requests go anonymous" : "credentials: \(source.source) (\(source.identity))")
+      logger.write(.info, source is AnonymousSource ? "no credentials found: requests go anonymous" : "credentials: \(source.source) (\(source.identity))")
     }
 
     let notifier = SystemdNotifier(environment: environment)
@@ -113,9 +125,10 @@ enum MountCommand {
       thread.start()
     }
     staging.cancelAll()
+    metricsServer?.stop()
     // Unmounted from outside (fusermount3 -u, umount) rather than by a signal: say so as well.
     notifier.send(["STOPPING=1", "STATUS=Unmounted \(mountpoint)"])
-    log("unmounted \(mountpoint)")
+    logger.write(.info, "unmounted \(mountpoint)")
     return result == 0 ? 0 : ExitStatus.failure
   }
 

@@ -47,7 +47,7 @@ enum FuseOperations {
     }
 
     ops.lookup = { req, parent, name in
-      let reply = PendingReply(req)
+      let reply = PendingReply(req, "lookup")
       let name = String(cString: name!)
       switch activeFilesystem.lookupIfCached(parent: parent, name: name) {
       case .success(let attrs):
@@ -92,7 +92,7 @@ enum FuseOperations {
     }
 
     ops.getattr = { req, ino, _ in
-      let reply = PendingReply(req)
+      let reply = PendingReply(req, "getattr")
       if let attrs = activeFilesystem.getattrIfCached(ino) {
         var st = FuseOperations.fill(attrs)
         return reply.attr(&st, timeout: FuseOperations.ttl)
@@ -108,7 +108,7 @@ enum FuseOperations {
     }
 
     ops.open = { req, ino, fi in
-      let reply = PendingReply(req)
+      let reply = PendingReply(req, "open")
       var info = fi!.pointee
       let flags = CFuseShims_fi_flags(fi)
       Task {
@@ -124,7 +124,7 @@ enum FuseOperations {
     }
 
     ops.read = { req, _, size, offset, fi in
-      let reply = PendingReply(req)
+      let reply = PendingReply(req, "read")
       let handle = CFuseShims_fi_fh(fi)
       if let data = activeFilesystem.readIfCached(handle: handle, offset: Int64(offset), count: size) {
         return reply.data(data)
@@ -146,7 +146,7 @@ enum FuseOperations {
     ops.flush = { req, _, _ in fuse_reply_err(req, 0) }
 
     ops.opendir = { req, ino, fi in
-      let reply = PendingReply(req)
+      let reply = PendingReply(req, "opendir")
       var info = fi!.pointee
       Task {
         do {
@@ -185,10 +185,14 @@ enum FuseOperations {
     }
 
     ops.getxattr = { req, ino, name, size in
-      let reply = PendingReply(req)
+      let reply = PendingReply(req, "getxattr")
       let name = String(cString: name!)
       // Only user.* names exist here; `ls -l` asks for security.* and system.* on every file.
       guard name.hasPrefix("user.") else { return reply.error(ENODATA) }
+      // The daemon's numbers, for `bucketfs stats MOUNTPOINT` (not listed: getfattr -d stays tidy).
+      if ino == InodeTable.rootIno && name == BucketFilesystem.statsAttribute {
+        return FuseOperations.replyXattr(reply, Array(activeFilesystem.statsText().utf8), size: size)
+      }
       if let attrs = activeFilesystem.xattrsIfCached(ino) {
         guard let value = attrs.first(where: { $0.0 == name })?.1 else { return reply.error(ENODATA) }
         return FuseOperations.replyXattr(reply, Array(value.utf8), size: size)
@@ -208,7 +212,7 @@ enum FuseOperations {
     }
 
     ops.listxattr = { req, ino, size in
-      let reply = PendingReply(req)
+      let reply = PendingReply(req, "listxattr")
       if let attrs = activeFilesystem.xattrsIfCached(ino) {
         var bytes: [UInt8] = []
         for (name, _) in attrs { bytes += Array(name.utf8) + [0] }
@@ -300,5 +304,6 @@ enum FuseOperations {
 
   static func finishReaddir(_ req: fuse_req_t?, _ buffer: [CChar], _ used: Int) {
     buffer.withUnsafeBufferPointer { fuse_reply_buf(req, $0.baseAddress, used) }
+    activeFilesystem?.metrics.fuse("readdir", seconds: 0)
   }
 }

@@ -7,15 +7,26 @@ import Synchronization
 final class PendingReply: @unchecked Sendable {
   let req: fuse_req_t?
   private let answered = Atomic<Bool>(false)
+  /// The operation, for the latency metrics, and when its request arrived.
+  let operation: String
+  let started = ContinuousClock.now
 
-  init(_ req: fuse_req_t?) { self.req = req }
+  init(_ req: fuse_req_t?, _ operation: String) {
+    self.req = req
+    self.operation = operation
+  }
 
   deinit {
     if !answered.load(ordering: .acquiring) { fuse_reply_err(req, EIO) }
   }
 
   /// True once for the first caller; every reply function checks it.
-  private func claim() -> Bool { !answered.exchange(true, ordering: .acquiringAndReleasing) }
+  private func claim() -> Bool {
+    guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return false }
+    let spent = (ContinuousClock.now - started).components
+    activeFilesystem?.metrics.fuse(operation, seconds: Double(spent.seconds) + Double(spent.attoseconds) / 1e18)
+    return true
+  }
 
   func error(_ errno: Int32) {
     if claim() { fuse_reply_err(req, errno) }

@@ -51,6 +51,7 @@ public final class BlockCache: Sendable {
     /// Bytes of runs on their way: they become cached pages, so prefetching counts them against
     /// the budget too.
     var inflightBytes = 0
+    var evictions = 0
   }
 
   private let state = Mutex(State())
@@ -61,6 +62,7 @@ public final class BlockCache: Sendable {
   }
 
   public var bytesCached: Int { state.withLock { $0.bytes } }
+  public var evictions: Int { state.withLock { $0.evictions } }
 
   public func cached(_ key: Key) -> Data? {
     state.withLock { $0.lru.get(key) }
@@ -71,7 +73,10 @@ public final class BlockCache: Sendable {
       if let old = s.lru.remove(key) { s.bytes -= old.count }
       s.lru.put(key, data)
       s.bytes += data.count
-      while s.bytes > budget, let (_, evicted) = s.lru.removeOldest() { s.bytes -= evicted.count }
+      while s.bytes > budget, let (_, evicted) = s.lru.removeOldest() {
+        s.bytes -= evicted.count
+        s.evictions += 1
+      }
     }
   }
 

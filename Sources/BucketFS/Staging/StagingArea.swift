@@ -369,6 +369,9 @@ public final class StagingArea: Sendable {
     }
   }
 
+  /// Bytes and count of complete copies.
+  public var totals: (bytes: Int64, files: Int) { state.withLock { ($0.bytes, $0.complete.count) } }
+
   /// Open files are never evicted.
   public func retain(_ name: String, generation: Int64) {
     let key = key(name, generation)

@@ -1,8 +1,15 @@
 import Foundation
+import Synchronization
 
 /// The retry state of one logical operation: backoff with jitter until a deadline. Every retry
 /// loop asks it to wait, and it gives up with `retryLimitExceeded` (keeping the last cause) once
 /// the next wait would pass the deadline.
+/// Process-wide transfer counters, for the mount's metrics.
+public enum TransferCounters {
+  /// Attempts made again after a failure.
+  public static let retries = Atomic<Int>(0)
+}
+
 struct RetryBudget: Sendable {
   private var backoff: Backoff
   private let deadline: Date
@@ -45,6 +52,7 @@ struct RetryBudget: Sendable {
     if Date().addingTimeInterval(delay) >= deadline {
       throw failure.replacing(code: .retryLimitExceeded, detail: "gave up after \(attempts) attempts: \(failure.detail)")
     }
+    TransferCounters.retries.add(1, ordering: .relaxed)
     try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
   }
 }

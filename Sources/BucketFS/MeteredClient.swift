@@ -1,0 +1,67 @@
+import Foundation
+import StorageCore
+
+/// An object client that counts what goes through it: requests by operation and outcome, and
+/// the object bytes received.
+public struct MeteredClient: ObjectClient {
+  let inner: any ObjectClient
+  let metrics: Metrics
+
+  public init(_ inner: any ObjectClient, metrics: Metrics) {
+    self.inner = inner
+    self.metrics = metrics
+  }
+
+  public var bucket: String { inner.bucket }
+
+  private func outcome(_ error: StorageError?) -> String {
+    guard let error else { return "ok" }
+    return String(describing: error.code)
+  }
+
+  private func count<T>(_ operation: String, _ body: () async throws(StorageError) -> T) async throws(StorageError) -> T {
+    do throws(StorageError) {
+      let value = try await body()
+      metrics.request(operation, outcome: "ok")
+      return value
+    } catch {
+      metrics.request(operation, outcome: outcome(error))
+      throw error
+    }
+  }
+
+  public func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
+    try await count("metadata") { () async throws(StorageError) -> StorageMetadata in try await inner.metadata(of: name) }
+  }
+
+  public func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
+    try await count("list") { () async throws(StorageError) -> ListPage in
+      try await inner.listPage(prefix: prefix, pageToken: pageToken, maxResults: maxResults)
+    }
+  }
+
+  public func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
+    let data = try await count("read") { () async throws(StorageError) -> Data in
+      try await inner.read(name, range: range, generation: generation)
+    }
+    metrics.fetched(data.count)
+    return data
+  }
+
+  public func download(_ name: String, generation: Int64, to file: URL) -> any ObjectDownload {
+    let download = inner.download(name, generation: generation, to: file)
+    let metrics = self.metrics
+    Task {
+      do throws(StorageError) {
+        try await download.wait()
+        metrics.request("download", outcome: "ok")
+        metrics.fetched(Int(download.bytesWritten))
+      } catch {
+        metrics.request("download", outcome: String(describing: error.code))
+      }
+    }
+    return download
+  }
+
+  public func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: name, token: token) }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import StorageCore
+import Testing
+
+/// `-o metrics=HOST:PORT` serves the daemon's numbers; they move as files are read;
+/// `bucketfs stats` shows them; `log_format=json` writes one JSON object per line.
+@Suite(.serialized) struct MetricsTests {
+  func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return Int(UInt16(bigEndian: addr.sin_port))
+  }
+
+  /// The value of a sample line `name{labels} value` (the sum over matching lines).
+  func value(_ page: String, _ prefix: String) -> Double {
+    page.split(separator: "\n").filter { $0.hasPrefix(prefix) }.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+  }
+
+  @Test func countersMoveAsFilesAreRead() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    for i in 0..<5 { _ = try await fx.put("m/f\(i).bin", randomData(300_000, seed: UInt64(300 + i))) }
+    let port = freePort()
+    let m = try fx.mount(options: ["metrics=127.0.0.1:\(port)", "log_format=json", "log_level=info"])
+    let url = "http://127.0.0.1:\(port)/metrics"
+    let before = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url)).body, as: UTF8.self)
+    for family in ["bucketfs_requests_total", "bucketfs_fetched_bytes_total", "bucketfs_block_cache_bytes", "bucketfs_staging_files",
+      "bucketfs_open_handles", "bucketfs_fuse_operation_seconds", "bucketfs_retries_total", "bucketfs_token_refreshes_total"]
+    {
+      #expect(before.contains("# TYPE \(family) "), "\(family) missing")
+    }
+    for i in 0..<5 { _ = try readFile(m.path("m/f\(i).bin")).get() }
+    let after = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url)).body, as: UTF8.self)
+    #expect(value(after, "bucketfs_fetched_bytes_total") >= value(before, "bucketfs_fetched_bytes_total") + 1_500_000)
+    #expect(value(after, "bucketfs_requests_total{operation=\"read\",outcome=\"ok\"}") > value(before, "bucketfs_requests_total{operation=\"read\",outcome=\"ok\"}"))
+    #expect(value(after, "bucketfs_fuse_operation_seconds_count{operation=\"read\"}") >= 5)
+    #expect(value(after, "bucketfs_fuse_operation_seconds_count{operation=\"open\"}") >= 5)
+    // For a person.
+    let stats = Process()
+    stats.executableURL = URL(fileURLWithPath: bucketfsBinary)
+    stats.arguments = ["stats", m.mountpoint.path]
+    let pipe = Pipe()
+    stats.standardOutput = pipe
+    try stats.run()
+    let table = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    stats.waitUntilExit()
+    #expect(stats.terminationStatus == 0 && table.contains("bytes fetched") && table.contains("requests to the bucket"), "\(table)")
+    // JSON log lines.
+    let lines = m.log.split(separator: "\n").filter { $0.hasPrefix("{") }
+    #expect(!lines.isEmpty)
+    for line in lines {
+      let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+      #expect(object?["level"] is String && object?["message"] is String, "\(line)")
+    }
+    #expect(lines.contains { $0.contains("mounted gs://") })
+  }
+}
