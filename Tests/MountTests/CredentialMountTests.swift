@@ -45,6 +45,8 @@ import Testing
     for i in 0..<20 { _ = try await fx.put("tokens/small-\(i).txt", Data("small \(i)".utf8)) }
     // Reads go to the server all along: no staging, a small cache, short metadata TTL.
     let m = try fx.mount(options: ["stage_max_file=0", "cache_size=4M", "metadata_ttl=1", "read_timeout=10"], extra: ["--key-file", keyFile])
+    // The daemon logs its credentials just after the mount comes up.
+    for _ in 0..<50 where !m.log.contains("credentials: ") { try await Task.sleep(for: .milliseconds(100)) }
     #expect(m.log.contains("credentials: service account key"), "\(m.log)")
     let grantsBefore = fx.emulator?.tokenGrants ?? 0
     let failures = Mutex<[String]>([])
