@@ -14,10 +14,8 @@ public struct MeteredClient: ObjectClient {
 
   public var bucket: String { inner.bucket }
 
-  private func outcome(_ error: StorageError?) -> String {
-    guard let error else { return "ok" }
-    return String(describing: error.code)
-  }
+  /// The outcome label of a failure: the error's specific code.
+  private static func outcome(_ error: StorageError) -> String { String(describing: error.code) }
 
   private func count<T>(_ operation: String, _ body: () async throws(StorageError) -> T) async throws(StorageError) -> T {
     do throws(StorageError) {
@@ -25,7 +23,7 @@ public struct MeteredClient: ObjectClient {
       metrics.request(operation, outcome: "ok")
       return value
     } catch {
-      metrics.request(operation, outcome: outcome(error))
+      metrics.request(operation, outcome: Self.outcome(error))
       throw error
     }
   }
@@ -57,7 +55,7 @@ public struct MeteredClient: ObjectClient {
         metrics.request("download", outcome: "ok")
         metrics.fetched(Int(download.bytesWritten))
       } catch {
-        metrics.request("download", outcome: String(describing: error.code))
+        metrics.request("download", outcome: Self.outcome(error))
       }
     }
     return download

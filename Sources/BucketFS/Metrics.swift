@@ -46,22 +46,13 @@ public final class Metrics: Sendable {
 
   /// Gauges and counters kept elsewhere, read when the page is made.
   public struct Readings: Sendable {
-    public var cacheBytes: Int
-    public var cacheEvictions: Int
-    public var stagingBytes: Int64
-    public var stagingFiles: Int
-    public var openHandles: Int
-    public var retries: Int
-    public var tokenRefreshes: Int
-    public init(cacheBytes: Int, cacheEvictions: Int, stagingBytes: Int64, stagingFiles: Int, openHandles: Int, retries: Int, tokenRefreshes: Int) {
-      self.cacheBytes = cacheBytes
-      self.cacheEvictions = cacheEvictions
-      self.stagingBytes = stagingBytes
-      self.stagingFiles = stagingFiles
-      self.openHandles = openHandles
-      self.retries = retries
-      self.tokenRefreshes = tokenRefreshes
-    }
+    var cacheBytes: Int
+    var cacheEvictions: Int
+    var stagingBytes: Int64
+    var stagingFiles: Int
+    var openHandles: Int
+    var retries: Int
+    var tokenRefreshes: Int
   }
 
   private static func label(_ text: String) -> String {
@@ -79,31 +70,26 @@ public final class Metrics: Sendable {
     func family(_ name: String, _ type: String, _ help: String) {
       out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
     }
+    /// A family with one unlabelled sample.
+    func single(_ name: String, _ type: String, _ help: String, _ value: some CustomStringConvertible) {
+      family(name, type, help)
+      out += "\(name) \(value)\n"
+    }
     family("bucketfs_requests_total", "counter", "Requests to the bucket, by operation and outcome.")
     for (key, value) in s.requests.sorted(by: { $0.key < $1.key }) {
       let parts = key.split(separator: "|", maxSplits: 1).map(String.init)
       out += "bucketfs_requests_total{operation=\"\(Self.label(parts[0]))\",outcome=\"\(Self.label(parts[1]))\"} \(value)\n"
     }
-    family("bucketfs_fetched_bytes_total", "counter", "Object bytes received from the bucket.")
-    out += "bucketfs_fetched_bytes_total \(bytesFetched.load(ordering: .relaxed))\n"
-    family("bucketfs_block_cache_hits_total", "counter", "Reads answered from the block cache.")
-    out += "bucketfs_block_cache_hits_total \(cacheHits.load(ordering: .relaxed))\n"
-    family("bucketfs_block_cache_misses_total", "counter", "Reads that needed the bucket.")
-    out += "bucketfs_block_cache_misses_total \(cacheMisses.load(ordering: .relaxed))\n"
-    family("bucketfs_block_cache_evictions_total", "counter", "Pages evicted from the block cache.")
-    out += "bucketfs_block_cache_evictions_total \(r.cacheEvictions)\n"
-    family("bucketfs_block_cache_bytes", "gauge", "Bytes held by the block cache.")
-    out += "bucketfs_block_cache_bytes \(r.cacheBytes)\n"
-    family("bucketfs_staging_bytes", "gauge", "Bytes of complete staged copies.")
-    out += "bucketfs_staging_bytes \(r.stagingBytes)\n"
-    family("bucketfs_staging_files", "gauge", "Complete staged copies.")
-    out += "bucketfs_staging_files \(r.stagingFiles)\n"
-    family("bucketfs_open_handles", "gauge", "Files open through the mount.")
-    out += "bucketfs_open_handles \(r.openHandles)\n"
-    family("bucketfs_retries_total", "counter", "Requests retried after a failure.")
-    out += "bucketfs_retries_total \(r.retries)\n"
-    family("bucketfs_token_refreshes_total", "counter", "Tokens fetched from the credential source.")
-    out += "bucketfs_token_refreshes_total \(r.tokenRefreshes)\n"
+    single("bucketfs_fetched_bytes_total", "counter", "Object bytes received from the bucket.", bytesFetched.load(ordering: .relaxed))
+    single("bucketfs_block_cache_hits_total", "counter", "Reads answered from the block cache.", cacheHits.load(ordering: .relaxed))
+    single("bucketfs_block_cache_misses_total", "counter", "Reads that needed the bucket.", cacheMisses.load(ordering: .relaxed))
+    single("bucketfs_block_cache_evictions_total", "counter", "Pages evicted from the block cache.", r.cacheEvictions)
+    single("bucketfs_block_cache_bytes", "gauge", "Bytes held by the block cache.", r.cacheBytes)
+    single("bucketfs_staging_bytes", "gauge", "Bytes of complete staged copies.", r.stagingBytes)
+    single("bucketfs_staging_files", "gauge", "Complete staged copies.", r.stagingFiles)
+    single("bucketfs_open_handles", "gauge", "Files open through the mount.", r.openHandles)
+    single("bucketfs_retries_total", "counter", "Requests retried after a failure.", r.retries)
+    single("bucketfs_token_refreshes_total", "counter", "Tokens fetched from the credential source.", r.tokenRefreshes)
     family("bucketfs_fuse_operation_seconds", "histogram", "FUSE operations by type, by time to answer.")
     for (op, h) in s.fuse.sorted(by: { $0.key < $1.key }) {
       for (i, bound) in Self.buckets.enumerated() {

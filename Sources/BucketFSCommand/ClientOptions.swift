@@ -121,7 +121,7 @@ struct ClientOptions {
     // whole operation's retry time); broken connections and stalls are still retried.
     storage.unreachableRetryTime = 0
     if let emulator {
-      guard let (host, port) = Self.split(emulator) else {
+      guard let (host, port) = Storage.hostAndPort(emulator) else {
         throw .usage("the emulator address must be HOST:PORT, not \(emulator)")
       }
       storage.useEmulator(host: host, port: port)
@@ -142,16 +142,6 @@ struct ClientOptions {
       storage.maxUploadRetryTime = TimeInterval(timeout)
     }
     return storage
-  }
-
-  static func split(_ address: String) -> (String, Int)? {
-    var text = address
-    if text.hasPrefix("http://") { text = String(text.dropFirst(7)) }
-    while text.hasSuffix("/") { text.removeLast() }
-    guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]) else { return nil }
-    var host = String(text[..<colon])
-    if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-    return host.isEmpty ? nil : (host, port)
   }
 
   /// A reference for a `gs://` or v0 `https://` URL.

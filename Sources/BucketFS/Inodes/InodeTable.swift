@@ -37,31 +37,33 @@ public final class InodeTable: Sendable {
 
   /// The inode for `node`, made if needed; `lookup` counts a reference handed to the kernel.
   public func ino(for node: Node, lookup: Bool) -> UInt64 {
+    register(node, lookup: lookup).ino
+  }
+
+  /// The inode for `node`, and whether it was made just now.
+  public func inoCreating(_ node: Node) -> (ino: UInt64, created: Bool) {
+    register(node, lookup: false)
+  }
+
+  private func register(_ node: Node, lookup: Bool) -> (ino: UInt64, created: Bool) {
     state.withLock { s in
       let key = Key(path: node.path, isDirectory: node.isDirectory)
       if let ino = s.byKey[key] {
         s.nodes[ino]!.node = node
         if lookup { s.nodes[ino]!.lookups += 1 }
-        return ino
+        return (ino, false)
       }
       let ino = s.next
       s.next += 1
       s.byKey[key] = ino
       s.nodes[ino] = (node, lookup ? 1 : 0)
-      return ino
+      return (ino, true)
     }
   }
 
   /// The inode of `node` when it has one; never makes one.
   public func existing(_ node: Node) -> UInt64? {
     state.withLock { $0.byKey[Key(path: node.path, isDirectory: node.isDirectory)] }
-  }
-
-  /// The inode for `node`, and whether it was made just now.
-  public func inoCreating(_ node: Node) -> (ino: UInt64, created: Bool) {
-    let before = existing(node)
-    let ino = ino(for: node, lookup: false)
-    return (ino, before == nil)
   }
 
   /// Forgets `ino` if the kernel holds no reference to it (one made for a reply that did not fit).

@@ -161,7 +161,6 @@ public final class ObjectReader: Sendable {
         cache.finish(run, name: name, generation: generation, pages: claimed, result: result)
       }
       tasks.withLock { t in
-        t.removeAll { $0.isCancelled }
         t.append(task)
         if t.count > 64 { t.removeFirst(t.count - 64) }
       }

@@ -9,9 +9,8 @@ public struct BlockChecksums: Sendable, Equatable {
   public static let blockSize = 64 * 1024
   public var crcs: [UInt32]
 
-  /// Checksums of `bytes`, and the CRC32C of the whole.
-  static func of(_ bytes: UnsafeRawBufferPointer) -> (BlockChecksums, CRC32C) {
-    var whole = CRC32C()
+  /// Checksums of `bytes` (starting at a block boundary).
+  static func of(_ bytes: UnsafeRawBufferPointer) -> BlockChecksums {
     var crcs: [UInt32] = []
     crcs.reserveCapacity(bytes.count / blockSize + 1)
     var start = 0
@@ -20,10 +19,9 @@ public struct BlockChecksums: Sendable, Equatable {
       var crc = CRC32C()
       crc.update(block)
       crcs.append(crc.value)
-      whole.update(block)
       start += blockSize
     }
-    return (BlockChecksums(crcs: crcs), whole)
+    return BlockChecksums(crcs: crcs)
   }
 
   /// Reads the file at `path` (which must hold exactly `size` bytes) and checksums it; nil when it
@@ -45,7 +43,7 @@ public struct BlockChecksums: Sendable, Equatable {
       let ok = buffer.withUnsafeMutableBytes { raw -> Bool in
         guard readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<want]), at: offset) else { return false }
         let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<want])
-        all.crcs += of(bytes).0.crcs
+        all.crcs += of(bytes).crcs
         whole.update(bytes)
         digest?.update(bytes)
         return true

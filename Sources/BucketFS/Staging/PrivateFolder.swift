@@ -34,18 +34,4 @@ enum PrivateFolder {
     let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
     return entries.allSatisfy { $0.count == 16 && $0.allSatisfy(\.isHexDigit) }
   }
-
-  /// Writes `data` to `path` atomically with owner-only permissions.
-  static func write(_ data: Data, to path: String) -> Bool {
-    let tmp = path + ".tmp"
-    let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, fileMode)
-    guard fd >= 0 else { return false }
-    let ok = data.withUnsafeBytes { raw in raw.count == 0 || Foundation.write(fd, raw.baseAddress!, raw.count) == raw.count }
-    close(fd)
-    guard ok, rename(tmp, path) == 0 else {
-      unlink(tmp)
-      return false
-    }
-    return true
-  }
 }

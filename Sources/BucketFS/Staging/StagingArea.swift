@@ -206,7 +206,7 @@ public final class StagingArea: Sendable {
       }
     }
     let (data, meta) = paths(key)
-    let checksums = bytes.withUnsafeBytes { BlockChecksums.of($0).0 }
+    let checksums = bytes.withUnsafeBytes { BlockChecksums.of($0) }
     let entry = Entry(name: name, metadata: metadata, dataPath: data.path, checksums: checksums)
     let tmpData = folder.appendingPathComponent("." + key + ".part").path
     guard writeIndex(entry, to: meta.path) else { return }
@@ -339,7 +339,9 @@ public final class StagingArea: Sendable {
     dict["name"] = entry.name
     if let checksums = entry.checksums { dict[Self.checksumsKey] = checksums.encoded }
     guard let json = try? JSONSerialization.data(withJSONObject: dict) else { return false }
-    return PrivateFolder.write(json, to: path)
+    // Not synced: the data file's rename is the commit; an index lost or left from before the
+    // checksums makes the copy be dropped or verified again.
+    return (try? PrivateFile.write(json, to: path, sync: false)) != nil
   }
 
   /// Forgets a damaged copy and removes its files.

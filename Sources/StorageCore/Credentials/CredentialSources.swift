@@ -290,25 +290,3 @@ public struct AnonymousSource: CredentialSource {
   public init() {}
   public func fetchToken() async throws(StorageError) -> AccessToken? { nil }
 }
-
-/// Files that hold secrets: written atomically, readable by the owner only.
-enum PrivateFile {
-  static func write(_ data: Data, to path: String) throws(StorageError) {
-    let tmp = path + ".tmp-\(getpid())"
-    let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-    guard fd >= 0 else { throw StorageError(code: .unknown, object: path, detail: "cannot write \(tmp)") }
-    let ok = data.withUnsafeBytes { raw in Foundation.write(fd, raw.baseAddress, raw.count) == raw.count } && fsync(fd) == 0
-    close(fd)
-    guard ok, rename(tmp, path) == 0 else {
-      unlink(tmp)
-      throw StorageError(code: .unknown, object: path, detail: "cannot replace the file")
-    }
-  }
-
-  /// A warning when `path` can be read by others (as ssh warns of an open key file).
-  static func exposure(_ path: String) -> String? {
-    var st = stat()
-    guard stat(path, &st) == 0, st.st_mode & 0o077 != 0 else { return nil }
-    return "warning: \(path) is readable by other users (mode \(String(st.st_mode & 0o777, radix: 8))): chmod 600 \(path)"
-  }
-}

@@ -36,15 +36,18 @@ public final class Credentials: Sendable {
 
   /// The token for the next request (nil: send it without one).
   public func token() async throws(StorageError) -> AccessToken? {
+    enum Next {
+      /// The token in hand is still good (nil: anonymous).
+      case current(AccessToken?)
+      case refresh(Task<Result<AccessToken?, StorageError>, Never>)
+    }
     let now = clock()
-    let pending: Task<Result<AccessToken?, StorageError>, Never> = state.withLock { s in
-      if let refresh = s.refresh { return refresh }
+    let next: Next = state.withLock { s in
+      if let refresh = s.refresh { return .refresh(refresh) }
       if s.fetched, !source.isVolatile {
-        if s.token == nil { return Task { .success(nil) } }
-        if let token = s.token, let fetchedAt = s.fetchedAt {
-          let due = Self.refreshTime(token, fetchedAt: fetchedAt)
-          if due == nil || now < due! { return Task { .success(token) } }
-        }
+        guard let token = s.token, let fetchedAt = s.fetchedAt else { return .current(nil) }
+        let due = Self.refreshTime(token, fetchedAt: fetchedAt)
+        if due == nil || now < due! { return .current(token) }
       }
       let source = self.source
       let task = Task { () -> Result<AccessToken?, StorageError> in
@@ -55,7 +58,13 @@ public final class Credentials: Sendable {
         }
       }
       s.refresh = task
-      return task
+      return .refresh(task)
+    }
+    // Most requests find a token in hand: no task, no wait.
+    let pending: Task<Result<AccessToken?, StorageError>, Never>
+    switch next {
+    case .current(let token): return token
+    case .refresh(let task): pending = task
     }
     let result = await pending.value
     state.withLock { s in

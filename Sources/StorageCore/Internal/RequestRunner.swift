@@ -12,7 +12,6 @@ struct RequestRunner: Sendable {
   {
     let timeouts = storage.settings.withLock { $0.timeouts }
     var retries = RetryBudget(storage, seconds: budget)
-    var refreshedAfter401 = false
     while true {
       var retryAfter: TimeInterval? = nil
       let failure: StorageError
@@ -21,10 +20,7 @@ struct RequestRunner: Sendable {
       case .success(let response):
         if accepting.contains(response.status) { return response }
         // An expired or revoked token: fresh credentials, and one more try.
-        if response.status == 401, !refreshedAfter401, storage.refreshAfterUnauthenticated(token) {
-          refreshedAfter401 = true
-          continue
-        }
+        if retries.refreshCredentials(after: response.status, token: token) { continue }
         let error = StorageError.from(status: response.status, object: object, body: response.body)
         guard Backoff.isRetryable(status: response.status) else { throw error }
         retryAfter = Backoff.retryAfter(response.head)

@@ -96,7 +96,8 @@ public final class Storage: Sendable {
     }
   }
 
-  static func hostAndPort(_ address: String) -> (String, Int)? {
+  /// `HOST:PORT`, `http://HOST:PORT/` or `[::1]:PORT`, as the emulator variables write it.
+  public static func hostAndPort(_ address: String) -> (String, Int)? {
     var text = address
     if let scheme = text.range(of: "://") { text = String(text[scheme.upperBound...]) }
     while text.hasSuffix("/") { text.removeLast() }
@@ -157,12 +158,6 @@ public final class Storage: Sendable {
   public var credentials: Credentials? {
     get { settings.withLock { $0.credentials } }
     set { settings.withLock { $0.credentials = newValue } }
-  }
-
-  /// `request` with the credentials of this moment: the provider's token (when one is set) and
-  /// the App Check token.
-  func authorized(_ request: HTTPRequest) async throws(StorageError) -> HTTPRequest {
-    try await authorize(request).0
   }
 
   /// CA certificates to trust instead of the system's (PEM bundle), for servers with a private CA.

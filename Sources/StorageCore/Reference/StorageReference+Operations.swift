@@ -60,7 +60,6 @@ extension StorageReference {
     var retries = RetryBudget(storage, seconds: budget)
     let sink = RangeSink(capacity: Int(range.count))
     var pinned = generation
-    var refreshedAfter401 = false
     while true {
       let from = range.lowerBound + Int64(sink.received)
       let before = sink.received
@@ -95,9 +94,7 @@ extension StorageReference {
           return sink.bytes(count: sink.received)
         }
         failure = StorageError(code: .unknown, object: description, detail: "short body: \(sink.received) of \(range.count) bytes")
-      case .success(let head) where head.status == 401 && !refreshedAfter401 && storage.refreshAfterUnauthenticated(token):
-        // An expired token: fresh credentials, and one more try at once.
-        refreshedAfter401 = true
+      case .success(let head) where retries.refreshCredentials(after: head.status, token: token):
         continue
       case .success(let head) where head.status == 404 && generation != nil:
         throw StorageError(
@@ -201,7 +198,6 @@ extension StorageReference {
     try requireObject("stream")
     let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
     var retries = RetryBudget(storage, seconds: budget)
-    var refreshedAfter401 = false
     let counter = StreamCounter()
     while true {
       let (request, token) = try await storage.authorize(storage.wire.download(path, range: range, from: nil, generation: nil))
@@ -220,8 +216,7 @@ extension StorageReference {
             return onData(bytes)
           })
         if (200..<300).contains(head.status) { return counter.delivered }
-        if head.status == 401, !refreshedAfter401, storage.refreshAfterUnauthenticated(token) {
-          refreshedAfter401 = true
+        if retries.refreshCredentials(after: head.status, token: token) {
           counter.errorBody = Data()
           continue
         }

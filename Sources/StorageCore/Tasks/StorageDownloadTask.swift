@@ -24,8 +24,6 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
 
   /// The generation of the bytes on disk (nil until the server answered or after a restart).
   private let servedGeneration = Mutex<Int64?>(nil)
-  /// A 401 is answered with fresh credentials once.
-  private let refreshedAfter401 = Atomic<Bool>(false)
 
   /// For `getData(maxSize:)`: the limit, and the bytes once the download succeeded.
   let maxSize: Int64?
@@ -72,6 +70,11 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       case .failed(let error):
         fail(error)
         return
+      case .unauthenticated(let error, let token):
+        // An expired token: fresh credentials, and one more try at once.
+        if retries.refreshCredentials(after: 401, token: token) { continue }
+        fail(error)
+        return
       case .retry(let error, let retryAfter):
         // A connection that breaks every few hundred kilobytes still gets the file through.
         if bytesOnDisk() > before { retries.progressed() }
@@ -98,6 +101,8 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   enum Outcome {
     case done, stopped
     case failed(StorageError)
+    /// A 401 to a request that carried this token.
+    case unauthenticated(StorageError, AccessToken?)
     case retry(StorageError, TimeInterval?)
   }
 
@@ -204,12 +209,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
           detail: "generation \(pinned) of the object is gone (overwritten or deleted)"))
       }
       let error = StorageError.from(status: head.status, object: object, body: sink.errorBody)
-      if head.status == 401, !refreshedAfter401.exchange(true, ordering: .relaxed),
-        reference.storage.refreshAfterUnauthenticated(token)
-      {
-        // An expired token: fresh credentials, and one more try at once.
-        return .retry(error, 0)
-      }
+      if head.status == 401 { return .unauthenticated(error, token) }
       return Backoff.isRetryable(status: head.status) ? .retry(error, Backoff.retryAfter(head)) : .failed(error)
     }
     if Task.isCancelled || phase != .running { return .stopped }

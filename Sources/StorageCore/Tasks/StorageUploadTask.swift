@@ -115,7 +115,6 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       ($0.uploadChunkSize, $0.timeouts, $0.maxUploadRetryTime)
     }
     var retries = RetryBudget(reference.storage, seconds: budget)
-    var refreshedAfter401 = false
     let size = source.size
     while true {
       if Task.isCancelled || phase != .running { return nil }
@@ -135,10 +134,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       do {
         let (signed, token) = try await reference.storage.authorize(request)
         let response = try await reference.storage.client.send(signed, timeouts: timeouts)
-        if response.status == 401, !refreshedAfter401, reference.storage.refreshAfterUnauthenticated(token) {
-          refreshedAfter401 = true
-          continue
-        }
+        if retries.refreshCredentials(after: response.status, token: token) { continue }
         switch wire.chunkOutcome(response.head, finalize: last) {
         case .final:
           return try StorageMetadata(data: response.body).through(reference)

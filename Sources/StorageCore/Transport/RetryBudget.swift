@@ -1,17 +1,21 @@
 import Foundation
 import Synchronization
 
-/// The retry state of one logical operation: backoff with jitter until a deadline. Every retry
-/// loop asks it to wait, and it gives up with `retryLimitExceeded` (keeping the last cause) once
-/// the next wait would pass the deadline.
 /// Process-wide transfer counters, for the mount's metrics.
 public enum TransferCounters {
   /// Attempts made again after a failure.
   public static let retries = Atomic<Int>(0)
 }
 
+/// The retry state of one logical operation: backoff with jitter until a deadline. Every retry
+/// loop asks it to wait, and it gives up with `retryLimitExceeded` (keeping the last cause) once
+/// the next wait would pass the deadline. It also allows the one retry with fresh credentials
+/// after a 401.
 struct RetryBudget: Sendable {
   private var backoff: Backoff
+  /// Whose credentials a 401 refreshes (nil: none to refresh).
+  private let storage: Storage?
+  private var refreshedCredentials = false
   private let deadline: Date
   /// When an unreachable host stops being retried.
   private let unreachableDeadline: Date
@@ -19,8 +23,9 @@ struct RetryBudget: Sendable {
   /// The last attempt moved bytes: retry at once.
   private var madeProgress = false
 
-  init(seconds: TimeInterval, initialDelay: TimeInterval, unreachableSeconds: TimeInterval? = nil) {
+  init(seconds: TimeInterval, initialDelay: TimeInterval, unreachableSeconds: TimeInterval? = nil, storage: Storage? = nil) {
     backoff = Backoff(initialDelay: initialDelay)
+    self.storage = storage
     let now = Date()
     deadline = now.addingTimeInterval(seconds)
     unreachableDeadline = now.addingTimeInterval(min(seconds, unreachableSeconds ?? seconds))
@@ -29,7 +34,16 @@ struct RetryBudget: Sendable {
   /// The budget `storage` gives an operation of `seconds`.
   init(_ storage: Storage, seconds: TimeInterval) {
     let (initialDelay, unreachable) = storage.settings.withLock { ($0.retryInitialDelay, $0.unreachableRetryTime) }
-    self.init(seconds: seconds, initialDelay: initialDelay, unreachableSeconds: unreachable)
+    self.init(seconds: seconds, initialDelay: initialDelay, unreachableSeconds: unreachable, storage: storage)
+  }
+
+  /// The server answered `status` to a request that carried `token`: true, once per operation,
+  /// when it was a 401 and fresh credentials are worth one more try at once (the token is
+  /// dropped, so the next request fetches another).
+  mutating func refreshCredentials(after status: Int, token: AccessToken?) -> Bool {
+    guard status == 401, !refreshedCredentials, let storage, storage.refreshAfterUnauthenticated(token) else { return false }
+    refreshedCredentials = true
+    return true
   }
 
   /// An attempt moved bytes before it failed: the next attempt starts at once and the backoff
