@@ -29,22 +29,27 @@ public final class BucketFilesystem: Sendable {
     let objectName: String
     let metadata: StorageMetadata
     let reader: ObjectReader
+    /// The staged copy being filled, which reads are answered from (nil: staging is off, the
+    /// object is staged completely already, small or too large, or the copy broke).
+    let copy: PartialCopy?
     /// Staging of a large object starts after the first read is answered, so that its download
     /// does not delay the first byte.
     let stagingStarted = Atomic<Bool>(false)
     /// When a read of this handle last ran out of time.
     let lastTimeout = Mutex<ContinuousClock.Instant?>(nil)
-    init(objectName: String, metadata: StorageMetadata, reader: ObjectReader) {
+    init(objectName: String, metadata: StorageMetadata, reader: ObjectReader, copy: PartialCopy?) {
       self.objectName = objectName
       self.metadata = metadata
       self.reader = reader
+      self.copy = copy
     }
   }
 
-  /// Starts staging `file` once (a large object's whole-object download).
+  /// Starts filling `file`'s staged copy once: the gaps its reads leave are fetched in the
+  /// background, so that the whole object ends up staged.
   private func startStaging(_ file: OpenFile) {
-    guard let staging, !options.offline, !file.stagingStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
-    staging.stage(file.objectName, metadata: file.metadata, client: client)
+    guard !file.stagingStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    file.copy?.startFilling()
   }
 
   private let openFiles = Mutex<(next: UInt64, files: [UInt64: OpenFile])>((1, [:]))
@@ -410,6 +415,7 @@ public final class BucketFilesystem: Sendable {
     let m = try await fileMetadata(node)
     let objectName = prefix + (node.objectName ?? node.path)
     let reader = ObjectReader(client: client, cache: cache, name: objectName, generation: m.generation, size: m.size)
+    var copy: PartialCopy? = nil
     if let staging {
       staging.retain(objectName, generation: m.generation)
       if !options.offline {
@@ -420,6 +426,8 @@ public final class BucketFilesystem: Sendable {
               staging.stage(objectName, metadata: m, bytes: bytes)
             }
           }
+        } else {
+          copy = staging.partialCopy(objectName, metadata: m, client: client)
         }
       }
     }
@@ -428,14 +436,14 @@ public final class BucketFilesystem: Sendable {
       g[ino] = m.generation
       return same
     }
-    let file = OpenFile(objectName: objectName, metadata: m, reader: reader)
+    let file = OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy)
     let fh = openFiles.withLock { s in
       let fh = s.next
       s.next += 1
       s.files[fh] = file
       return fh
     }
-    if m.size > Self.smallObject {
+    if copy != nil {
       // Opened but not read soon (or read only after a while): stage anyway.
       Task {
         try? await Task.sleep(for: .milliseconds(300))
@@ -445,13 +453,16 @@ public final class BucketFilesystem: Sendable {
     return (fh, keep)
   }
 
-  public func read(handle: UInt64, offset: Int64, count: Int) async throws(FSError) -> Data {
+  public func read(handle: UInt64, offset: Int64, count: Int) async throws(FSError) -> ReadReply {
     guard let file = openFiles.withLock({ $0.files[handle] }) else { throw FSError(EBADF) }
     let size = file.metadata.size
     let end = min(size, offset + Int64(count))
-    guard offset < end else { return Data() }
+    guard offset < end else { return .bytes(Data()) }
     if let data = staging?.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset)) {
-      return data
+      return .bytes(data)
+    }
+    if let copy = file.copy, copy.holds(offset: offset, end: end) {
+      return .file(copy.file, offset: offset, count: Int(end - offset))
     }
     if options.offline { throw FSError(EIO) }
     // A read that just failed for lack of an answer fails again at once for a moment: the
@@ -462,12 +473,11 @@ public final class BucketFilesystem: Sendable {
     }
     metrics.cacheMisses.add(1, ordering: .relaxed)
     do {
-      let reader = file.reader
-      let data = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(StorageError) -> Data in
-        try await reader.read(offset: offset, count: Int(end - offset))
+      let reply = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(StorageError) -> ReadReply in
+        try await self.fetch(file, offset: offset, end: end)
       }
-      if size > Self.smallObject { startStaging(file) }
-      return data
+      startStaging(file)
+      return reply
     } catch {
       if error.code == .objectChanged { log("\(file.objectName) changed on the server while open: \(error.detail)") }
       if error.code == .timedOut || error.code == .retryLimitExceeded {
@@ -476,6 +486,22 @@ public final class BucketFilesystem: Sendable {
       }
       throw FSError(error)
     }
+  }
+
+  /// Bytes `offset..<end` from the server: into the staged copy when there is one that works,
+  /// else through the block cache.
+  private func fetch(_ file: OpenFile, offset: Int64, end: Int64) async throws(StorageError) -> ReadReply {
+    if let copy = file.copy {
+      do {
+        try await copy.wait(offset: offset, end: end)
+        return .file(copy.file, offset: offset, count: Int(end - offset))
+      } catch let error as StorageError {
+        throw error
+      } catch {
+        // The copy cannot be used (the disk is full, say): read without it.
+      }
+    }
+    return .bytes(try await file.reader.read(offset: offset, count: Int(end - offset)))
   }
 
   public func release(handle: UInt64) {
@@ -520,19 +546,22 @@ public final class BucketFilesystem: Sendable {
     return xattrs(node, m)
   }
 
-  public func readIfCached(handle: UInt64, offset: Int64, count: Int) -> Data? {
+  public func readIfCached(handle: UInt64, offset: Int64, count: Int) -> ReadReply? {
     guard let file = openFiles.withLock({ $0.files[handle] }) else { return nil }
     let end = min(file.metadata.size, offset + Int64(count))
-    guard offset < end else { return Data() }
+    guard offset < end else { return .bytes(Data()) }
     if let data = staging?.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset)) {
       metrics.cacheHits.add(1, ordering: .relaxed)
-      return data
+      return .bytes(data)
     }
-    if options.offline { return nil }
+    if let copy = file.copy, copy.holds(offset: offset, end: end) {
+      metrics.cacheHits.add(1, ordering: .relaxed)
+      return .file(copy.file, offset: offset, count: Int(end - offset))
+    }
+    if options.offline || file.copy.map({ !$0.isBroken }) == true { return nil }
     guard let data = file.reader.readIfCached(offset: offset, count: Int(end - offset)) else { return nil }
-    if file.metadata.size > Self.smallObject { startStaging(file) }
     metrics.cacheHits.add(1, ordering: .relaxed)
-    return data
+    return .bytes(data)
   }
 
   // MARK: metrics

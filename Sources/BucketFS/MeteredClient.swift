@@ -46,19 +46,15 @@ public struct MeteredClient: ObjectClient {
     return data
   }
 
-  public func download(_ name: String, generation: Int64, to file: URL) -> any ObjectDownload {
-    let download = inner.download(name, generation: generation, to: file)
-    let metrics = self.metrics
-    Task {
-      do throws(StorageError) {
-        try await download.wait()
-        metrics.request("download", outcome: "ok")
-        metrics.fetched(Int(download.bytesWritten))
-      } catch {
-        metrics.request("download", outcome: Self.outcome(error))
-      }
+  public func read(
+    _ name: String, range: Range<Int64>, generation: Int64,
+    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+  ) async throws(StorageError) -> Int64 {
+    let count = try await self.count("read") { () async throws(StorageError) -> Int64 in
+      try await inner.read(name, range: range, generation: generation, into: deliver)
     }
-    return download
+    metrics.fetched(Int(count))
+    return count
   }
 
   public func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: name, token: token) }

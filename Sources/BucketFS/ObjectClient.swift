@@ -10,19 +10,27 @@ public protocol ObjectClient: Sendable {
   func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage
   /// Bytes `range` of generation `generation`; another generation fails with `objectChanged`.
   func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data
-  /// Starts a verified, durable download of the whole object into `file`.
-  func download(_ name: String, generation: Int64, to file: URL) -> any ObjectDownload
+  /// Bytes `range` of generation `generation`, handed to `deliver` as they arrive with their
+  /// offset in the object (each byte once, in order); returns how many were delivered.
+  func read(
+    _ name: String, range: Range<Int64>, generation: Int64,
+    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+  ) async throws(StorageError) -> Int64
   /// The Firebase download URL for a token.
   func downloadURL(name: String, token: String) -> String
 }
 
-/// A whole-object download in progress.
-public protocol ObjectDownload: Sendable {
-  /// Bytes written so far to `partialPath`, in order from byte 0.
-  var bytesWritten: Int64 { get }
-  var partialPath: String { get }
-  func cancel()
-  func wait() async throws(StorageError)
+extension ObjectClient {
+  /// For clients that hold bytes in memory anyway: one delivery of the whole range.
+  public func read(
+    _ name: String, range: Range<Int64>, generation: Int64,
+    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+  ) async throws(StorageError) -> Int64 {
+    let data = try await read(name, range: range, generation: generation)
+    let accepted = data.withUnsafeBytes { deliver($0, range.lowerBound) }
+    guard accepted else { throw StorageError(code: .cancelled, object: name, detail: "cancelled") }
+    return Int64(data.count)
+  }
 }
 
 /// The real client: StorageCore against a server.
@@ -49,19 +57,14 @@ public struct StorageObjectClient: ObjectClient {
     try await ref(name).data(range: range, generation: generation)
   }
 
-  public func download(_ name: String, generation: Int64, to file: URL) -> any ObjectDownload {
-    TaskDownload(task: ref(name).write(toFile: file, generation: generation, durable: true))
+  public func read(
+    _ name: String, range: Range<Int64>, generation: Int64,
+    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+  ) async throws(StorageError) -> Int64 {
+    try await ref(name).read(range: range, generation: generation, into: deliver)
   }
 
   public func downloadURL(name: String, token: String) -> String {
     storage.downloadURL(bucket: bucket, name: name, token: token)
   }
-}
-
-struct TaskDownload: ObjectDownload {
-  let task: StorageDownloadTask
-  var bytesWritten: Int64 { task.bytesTransferred }
-  var partialPath: String { task.partialFilePath }
-  func cancel() { task.cancel() }
-  func wait() async throws(StorageError) { try await task.result() }
 }

@@ -20,9 +20,19 @@ int CFuseShims_loop_mt(struct fuse_session *se, unsigned int max_idle_threads) {
   return fuse_session_loop_mt(se, &config);
 }
 
+int CFuseShims_reply_fd(fuse_req_t req, int fd, off_t offset, size_t size) {
+  struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+  buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+  buf.buf[0].fd = fd;
+  buf.buf[0].pos = offset;
+  return fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
 void CFuseShims_tune_connection(struct fuse_conn_info *conn) {
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  // Replies from staged files go from the page cache to the kernel by splice, not through us.
+  if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   // Larger requests mean fewer round trips through the kernel: max_write also sets max_pages,
   // which bounds the size of read requests (1 MiB instead of 128 KiB).

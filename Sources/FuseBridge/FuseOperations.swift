@@ -126,12 +126,12 @@ enum FuseOperations {
     ops.read = { req, _, size, offset, fi in
       let reply = PendingReply(req, "read")
       let handle = CFuseShims_fi_fh(fi)
-      if let data = activeFilesystem.readIfCached(handle: handle, offset: Int64(offset), count: size) {
-        return reply.data(data)
+      if let answer = activeFilesystem.readIfCached(handle: handle, offset: Int64(offset), count: size) {
+        return reply.read(answer)
       }
       Task {
         do {
-          reply.data(try await activeFilesystem.read(handle: handle, offset: Int64(offset), count: size))
+          reply.read(try await activeFilesystem.read(handle: handle, offset: Int64(offset), count: size))
         } catch {
           reply.error((error as? FSError)?.errno ?? EIO)
         }

@@ -1,4 +1,5 @@
 internal import CFuse
+import BucketFS
 import Foundation
 import Synchronization
 
@@ -50,6 +51,17 @@ final class PendingReply: @unchecked Sendable {
 
   func data(_ data: Data) {
     data.withUnsafeBytes { buffer($0) }
+  }
+
+  /// Bytes of a read: from memory, or spliced from a staged file.
+  func read(_ reply: ReadReply) {
+    switch reply {
+    case .bytes(let bytes):
+      data(bytes)
+    case .file(let file, let offset, let count):
+      // `file` stays open until libfuse has sent the reply.
+      if claim() { withExtendedLifetime(file) { _ = CFuseShims_reply_fd(req, file.fd, off_t(offset), count) } }
+    }
   }
 
   func xattrSize(_ size: Int) {

@@ -117,28 +117,8 @@ final class FaultyObjectClient: ObjectClient, @unchecked Sendable {
     return bytes
   }
 
-  func download(_ name: String, generation: Int64, to file: URL) -> any ObjectDownload {
-    let current = state.withLock { $0.objects[name] }
-    guard let (data, m) = current, m.generation == generation else {
-      return Finished(path: file.path, size: 0, error: StorageError(code: .objectChanged, object: name, detail: "changed"))
-    }
-    try? data.write(to: file)
-    return Finished(path: file.path, size: Int64(data.count), error: nil)
-  }
-
   func downloadURL(name: String, token: String) -> String { "mem://\(name)?token=\(token)" }
 
-  struct Finished: ObjectDownload {
-    let path: String
-    let size: Int64
-    let error: StorageError?
-    var bytesWritten: Int64 { error == nil ? size : 0 }
-    var partialPath: String { path }
-    func cancel() {}
-    func wait() async throws(StorageError) {
-      if let error { throw error }
-    }
-  }
 }
 
 /// SplitMix64: deterministic, so that a failing seed replays the same run.

@@ -29,8 +29,8 @@ import Testing
     let attrs = try await fs.lookup(parent: InodeTable.rootIno, name: "f.bin")
     #expect(attrs.size == 300_000 && !attrs.isDirectory)
     let (handle, _) = try await fs.open(attrs.ino, flags: O_RDONLY)
-    #expect(try await fs.read(handle: handle, offset: 1000, count: 5000) == data.subdata(in: 1000..<6000))
-    #expect(try await fs.read(handle: handle, offset: 299_990, count: 100) == data.subdata(in: 299_990..<300_000))
+    #expect(try await fs.read(handle: handle, offset: 1000, count: 5000).data() == data.subdata(in: 1000..<6000))
+    #expect(try await fs.read(handle: handle, offset: 299_990, count: 100).data() == data.subdata(in: 299_990..<300_000))
     client.put("f.bin", Data("new".utf8))
     // The pinned generation is gone: pages not yet cached fail with ESTALE.
     let error = await #expect(throws: FSError.self) { try await fs.read(handle: handle, offset: 200_000, count: 10) }

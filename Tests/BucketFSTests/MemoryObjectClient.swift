@@ -57,20 +57,6 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
     return data.subdata(in: Int(range.lowerBound)..<Int(min(range.upperBound, Int64(data.count))))
   }
 
-  func download(_ name: String, generation: Int64, to file: URL) -> any ObjectDownload {
-    let data = objects.withLock { $0[name]?.0 } ?? Data()
-    try? data.write(to: file)
-    return Finished(path: file.path, size: Int64(data.count))
-  }
-
   func downloadURL(name: String, token: String) -> String { "mem://\(name)?token=\(token)" }
 
-  struct Finished: ObjectDownload {
-    let path: String
-    let size: Int64
-    var bytesWritten: Int64 { size }
-    var partialPath: String { path }
-    func cancel() {}
-    func wait() async throws(StorageError) {}
-  }
 }

@@ -140,10 +140,10 @@ import Testing
         let count = [1, 4096, 131_072, 200_000, 1 << 20].randomElement(using: &rng)!
         let changed = model.objects[file.object]?.1 != file.generation
         do {
-          let data = try await fs.read(handle: file.handle, offset: Int64(offset), count: count)
+          let data = try await fs.read(handle: file.handle, offset: Int64(offset), count: count).data()
           let end = min(size, offset + count)
           let expected = offset < end ? file.bytes.subdata(in: offset..<end) : Data()
-          #expect(data == expected, "\(where_(step)): read \(offset)+\(count) of \(file.object) (gen \(file.generation)) gave \(data.count) wrong bytes")
+          #expect(data == expected, "\(where_(step)): read \(offset)+\(count) of \(file.object) (gen \(file.generation)) gave \(data?.count ?? -1) wrong bytes")
           goodReads += 1
         } catch {
           // A replaced object may fail with ESTALE; anything else only as EIO (injected faults).

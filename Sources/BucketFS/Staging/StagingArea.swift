@@ -31,7 +31,7 @@ public final class StagingArea: Sendable {
   }
 
   struct Active {
-    var download: any ObjectDownload
+    var copy: PartialCopy
     var entry: Entry
   }
 
@@ -127,55 +127,74 @@ public final class StagingArea: Sendable {
     }
   }
 
-  /// Starts staging `name` at `metadata.generation` unless it is staged, staging or too large.
-  public func stage(_ name: String, metadata: StorageMetadata, client: any ObjectClient) {
-    guard metadata.size <= maxFile, metadata.size <= sizeLimit else { return }
+  /// The copy of `name` at `metadata.generation` being filled, made now when there is none.
+  /// Nil when the object is staged completely already, too large to stage, or its file cannot
+  /// be made (reads then go to the server without it).
+  public func partialCopy(_ name: String, metadata: StorageMetadata, client: any ObjectClient) -> PartialCopy? {
+    guard metadata.size <= maxFile, metadata.size <= sizeLimit else { return nil }
     let key = key(name, metadata.generation)
     let (data, meta) = paths(key)
-    let claimed = state.withLock { s -> Bool in
-      s.complete[key] == nil && s.active[key] == nil
+    // Made under the lock: two opens of one object must not both create (and truncate) its file.
+    return state.withLock { s -> PartialCopy? in
+      if s.complete[key] != nil { return nil }
+      if let active = s.active[key] { return active.copy }
+      let entry = Entry(name: name, metadata: metadata, dataPath: data.path)
+      guard writeIndex(entry, to: meta.path) else {
+        log("staging: cannot write \(meta.path)")
+        return nil
+      }
+      guard let copy = PartialCopy(
+        name: name, metadata: metadata, path: folder.appendingPathComponent("." + key + ".part").path, client: client, log: log,
+        onEnd: { [weak self] copy, filled in self?.ended(key, copy, filled: filled) })
+      else {
+        log("staging: cannot create a copy of \(name) in \(folder.path): \(String(cString: strerror(errno)))")
+        unlink(meta.path)
+        return nil
+      }
+      s.active[key] = Active(copy: copy, entry: entry)
+      return copy
     }
-    guard claimed else { return }
-    let entry = Entry(name: name, metadata: metadata, dataPath: data.path)
-    guard writeIndex(entry, to: meta.path) else {
-      log("staging: cannot write \(meta.path)")
+  }
+
+  /// A copy got its last block (`filled`) or its filler gave up. A filled copy is checked whole
+  /// against the object's hash (its block checksums are taken in the same pass), made durable and
+  /// renamed into place; one that does not match is dropped, and so is one that was given up.
+  private func ended(_ key: String, _ copy: PartialCopy, filled: Bool) {
+    let (data, meta) = paths(key)
+    guard filled else {
+      state.withLock { s in if s.active[key]?.copy === copy { s.active.removeValue(forKey: key) } }
+      unlink(copy.path)
+      unlink(meta.path)
       return
     }
-    let started = state.withLock { s -> Bool in
-      guard s.complete[key] == nil && s.active[key] == nil else { return false }
-      let download = client.download(name, generation: metadata.generation, to: data)
-      s.active[key] = Active(download: download, entry: entry)
-      return true
-    }
-    guard started, let download = state.withLock({ $0.active[key]?.download }) else { return }
-    Task {
-      do throws(StorageError) {
-        try await download.wait()
-        // The download checked the object's hash; the block checksums are taken from the same
-        // file right away, so they describe verified bytes.
-        verifier.async { [self] in
-          guard let checked = checksummed(entry) else {
-            state.withLock { _ = $0.active.removeValue(forKey: key) }
-            unlink(meta.path)
-            unlink(data.path)
-            return
-          }
-          state.withLock { s in
-            s.active.removeValue(forKey: key)
-            s.complete[key] = checked
-            s.bytes += metadata.size
-            s.tick += 1
-            s.lastUse[key] = s.tick
-          }
-          evictIfNeeded()
-        }
-      } catch {
-        state.withLock { _ = $0.active.removeValue(forKey: key) }
+    // Off the transfer thread and the task pool: this reads the whole file back.
+    verifier.async { [self] in
+      var entry = Entry(name: copy.name, metadata: copy.metadata, dataPath: copy.path)
+      guard fsync(copy.file.fd) == 0, let checked = checksummed(entry) else {
+        log("staging \(copy.name): the fetched bytes do not match the object's hash; the copy is dropped")
+        copy.breakCopy(.abandoned)
+        state.withLock { s in if s.active[key]?.copy === copy { s.active.removeValue(forKey: key) } }
+        unlink(copy.path)
         unlink(meta.path)
-        if error.code != .cancelled {
-          log("staging \(name): \(error.detail)")
-        }
+        return
       }
+      entry = checked
+      entry.dataPath = data.path
+      guard rename(copy.path, data.path) == 0 else {
+        log("staging \(copy.name): cannot rename the copy into place: \(String(cString: strerror(errno)))")
+        state.withLock { s in if s.active[key]?.copy === copy { s.active.removeValue(forKey: key) } }
+        unlink(copy.path)
+        unlink(meta.path)
+        return
+      }
+      state.withLock { s in
+        s.active.removeValue(forKey: key)
+        s.complete[key] = entry
+        s.bytes += entry.metadata.size
+        s.tick += 1
+        s.lastUse[key] = s.tick
+      }
+      evictIfNeeded()
     }
   }
 
@@ -231,28 +250,21 @@ public final class StagingArea: Sendable {
     evictIfNeeded()
   }
 
-  /// Bytes `offset..<offset+count` of a staged copy: from a complete copy after checking the
-  /// checksum of every block they touch, or from the copy being downloaded when it already holds
-  /// them. Nil when they are not staged, or when the copy turned out damaged (it is then dropped).
+  /// Bytes `offset..<offset+count` of a complete staged copy, after checking the checksum of
+  /// every block they touch. Nil when the object is not staged completely, or when the copy
+  /// turned out damaged (it is then dropped). Partial copies answer through `PartialCopy`.
   public func read(_ name: String, generation: Int64, offset: Int64, count: Int) -> Data? {
     let key = key(name, generation)
-    enum Source { case complete(Entry), partial(String) }
-    let source = state.withLock { s -> Source? in
-      if let e = s.complete[key] {
-        s.tick += 1
-        s.lastUse[key] = s.tick
-        return .complete(e)
-      }
-      if let a = s.active[key], a.download.bytesWritten >= offset + Int64(count) { return .partial(a.download.partialPath) }
-      return nil
+    let source = state.withLock { s -> Entry? in
+      guard let e = s.complete[key] else { return nil }
+      s.tick += 1
+      s.lastUse[key] = s.tick
+      return e
     }
     switch source {
     case nil:
       return nil
-    case .partial(let path):
-      // Bytes the running download wrote (in order, from byte 0); it verifies them when it ends.
-      return Self.pread(path, offset: offset, count: count)
-    case .complete(var entry):
+    case .some(var entry):
       if entry.checksums == nil {
         guard let checked = checksummed(entry) else {
           drop(key, entry, reason: "it does not match the object's hash")
@@ -364,7 +376,7 @@ public final class StagingArea: Sendable {
     return state.withLock { s in
       if s.complete[key] != nil { return .complete }
       if let a = s.active[key] {
-        let percent = size > 0 ? Int(a.download.bytesWritten * 100 / size) : 0
+        let percent = size > 0 ? Int(a.copy.bytesPresent * 100 / size) : 0
         return .partial(percent: min(99, percent))
       }
       return .none
@@ -424,7 +436,7 @@ public final class StagingArea: Sendable {
 
   /// Stops every download in progress (at unmount).
   public func cancelAll() {
-    let downloads = state.withLock { s in s.active.values.map(\.download) }
-    downloads.forEach { $0.cancel() }
+    let copies = state.withLock { s in s.active.values.map(\.copy) }
+    copies.forEach { $0.breakCopy(.abandoned) }
   }
 }

@@ -54,11 +54,25 @@ extension StorageReference {
   /// response is resumed from the first byte not yet received (never fetched whole again), so
   /// every attempt makes progress; retries end at `maxDownloadRetryTime`.
   public func data(range: Range<Int64>, generation: Int64? = nil) async throws(StorageError) -> Data {
-    try requireObject("data(range:)")
-    if range.isEmpty { return Data() }
+    let buffer = RangeBuffer(capacity: Int(range.count))
+    let count = try await read(range: range, generation: generation) { bytes, _ in buffer.append(bytes) }
+    return buffer.data.count == Int(count) ? buffer.data : buffer.data.prefix(Int(count))
+  }
+
+  /// Bytes `range` of the object, handed to `deliver` as they arrive together with their offset
+  /// in the object, so that a caller can write them where they belong without holding them.
+  /// Retries resume where the last attempt stopped: no byte is delivered twice. `deliver` runs on
+  /// the transfer thread; returning false stops the read (it then fails as cancelled). Returns
+  /// how many bytes were delivered: fewer than asked only when the object ends first.
+  public func read(
+    range: Range<Int64>, generation: Int64? = nil,
+    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+  ) async throws(StorageError) -> Int64 {
+    try requireObject("read(range:)")
+    if range.isEmpty { return 0 }
     let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
     var retries = RetryBudget(storage, seconds: budget)
-    let sink = RangeSink(capacity: Int(range.count))
+    let sink = RangeSink(start: range.lowerBound, limit: Int(range.count), deliver: deliver)
     var pinned = generation
     while true {
       let from = range.lowerBound + Int64(sink.received)
@@ -71,7 +85,7 @@ extension StorageReference {
         outcome = .success(try await storage.client.stream(
           request, timeouts: timeouts,
           onHead: { head in sink.begin(head, wantedFrom: from, expected: expected) },
-          onData: { bytes in sink.take(bytes, limit: Int(range.count)) }))
+          onData: { bytes in sink.take(bytes) }))
       } catch {
         outcome = .failure(error)
       }
@@ -82,17 +96,14 @@ extension StorageReference {
       }
       // Complete, even if the transfer was stopped early because a server that ignores Range
       // went on past the end.
-      if (200..<300).contains(sink.status), sink.received >= Int(range.count) {
-        return sink.bytes(count: Int(range.count))
-      }
+      if (200..<300).contains(sink.status), sink.received >= Int(range.count) { return Int64(range.count) }
+      if sink.refused { throw StorageError(code: .cancelled, object: description, detail: "cancelled") }
       var failure: StorageError
       var retryAfter: TimeInterval? = nil
       switch outcome {
       case .success(let head) where (200..<300).contains(head.status):
         // Fewer bytes than asked: the object ends before the range does, or the body broke.
-        if let total = sink.total, from + Int64(sink.received - before) >= total {
-          return sink.bytes(count: sink.received)
-        }
+        if let total = sink.total, from + Int64(sink.received - before) >= total { return Int64(sink.received) }
         failure = StorageError(code: .unknown, object: description, detail: "short body: \(sink.received) of \(range.count) bytes")
       case .success(let head) where retries.refreshCredentials(after: head.status, token: token):
         continue
@@ -237,11 +248,15 @@ extension StorageReference {
   }
 }
 
-/// The bytes of a ranged read as they arrive, across resumed attempts; touched by the transfer
-/// thread during a request and by the caller between requests.
+/// A ranged read's progress across resumed attempts: hands each byte on once, with its offset;
+/// touched by the transfer thread during a request and by the caller between requests.
 final class RangeSink: @unchecked Sendable {
-  private var buffer: Data
+  private let start: Int64
+  private let limit: Int
+  private let deliver: @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
   private(set) var received = 0
+  /// Set when `deliver` asked to stop.
+  private(set) var refused = false
   var status = 0
   var generation: Int64?
   var changedTo: Int64?
@@ -251,7 +266,11 @@ final class RangeSink: @unchecked Sendable {
   /// Bytes of a 200 answer (the server ignored Range) to skip before the wanted ones.
   private var skip: Int64 = 0
 
-  init(capacity: Int) { buffer = Data(capacity: capacity) }
+  init(start: Int64, limit: Int, deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool) {
+    self.start = start
+    self.limit = limit
+    self.deliver = deliver
+  }
 
   func begin(_ head: HTTPResponseHead, wantedFrom: Int64, expected: Int64?) -> Bool {
     status = head.status
@@ -272,7 +291,7 @@ final class RangeSink: @unchecked Sendable {
     return true
   }
 
-  func take(_ bytes: UnsafeRawBufferPointer, limit: Int) -> Bool {
+  func take(_ bytes: UnsafeRawBufferPointer) -> Bool {
     guard (200..<300).contains(status) else {
       errorBody.append(contentsOf: bytes.prefix(4096 - min(4096, errorBody.count)))
       return true
@@ -285,15 +304,24 @@ final class RangeSink: @unchecked Sendable {
     }
     let wanted = min(chunk.count, limit - received)
     if wanted > 0 {
-      buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[..<wanted]))
+      guard deliver(UnsafeRawBufferPointer(rebasing: chunk[..<wanted]), start + Int64(received)) else {
+        refused = true
+        return false
+      }
       received += wanted
     }
     // A server that ignores Range sends past the end: stop once the range is complete.
     return received < limit
   }
+}
 
-  func bytes(count: Int) -> Data {
-    count == buffer.count ? buffer : buffer.prefix(count)
+/// The bytes of `data(range:)`, collected on the transfer thread.
+final class RangeBuffer: @unchecked Sendable {
+  var data: Data
+  init(capacity: Int) { data = Data(capacity: capacity) }
+  func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    data.append(contentsOf: bytes)
+    return true
   }
 }
 

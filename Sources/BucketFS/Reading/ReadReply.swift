@@ -1,0 +1,29 @@
+import Foundation
+
+/// What a read is answered with: bytes in memory, or a range of a staged file, which libfuse
+/// can splice into the reply without the bytes passing through the daemon.
+public enum ReadReply: Sendable {
+  case bytes(Data)
+  case file(FileDescriptor, offset: Int64, count: Int)
+
+  public var count: Int {
+    switch self {
+    case .bytes(let data): data.count
+    case .file(_, _, let count): count
+    }
+  }
+}
+
+extension ReadReply {
+  /// The bytes themselves (a file range is read); nil when the file cannot be read.
+  public func data() -> Data? {
+    switch self {
+    case .bytes(let data):
+      return data
+    case .file(let file, let offset, let count):
+      var data = Data(count: count)
+      let ok = data.withUnsafeMutableBytes { BlockChecksums.readFully(file.fd, into: $0, at: offset) }
+      return ok ? data : nil
+    }
+  }
+}

@@ -1,0 +1,315 @@
+// A staged copy being filled: a sparse file of the object's size and a map of the 64 KiB blocks
+// it holds. Ranged GETs write straight into the file, whether a read asked for them or the
+// background filler did, so each byte crosses the network once and none is held in memory; a
+// read waits only for the blocks it needs (they are marked as they arrive, not when their GET
+// ends) and is answered from the file. The filler fetches the gaps starting where the last read
+// ended, so a sequential reader finds its bytes arriving just ahead of it.
+//
+// Bytes in a partial copy come from GETs pinned to one generation, like any ranged read; the
+// whole copy is checked against the object's hash when the last block arrives (StagingArea).
+import Foundation
+import StorageCore
+import Synchronization
+
+public final class PartialCopy: Sendable {
+  static let blockSize = Int64(BlockChecksums.blockSize)
+  /// Bytes per GET of the filler.
+  static let fetchSize: Int64 = 4 << 20
+  /// GETs the filler keeps in flight.
+  static let fillerConcurrency = 4
+
+  let name: String
+  let metadata: StorageMetadata
+  var size: Int64 { metadata.size }
+  let path: String
+  let file: FileDescriptor
+  let client: any ObjectClient
+  private let blockCount: Int
+  private let log: @Sendable (String) -> Void
+  /// Called once: with true when every block is in the file, with false when the filler gave up.
+  private let onEnd: @Sendable (PartialCopy, _ filled: Bool) -> Void
+  /// Set when the copy is abandoned, so that its GETs stop at their next bytes.
+  private let stopped = Atomic<Bool>(false)
+
+  /// Why a copy cannot be used any more (reads then go to the server without it).
+  enum Broken: Error {
+    case cannotWrite(String)
+    case abandoned
+  }
+
+  private struct Waiter {
+    let blocks: Range<Int>
+    let cont: CheckedContinuation<Result<Void, StorageError>, Never>
+  }
+
+  private struct State {
+    var present: [Bool]
+    var presentCount = 0
+    var claimed: [Bool]
+    var waiters: [Waiter] = []
+    /// The block after the last one read: where the filler looks for gaps first.
+    var cursor = 0
+    var fillerRunning = false
+    var fillerFailed = false
+    var broken: Broken?
+  }
+
+  private let state: Mutex<State>
+
+  init?(name: String, metadata: StorageMetadata, path: String, client: any ObjectClient,
+        log: @escaping @Sendable (String) -> Void, onEnd: @escaping @Sendable (PartialCopy, _ filled: Bool) -> Void) {
+    let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return nil }
+    guard ftruncate(fd, off_t(metadata.size)) == 0 else {
+      close(fd)
+      unlink(path)
+      return nil
+    }
+    self.name = name
+    self.metadata = metadata
+    self.path = path
+    self.file = FileDescriptor(fd)
+    self.client = client
+    self.log = log
+    self.onEnd = onEnd
+    blockCount = Int((metadata.size + Self.blockSize - 1) / Self.blockSize)
+    state = Mutex(State(present: Array(repeating: false, count: blockCount), claimed: Array(repeating: false, count: blockCount)))
+  }
+
+  private func blocks(offset: Int64, end: Int64) -> Range<Int> {
+    Int(offset / Self.blockSize)..<Int((end - 1) / Self.blockSize + 1)
+  }
+
+  /// Bytes held so far.
+  var bytesPresent: Int64 {
+    state.withLock { s in
+      let full = Int64(s.presentCount) * Self.blockSize
+      return s.present.last == true ? full - (Int64(blockCount) * Self.blockSize - size) : full
+    }
+  }
+
+  var isBroken: Bool { state.withLock { $0.broken != nil } }
+
+  /// True when bytes `offset..<end` are in the file; records the read for the filler.
+  func holds(offset: Int64, end: Int64) -> Bool {
+    let wanted = blocks(offset: offset, end: end)
+    return state.withLock { s in
+      guard s.broken == nil, wanted.allSatisfy({ s.present[$0] }) else { return false }
+      s.cursor = wanted.upperBound
+      return true
+    }
+  }
+
+  /// Waits until bytes `offset..<end` are in the file, fetching those nobody is fetching yet.
+  /// Throws the server's error for a block that could not be fetched, or `Broken` when the copy
+  /// cannot be used (then read from the server without it).
+  func wait(offset: Int64, end: Int64) async throws -> Void {
+    let wanted = blocks(offset: offset, end: end)
+    while true {
+      var runs: [Range<Int>] = []
+      let outcome: Result<Void, StorageError> = await withCheckedContinuation { cont in
+        let ready = state.withLock { s -> Result<Void, StorageError>? in
+          if s.broken != nil { return .failure(StorageError(code: .cancelled, object: name, detail: "copy unusable")) }
+          s.cursor = wanted.upperBound
+          runs = Self.claimGaps(&s, in: wanted)
+          if wanted.allSatisfy({ s.present[$0] }) { return .success(()) }
+          s.waiters.append(Waiter(blocks: wanted, cont: cont))
+          return nil
+        }
+        for run in runs { startFetch(run, byFiller: false) }
+        if let ready { cont.resume(returning: ready) }
+      }
+      if let broken = state.withLock({ $0.broken }) { throw broken }
+      switch outcome {
+      case .success:
+        if state.withLock({ s in wanted.allSatisfy { s.present[$0] } }) { return }
+      // A fetch of some of these blocks failed: its error is the read's.
+      case .failure(let error):
+        throw error
+      }
+    }
+  }
+
+  /// Claims the runs of blocks in `range` that are neither present nor being fetched.
+  private static func claimGaps(_ s: inout State, in range: Range<Int>) -> [Range<Int>] {
+    var runs: [Range<Int>] = []
+    var i = range.lowerBound
+    while i < range.upperBound {
+      guard !s.present[i] && !s.claimed[i] else {
+        i += 1
+        continue
+      }
+      let start = i
+      while i < range.upperBound && !s.present[i] && !s.claimed[i] {
+        s.claimed[i] = true
+        i += 1
+      }
+      runs.append(start..<i)
+    }
+    return runs
+  }
+
+  /// Starts the filler unless it runs or gave up: it fetches every gap, a few GETs at a time.
+  func startFilling() {
+    let start = state.withLock { s -> Bool in
+      guard !s.fillerRunning, !s.fillerFailed, s.broken == nil, s.presentCount < blockCount else { return false }
+      s.fillerRunning = true
+      return true
+    }
+    guard start else { return }
+    Task { await fill() }
+  }
+
+  private func fill() async {
+    let perFetch = Int(Self.fetchSize / Self.blockSize)
+    let succeeded = await withTaskGroup(of: Bool.self) { group -> Bool in
+      var running = 0
+      var ok = true
+      while ok {
+        let run = state.withLock { s -> Range<Int>? in
+          guard s.broken == nil else { return nil }
+          // The first gap at or after the cursor, else the first one before it.
+          guard let first = (s.cursor..<blockCount).first(where: { !s.present[$0] && !s.claimed[$0] })
+            ?? (0..<min(s.cursor, blockCount)).first(where: { !s.present[$0] && !s.claimed[$0] })
+          else { return nil }
+          return Self.claimGaps(&s, in: first..<min(blockCount, first + perFetch)).first
+        }
+        guard let run else { break }
+        if running == Self.fillerConcurrency {
+          ok = await group.next() ?? true
+          running -= 1
+        }
+        group.addTask { await self.fetch(run, byFiller: true) }
+        running += 1
+      }
+      for await done in group where !done { ok = false }
+      return ok
+    }
+    let gaveUp = state.withLock { s -> Bool in
+      s.fillerRunning = false
+      if !succeeded { s.fillerFailed = true }
+      return !succeeded && s.broken == nil
+    }
+    if gaveUp { onEnd(self, false) }
+  }
+
+  private func startFetch(_ run: Range<Int>, byFiller: Bool) {
+    Task { _ = await fetch(run, byFiller: byFiller) }
+  }
+
+  /// GETs the blocks of `run` (claimed by the caller) into the file; true when all arrived.
+  private func fetch(_ run: Range<Int>, byFiller: Bool) async -> Bool {
+    let bytes = Int64(run.lowerBound) * Self.blockSize..<min(size, Int64(run.upperBound) * Self.blockSize)
+    let progress = FetchProgress(next: run.lowerBound)
+    let fd = file.fd
+    let size = self.size
+    do throws(StorageError) {
+      let count = try await client.read(name, range: bytes, generation: metadata.generation) { [self] chunk, offset in
+        if stopped.load(ordering: .relaxed) { return false }
+        guard Self.writeFully(fd, chunk, at: offset) else {
+          breakCopy(.cannotWrite(String(cString: strerror(errno))))
+          return false
+        }
+        let end = offset + Int64(chunk.count)
+        let done = end >= size ? run.upperBound : Int(end / Self.blockSize)
+        if done > progress.next {
+          markPresent(progress.next..<done)
+          progress.next = done
+        }
+        return true
+      }
+      guard count == Int64(bytes.count) else {
+        throw StorageError(
+          code: .unknown, object: "gs://\(client.bucket)/\(name)",
+          detail: "short read: \(count) of \(bytes.count) bytes at \(bytes.lowerBound)")
+      }
+      if progress.next < run.upperBound { markPresent(progress.next..<run.upperBound) }
+      return true
+    } catch {
+      failed(progress.next..<run.upperBound, error: error)
+      if byFiller && error.code != .cancelled && !isBroken {
+        log("staging \(name): \(error.detail)")
+      }
+      if !byFiller { startFilling() }
+      return false
+    }
+  }
+
+  private func markPresent(_ run: Range<Int>) {
+    let (ready, filled) = state.withLock { s -> ([CheckedContinuation<Result<Void, StorageError>, Never>], Bool) in
+      var added = 0
+      for i in run where !s.present[i] {
+        s.present[i] = true
+        added += 1
+      }
+      s.presentCount += added
+      var ready: [CheckedContinuation<Result<Void, StorageError>, Never>] = []
+      s.waiters.removeAll { w in
+        guard w.blocks.overlaps(run), w.blocks.allSatisfy({ s.present[$0] }) else { return false }
+        ready.append(w.cont)
+        return true
+      }
+      return (ready, added > 0 && s.presentCount == blockCount)
+    }
+    for cont in ready { cont.resume(returning: .success(())) }
+    if filled { onEnd(self, true) }
+  }
+
+  /// Gives back the blocks of a failed GET and fails the reads that were waiting for them.
+  private func failed(_ run: Range<Int>, error: StorageError) {
+    let waiting = state.withLock { s -> [CheckedContinuation<Result<Void, StorageError>, Never>] in
+      for i in run where !s.present[i] { s.claimed[i] = false }
+      var out: [CheckedContinuation<Result<Void, StorageError>, Never>] = []
+      s.waiters.removeAll { w in
+        guard w.blocks.overlaps(run) else { return false }
+        out.append(w.cont)
+        return true
+      }
+      return out
+    }
+    for cont in waiting { cont.resume(returning: .failure(error)) }
+  }
+
+  /// Marks the copy unusable and wakes every waiting read (they go to the server instead).
+  func breakCopy(_ reason: Broken) {
+    stopped.store(true, ordering: .relaxed)
+    let (waiting, first) = state.withLock { s -> ([CheckedContinuation<Result<Void, StorageError>, Never>], Bool) in
+      let first = s.broken == nil
+      if first { s.broken = reason }
+      let w = s.waiters.map(\.cont)
+      s.waiters = []
+      return (w, first)
+    }
+    for cont in waiting { cont.resume(returning: .failure(StorageError(code: .cancelled, object: name, detail: "copy unusable"))) }
+    if first, case .cannotWrite(let why) = reason {
+      log("staging \(name): cannot write the staged copy (\(why)); reading from the server")
+      onEnd(self, false)
+    }
+  }
+
+  static func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Bool {
+    var done = 0
+    while done < bytes.count {
+      let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { return false }
+      done += n
+    }
+    return true
+  }
+}
+
+/// How far one GET got, in whole blocks; touched only by its transfer's callbacks and then by
+/// the task that awaited it.
+final class FetchProgress: @unchecked Sendable {
+  var next: Int
+  init(next: Int) { self.next = next }
+}
+
+/// An open file descriptor, closed when the last holder lets go: a reply being spliced from a
+/// staged copy keeps it open even if the copy is dropped meanwhile.
+public final class FileDescriptor: Sendable {
+  public let fd: Int32
+  init(_ fd: Int32) { self.fd = fd }
+  deinit { close(fd) }
+}
