@@ -44,6 +44,7 @@ public final class FuseSession: @unchecked Sendable {
       self.session = nil
       throw .cannotMount("cannot mount on \(mountpoint) (see the messages above)")
     }
+    ReadAhead.widen(mountpoint: mountpoint)
   }
 
   /// Serves requests until unmounted (by `fusermount3 -u` or `stop()`), then cleans up.

@@ -24,6 +24,7 @@ public final class PartialCopy: Sendable {
   let path: String
   let file: FileDescriptor
   let client: any ObjectClient
+  private let stagingWriter: StagingWriter
   private let blockCount: Int
   private let log: @Sendable (String) -> Void
   /// Called once: with true when every block is in the file, with false when the filler gave up.
@@ -56,7 +57,7 @@ public final class PartialCopy: Sendable {
 
   private let state: Mutex<State>
 
-  init?(name: String, metadata: StorageMetadata, path: String, client: any ObjectClient,
+  init?(name: String, metadata: StorageMetadata, path: String, client: any ObjectClient, writer: StagingWriter,
         log: @escaping @Sendable (String) -> Void, onEnd: @escaping @Sendable (PartialCopy, _ filled: Bool) -> Void) {
     let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return nil }
@@ -70,6 +71,7 @@ public final class PartialCopy: Sendable {
     self.path = path
     self.file = FileDescriptor(fd)
     self.client = client
+    self.stagingWriter = writer
     self.log = log
     self.onEnd = onEnd
     blockCount = Int((metadata.size + Self.blockSize - 1) / Self.blockSize)
@@ -200,22 +202,18 @@ public final class PartialCopy: Sendable {
   /// GETs the blocks of `run` (claimed by the caller) into the file; true when all arrived.
   private func fetch(_ run: Range<Int>, byFiller: Bool) async -> Bool {
     let bytes = Int64(run.lowerBound) * Self.blockSize..<min(size, Int64(run.upperBound) * Self.blockSize)
-    let progress = FetchProgress(next: run.lowerBound)
-    let fd = file.fd
-    let size = self.size
+    let writer = BlockWriter(
+      writer: stagingWriter, file: file, run: run, end: bytes.upperBound, blockSize: Self.blockSize
+    ) { [self] outcome in
+      switch outcome {
+      case .success(let blocks): if !blocks.isEmpty { markPresent(blocks) }
+      case .failure(let broken): breakCopy(broken)
+      }
+    }
     do throws(StorageError) {
       let count = try await client.read(name, range: bytes, generation: metadata.generation) { [self] chunk, offset in
         if stopped.load(ordering: .relaxed) { return false }
-        guard Self.writeFully(fd, chunk, at: offset) else {
-          breakCopy(.cannotWrite(String(cString: strerror(errno))))
-          return false
-        }
-        let end = offset + Int64(chunk.count)
-        let done = end >= size ? run.upperBound : Int(end / Self.blockSize)
-        if done > progress.next {
-          markPresent(progress.next..<done)
-          progress.next = done
-        }
+        writer.add(chunk, at: offset)
         return true
       }
       guard count == Int64(bytes.count) else {
@@ -223,10 +221,9 @@ public final class PartialCopy: Sendable {
           code: .unknown, object: "gs://\(client.bucket)/\(name)",
           detail: "short read: \(count) of \(bytes.count) bytes at \(bytes.lowerBound)")
       }
-      if progress.next < run.upperBound { markPresent(progress.next..<run.upperBound) }
       return true
     } catch {
-      failed(progress.next..<run.upperBound, error: error)
+      failed(writer.submitted.upperBound..<run.upperBound, error: error)
       if byFiller && error.code != .cancelled && !isBroken {
         log("staging \(name): \(error.detail)")
       }
@@ -299,11 +296,68 @@ public final class PartialCopy: Sendable {
   }
 }
 
-/// How far one GET got, in whole blocks; touched only by its transfer's callbacks and then by
-/// the task that awaited it.
-final class FetchProgress: @unchecked Sendable {
-  var next: Int
-  init(next: Int) { self.next = next }
+/// Gathers one GET's bytes (libcurl hands them on 16 KiB at a time) into writes of a few blocks,
+/// made by the staging writer: each write costs a system call and an inode update, whatever its
+/// size. Touched only by the GET's transfer callbacks, then by the task that awaited it.
+final class BlockWriter: @unchecked Sendable {
+  let writer: StagingWriter
+  let file: FileDescriptor
+  let end: Int64
+  let blockSize: Int64
+  /// Called on the writer's thread with the blocks a write put in the file, or why it failed.
+  let written: @Sendable (Result<Range<Int>, PartialCopy.Broken>) -> Void
+  /// Blocks handed to the writer so far.
+  private(set) var submitted: Range<Int>
+  private var buffer: StagingWriter.Buffer?
+  private var buffered = 0
+  private var bufferStart: Int64
+
+  init(
+    writer: StagingWriter, file: FileDescriptor, run: Range<Int>, end: Int64, blockSize: Int64,
+    written: @escaping @Sendable (Result<Range<Int>, PartialCopy.Broken>) -> Void
+  ) {
+    self.writer = writer
+    self.file = file
+    self.end = end
+    self.blockSize = blockSize
+    self.written = written
+    submitted = run.lowerBound..<run.lowerBound
+    bufferStart = Int64(run.lowerBound) * blockSize
+  }
+
+  deinit {
+    if let buffer { writer.giveBack(buffer) }
+  }
+
+  /// Takes bytes at `offset` (each GET delivers in order).
+  func add(_ chunk: UnsafeRawBufferPointer, at offset: Int64) {
+    precondition(offset == bufferStart + Int64(buffered), "bytes out of order")
+    var rest = chunk
+    while !rest.isEmpty {
+      let current = buffer ?? writer.buffer()
+      buffer = current
+      let n = min(rest.count, current.bytes.count - buffered)
+      UnsafeMutableRawBufferPointer(rebasing: current.bytes[buffered..<(buffered + n)])
+        .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[..<n]))
+      buffered += n
+      rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+      if buffered == current.bytes.count || bufferStart + Int64(buffered) == end { submit(current) }
+    }
+  }
+
+  private func submit(_ full: StagingWriter.Buffer) {
+    let start = bufferStart
+    bufferStart += Int64(buffered)
+    let done = bufferStart >= end ? Int((end - 1) / blockSize) + 1 : Int(bufferStart / blockSize)
+    let blocks = submitted.upperBound..<max(submitted.upperBound, done)
+    submitted = submitted.lowerBound..<blocks.upperBound
+    let callback = written
+    writer.write(full, count: buffered, to: file, at: start) { failure in
+      if let failure { callback(.failure(.cannotWrite(failure))) } else { callback(.success(blocks)) }
+    }
+    buffer = nil
+    buffered = 0
+  }
 }
 
 /// An open file descriptor, closed when the last holder lets go: a reply being spliced from a

@@ -51,6 +51,8 @@ public final class StagingArea: Sendable {
   private let state = Mutex(State())
   private let log: @Sendable (String) -> Void
   private let writer = DispatchQueue(label: "bucketfs.staging.writer")
+  /// Writes the bytes of partial copies.
+  private let copyWriter = StagingWriter()
   /// Checksums finished downloads (reads them back whole) off the task pool.
   private let verifier = DispatchQueue(label: "bucketfs.staging.verifier")
   static let checksumsKey = "bucketfs.blockCRC32C"
@@ -144,7 +146,7 @@ public final class StagingArea: Sendable {
         return nil
       }
       guard let copy = PartialCopy(
-        name: name, metadata: metadata, path: folder.appendingPathComponent("." + key + ".part").path, client: client, log: log,
+        name: name, metadata: metadata, path: folder.appendingPathComponent("." + key + ".part").path, client: client, writer: copyWriter, log: log,
         onEnd: { [weak self] copy, filled in self?.ended(key, copy, filled: filled) })
       else {
         log("staging: cannot create a copy of \(name) in \(folder.path): \(String(cString: strerror(errno)))")
