@@ -458,8 +458,8 @@ public final class BucketFilesystem: Sendable {
     let size = file.metadata.size
     let end = min(size, offset + Int64(count))
     guard offset < end else { return .bytes(Data()) }
-    if let data = staging?.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset)) {
-      return .bytes(data)
+    if let reply = staging?.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset)) {
+      return reply
     }
     if let copy = file.copy, copy.holds(offset: offset, end: end) {
       return .file(copy.file, offset: offset, count: Int(end - offset))
@@ -550,9 +550,9 @@ public final class BucketFilesystem: Sendable {
     guard let file = openFiles.withLock({ $0.files[handle] }) else { return nil }
     let end = min(file.metadata.size, offset + Int64(count))
     guard offset < end else { return .bytes(Data()) }
-    if let data = staging?.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset)) {
+    if let reply = staging?.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset)) {
       metrics.cacheHits.add(1, ordering: .relaxed)
-      return .bytes(data)
+      return reply
     }
     if let copy = file.copy, copy.holds(offset: offset, end: end) {
       metrics.cacheHits.add(1, ordering: .relaxed)

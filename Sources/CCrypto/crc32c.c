@@ -56,3 +56,38 @@ uint32_t CCrypto_crc32c(uint32_t crc, const void *data, size_t len) {
 #endif
   return ~crc_software(crc, p, len);
 }
+
+// Combining: the CRC of A followed by B from the CRCs of A and B, so that blocks checksummed as
+// they arrive, in any order, give the whole object's CRC without reading it again. Appending
+// len(B) zero bytes to A multiplies its remainder by x^(8·len(B)) modulo the polynomial; the
+// products are computed bit-reflected, as the CRC itself is.
+static uint32_t multiply_mod_p(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ 0x82F63B78u : b >> 1;
+  }
+  return product;
+}
+
+// x^(8·len) modulo the polynomial, by squaring: powers[k] is x^(2^k).
+static uint32_t x_to_8n_mod_p(uint64_t len) {
+  uint32_t powers[64];
+  powers[0] = 1u << 30;  // x^1, reflected
+  for (int k = 1; k < 64; k++) powers[k] = multiply_mod_p(powers[k - 1], powers[k - 1]);
+  uint32_t result = 1u << 31;  // x^0, reflected
+  uint64_t n = len;
+  int k = 3;  // 8·len = len·2^3
+  while (n != 0 && k < 64) {
+    if (n & 1) result = multiply_mod_p(powers[k], result);
+    n >>= 1;
+    k++;
+  }
+  return result;
+}
+
+uint32_t CCrypto_crc32c_shift(uint64_t len) { return x_to_8n_mod_p(len); }
+
+uint32_t CCrypto_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint32_t shift_b) {
+  return multiply_mod_p(shift_b, crc_a) ^ crc_b;
+}

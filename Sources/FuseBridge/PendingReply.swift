@@ -58,6 +58,8 @@ final class PendingReply: @unchecked Sendable {
     switch reply {
     case .bytes(let bytes):
       data(bytes)
+    case .buffer(let memory):
+      buffer(memory.bytes)
     case .file(let file, let offset, let count):
       // `file` stays open until libfuse has sent the reply.
       if claim() { withExtendedLifetime(file) { _ = CFuseShims_reply_fd(req, file.fd, off_t(offset), count) } }

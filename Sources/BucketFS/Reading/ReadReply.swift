@@ -4,11 +4,13 @@ import Foundation
 /// can splice into the reply without the bytes passing through the daemon.
 public enum ReadReply: Sendable {
   case bytes(Data)
+  case buffer(ReadBuffer)
   case file(FileDescriptor, offset: Int64, count: Int)
 
   public var count: Int {
     switch self {
     case .bytes(let data): data.count
+    case .buffer(let buffer): buffer.range.count
     case .file(_, _, let count): count
     }
   }
@@ -20,6 +22,8 @@ extension ReadReply {
     switch self {
     case .bytes(let data):
       return data
+    case .buffer(let buffer):
+      return Data(buffer.bytes)
     case .file(let file, let offset, let count):
       var data = Data(count: count)
       let ok = data.withUnsafeMutableBytes { BlockChecksums.readFully(file.fd, into: $0, at: offset) }

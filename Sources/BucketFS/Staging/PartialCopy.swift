@@ -46,6 +46,8 @@ public final class PartialCopy: Sendable {
   private struct State {
     var present: [Bool]
     var presentCount = 0
+    /// The CRC32C of each present block.
+    var crcs: [UInt32]
     var claimed: [Bool]
     var waiters: [Waiter] = []
     /// The block after the last one read: where the filler looks for gaps first.
@@ -75,7 +77,9 @@ public final class PartialCopy: Sendable {
     self.log = log
     self.onEnd = onEnd
     blockCount = Int((metadata.size + Self.blockSize - 1) / Self.blockSize)
-    state = Mutex(State(present: Array(repeating: false, count: blockCount), claimed: Array(repeating: false, count: blockCount)))
+    state = Mutex(State(
+      present: Array(repeating: false, count: blockCount), crcs: Array(repeating: 0, count: blockCount),
+      claimed: Array(repeating: false, count: blockCount)))
   }
 
   private func blocks(offset: Int64, end: Int64) -> Range<Int> {
@@ -91,6 +95,11 @@ public final class PartialCopy: Sendable {
   }
 
   var isBroken: Bool { state.withLock { $0.broken != nil } }
+
+  /// The checksums of every block, once all are present.
+  var checksums: BlockChecksums? {
+    state.withLock { s in s.presentCount == blockCount ? BlockChecksums(crcs: s.crcs) : nil }
+  }
 
   /// True when bytes `offset..<end` are in the file; records the read for the filler.
   func holds(offset: Int64, end: Int64) -> Bool {
@@ -206,7 +215,7 @@ public final class PartialCopy: Sendable {
       writer: stagingWriter, file: file, run: run, end: bytes.upperBound, blockSize: Self.blockSize
     ) { [self] outcome in
       switch outcome {
-      case .success(let blocks): if !blocks.isEmpty { markPresent(blocks) }
+      case .success(let (blocks, crcs)): if !blocks.isEmpty { markPresent(blocks, crcs: crcs) }
       case .failure(let broken): breakCopy(broken)
       }
     }
@@ -232,11 +241,12 @@ public final class PartialCopy: Sendable {
     }
   }
 
-  private func markPresent(_ run: Range<Int>) {
+  private func markPresent(_ run: Range<Int>, crcs: [UInt32]) {
     let (ready, filled) = state.withLock { s -> ([CheckedContinuation<Result<Void, StorageError>, Never>], Bool) in
       var added = 0
-      for i in run where !s.present[i] {
+      for (i, crc) in zip(run, crcs) where !s.present[i] {
         s.present[i] = true
+        s.crcs[i] = crc
         added += 1
       }
       s.presentCount += added
@@ -304,8 +314,9 @@ final class BlockWriter: @unchecked Sendable {
   let file: FileDescriptor
   let end: Int64
   let blockSize: Int64
-  /// Called on the writer's thread with the blocks a write put in the file, or why it failed.
-  let written: @Sendable (Result<Range<Int>, PartialCopy.Broken>) -> Void
+  /// Called on the writer's thread with the blocks a write put in the file and their CRC32Cs,
+  /// or why it failed.
+  let written: @Sendable (Result<(Range<Int>, [UInt32]), PartialCopy.Broken>) -> Void
   /// Blocks handed to the writer so far.
   private(set) var submitted: Range<Int>
   private var buffer: StagingWriter.Buffer?
@@ -314,7 +325,7 @@ final class BlockWriter: @unchecked Sendable {
 
   init(
     writer: StagingWriter, file: FileDescriptor, run: Range<Int>, end: Int64, blockSize: Int64,
-    written: @escaping @Sendable (Result<Range<Int>, PartialCopy.Broken>) -> Void
+    written: @escaping @Sendable (Result<(Range<Int>, [UInt32]), PartialCopy.Broken>) -> Void
   ) {
     self.writer = writer
     self.file = file
@@ -351,9 +362,12 @@ final class BlockWriter: @unchecked Sendable {
     let done = bufferStart >= end ? Int((end - 1) / blockSize) + 1 : Int(bufferStart / blockSize)
     let blocks = submitted.upperBound..<max(submitted.upperBound, done)
     submitted = submitted.lowerBound..<blocks.upperBound
+    // Checksummed here, while the bytes are in this core's cache: with the object's CRC32C they
+    // verify the copy when it is complete, without reading it back.
+    let crcs = BlockChecksums.of(UnsafeRawBufferPointer(rebasing: full.bytes[..<buffered])).crcs
     let callback = written
     writer.write(full, count: buffered, to: file, at: start) { failure in
-      if let failure { callback(.failure(.cannotWrite(failure))) } else { callback(.success(blocks)) }
+      if let failure { callback(.failure(.cannotWrite(failure))) } else { callback(.success((blocks, crcs))) }
     }
     buffer = nil
     buffered = 0

@@ -1,8 +1,11 @@
-// Offline copies. Opening a file starts a download of the whole object into the staging folder;
-// a copy is written under a temporary name, verified against the server's checksum, fsynced and
-// only then renamed into place. The rename is the commit: a data file under its final name is
-// complete, and its JSON side file (written first) says which object and generation it holds,
-// so the index survives a crash. Files are named by a hash of bucket, object and generation, so
+// Offline copies. Opening a file starts filling a copy of the whole object in the staging folder
+// (PartialCopy: the reads' own GETs and a filler write into it); a copy is written under a
+// temporary name, verified against the server's checksum and only then renamed into place. The
+// rename is the commit: a data file under its final name is complete, and its JSON side file
+// (written first) says which object and generation it holds, so the index survives a crash.
+// Copies are not fsynced: a copy that a power loss left short or with stale blocks fails its
+// block checksums on first use and is dropped, so waiting for the disk would buy nothing, and
+// a gigabyte written back at once would slow every read on the machine. Files are named by a hash of bucket, object and generation, so
 // no object name can reach outside the folder. Least recently used copies that are not open are
 // evicted to keep the folder under its size limit.
 //
@@ -40,6 +43,8 @@ public final class StagingArea: Sendable {
     var active: [String: Active] = [:]
     var lastUse: [String: UInt64] = [:]
     var openCount: [String: Int] = [:]
+    /// Descriptors of complete copies being read.
+    var openCopies: [String: FileDescriptor] = [:]
     var bytes: Int64 = 0
     var tick: UInt64 = 0
   }
@@ -159,8 +164,9 @@ public final class StagingArea: Sendable {
   }
 
   /// A copy got its last block (`filled`) or its filler gave up. A filled copy is checked whole
-  /// against the object's hash (its block checksums are taken in the same pass), made durable and
-  /// renamed into place; one that does not match is dropped, and so is one that was given up.
+  /// against the object's hash (its block checksums, taken as the bytes arrived, combine into its
+  /// CRC32C) and renamed into place; one that does not match is dropped, and so is one that was
+  /// given up.
   private func ended(_ key: String, _ copy: PartialCopy, filled: Bool) {
     let (data, meta) = paths(key)
     guard filled else {
@@ -169,10 +175,11 @@ public final class StagingArea: Sendable {
       unlink(meta.path)
       return
     }
-    // Off the transfer thread and the task pool: this reads the whole file back.
+    // Off the transfer thread and the task pool: an object with no CRC32C is checked by reading
+    // it back.
     verifier.async { [self] in
       var entry = Entry(name: copy.name, metadata: copy.metadata, dataPath: copy.path)
-      guard fsync(copy.file.fd) == 0, let checked = checksummed(entry) else {
+      guard let checked = verified(entry, checksums: copy.checksums) else {
         log("staging \(copy.name): the fetched bytes do not match the object's hash; the copy is dropped")
         copy.breakCopy(.abandoned)
         state.withLock { s in if s.active[key]?.copy === copy { s.active.removeValue(forKey: key) } }
@@ -201,9 +208,9 @@ public final class StagingArea: Sendable {
   }
 
   /// Stages a small object from bytes already read (no second download): checked against the
-  /// object's CRC32C or MD5, written, fsynced and renamed like any staged copy.
+  /// object's CRC32C or MD5, written and renamed like any staged copy.
   public func stage(_ name: String, metadata: StorageMetadata, bytes: Data) {
-    // fsync blocks: it runs on the staging queue, never on a thread of the task pool that serves reads.
+    // Disk writes run on the staging queue, never on a thread of the task pool that serves reads.
     writer.async { self.writeSmall(name, metadata: metadata, bytes: bytes) }
   }
 
@@ -236,9 +243,8 @@ public final class StagingArea: Sendable {
     let written = bytes.withUnsafeBytes { raw -> Bool in
       raw.count == 0 || write(fd, raw.baseAddress!, raw.count) == raw.count
     }
-    let synced = written && fsync(fd) == 0
     close(fd)
-    guard synced, rename(tmpData, data.path) == 0 else {
+    guard written, rename(tmpData, data.path) == 0 else {
       unlink(tmpData)
       unlink(meta.path)
       return
@@ -255,7 +261,7 @@ public final class StagingArea: Sendable {
   /// Bytes `offset..<offset+count` of a complete staged copy, after checking the checksum of
   /// every block they touch. Nil when the object is not staged completely, or when the copy
   /// turned out damaged (it is then dropped). Partial copies answer through `PartialCopy`.
-  public func read(_ name: String, generation: Int64, offset: Int64, count: Int) -> Data? {
+  public func read(_ name: String, generation: Int64, offset: Int64, count: Int) -> ReadReply? {
     let key = key(name, generation)
     let source = state.withLock { s -> Entry? in
       guard let e = s.complete[key] else { return nil }
@@ -263,72 +269,75 @@ public final class StagingArea: Sendable {
       s.lastUse[key] = s.tick
       return e
     }
-    switch source {
-    case nil:
-      return nil
-    case .some(var entry):
-      if entry.checksums == nil {
-        guard let checked = checksummed(entry) else {
-          drop(key, entry, reason: "it does not match the object's hash")
-          return nil
-        }
-        entry = checked
-        state.withLock { s in if s.complete[key] != nil { s.complete[key] = checked } }
-      }
-      switch Self.verifiedRead(entry, offset: offset, count: count) {
-      case .success(let data):
-        return data
-      case .failure(let damage):
-        drop(key, entry, reason: damage.reason)
+    guard var entry = source else { return nil }
+    if entry.checksums == nil {
+      guard let checked = checksummed(entry) else {
+        drop(key, entry, reason: "it does not match the object's hash")
         return nil
       }
+      entry = checked
+      state.withLock { s in if s.complete[key] != nil { s.complete[key] = checked } }
+    }
+    guard let file = openCopy(key, entry) else {
+      drop(key, entry, reason: "it cannot be opened: \(String(cString: strerror(errno)))")
+      return nil
+    }
+    switch Self.verifiedRead(entry, file: file, offset: offset, count: count) {
+    case .success(let reply):
+      return reply
+    case .failure(let damage):
+      drop(key, entry, reason: damage.reason)
+      return nil
+    }
+  }
+
+  /// The open descriptor of a complete copy, shared by its readers (opened once, not per read).
+  private func openCopy(_ key: String, _ entry: Entry) -> FileDescriptor? {
+    if let file = state.withLock({ $0.openCopies[key] }) { return file }
+    let fd = open(entry.dataPath, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    let file = FileDescriptor(fd)
+    return state.withLock { s in
+      if let other = s.openCopies[key] { return other }
+      guard s.complete[key] != nil else { return file }
+      s.openCopies[key] = file
+      return file
     }
   }
 
   struct Damage: Error { let reason: String }
 
   /// Reads whole blocks around the range and checks each against the index.
-  static func verifiedRead(_ entry: Entry, offset: Int64, count: Int) -> Result<Data, Damage> {
+  static func verifiedRead(_ entry: Entry, file: FileDescriptor, offset: Int64, count: Int) -> Result<ReadReply, Damage> {
     guard let checksums = entry.checksums else { return .failure(Damage(reason: "it has no checksums")) }
-    let fd = open(entry.dataPath, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return .failure(Damage(reason: "it cannot be opened: \(String(cString: strerror(errno)))")) }
-    defer { close(fd) }
     let size = entry.metadata.size
     var st = stat()
-    guard fstat(fd, &st) == 0, Int64(st.st_size) == size else {
+    guard fstat(file.fd, &st) == 0, Int64(st.st_size) == size else {
       return .failure(Damage(reason: "it holds \(st.st_size) bytes, the object \(size)"))
     }
     guard checksums.crcs.count == BlockChecksums.count(for: size) else {
       return .failure(Damage(reason: "its index does not fit its size"))
     }
     let end = min(size, offset + Int64(count))
-    guard offset < end else { return .success(Data()) }
+    guard offset < end else { return .success(.bytes(Data())) }
     let blockSize = Int64(BlockChecksums.blockSize)
     let firstBlock = offset / blockSize
     let from = firstBlock * blockSize
     let to = min(size, ((end - 1) / blockSize + 1) * blockSize)
-    var data = Data(count: Int(to - from))
-    let result = data.withUnsafeMutableBytes { raw -> Result<Void, Damage> in
-      guard BlockChecksums.readFully(fd, into: raw, at: from) else {
-        return .failure(Damage(reason: "reading it failed: \(String(cString: strerror(errno)))"))
+    var damage: Damage?
+    let buffer = ReadBuffer.filled(count: Int(to - from)) { raw in
+      guard BlockChecksums.readFully(file.fd, into: raw, at: from) else {
+        damage = Damage(reason: "reading it failed: \(String(cString: strerror(errno)))")
+        return false
       }
       if let bad = checksums.firstMismatch(UnsafeRawBufferPointer(raw), firstBlock: Int(firstBlock)) {
-        return .failure(Damage(reason: "block \(bad) (bytes \(Int64(bad) * blockSize)…) does not match its checksum"))
+        damage = Damage(reason: "block \(bad) (bytes \(Int64(bad) * blockSize)…) does not match its checksum")
+        return false
       }
-      return .success(())
-    }
-    if case .failure(let damage) = result { return .failure(damage) }
-    if from == offset && to == end { return .success(data) }
-    return .success(data.subdata(in: Int(offset - from)..<Int(end - from)))
-  }
-
-  static func pread(_ path: String, offset: Int64, count: Int) -> Data? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var data = Data(count: count)
-    let ok = data.withUnsafeMutableBytes { BlockChecksums.readFully(fd, into: $0, at: offset) }
-    return ok ? data : nil
+      return true
+    } answer: { _ in Int(offset - from)..<Int(end - from) }
+    guard let buffer else { return .failure(damage ?? Damage(reason: "reading it failed")) }
+    return .success(.buffer(buffer))
   }
 
   /// `entry` with block checksums taken from its data file, after checking the whole file
@@ -344,6 +353,24 @@ public final class StagingArea: Sendable {
     checked.checksums = checksums
     let key = key(entry.name, m.generation)
     if !writeIndex(checked, to: paths(key).meta.path) { log("staging: cannot write the index of \(entry.name)") }
+    return checked
+  }
+
+  /// `entry` with `checksums` (taken from the bytes as they arrived) when they combine into the
+  /// object's CRC32C; without a CRC32C to compare, the file is read back (`checksummed`).
+  private func verified(_ entry: Entry, checksums: BlockChecksums?) -> Entry? {
+    let m = entry.metadata
+    guard let expected = m.crc32c, let checksums, checksums.crcs.count == BlockChecksums.count(for: m.size) else {
+      return checksummed(entry)
+    }
+    let block = BlockChecksums.blockSize
+    let lengths = checksums.crcs.indices.map { i in min(block, Int(m.size) - i * block) }
+    guard CRC32C.combining(zip(checksums.crcs, lengths).map { (crc: $0, length: $1) }).matches(expected) else { return nil }
+    var st = stat()
+    guard stat(entry.dataPath, &st) == 0, Int64(st.st_size) == m.size else { return nil }
+    var checked = entry
+    checked.checksums = checksums
+    if !writeIndex(checked, to: paths(key(entry.name, m.generation)).meta.path) { log("staging: cannot write the index of \(entry.name)") }
     return checked
   }
 
@@ -363,6 +390,7 @@ public final class StagingArea: Sendable {
     let removed = state.withLock { s -> Bool in
       guard s.complete.removeValue(forKey: key) != nil else { return false }
       s.lastUse.removeValue(forKey: key)
+      s.openCopies.removeValue(forKey: key)
       s.bytes -= entry.metadata.size
       return true
     }
@@ -399,6 +427,7 @@ public final class StagingArea: Sendable {
     state.withLock { s in
       let n = (s.openCount[key] ?? 1) - 1
       s.openCount[key] = n > 0 ? n : nil
+      if n <= 0 { s.openCopies.removeValue(forKey: key) }
     }
     evictIfNeeded()
   }
@@ -423,6 +452,7 @@ public final class StagingArea: Sendable {
       for key in candidates where s.bytes > sizeLimit {
         let e = s.complete.removeValue(forKey: key)!
         s.lastUse.removeValue(forKey: key)
+        s.openCopies.removeValue(forKey: key)
         s.bytes -= e.metadata.size
         out.append((key, e))
       }

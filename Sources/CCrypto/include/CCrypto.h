@@ -16,6 +16,9 @@ void CCrypto_digest_free(CCryptoDigest *d);
 // CRC-32C (Castagnoli) continuing from `crc` (0 to start); uses the SSE4.2 instruction when the
 // CPU has it, so that checking a download costs far less than receiving it.
 uint32_t CCrypto_crc32c(uint32_t crc, const void *data, size_t len);
+// The CRC of A followed by B, given both CRCs and CCrypto_crc32c_shift(length of B).
+uint32_t CCrypto_crc32c_shift(uint64_t len);
+uint32_t CCrypto_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint32_t shift_b);
 
 // RS256 with a PEM key. sign: `out` holds at least 512 bytes, `*out_len` its size on entry and
 // the signature's length on return. Both return 0 on success, -1 for a key that cannot be read,

@@ -67,6 +67,22 @@ public struct CRC32C: Sendable {
     value = CCrypto_crc32c(value, base, bytes.count)
   }
 
+  /// The CRC of consecutive parts from theirs: `parts` gives each part's CRC and length.
+  public static func combining(_ parts: some Sequence<(crc: UInt32, length: Int)>) -> CRC32C {
+    var whole = CRC32C()
+    var shifts: [Int: UInt32] = [:]  // most parts have the same length
+    for (i, part) in parts.enumerated() {
+      if i == 0 {
+        whole.value = part.crc
+        continue
+      }
+      let shift = shifts[part.length] ?? CCrypto_crc32c_shift(UInt64(part.length))
+      shifts[part.length] = shift
+      whole.value = CCrypto_crc32c_combine(whole.value, part.crc, shift)
+    }
+    return whole
+  }
+
   /// Big-endian bytes in base64, the GCS JSON form.
   public var base64: String {
     let v = value
