@@ -501,7 +501,7 @@ public final class BucketFilesystem: Sendable {
         // The copy cannot be used (the disk is full, say): read without it.
       }
     }
-    return .bytes(try await file.reader.read(offset: offset, count: Int(end - offset)))
+    return try await file.reader.reply(offset: offset, count: Int(end - offset))
   }
 
   public func release(handle: UInt64) {
@@ -559,9 +559,9 @@ public final class BucketFilesystem: Sendable {
       return .file(copy.file, offset: offset, count: Int(end - offset))
     }
     if options.offline || file.copy.map({ !$0.isBroken }) == true { return nil }
-    guard let data = file.reader.readIfCached(offset: offset, count: Int(end - offset)) else { return nil }
+    guard let reply = file.reader.replyIfCached(offset: offset, count: Int(end - offset)) else { return nil }
     metrics.cacheHits.add(1, ordering: .relaxed)
-    return .bytes(data)
+    return reply
   }
 
   // MARK: metrics

@@ -60,10 +60,30 @@ final class PendingReply: @unchecked Sendable {
       data(bytes)
     case .buffer(let memory):
       buffer(memory.bytes)
+    case .pages(let pages, let skip, let count):
+      if claim() { Self.gathering(pages, skip: skip, count: count) { fuse_reply_iov(req, $0.baseAddress, Int32($0.count)) } }
     case .file(let file, let offset, let count):
       // `file` stays open until libfuse has sent the reply.
       if claim() { withExtendedLifetime(file) { _ = CFuseShims_reply_fd(req, file.fd, off_t(offset), count) } }
     }
+  }
+
+  /// Calls `body` with iovecs over `count` bytes of `pages` from `skip` on, each page's bytes
+  /// pinned while it runs.
+  private static func gathering(
+    _ pages: [Data], skip: Int, count: Int, _ body: (UnsafeBufferPointer<iovec>) -> Void
+  ) {
+    var vectors: [iovec] = []
+    func visit(_ i: Int, skip: Int, remaining: Int) {
+      guard i < pages.count, remaining > 0 else { return vectors.withUnsafeBufferPointer(body) }
+      pages[i].withUnsafeBytes { raw in
+        let from = min(skip, raw.count)
+        let n = min(raw.count - from, remaining)
+        if n > 0 { vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + from), iov_len: n)) }
+        visit(i + 1, skip: skip - from, remaining: remaining - n)
+      }
+    }
+    visit(0, skip: skip, remaining: count)
   }
 
   func xattrSize(_ size: Int) {

@@ -17,14 +17,16 @@ public final class BlockCache: Sendable {
 
   /// A ranged GET covering consecutive pages; readers of any of its pages wait for it.
   final class Run: Sendable {
+    /// The run's pages in order, each its own buffer.
+    typealias Outcome = Result<[Data], StorageError>
     let firstPage: Int64
-    let state = Mutex<(result: Result<Data, StorageError>?, waiters: [CheckedContinuation<Result<Data, StorageError>, Never>])>((nil, []))
+    let state = Mutex<(result: Outcome?, waiters: [CheckedContinuation<Outcome, Never>])>((nil, []))
 
     init(firstPage: Int64) { self.firstPage = firstPage }
 
-    func wait() async -> Result<Data, StorageError> {
+    func wait() async -> Outcome {
       await withCheckedContinuation { cont in
-        let ready = state.withLock { s -> Result<Data, StorageError>? in
+        let ready = state.withLock { s -> Outcome? in
           if let r = s.result { return r }
           s.waiters.append(cont)
           return nil
@@ -33,8 +35,8 @@ public final class BlockCache: Sendable {
       }
     }
 
-    func complete(_ result: Result<Data, StorageError>) {
-      let waiters = state.withLock { s -> [CheckedContinuation<Result<Data, StorageError>, Never>] in
+    func complete(_ result: Outcome) {
+      let waiters = state.withLock { s -> [CheckedContinuation<Outcome, Never>] in
         s.result = result
         let w = s.waiters
         s.waiters = []
@@ -73,7 +75,9 @@ public final class BlockCache: Sendable {
       if let old = s.lru.remove(key) { s.bytes -= old.count }
       s.lru.put(key, data)
       s.bytes += data.count
-      while s.bytes > budget, let (_, evicted) = s.lru.removeOldest() {
+      // Runs on their way will be pages too: room is made for them now, so that cached and
+      // arriving bytes together stay within the budget.
+      while s.bytes + s.inflightBytes > budget, s.bytes > data.count, let (_, evicted) = s.lru.removeOldest() {
         s.bytes -= evicted.count
         s.evictions += 1
       }
@@ -117,23 +121,53 @@ public final class BlockCache: Sendable {
   }
 
   /// Stores a finished run's pages and wakes its readers.
-  func finish(_ run: Run, name: String, generation: Int64, pages: Range<Int64>, result: Result<Data, StorageError>) {
+  func finish(_ run: Run, name: String, generation: Int64, pages: Range<Int64>, result: Run.Outcome) {
+    // The run's bytes stop counting as arriving before they count as cached.
+    state.withLock { $0.inflightBytes -= pages.count * Int(Self.pageSize) }
     if case .success(let data) = result {
-      for page in pages {
-        let start = Int((page - pages.lowerBound) * Self.pageSize)
-        guard start < data.count else { break }
-        let end = min(data.count, start + Int(Self.pageSize))
-        // A copy, not a slice: a slice would keep the whole run's buffer alive for as long as
-        // any of its pages stays cached, and the budget would count a fraction of what is held.
-        let copy = data[(data.startIndex + start)..<(data.startIndex + end)].withUnsafeBytes { Data($0) }
-        insert(Key(name: name, generation: generation, page: page), copy)
-      }
+      for (page, bytes) in zip(pages, data) { insert(Key(name: name, generation: generation, page: page), bytes) }
     }
     state.withLock { s in
       for page in pages { s.inflight.removeValue(forKey: Key(name: name, generation: generation, page: page)) }
-      s.inflightBytes -= pages.count * Int(Self.pageSize)
     }
     run.complete(result)
+  }
+
+  // MARK: admission
+
+  /// Bytes of GETs under way, and the GETs waiting to start: a GET holds its bytes in memory
+  /// until its pages are cached, so at most a budget's worth are received at once, whoever
+  /// asked (32 readers each asking for 1 MiB must not hold 32 MiB beside a 16 MiB cache).
+  private let admission = Mutex<(admitted: Int, waiting: [(bytes: Int, cont: CheckedContinuation<Void, Never>)])>((0, []))
+
+  /// Waits until `bytes` more may be received; one GET is always admitted when none runs.
+  func admit(_ bytes: Int) async {
+    await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
+      let now = admission.withLock { a -> Bool in
+        guard a.waiting.isEmpty, a.admitted == 0 || a.admitted + bytes <= budget else {
+          a.waiting.append((bytes, cont))
+          return false
+        }
+        a.admitted += bytes
+        return true
+      }
+      if now { cont.resume() }
+    }
+  }
+
+  /// Ends an admitted GET and starts those waiting that now fit, in order.
+  func admitted(_ bytes: Int) {
+    let ready = admission.withLock { a -> [CheckedContinuation<Void, Never>] in
+      a.admitted -= bytes
+      var ready: [CheckedContinuation<Void, Never>] = []
+      while let next = a.waiting.first, a.admitted == 0 || a.admitted + next.bytes <= budget {
+        a.waiting.removeFirst()
+        a.admitted += next.bytes
+        ready.append(next.cont)
+      }
+      return ready
+    }
+    ready.forEach { $0.resume() }
   }
 }
 

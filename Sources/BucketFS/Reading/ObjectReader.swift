@@ -51,10 +51,10 @@ public final class ObjectReader: Sendable {
   }
 
   /// The bytes when every page they need is cached (the read is then answered without a task
-  /// hop); nil otherwise, and nothing is recorded, so `read` can run as usual.
-  public func readIfCached(offset: Int64, count: Int) -> Data? {
+  /// hop); nil otherwise, and nothing is recorded, so `reply` can run as usual.
+  public func replyIfCached(offset: Int64, count: Int) -> ReadReply? {
     let end = min(size, offset + Int64(count))
-    guard offset < end else { return Data() }
+    guard offset < end else { return .bytes(Data()) }
     let firstPage = offset / Self.pageSize
     let lastPage = (end - 1) / Self.pageSize
     var pages: [Data] = []
@@ -63,24 +63,26 @@ public final class ObjectReader: Sendable {
       pages.append(data)
     }
     prefetch(after: lastPage, window: noteAccess(offset: offset, end: end))
-    return Self.assemble(pages, firstPage: firstPage, offset: offset, end: end)
+    return Self.gather(pages, firstPage: firstPage, offset: offset, end: end)
   }
 
-  /// Bytes `offset..<end` out of consecutive pages starting at `firstPage`; a read within one page
-  /// is a slice of it (no copy). Nil when a page is shorter than the object says.
-  static func assemble(_ pages: [Data], firstPage: Int64, offset: Int64, end: Int64) -> Data? {
-    var out = Data()
-    for (i, data) in pages.enumerated() {
-      let pageStart = (firstPage + Int64(i)) * pageSize
-      let from = Int(max(offset, pageStart) - pageStart)
-      let to = Int(min(end, pageStart + Int64(data.count)) - pageStart)
-      guard from < to else { return nil }
-      let slice = data[(data.startIndex + from)..<(data.startIndex + to)]
-      if pages.count == 1 { return slice }
-      if i == 0 { out.reserveCapacity(Int(end - offset)) }
-      out.append(slice)
+  /// Bytes `offset..<end` as the consecutive pages starting at `firstPage` that hold them: the
+  /// reply gathers them from the cache's own pages, so a read costs no copy of its own. Nil
+  /// when a page is shorter than the object says.
+  static func gather(_ pages: [Data], firstPage: Int64, offset: Int64, end: Int64) -> ReadReply? {
+    let lastPageEnd = (firstPage + Int64(pages.count) - 1) * pageSize + Int64(pages.last?.count ?? 0)
+    guard pages.dropLast().allSatisfy({ $0.count == Int(pageSize) }), lastPageEnd >= end else { return nil }
+    let skip = Int(offset - firstPage * pageSize)
+    if pages.count == 1 {
+      let page = pages[0]
+      return .bytes(page[(page.startIndex + skip)..<(page.startIndex + skip + Int(end - offset))])
     }
-    return out
+    return .pages(pages, skip: skip, count: Int(end - offset))
+  }
+
+  /// Bytes `offset..<end` out of consecutive pages starting at `firstPage`, in one buffer.
+  static func assemble(_ pages: [Data], firstPage: Int64, offset: Int64, end: Int64) -> Data? {
+    gather(pages, firstPage: firstPage, offset: offset, end: end)?.data()
   }
 
   private func prefetch(after lastPage: Int64, window: Int64) {
@@ -95,8 +97,16 @@ public final class ObjectReader: Sendable {
   }
 
   public func read(offset: Int64, count: Int) async throws(StorageError) -> Data {
+    guard let data = try await reply(offset: offset, count: count).data() else {
+      throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
+    }
+    return data
+  }
+
+  /// Bytes `offset..<offset+count` as a reply that gathers them from the cached pages.
+  public func reply(offset: Int64, count: Int) async throws(StorageError) -> ReadReply {
     let end = min(size, offset + Int64(count))
-    guard offset < end else { return Data() }
+    guard offset < end else { return .bytes(Data()) }
     let firstPage = offset / Self.pageSize
     let lastPage = (end - 1) / Self.pageSize
     let window = noteAccess(offset: offset, end: end)
@@ -104,10 +114,10 @@ public final class ObjectReader: Sendable {
     prefetch(after: lastPage, window: window)
     var pages: [Data] = []
     for page in firstPage...lastPage { pages.append(try await self.page(page)) }
-    guard let data = Self.assemble(pages, firstPage: firstPage, offset: offset, end: end) else {
+    guard let reply = Self.gather(pages, firstPage: firstPage, offset: offset, end: end) else {
       throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
     }
-    return data
+    return reply
   }
 
   /// Records a read and returns how many pages to prefetch after it (0 for random access).
@@ -145,19 +155,26 @@ public final class ObjectReader: Sendable {
       let bytes = (claimed.lowerBound * Self.pageSize)..<min(size, claimed.upperBound * Self.pageSize)
       let (client, cache, name, generation) = (self.client, self.cache, self.name, self.generation)
       let task = Task {
-        let result: Result<Data, StorageError>
+        let result: BlockCache.Run.Outcome
+        await cache.admit(bytes.count)
         do throws(StorageError) {
-          let data = try await client.read(name, range: bytes, generation: generation)
+          // The bytes go straight into page buffers: no run buffer to copy them out of.
+          let pages = PageAssembler(range: bytes, pageSize: Int(Self.pageSize))
+          let count = try await client.read(name, range: bytes, generation: generation) { chunk, _ in
+            pages.append(chunk)
+            return true
+          }
           // Fewer bytes than the object has there would reach the kernel as an early end of file.
-          guard data.count == bytes.count else {
+          guard count == Int64(bytes.count) else {
             throw StorageError(
               code: .unknown, object: "gs://\(client.bucket)/\(name)",
-              detail: "short read: \(data.count) of \(bytes.count) bytes at \(bytes.lowerBound)")
+              detail: "short read: \(count) of \(bytes.count) bytes at \(bytes.lowerBound)")
           }
-          result = .success(data)
+          result = .success(pages.pages)
         } catch {
           result = .failure(error)
         }
+        cache.admitted(bytes.count)
         cache.finish(run, name: name, generation: generation, pages: claimed, result: result)
       }
       tasks.withLock { t in
@@ -176,14 +193,41 @@ public final class ObjectReader: Sendable {
         let outcome = await run.wait()
         // A run cancelled because its reader closed the file: fetch the page for this one.
         if case .failure(let error) = outcome, error.code == .cancelled { continue }
-        let data = try outcome.get()
-        let start = Int((page - run.firstPage) * Self.pageSize)
-        guard start < data.count else { break }
-        return data[(data.startIndex + start)..<(data.startIndex + min(data.count, start + Int(Self.pageSize)))]
+        let pages = try outcome.get()
+        let index = Int(page - run.firstPage)
+        guard index < pages.count else { break }
+        return pages[index]
       }
       // Evicted between the fetch and now: fetch it again.
       fetch(pages: page..<(page + 1))
     }
     throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "page \(page) could not be read")
+  }
+}
+
+/// Splits a GET's bytes into page buffers as they arrive; touched only by the GET's transfer
+/// callbacks, then by the task that awaited it.
+final class PageAssembler: @unchecked Sendable {
+  private(set) var pages: [Data] = []
+  private let pageSize: Int
+  private var remaining: Int
+
+  init(range: Range<Int64>, pageSize: Int) {
+    self.pageSize = pageSize
+    remaining = Int(range.count)
+  }
+
+  func append(_ chunk: UnsafeRawBufferPointer) {
+    var rest = chunk
+    while !rest.isEmpty {
+      if pages.isEmpty || pages[pages.count - 1].count == pageSize {
+        pages.append(Data(capacity: min(pageSize, remaining)))
+      }
+      let last = pages.count - 1
+      let n = min(rest.count, pageSize - pages[last].count)
+      pages[last].append(contentsOf: UnsafeRawBufferPointer(rebasing: rest[..<n]))
+      remaining -= n
+      rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+    }
   }
 }

@@ -5,12 +5,15 @@ import Foundation
 public enum ReadReply: Sendable {
   case bytes(Data)
   case buffer(ReadBuffer)
+  /// `count` bytes from `skip` on, across cached pages.
+  case pages([Data], skip: Int, count: Int)
   case file(FileDescriptor, offset: Int64, count: Int)
 
   public var count: Int {
     switch self {
     case .bytes(let data): data.count
     case .buffer(let buffer): buffer.range.count
+    case .pages(_, _, let count): count
     case .file(_, _, let count): count
     }
   }
@@ -24,6 +27,16 @@ extension ReadReply {
       return data
     case .buffer(let buffer):
       return Data(buffer.bytes)
+    case .pages(let pages, let skip, let count):
+      var out = Data(capacity: count)
+      var skip = skip
+      for page in pages where out.count < count {
+        let from = min(skip, page.count)
+        skip -= from
+        let n = min(page.count - from, count - out.count)
+        out.append(page[(page.startIndex + from)..<(page.startIndex + from + n)])
+      }
+      return out.count == count ? out : nil
     case .file(let file, let offset, let count):
       var data = Data(count: count)
       let ok = data.withUnsafeMutableBytes { BlockChecksums.readFully(file.fd, into: $0, at: offset) }

@@ -157,7 +157,7 @@ public final class HTTPClient: @unchecked Sendable {
     check(CCurlShims_setopt_string(easy, CURLOPT_URL, request.url))
     check(CCurlShims_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
     check(CCurlShims_setopt_long(easy, CURLOPT_TCP_NODELAY, 1))
-    check(CCurlShims_setopt_long(easy, CURLOPT_BUFFERSIZE, 512 * 1024))
+    check(CCurlShims_setopt_long(easy, CURLOPT_BUFFERSIZE, 256 * 1024))
     check(CCurlShims_setopt_long(
       easy, CURLOPT_CONNECTTIMEOUT_MS, Int(transfer.timeouts.connect.milliseconds)))
     transfer.lastProgress = .now

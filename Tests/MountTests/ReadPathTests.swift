@@ -1,0 +1,130 @@
+import Foundation
+import StorageCore
+import Synchronization
+import Testing
+
+/// The read path against a real mount: staged copies filled by the reads' own GETs (each byte
+/// fetched once), a staging disk that fills up, and the daemon's memory with many readers.
+@Suite(.serialized) struct ReadPathTests {
+  func waitStaged(_ path: String) async throws {
+    for _ in 0..<200 {
+      if (try? getxattr(path, "user.staged").get()) == "complete" { return }
+      try await Task.sleep(for: .milliseconds(50))
+    }
+    Issue.record("\(path) was not staged")
+  }
+
+  func sent(_ fx: MountFixture) -> Int { fx.emulator?.bodyBytesSent ?? 0 }
+
+  @Test func aSequentialReadFetchesEachByteOnceAndStagesTheFile() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let size = 48 << 20
+    let data = randomData(size, seed: 901)
+    _ = try await fx.put("big/seq.bin", data)
+    let m = try fx.mount()
+    let before = sent(fx)
+    #expect(try readFile(m.path("big/seq.bin")).get() == data)
+    try await waitStaged(m.path("big/seq.bin"))
+    let fetched = sent(fx) - before
+    // The staged copy is filled by the reader's GETs and the filler: nothing twice. (Listing and
+    // metadata answers are a few kilobytes.)
+    #expect(fetched >= size)
+    #expect(Double(fetched) <= Double(size) * 1.05, "the server sent \(fetched) bytes for a \(size)-byte file")
+    // A second read comes from the staged copy (or the page cache): no object bytes at all.
+    let again = sent(fx)
+    #expect(try readFile(m.path("big/seq.bin"), chunk: 1 << 20).get() == data)
+    #expect(sent(fx) - again < 64 << 10)
+  }
+
+  @Test func scatteredReadsThenTheWholeFileAreRightAndFetchedOnce() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let size = 24 << 20 + 12_345
+    let data = randomData(size, seed: 902)
+    _ = try await fx.put("big/scattered.bin", data)
+    let m = try fx.mount()
+    let before = sent(fx)
+    let fd = open(m.path("big/scattered.bin"), O_RDONLY)
+    #expect(fd >= 0)
+    defer { close(fd) }
+    // The end, the middle, block edges, the start: each against the object.
+    for (offset, count) in [(size - 100, 4096), (size / 2, 200_000), (65_535, 2), (1 << 20, 1 << 20), (0, 10), (size - 1, 1)] {
+      let expected = data.subdata(in: offset..<min(size, offset + count))
+      #expect(try pread(fd, offset: Int64(offset), count: count).get() == expected, "pread \(offset)+\(count)")
+    }
+    #expect(try readFile(m.path("big/scattered.bin")).get() == data)
+    try await waitStaged(m.path("big/scattered.bin"))
+    let fetched = sent(fx) - before
+    #expect(Double(fetched) <= Double(size) * 1.05, "the server sent \(fetched) bytes for a \(size)-byte file")
+  }
+
+  @Test func aFullStagingDiskFallsBackToTheServer() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    // A 2 MiB filesystem for staging: a 12 MiB object cannot be staged there.
+    let tiny = try fx.folder("tiny-staging")
+    let mounted = Process()
+    mounted.executableURL = URL(fileURLWithPath: "/bin/mount")
+    mounted.arguments = ["-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", tiny.path]
+    try mounted.run()
+    mounted.waitUntilExit()
+    try #require(mounted.terminationStatus == 0)
+    defer {
+      let umount = Process()
+      umount.executableURL = URL(fileURLWithPath: "/bin/umount")
+      umount.arguments = [tiny.path]
+      try? umount.run()
+      umount.waitUntilExit()
+    }
+    let data = randomData(12 << 20, seed: 903)
+    _ = try await fx.put("full/big.bin", data)
+    let m = try fx.mount(options: ["staging_dir=\(tiny.path)"])
+    defer { m.unmount() }
+    #expect(try readFile(m.path("full/big.bin")).get() == data)
+    #expect(try readFile(m.path("full/big.bin"), chunk: 1 << 20).get() == data)
+    var logged = false
+    for _ in 0..<100 where !logged {
+      logged = m.log.contains("cannot write the staged copy")
+      if !logged { try await Task.sleep(for: .milliseconds(50)) }
+    }
+    #expect(logged, "log: \(m.log)")
+    #expect(getxattr(m.path("full/big.bin"), "user.staged") != .success("complete"))
+  }
+
+  /// VmHWM of the mount's daemon after 32 readers of different files ran at once.
+  func peakMemory(_ fx: MountFixture, options: [String], files: Int, data: [Data], name: String) throws -> Int {
+    let m = try fx.mount(options: options, name: name)
+    defer { m.unmount() }
+    let failures = Mutex(0)
+    let group = DispatchGroup()
+    for i in 0..<files {
+      group.enter()
+      let thread = Thread {
+        if (try? readFile(m.path("many/f\(i).bin"), chunk: 256 << 10).get()) != data[i] { failures.withLock { $0 += 1 } }
+        group.leave()
+      }
+      thread.start()
+    }
+    group.wait()
+    #expect(failures.withLock { $0 } == 0)
+    let status = try String(contentsOfFile: "/proc/\(m.process.processIdentifier)/status", encoding: .utf8)
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
+    return (Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0) << 10
+  }
+
+  @Test func memoryStaysWithinTheCacheBudgetWith32Readers() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let files = 32
+    let data = (0..<files).map { randomData(8 << 20, seed: 950 + UInt64($0)) }
+    for i in 0..<files { _ = try await fx.put("many/f\(i).bin", data[i]) }
+    let budget = 16 << 20
+    // Through the block cache (staging off) and through staged copies (the default).
+    let cached = try peakMemory(fx, options: ["cache_size=16M", "stage_max_file=1"], files: files, data: data, name: "nostage")
+    #expect(cached < budget + (64 << 20), "peak RSS \(cached >> 20) MiB with cache_size=16M, staging off")
+    let staged = try peakMemory(fx, options: ["cache_size=16M"], files: files, data: data, name: "staged")
+    #expect(staged < budget + (64 << 20), "peak RSS \(staged >> 20) MiB with cache_size=16M, staging on")
+    print("peak RSS: staging off \(cached >> 20) MiB, staging on \(staged >> 20) MiB")
+  }
+}
