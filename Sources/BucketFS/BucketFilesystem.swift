@@ -91,8 +91,9 @@ public final class BucketFilesystem: Sendable {
 
   /// A name the kernel can show: not empty, not `.`/`..`, no `/` or NUL, at most 255 bytes.
   static func isValidName(_ name: String) -> Bool {
-    !name.isEmpty && name != "." && name != ".." && !name.contains("/") && !name.contains("\u{0}")
-      && name.utf8.count <= 255
+    // Bytes, not Foundation's string search: this runs for every name of every listing.
+    !name.isEmpty && name != "." && name != ".." && name.utf8.count <= 255
+      && !name.utf8.contains(where: { $0 == UInt8(ascii: "/") || $0 == 0 })
   }
 
   func attributes(ino: UInt64, directory: Bool, metadata: StorageMetadata?) -> FileAttributes {

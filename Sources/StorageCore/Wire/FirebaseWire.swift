@@ -142,7 +142,26 @@ public struct ListPage: Sendable {
     self.nextPageToken = nextPageToken
   }
 
+  /// The names of a page, decoded without building a dictionary per item (a v0 page carries
+  /// names only, and `ls` of a large folder waits for every page).
+  private struct Names: Decodable {
+    struct Item: Decodable {
+      let name: String?
+      let size: String?
+    }
+    let prefixes: [String]?
+    let items: [Item]?
+    let nextPageToken: String?
+  }
+
   static func decode(_ data: Data) -> ListPage? {
+    if let names = try? JSONDecoder().decode(Names.self, from: data), names.items?.contains(where: { $0.size != nil }) != true {
+      let token = names.nextPageToken
+      return ListPage(
+        prefixes: names.prefixes ?? [], items: names.items?.compactMap(\.name) ?? [],
+        nextPageToken: (token?.isEmpty ?? true) ? nil : token)
+    }
+    // Items with their attributes (the GCS JSON API): each becomes metadata.
     guard let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
     let prefixes = json["prefixes"] as? [String] ?? []
     var items: [String] = []
