@@ -203,6 +203,8 @@ public struct StorageListResult: Sendable {
 extension StorageReference {
   /// Streams the object's bytes (or `range` of them) through `onData` without holding them in
   /// memory. Retries only while nothing has been delivered, so bytes are never repeated.
+  /// `onData` runs in order on a thread of its own (a slow consumer, such as a pipe nobody
+  /// reads, pauses this transfer only); returning false stops the stream.
   public func stream(
     range: Range<Int64>? = nil, onData: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool
   ) async throws(StorageError) -> Int64 {
@@ -214,18 +216,29 @@ extension StorageReference {
       let (request, token) = try await storage.authorize(storage.wire.download(path, range: range, from: nil, generation: nil))
       var failure: StorageError
       var retryAfter: TimeInterval?
+      let handOff = HandOff(label: "bucketfs.stream") { bytes in onData(bytes) }
       do {
-        let head = try await storage.client.stream(
-          request, timeouts: timeouts,
-          onHead: { head in counter.status = head.status; return true },
-          onData: { bytes in
-            guard (200..<300).contains(counter.status) else {
-              counter.errorBody.append(contentsOf: bytes.prefix(4096))
-              return true
-            }
-            counter.delivered += Int64(bytes.count)
-            return onData(bytes)
-          })
+        let head: HTTPResponseHead
+        do {
+          head = try await storage.client.stream(
+            request, timeouts: timeouts,
+            onHead: { head in counter.status = head.status; return true },
+            onFlow: { bytes in
+              guard (200..<300).contains(counter.status) else {
+                counter.errorBody.append(contentsOf: bytes.prefix(4096))
+                return .accept
+              }
+              let flow = handOff.offer(bytes)
+              if flow == .accept { counter.delivered += Int64(bytes.count) }
+              return flow
+            },
+            started: { handOff.attach($0) })
+          await handOff.drain()
+        } catch {
+          await handOff.drain()
+          throw error
+        }
+        if handOff.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
         if (200..<300).contains(head.status) { return counter.delivered }
         if retries.refreshCredentials(after: head.status, token: token) {
           counter.errorBody = Data()

@@ -143,6 +143,16 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     }
     let progressStep: Int64 = 256 * 1024
     sink.lastFired = have
+    // The file is written on a thread of its own: a slow disk slows this download only.
+    let handOff = HandOff(label: "bucketfs.download.write") { [self] bytes in
+      guard sink.write(bytes) else { return false }
+      if sink.offset - sink.lastFired >= progressStep {
+        sink.lastFired = sink.offset
+        updateProgress(completed: sink.offset)
+        fire([.progress])
+      }
+      return true
+    }
     let head: HTTPResponseHead
     do {
       head = try await reference.storage.client.stream(
@@ -166,6 +176,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
             _ = ftruncate(fd, 0)
             _ = lseek(fd, 0, SEEK_SET)
             sink.offset = 0
+            sink.received = 0
             sink.digest = Digest(.md5)
             sink.crc = CRC32C()
             sink.wantsMD5 = !hasCRC
@@ -173,25 +184,24 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
           updateProgress(completed: sink.offset, total: totalSize(head))
           return true
         },
-        onData: { [self] bytes in
+        onFlow: { [self] bytes in
           guard let status = sink.head?.status, (200..<300).contains(status) else {
             sink.errorBody.append(contentsOf: bytes.prefix(4096 - min(4096, sink.errorBody.count)))
-            return true
+            return .accept
           }
-          if let maxSize, sink.offset + Int64(bytes.count) > maxSize {
+          if let maxSize, sink.received + Int64(bytes.count) > maxSize {
             // No size announced: stop at the limit instead of reading on.
-            sink.tooLarge = sink.offset + Int64(bytes.count)
-            return false
+            sink.tooLarge = sink.received + Int64(bytes.count)
+            return .stop
           }
-          guard sink.write(bytes) else { return false }
-          if sink.offset - sink.lastFired >= progressStep {
-            sink.lastFired = sink.offset
-            updateProgress(completed: sink.offset)
-            fire([.progress])
-          }
-          return true
-        })
+          let flow = handOff.offer(bytes)
+          if flow == .accept { sink.received += Int64(bytes.count) }
+          return flow
+        },
+        started: { handOff.attach($0) })
+      await handOff.drain()
     } catch {
+      await handOff.drain()
       // A cancelled driver belongs to a pause, even if a resume already set the phase back.
       if Task.isCancelled || phase != .running { return .stopped }
       if let changed = sink.changed { return changedObject(changed, expected: expected) }
@@ -286,7 +296,10 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
 /// Where a download's bytes go; touched by the transfer thread during the request only.
 final class DownloadSink: @unchecked Sendable {
   let fd: Int32
+  /// Bytes written to the file (by the hand-off's thread).
   var offset: Int64
+  /// Bytes taken from the transfer (on the transfer thread): ahead of `offset` by what waits.
+  var received: Int64
   var head: HTTPResponseHead?
   var errorBody = Data()
   var changed: Int64?
@@ -300,6 +313,7 @@ final class DownloadSink: @unchecked Sendable {
   init(fd: Int32, offset: Int64) {
     self.fd = fd
     self.offset = offset
+    received = offset
   }
 
   /// MD5 costs more than receiving the bytes; it is computed only when the server gives no CRC32C.

@@ -40,8 +40,19 @@ public final class HTTPClient: @unchecked Sendable {
     onData: @escaping HTTPTransfer.DataHandler,
     onComplete: @escaping HTTPTransfer.CompletionHandler
   ) -> HTTPTransfer {
+    start(request, timeouts: timeouts, onHead: onHead, onFlow: { onData($0) ? .accept : .stop }, onComplete: onComplete)
+  }
+
+  /// Starts a request whose body goes to `onFlow`, which may pause the transfer.
+  @discardableResult
+  public func start(
+    _ request: HTTPRequest, timeouts: TransportTimeouts = TransportTimeouts(),
+    onHead: @escaping HTTPTransfer.HeadHandler = { _ in true },
+    onFlow: @escaping HTTPTransfer.FlowHandler,
+    onComplete: @escaping HTTPTransfer.CompletionHandler
+  ) -> HTTPTransfer {
     let transfer = HTTPTransfer(
-      request: request, timeouts: timeouts, onHead: onHead, onData: onData, onComplete: onComplete)
+      request: request, timeouts: timeouts, onHead: onHead, onData: onFlow, onComplete: onComplete)
     transfer.client = self
     pending.withLock { $0.append(transfer) }
     wake()
@@ -55,12 +66,24 @@ public final class HTTPClient: @unchecked Sendable {
     onHead: @escaping HTTPTransfer.HeadHandler = { _ in true },
     onData: @escaping HTTPTransfer.DataHandler
   ) async throws(TransportError) -> HTTPResponseHead {
+    try await stream(request, timeouts: timeouts, onHead: onHead, onFlow: { onData($0) ? .accept : .stop })
+  }
+
+  /// Runs a request to completion with a body handler that may pause the transfer; `started`
+  /// gets the transfer, to resume it.
+  public func stream(
+    _ request: HTTPRequest, timeouts: TransportTimeouts = TransportTimeouts(),
+    onHead: @escaping HTTPTransfer.HeadHandler = { _ in true },
+    onFlow: @escaping HTTPTransfer.FlowHandler,
+    started: @escaping @Sendable (HTTPTransfer) -> Void = { _ in }
+  ) async throws(TransportError) -> HTTPResponseHead {
     let box = TransferBox()
     let result: Result<HTTPResponseHead, TransportError> = await withTaskCancellationHandler {
       await withCheckedContinuation { cont in
         let transfer = start(
-          request, timeouts: timeouts, onHead: onHead, onData: onData,
+          request, timeouts: timeouts, onHead: onHead, onFlow: onFlow,
           onComplete: { cont.resume(returning: $0) })
+        started(transfer)
         if box.set(transfer) { transfer.cancel() }
       }
     } onCancel: {
@@ -125,6 +148,15 @@ public final class HTTPClient: @unchecked Sendable {
       // whose speed is averaged over several seconds: a burst followed by silence would keep a
       // caller waiting seconds past its stall timeout.
       let now = ContinuousClock.now
+      for (easy, entry) in active where entry.0.pausedByHandler {
+        // Paused for a slow consumer: not a stall.
+        entry.0.lastProgress = now
+        if entry.0.resumeRequested.exchange(false, ordering: .acquiringAndReleasing) {
+          // Cleared first: unpausing may hand the kept bytes over at once, and pause again.
+          entry.0.pausedByHandler = false
+          curl_easy_pause(easy, CURLPAUSE_CONT)
+        }
+      }
       for (easy, entry) in active where now - entry.0.lastProgress > entry.0.timeouts.stall {
         entry.0.stalled = true
         finish(easy: easy, code: CURLE_OPERATION_TIMEDOUT)
@@ -349,11 +381,16 @@ private let writeCallback: CCurlShims_data_callback = { ptr, size, count, userda
       return 0
     }
   }
-  if !transfer.onData(UnsafeRawBufferPointer(start: ptr, count: length)) {
+  switch transfer.onData(UnsafeRawBufferPointer(start: ptr, count: length)) {
+  case .accept:
+    return length
+  case .stop:
     transfer.abortedByHandler = true
     return 0
+  case .pause:
+    transfer.pausedByHandler = true
+    return Int(CURL_WRITEFUNC_PAUSE)
   }
-  return length
 }
 
 private let readCallback: CCurlShims_data_callback = { ptr, size, count, userdata in

@@ -5,12 +5,20 @@ import Synchronization
 public final class HTTPTransfer: @unchecked Sendable {
   public typealias HeadHandler = @Sendable (HTTPResponseHead) -> Bool
   public typealias DataHandler = @Sendable (UnsafeRawBufferPointer) -> Bool
+  /// What a handler that may not take bytes at once does with them.
+  public enum Flow: Sendable {
+    case accept
+    case stop
+    /// Not taken now: libcurl keeps them and hands them over again after `resumeReceiving()`.
+    case pause
+  }
+  public typealias FlowHandler = @Sendable (UnsafeRawBufferPointer) -> Flow
   public typealias CompletionHandler = @Sendable (Result<HTTPResponseHead, TransportError>) -> Void
 
   let request: HTTPRequest
   let timeouts: TransportTimeouts
   let onHead: HeadHandler
-  let onData: DataHandler
+  let onData: FlowHandler
   let onComplete: CompletionHandler
 
   // Guarded by the transfer thread: these are touched only by libcurl callbacks and the loop.
@@ -25,19 +33,28 @@ public final class HTTPTransfer: @unchecked Sendable {
   var lastProgress = ContinuousClock.now
   /// Set when the loop ended the transfer for moving nothing for the stall timeout.
   var stalled = false
+  /// Set when the data handler paused the transfer; the loop resumes it once asked.
+  var pausedByHandler = false
+  let resumeRequested = Atomic<Bool>(false)
 
   let cancelled = Atomic<Bool>(false)
   weak var client: HTTPClient?
 
   init(
     request: HTTPRequest, timeouts: TransportTimeouts, onHead: @escaping HeadHandler,
-    onData: @escaping DataHandler, onComplete: @escaping CompletionHandler
+    onData: @escaping FlowHandler, onComplete: @escaping CompletionHandler
   ) {
     self.request = request
     self.timeouts = timeouts
     self.onHead = onHead
     self.onData = onData
     self.onComplete = onComplete
+  }
+
+  /// Lets a transfer paused by its data handler go on (from any thread).
+  public func resumeReceiving() {
+    resumeRequested.store(true, ordering: .releasing)
+    client?.wake()
   }
 
   /// Stops the transfer; its completion reports `.cancelled`.
