@@ -25,9 +25,20 @@ public enum ErrnoMapping {
   }
 }
 
-/// A filesystem failure as an errno, for the bridge to reply with.
+/// A filesystem failure as an errno, for the bridge to reply with, and what caused it, for the
+/// one log line the bridge writes about a failed operation.
 public struct FSError: Error, Sendable, Equatable {
   public let errno: Int32
-  public init(_ errno: Int32) { self.errno = errno }
-  public init(_ error: StorageError) { self.errno = ErrnoMapping.errno(error) }
+  /// The server's or the transport's failure, naming the object; nil for plain answers.
+  public let cause: StorageError?
+  public init(_ errno: Int32) {
+    self.errno = errno
+    cause = nil
+  }
+  public init(_ error: StorageError) {
+    errno = ErrnoMapping.errno(error)
+    cause = error
+  }
+  /// Equal when the errno is: the kernel sees nothing else.
+  public static func == (a: FSError, b: FSError) -> Bool { a.errno == b.errno }
 }

@@ -6,9 +6,9 @@ int CFuseShims_fi_flags(const struct fuse_file_info *fi) { return fi->flags; }
 uint64_t CFuseShims_fi_fh(const struct fuse_file_info *fi) { return fi->fh; }
 void CFuseShims_set_fh(struct fuse_file_info *fi, uint64_t fh) { fi->fh = fh; }
 
-struct fuse_session *CFuseShims_session_new(int argc, char **argv, const struct fuse_lowlevel_ops *ops) {
+struct fuse_session *CFuseShims_session_new(int argc, char **argv, const struct fuse_lowlevel_ops *ops, void *userdata) {
   struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-  struct fuse_session *se = fuse_session_new(&args, ops, sizeof(*ops), NULL);
+  struct fuse_session *se = fuse_session_new(&args, ops, sizeof(*ops), userdata);
   fuse_opt_free_args(&args);
   return se;
 }

@@ -5,11 +5,12 @@ internal import CFuse
 import BucketFS
 import Foundation
 
-/// The filesystem the callbacks serve (one mount per process); set before the session starts.
-nonisolated(unsafe) var activeFilesystem: BucketFilesystem!
-
 enum FuseOperations {
-  static var ttl: Double { activeFilesystem.options.metadataTTL }
+  /// The filesystem a request is for: libfuse's user data of the session (FuseSession keeps
+  /// it alive while the session runs).
+  static func filesystem(_ req: fuse_req_t?) -> BucketFilesystem {
+    Unmanaged<BucketFilesystem>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+  }
 
   static func fill(_ a: FileAttributes) -> stat {
     var st = stat()
@@ -29,7 +30,7 @@ enum FuseOperations {
     return st
   }
 
-  static func entryParam(_ a: FileAttributes) -> fuse_entry_param {
+  static func entryParam(_ a: FileAttributes, ttl: Double) -> fuse_entry_param {
     var e = fuse_entry_param()
     e.ino = a.ino
     e.generation = 1
@@ -47,15 +48,16 @@ enum FuseOperations {
     }
 
     ops.lookup = { req, parent, name in
-      let reply = PendingReply(req, "lookup")
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "lookup")
       let name = String(cString: name!)
-      switch activeFilesystem.lookupIfCached(parent: parent, name: name) {
+      switch fs.lookupIfCached(parent: parent, name: name) {
       case .success(let attrs):
-        var e = FuseOperations.entryParam(attrs)
+        var e = FuseOperations.entryParam(attrs, ttl: fs.options.metadataTTL)
         return reply.entry(&e)
       case .failure(let error) where error.errno == ENOENT:
         var e = fuse_entry_param()
-        e.entry_timeout = FuseOperations.ttl
+        e.entry_timeout = fs.options.metadataTTL
         return reply.entry(&e)
       case .failure(let error):
         return reply.error(error.errno)
@@ -64,96 +66,103 @@ enum FuseOperations {
       }
       Task {
         do {
-          var e = FuseOperations.entryParam(try await activeFilesystem.lookup(parent: parent, name: name))
+          var e = FuseOperations.entryParam(try await fs.lookup(parent: parent, name: name), ttl: fs.options.metadataTTL)
           reply.entry(&e)
         } catch let error as FSError where error.errno == ENOENT {
           // A negative entry with a timeout: the kernel remembers the miss instead of asking again.
           var e = fuse_entry_param()
           e.ino = 0
-          e.entry_timeout = FuseOperations.ttl
+          e.entry_timeout = fs.options.metadataTTL
           reply.entry(&e)
         } catch {
-          reply.error((error as? FSError)?.errno ?? EIO)
+          reply.fail(error)
         }
       }
     }
 
     ops.forget = { req, ino, nlookup in
-      activeFilesystem.inodes.forget(ino, count: nlookup)
+      let fs = FuseOperations.filesystem(req)
+      fs.inodes.forget(ino, count: nlookup)
       fuse_reply_none(req)
     }
 
     ops.forget_multi = { req, count, forgets in
+      let fs = FuseOperations.filesystem(req)
       for i in 0..<count {
         let f = forgets![i]
-        activeFilesystem.inodes.forget(f.ino, count: f.nlookup)
+        fs.inodes.forget(f.ino, count: f.nlookup)
       }
       fuse_reply_none(req)
     }
 
     ops.getattr = { req, ino, _ in
-      let reply = PendingReply(req, "getattr")
-      if let attrs = activeFilesystem.getattrIfCached(ino) {
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "getattr")
+      if let attrs = fs.getattrIfCached(ino) {
         var st = FuseOperations.fill(attrs)
-        return reply.attr(&st, timeout: FuseOperations.ttl)
+        return reply.attr(&st, timeout: fs.options.metadataTTL)
       }
       Task {
         do {
-          var st = FuseOperations.fill(try await activeFilesystem.getattr(ino))
-          reply.attr(&st, timeout: FuseOperations.ttl)
+          var st = FuseOperations.fill(try await fs.getattr(ino))
+          reply.attr(&st, timeout: fs.options.metadataTTL)
         } catch {
-          reply.error((error as? FSError)?.errno ?? EIO)
+          reply.fail(error)
         }
       }
     }
 
     ops.open = { req, ino, fi in
-      let reply = PendingReply(req, "open")
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "open")
       var info = fi!.pointee
       let flags = CFuseShims_fi_flags(fi)
       Task {
         do {
-          let (handle, keep) = try await activeFilesystem.open(ino, flags: flags)
+          let (handle, keep) = try await fs.open(ino, flags: flags)
           CFuseShims_set_fh(&info, handle)
           CFuseShims_set_keep_cache(&info, keep ? 1 : 0)
           reply.open(&info)
         } catch {
-          reply.error((error as? FSError)?.errno ?? EIO)
+          reply.fail(error)
         }
       }
     }
 
     ops.read = { req, _, size, offset, fi in
-      let reply = PendingReply(req, "read")
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "read")
       let handle = CFuseShims_fi_fh(fi)
-      if let answer = activeFilesystem.readIfCached(handle: handle, offset: Int64(offset), count: size) {
+      if let answer = fs.readIfCached(handle: handle, offset: Int64(offset), count: size) {
         return reply.read(answer)
       }
       Task {
         do {
-          reply.read(try await activeFilesystem.read(handle: handle, offset: Int64(offset), count: size))
+          reply.read(try await fs.read(handle: handle, offset: Int64(offset), count: size))
         } catch {
-          reply.error((error as? FSError)?.errno ?? EIO)
+          reply.fail(error)
         }
       }
     }
 
     ops.release = { req, _, fi in
-      activeFilesystem.release(handle: CFuseShims_fi_fh(fi))
+      let fs = FuseOperations.filesystem(req)
+      fs.release(handle: CFuseShims_fi_fh(fi))
       fuse_reply_err(req, 0)
     }
 
     ops.flush = { req, _, _ in fuse_reply_err(req, 0) }
 
     ops.opendir = { req, ino, fi in
-      let reply = PendingReply(req, "opendir")
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "opendir")
       var info = fi!.pointee
       Task {
         do {
-          CFuseShims_set_fh(&info, try await activeFilesystem.openDirectory(ino))
+          CFuseShims_set_fh(&info, try await fs.openDirectory(ino))
           reply.open(&info)
         } catch {
-          reply.error((error as? FSError)?.errno ?? EIO)
+          reply.fail(error)
         }
       }
     }
@@ -167,7 +176,8 @@ enum FuseOperations {
     }
 
     ops.releasedir = { req, _, fi in
-      activeFilesystem.releaseDirectory(CFuseShims_fi_fh(fi))
+      let fs = FuseOperations.filesystem(req)
+      fs.releaseDirectory(CFuseShims_fi_fh(fi))
       fuse_reply_err(req, 0)
     }
 
@@ -185,35 +195,37 @@ enum FuseOperations {
     }
 
     ops.getxattr = { req, ino, name, size in
-      let reply = PendingReply(req, "getxattr")
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "getxattr")
       let name = String(cString: name!)
       // Only user.* names exist here; `ls -l` asks for security.* and system.* on every file.
       guard name.hasPrefix("user.") else { return reply.error(ENODATA) }
       // The daemon's numbers, for `bucketfs stats MOUNTPOINT` (not listed: getfattr -d stays tidy).
       if ino == InodeTable.rootIno && name == BucketFilesystem.statsAttribute {
-        return FuseOperations.replyXattr(reply, Array(activeFilesystem.statsText().utf8), size: size)
+        return FuseOperations.replyXattr(reply, Array(fs.statsText().utf8), size: size)
       }
-      if let attrs = activeFilesystem.xattrsIfCached(ino) {
+      if let attrs = fs.xattrsIfCached(ino) {
         guard let value = attrs.first(where: { $0.0 == name })?.1 else { return reply.error(ENODATA) }
         return FuseOperations.replyXattr(reply, Array(value.utf8), size: size)
       }
       Task {
         do {
-          let attrs = try await activeFilesystem.xattrs(ino)
+          let attrs = try await fs.xattrs(ino)
           guard let value = attrs.first(where: { $0.0 == name })?.1 else {
             reply.error(ENODATA)
             return
           }
           FuseOperations.replyXattr(reply, Array(value.utf8), size: size)
         } catch {
-          reply.error((error as? FSError)?.errno ?? EIO)
+          reply.fail(error)
         }
       }
     }
 
     ops.listxattr = { req, ino, size in
-      let reply = PendingReply(req, "listxattr")
-      if let attrs = activeFilesystem.xattrsIfCached(ino) {
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "listxattr")
+      if let attrs = fs.xattrsIfCached(ino) {
         var bytes: [UInt8] = []
         for (name, _) in attrs { bytes += Array(name.utf8) + [0] }
         return FuseOperations.replyXattr(reply, bytes, size: size)
@@ -221,10 +233,10 @@ enum FuseOperations {
       Task {
         do {
           var bytes: [UInt8] = []
-          for (name, _) in try await activeFilesystem.xattrs(ino) { bytes += Array(name.utf8) + [0] }
+          for (name, _) in try await fs.xattrs(ino) { bytes += Array(name.utf8) + [0] }
           FuseOperations.replyXattr(reply, bytes, size: size)
         } catch {
-          reply.error((error as? FSError)?.errno ?? EIO)
+          reply.fail(error)
         }
       }
     }
@@ -261,7 +273,7 @@ enum FuseOperations {
   }
 
   static func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, _ handle: UInt64, plus: Bool) {
-    let fs: BucketFilesystem = activeFilesystem
+    let fs = filesystem(req)
     // Offsets 0 and 1 are "." and ".."; entry i of the listing has offset i + 3 after it.
     var buffer = [CChar](repeating: 0, count: size)
     var used = 0
@@ -274,7 +286,7 @@ enum FuseOperations {
       let remaining = size - used
       let needed: Int = buffer.withUnsafeMutableBufferPointer { buf in
         if plus {
-          var e = entryParam(attrs)
+          var e = entryParam(attrs, ttl: fs.options.metadataTTL)
           // Node id 0: the kernel shows the name and looks it up when asked (no attributes yet).
           if !linked { e.ino = 0 }
           return fuse_add_direntry_plus(req, buf.baseAddress! + used, remaining, name, &e, off_t(off))
@@ -286,11 +298,11 @@ enum FuseOperations {
       return true
     }
     if next == 0 {
-      guard add(".", dirAttrs, 1) else { return finishReaddir(req, buffer, used) }
+      guard add(".", dirAttrs, 1) else { return finishReaddir(req, fs, buffer, used) }
       next = 1
     }
     if next == 1 {
-      guard add("..", dirAttrs, 2) else { return finishReaddir(req, buffer, used) }
+      guard add("..", dirAttrs, 2) else { return finishReaddir(req, fs, buffer, used) }
       next = 2
     }
     fs.readDirectory(ino, handle: handle, offset: next - 2, plus: plus) { entry, attrs, linked in
@@ -299,11 +311,11 @@ enum FuseOperations {
       next += 1
       return true
     }
-    finishReaddir(req, buffer, used)
+    finishReaddir(req, fs, buffer, used)
   }
 
-  static func finishReaddir(_ req: fuse_req_t?, _ buffer: [CChar], _ used: Int) {
+  static func finishReaddir(_ req: fuse_req_t?, _ fs: BucketFilesystem, _ buffer: [CChar], _ used: Int) {
     buffer.withUnsafeBufferPointer { fuse_reply_buf(req, $0.baseAddress, used) }
-    activeFilesystem?.metrics.fuse("readdir", seconds: 0)
+    fs.metrics.fuse("readdir", seconds: 0)
   }
 }

@@ -24,10 +24,12 @@ public final class FuseSession: @unchecked Sendable {
   private let lock = NSLock()
   private var unmounted = false
   public let mountpoint: String
+  /// The filesystem the session serves: libfuse holds it as an unretained pointer.
+  let filesystem: BucketFilesystem
 
   /// Creates the session and mounts it; `options` are libfuse `-o` options (fsname, ro, …).
   public init(filesystem: BucketFilesystem, mountpoint: String, options: [String], debug: Bool) throws(Failure) {
-    activeFilesystem = filesystem
+    self.filesystem = filesystem
     self.mountpoint = mountpoint
     ops = FuseOperations.make()
     var argv = ["bucketfs"]
@@ -36,7 +38,7 @@ public final class FuseSession: @unchecked Sendable {
     var cArgs = argv.map { strdup($0) }
     defer { cArgs.forEach { free($0) } }
     session = cArgs.withUnsafeMutableBufferPointer { buf in
-      CFuseShims_session_new(Int32(buf.count), buf.baseAddress, &ops)
+      CFuseShims_session_new(Int32(buf.count), buf.baseAddress, &ops, Unmanaged.passUnretained(filesystem).toOpaque())
     }
     guard let session else { throw .cannotCreate }
     if fuse_session_mount(session, mountpoint) != 0 {

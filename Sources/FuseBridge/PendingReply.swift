@@ -7,13 +7,15 @@ import Synchronization
 /// answer is dropped, and a request nobody answered gets EIO when this object goes away.
 final class PendingReply: @unchecked Sendable {
   let req: fuse_req_t?
+  let filesystem: BucketFilesystem
   private let answered = Atomic<Bool>(false)
   /// The operation, for the latency metrics, and when its request arrived.
   let operation: String
   let started = ContinuousClock.now
 
-  init(_ req: fuse_req_t?, _ operation: String) {
+  init(_ req: fuse_req_t?, _ filesystem: BucketFilesystem, _ operation: String) {
     self.req = req
+    self.filesystem = filesystem
     self.operation = operation
   }
 
@@ -25,12 +27,19 @@ final class PendingReply: @unchecked Sendable {
   private func claim() -> Bool {
     guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return false }
     let spent = (ContinuousClock.now - started).components
-    activeFilesystem?.metrics.fuse(operation, seconds: Double(spent.seconds) + Double(spent.attoseconds) / 1e18)
+    filesystem.metrics.fuse(operation, seconds: Double(spent.seconds) + Double(spent.attoseconds) / 1e18)
     return true
   }
 
   func error(_ errno: Int32) {
     if claim() { fuse_reply_err(req, errno) }
+  }
+
+  /// Answers a failed operation with its errno; the filesystem logs its cause, once.
+  func fail(_ error: any Error) {
+    guard let error = error as? FSError else { return self.error(EIO) }
+    filesystem.failed(operation, error)
+    self.error(error.errno)
   }
 
   func entry(_ e: inout fuse_entry_param) {

@@ -134,6 +134,27 @@ public final class StagingArea: Sendable {
     }
   }
 
+  /// Objects up to this size are fetched whole by their first read and staged from those bytes.
+  public static let smallObject = BlockCache.pageSize * 2
+
+  /// Staging of an opened object: it is not evicted while open; a small one is staged from the
+  /// bytes its first read fetches anyway (`readWhole`), a larger one gets a partial copy that
+  /// its reads fill, returned for them to use. Nothing is fetched `offline`.
+  public func begin(
+    _ name: String, metadata: StorageMetadata, client: any ObjectClient, offline: Bool,
+    readWhole: @escaping @Sendable () async -> Data?
+  ) -> PartialCopy? {
+    retain(name, generation: metadata.generation)
+    guard !offline else { return nil }
+    guard metadata.size > Self.smallObject else {
+      Task {
+        if let bytes = await readWhole() { stage(name, metadata: metadata, bytes: bytes) }
+      }
+      return nil
+    }
+    return partialCopy(name, metadata: metadata, client: client)
+  }
+
   /// The copy of `name` at `metadata.generation` being filled, made now when there is none.
   /// Nil when the object is staged completely already, too large to stage, or its file cannot
   /// be made (reads then go to the server without it).

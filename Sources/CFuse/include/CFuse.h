@@ -13,7 +13,8 @@ uint64_t CFuseShims_fi_fh(const struct fuse_file_info *fi);
 void CFuseShims_set_fh(struct fuse_file_info *fi, uint64_t fh);
 
 // Creates a session from argv-style options (e.g. "-o", "ro,allow_other"); NULL on failure.
-struct fuse_session *CFuseShims_session_new(int argc, char **argv, const struct fuse_lowlevel_ops *ops);
+// `userdata` reaches every request (fuse_req_userdata).
+struct fuse_session *CFuseShims_session_new(int argc, char **argv, const struct fuse_lowlevel_ops *ops, void *userdata);
 // The multi-threaded loop (a versioned symbol behind a macro in fuse_lowlevel.h).
 int CFuseShims_loop_mt(struct fuse_session *se, unsigned int max_idle_threads);
 // Asks the kernel for large reads and async reads in init.

@@ -1,0 +1,24 @@
+import Synchronization
+
+/// Open handles (of files or of folders) by the number the kernel passes back.
+final class HandleTable<Value: Sendable>: Sendable {
+  private let state = Mutex<(next: UInt64, values: [UInt64: Value])>((1, [:]))
+
+  func add(_ value: Value) -> UInt64 {
+    state.withLock { s in
+      let handle = s.next
+      s.next += 1
+      s.values[handle] = value
+      return handle
+    }
+  }
+
+  subscript(_ handle: UInt64) -> Value? { state.withLock { $0.values[handle] } }
+
+  @discardableResult
+  func remove(_ handle: UInt64) -> Value? { state.withLock { $0.values.removeValue(forKey: handle) } }
+
+  func contains(where predicate: (Value) -> Bool) -> Bool { state.withLock { $0.values.values.contains(where: predicate) } }
+
+  var count: Int { state.withLock { $0.values.count } }
+}

@@ -1,0 +1,305 @@
+// What the mount shows where: folder listings, the attributes of files, and what a name in a
+// folder is. A folder is a prefix with objects under it (or a placeholder object whose name ends
+// in "/"). When an object `a` and objects under `a/` both exist, the folder keeps the name `a`
+// and the object is shown as `a.object` (FolderNames). Names that cannot be file names are left
+// out of listings with one log line each. Names here are relative to the mount's prefix (the
+// client is a PrefixedClient); staged copies are kept under full object names.
+//
+// When the server cannot be reached, and on an offline mount, answers come from the staged
+// copies instead: `fromServer(_:orStaged:)` is the one place that decides.
+import Foundation
+import StorageCore
+import Synchronization
+
+final class Namespace: Sendable {
+  let client: any ObjectClient
+  /// The mount's prefix ("" or ending in "/"), for staged copies' full names.
+  let prefix: String
+  let options: MountOptions
+  let staging: StagingArea?
+  let log: @Sendable (String) -> Void
+  let files: TTLCache<String, StorageMetadata>
+  let missing: TTLCache<String, Bool>
+  let listings: TTLCache<String, [DirectoryEntry]>
+  private let reportedNames = Mutex<Set<String>>([])
+  /// Names whose attributes are being fetched ahead of their lookup.
+  private let attributeFetches = Mutex<Set<String>>([])
+  /// How many entries after a looked-up one get their attributes fetched ahead.
+  static let attributeBatch = 256
+
+  init(client: any ObjectClient, prefix: String, options: MountOptions, staging: StagingArea?, log: @escaping @Sendable (String) -> Void) {
+    self.client = client
+    self.prefix = prefix
+    self.options = options
+    self.staging = staging
+    self.log = log
+    let ttl = options.metadataTTL
+    files = TTLCache(ttl: ttl, capacity: 200_000)
+    missing = TTLCache(ttl: ttl, capacity: 50_000)
+    listings = TTLCache(ttl: ttl, capacity: 2_000)
+  }
+
+  static func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }
+
+  /// A name the kernel can show: not empty, not `.`/`..`, no `/` or NUL, at most 255 bytes.
+  static func isValidName(_ name: String) -> Bool {
+    // Bytes, not Foundation's string search: this runs for every name of every listing.
+    !name.isEmpty && name != "." && name != ".." && name.utf8.count <= 255
+      && !name.utf8.contains(where: { $0 == UInt8(ascii: "/") || $0 == 0 })
+  }
+
+  // MARK: the server, or the staged copies
+
+  /// `online`'s answer; on an offline mount, or when the server cannot be reached and copies
+  /// are staged, `staged`'s instead.
+  func fromServer<T>(
+    _ what: @autoclosure () -> String, _ online: () async throws(StorageError) -> T, orStaged staged: () throws(FSError) -> T
+  ) async throws(FSError) -> T {
+    if options.offline { return try staged() }
+    do {
+      return try await online()
+    } catch let serverError {
+      guard ErrnoMapping.isServerGone(serverError), staging != nil else { throw FSError(serverError) }
+      log("server unavailable (\(serverError.detail)); \(what()) from staged copies")
+      do {
+        return try staged()
+      } catch {
+        // Not staged either: the server's failure says more than "no such file".
+        throw FSError(serverError)
+      }
+    }
+  }
+
+  /// The newest complete staged copy of each object, by name relative to the prefix.
+  private func stagedCopies() -> [String: StagingArea.Entry] {
+    guard let staging else { return [:] }
+    var out: [String: StagingArea.Entry] = [:]
+    for (name, entry) in staging.completeEntries() where name.hasPrefix(prefix) { out[String(name.dropFirst(prefix.count))] = entry }
+    return out
+  }
+
+  // MARK: listing
+
+  /// The entries of folder `path` (relative to the mount root).
+  func listing(_ path: String) async throws(FSError) -> [DirectoryEntry] {
+    if let cached = listings.get(path) { return cached }
+    return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(StorageError) -> [DirectoryEntry] in
+      let entries = try await fetchListing(path)
+      listings.set(path, entries)
+      return entries
+    }, orStaged: { offlineListing(path) })
+  }
+
+  private func fetchListing(_ path: String) async throws(StorageError) -> [DirectoryEntry] {
+    let listPrefix = path.isEmpty ? "" : path + "/"
+    var folderNames: [String] = []
+    var items: [String] = []
+    var given: [String: StorageMetadata] = [:]
+    var token: String? = nil
+    repeat {
+      let page = try await client.listPage(prefix: listPrefix, pageToken: token, maxResults: nil)
+      folderNames += page.prefixes
+      items += page.items
+      given.merge(page.metadata) { a, _ in a }
+      token = page.nextPageToken
+    } while token != nil
+
+    var entries: [DirectoryEntry] = []
+    var dirNames = Set<String>()
+    for folder in Set(folderNames).sorted() {
+      let name = String(folder.dropFirst(listPrefix.count).dropLast())
+      guard Self.isValidName(name) else {
+        report(folder)
+        continue
+      }
+      dirNames.insert(name)
+      entries.append(DirectoryEntry(name: name, isDirectory: true))
+    }
+    var files: [(name: String, payload: String)] = []  // (name in this folder, object name)
+    for item in items {
+      let name = String(item.dropFirst(listPrefix.count))
+      if name.isEmpty { continue }  // this folder's own placeholder object
+      if name.hasSuffix("/"), Self.isValidName(String(name.dropLast())) {
+        // A placeholder of a sub-folder that the list returned as an item.
+        if dirNames.insert(String(name.dropLast())).inserted {
+          entries.append(DirectoryEntry(name: String(name.dropLast()), isDirectory: true))
+        }
+        continue
+      }
+      guard Self.isValidName(name) else {
+        report(item)
+        continue
+      }
+      files.append((name, item))
+    }
+    let shown = FolderNames.assign(folders: dirNames, files: files) { name in
+      report(listPrefix + name, reason: "no free alias beside the folder of the same name")
+    }
+    // Names first: the GCS list carries every object's attributes; the v0 list only names, and
+    // their attributes are fetched when a lookup asks (see `withAttributes`).
+    for (name, objectName) in shown {
+      let m = given[objectName]
+      if let m { self.files.set(objectName, m) }
+      entries.append(DirectoryEntry(name: name, isDirectory: false, objectName: objectName, metadata: m ?? self.files.get(objectName)))
+    }
+    return entries
+  }
+
+  private func report(_ objectName: String, reason: String = "not a valid file name") {
+    let first = reportedNames.withLock { $0.insert(objectName).inserted }
+    if first { log("leaving out \((prefix + objectName).debugDescription): \(reason)") }
+  }
+
+  func offlineListing(_ path: String) -> [DirectoryEntry] {
+    let base = path.isEmpty ? "" : path + "/"
+    var dirs = Set<String>()
+    var entries: [DirectoryEntry] = []
+    var fileEntries: [String: DirectoryEntry] = [:]
+    for (name, entry) in stagedCopies() where name.hasPrefix(base) {
+      let rest = name.dropFirst(base.count)
+      guard let first = rest.split(separator: "/", omittingEmptySubsequences: false).first.map(String.init),
+        Self.isValidName(first)
+      else { continue }
+      if rest.count > first.count {
+        dirs.insert(first)
+      } else {
+        fileEntries[first] = DirectoryEntry(name: first, isDirectory: false, objectName: name, metadata: entry.metadata)
+      }
+    }
+    for d in dirs.sorted() { entries.append(DirectoryEntry(name: d, isDirectory: true)) }
+    let files = fileEntries.sorted(by: { $0.key < $1.key }).map { (name: $0.key, payload: $0.value) }
+    for (name, var e) in FolderNames.assign(folders: dirs, files: files, leftOut: { _ in }) {
+      e.name = name
+      entries.append(e)
+    }
+    return entries
+  }
+
+  // MARK: names and attributes
+
+  /// The entry of a listing with its attributes: a v0 listing has none, so they are fetched now,
+  /// and those of the next entries in the background, concurrently, because `ls -l` asks for
+  /// them one after another in listing order.
+  func withAttributes(_ entry: DirectoryEntry, dir: String, entries: [DirectoryEntry]) async throws(FSError) -> DirectoryEntry {
+    guard !entry.isDirectory, entry.metadata == nil, let objectName = entry.objectName else { return entry }
+    if let m = files.get(objectName) { return entry.with(m) }
+    if let index = entries.firstIndex(where: { $0.name == entry.name }) {
+      let following = entries[(index + 1)...].prefix(Self.attributeBatch).compactMap { e -> String? in
+        guard !e.isDirectory, e.metadata == nil, let name = e.objectName, files.get(name) == nil else { return nil }
+        return name
+      }
+      prefetchAttributes(following)
+    }
+    return entry.with(try await fileMetadata(objectName))
+  }
+
+  /// Fetches the attributes of `names` in the background, 32 at a time, each once however many
+  /// lookups ask.
+  private func prefetchAttributes(_ names: [String]) {
+    let wanted = attributeFetches.withLock { inflight -> [String] in
+      let new = names.filter { !inflight.contains($0) }
+      inflight.formUnion(new)
+      return new
+    }
+    guard !wanted.isEmpty else { return }
+    Task { [self] in
+      _ = try? await mapConcurrently(wanted, limit: 32) { name throws(StorageError) -> Bool in
+        defer { _ = self.attributeFetches.withLock { $0.remove(name) } }
+        if let m = try? await self.client.metadata(of: name) { self.files.set(name, m) }
+        return true
+      }
+    }
+  }
+
+  /// What `name` in folder `dir` is, from the folder's listing when it is cached, else from the
+  /// server (or the staged copies).
+  func resolve(dir: String, name: String) async throws(FSError) -> DirectoryEntry {
+    if let entries = listings.get(dir) {
+      guard let e = entries.first(where: { $0.name == name }) else { throw FSError(ENOENT) }
+      return try await withAttributes(e, dir: dir, entries: entries)
+    }
+    let path = Self.join(dir, name)
+    if missing.get(path) != nil { throw FSError(ENOENT) }
+    var fromStaged = false
+    let found: DirectoryEntry? = try await fromServer("looking up \(path)", { () async throws(StorageError) -> DirectoryEntry? in
+      try await probe(path: path, name: name)
+    }, orStaged: {
+      fromStaged = true
+      return offlineListing(dir).first(where: { $0.name == name })
+    })
+    if let found { return found }
+    // The staged copies' answer is not the server's: not remembered as missing.
+    if fromStaged { throw FSError(ENOENT) }
+    // An alias of an object hidden behind a folder of the same name: which alias belongs to
+    // which object depends on the whole folder, so ask its listing.
+    if FolderNames.mayBeAlias(name) {
+      let entries = try await listing(dir)
+      if let e = entries.first(where: { $0.name == name }) { return try await withAttributes(e, dir: dir, entries: entries) }
+    }
+    missing.set(path, true)
+    throw FSError(ENOENT)
+  }
+
+  /// Asks the server whether `path` is a folder (objects under it) or an object.
+  private func probe(path: String, name: String) async throws(StorageError) -> DirectoryEntry? {
+    async let folder: Result<ListPage, StorageError> = {
+      do throws(StorageError) {
+        return .success(try await client.listPage(prefix: path + "/", pageToken: nil, maxResults: 1))
+      } catch { return .failure(error) }
+    }()
+    let object: Result<StorageMetadata, StorageError>
+    do throws(StorageError) {
+      object = .success(try await client.metadata(of: path))
+    } catch {
+      object = .failure(error)
+    }
+    let page = try await folder.get()
+    if !page.items.isEmpty || !page.prefixes.isEmpty {
+      return DirectoryEntry(name: name, isDirectory: true)
+    }
+    switch object {
+    case .success(let m):
+      files.set(path, m)
+      return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: m)
+    case .failure(let e) where e.code == .objectNotFound:
+      return nil
+    case .failure(let e):
+      throw e
+    }
+  }
+
+  /// The attributes of object `objectName`.
+  func fileMetadata(_ objectName: String) async throws(FSError) -> StorageMetadata {
+    if let m = files.get(objectName) { return m }
+    return try await fromServer("attributes of \(objectName)", { () async throws(StorageError) -> StorageMetadata in
+      let m = try await client.metadata(of: objectName)
+      files.set(objectName, m)
+      return m
+    }, orStaged: { () throws(FSError) -> StorageMetadata in
+      guard let e = stagedCopies()[objectName] else { throw FSError(ENOENT) }
+      return e.metadata
+    })
+  }
+
+  /// What a lookup can answer without a request: from a cached listing (when it has the
+  /// entry's attributes) or a cached absence; nil when the async path must ask.
+  func resolveIfCached(dir: String, name: String) -> Result<DirectoryEntry, FSError>? {
+    if let entries = listings.get(dir) {
+      guard let e = entries.first(where: { $0.name == name }) else { return .failure(FSError(ENOENT)) }
+      if e.isDirectory || e.metadata != nil { return .success(e) }
+      // A v0 listing's file without attributes yet: the async path fetches them.
+      guard let m = e.objectName.flatMap({ files.get($0) }) else { return nil }
+      return .success(e.with(m))
+    }
+    if missing.get(Self.join(dir, name)) != nil { return .failure(FSError(ENOENT)) }
+    return nil
+  }
+}
+
+extension DirectoryEntry {
+  func with(_ metadata: StorageMetadata) -> DirectoryEntry {
+    var e = self
+    e.metadata = metadata
+    return e
+  }
+}
