@@ -1,6 +1,7 @@
 import Foundation
 import StorageCore
 import StorageEmulator
+import Testing
 
 /// The built `bucketfs` binary, beside the test bundle.
 let bucketfsBinary: String = {
@@ -223,4 +224,14 @@ func listxattr(_ path: String, size: Int = 65536) -> Result<[String], Errno> {
   let n = listxattrFunction(path, &buffer, size)
   if n < 0 { return .failure(Errno(errno)) }
   return .success(buffer[0..<n].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) })
+}
+
+/// Waits (up to 30 s: large copies on a loaded machine) until the mount says the file is staged
+/// completely; records an issue if not.
+func waitStaged(_ path: String) async throws {
+  for _ in 0..<600 {
+    if (try? getxattr(path, "user.staged").get()) == "complete" { return }
+    try await Task.sleep(for: .milliseconds(50))
+  }
+  Issue.record("\(path) was not staged")
 }

@@ -6,14 +6,6 @@ import Testing
 /// The read path against a real mount: staged copies filled by the reads' own GETs (each byte
 /// fetched once), a staging disk that fills up, and the daemon's memory with many readers.
 @Suite(.serialized) struct ReadPathTests {
-  func waitStaged(_ path: String) async throws {
-    for _ in 0..<200 {
-      if (try? getxattr(path, "user.staged").get()) == "complete" { return }
-      try await Task.sleep(for: .milliseconds(50))
-    }
-    Issue.record("\(path) was not staged")
-  }
-
   func sent(_ fx: MountFixture) -> Int { fx.emulator?.bodyBytesSent ?? 0 }
 
   @Test func aSequentialReadFetchesEachByteOnceAndStagesTheFile() async throws {

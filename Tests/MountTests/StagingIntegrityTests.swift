@@ -36,13 +36,6 @@ import Testing
     }
   }
 
-  func waitStaged(_ path: String) async throws {
-    for _ in 0..<300 {
-      if (try? getxattr(path, "user.staged").get()) == "complete" { return }
-      try await Task.sleep(for: .milliseconds(100))
-    }
-    Issue.record("\(path) was not staged")
-  }
 
   /// The staged data files, by size.
   func stagedFiles(_ staging: URL) -> [Int64: String] {

@@ -3,13 +3,6 @@ import StorageCore
 import Testing
 
 @Suite(.serialized) struct StagingTests {
-  func waitStaged(_ path: String) async throws {
-    for _ in 0..<100 {
-      if (try? getxattr(path, "user.staged").get()) == "complete" { return }
-      try await Task.sleep(for: .milliseconds(100))
-    }
-    Issue.record("\(path) was not staged")
-  }
 
   @Test func stagedFilesReadableWhenServerIsGoneAndOffline() async throws {
     let fx = try MountFixture()
