@@ -63,15 +63,11 @@ public final class PartialCopy: Sendable {
         log: @escaping @Sendable (String) -> Void, onEnd: @escaping @Sendable (PartialCopy, _ filled: Bool) -> Void) {
     let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return nil }
-    // The whole size is reserved now: a disk too full for the copy is known before any byte is
-    // fetched, rather than when a write fails halfway (file systems that cannot reserve get a
-    // sparse file, and a failed write then ends the copy).
-    let reserved = Self.reserve(fd, bytes: metadata.size)
-    let reserveError = errno
-    guard reserved == 0 || (reserveError != ENOSPC && reserveError != EDQUOT && ftruncate(fd, off_t(metadata.size)) == 0) else {
+    guard ftruncate(fd, off_t(metadata.size)) == 0 else {
+      let error = errno
       close(fd)
       unlink(path)
-      errno = reserveError
+      errno = error
       return nil
     }
     self.name = name
@@ -86,21 +82,6 @@ public final class PartialCopy: Sendable {
     state = Mutex(State(
       present: Array(repeating: false, count: blockCount), crcs: Array(repeating: 0, count: blockCount),
       claimed: Array(repeating: false, count: blockCount)))
-  }
-
-  /// fallocate(2), which Glibc's module leaves out; looked up at run time. (posix_fallocate
-  /// would write a byte per block where the file system cannot reserve.)
-  private typealias Fallocate = @convention(c) (Int32, Int32, off_t, off_t) -> Int32
-  nonisolated(unsafe) private static let fallocate: Fallocate? = dlsym(dlopen(nil, RTLD_NOW), "fallocate").map {
-    unsafeBitCast($0, to: Fallocate.self)
-  }
-
-  private static func reserve(_ fd: Int32, bytes: Int64) -> Int32 {
-    guard let fallocate else {
-      errno = EOPNOTSUPP
-      return -1
-    }
-    return fallocate(fd, 0, 0, off_t(bytes))
   }
 
   private func blocks(offset: Int64, end: Int64) -> Range<Int> {

@@ -162,15 +162,19 @@ public final class StagingArea: Sendable {
     guard metadata.size <= maxFile, metadata.size <= sizeLimit else { return nil }
     let key = key(name, metadata.generation)
     let (data, meta) = paths(key)
+    // A disk too full for the copy is found now rather than halfway (space taken by others
+    // meanwhile makes a write fail later, which ends the copy the same way).
+    var disk = statvfs()
+    if statvfs(folder.path, &disk) == 0, Int64(disk.f_bavail) * Int64(disk.f_frsize) < metadata.size {
+      let free = Int64(disk.f_bavail) * Int64(disk.f_frsize)
+      log("staging \(name): \(String(cString: strerror(ENOSPC))) in \(folder.path) (\(metadata.size >> 20) MiB needed, \(free >> 20) MiB free); reading from the server")
+      return nil
+    }
     // Made under the lock: two opens of one object must not both create (and truncate) its file.
     return state.withLock { s -> PartialCopy? in
       if s.complete[key] != nil { return nil }
       if let active = s.active[key] { return active.copy }
       let entry = Entry(name: name, metadata: metadata, dataPath: data.path)
-      guard writeIndex(entry, to: meta.path) else {
-        log("staging: cannot write \(meta.path)")
-        return nil
-      }
       guard let copy = PartialCopy(
         name: name, metadata: metadata, path: folder.appendingPathComponent("." + key + ".part").path, client: client, writer: copyWriter, log: log,
         onEnd: { [weak self] copy, filled in self?.ended(key, copy, filled: filled) })
@@ -180,6 +184,16 @@ public final class StagingArea: Sendable {
         return nil
       }
       s.active[key] = Active(copy: copy, entry: entry)
+      // The side file goes first among the copy's writes (the index must name a data file
+      // before it is renamed into place), off the open(2) that waits for this.
+      copyWriter.perform { [self] in
+        if !writeIndex(entry, to: meta.path) {
+          log("staging: cannot write \(meta.path)")
+          copy.breakCopy(.abandoned)
+          state.withLock { s in if s.active[key]?.copy === copy { s.active.removeValue(forKey: key) } }
+          unlink(copy.path)
+        }
+      }
       return copy
     }
   }

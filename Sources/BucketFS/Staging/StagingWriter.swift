@@ -39,6 +39,11 @@ final class StagingWriter: Sendable {
     available.signal()
   }
 
+  /// Runs `work` in order with the writes.
+  func perform(_ work: @escaping @Sendable () -> Void) {
+    queue.async(execute: work)
+  }
+
   /// Writes the first `count` bytes of `buffer` to `file` at `offset`, gives the buffer back and
   /// calls `done` with nil or the error's description.
   func write(
