@@ -164,4 +164,39 @@ import Testing
     d.update(Data("hello".utf8))
     #expect(d.finalize().base64EncodedString() == "XUFAKrxLKna5cZ2REBfFkg==")
   }
+
+  /// Block CRCs taken as bytes arrive combine into the whole object's CRC: parts of any sizes,
+  /// including empty ones and the staged copies' 64 KiB blocks with a short last one.
+  @Test func crc32cOfPartsCombinesIntoTheWhole() {
+    let bytes = randomData(1 << 20 + 333, seed: 77)
+    var whole = CRC32C()
+    bytes.withUnsafeBytes { whole.update($0) }
+    var generator = SplitMix(seed: 5)
+    for round in 0..<20 {
+      var cuts = [0, bytes.count]
+      let extra = round == 0 ? Array(stride(from: 65_536, to: bytes.count, by: 65_536)) : (0..<Int(generator.next() % 12)).map { _ in Int(generator.next() % UInt64(bytes.count)) }
+      cuts += extra
+      cuts.sort()
+      let parts = zip(cuts, cuts.dropFirst()).map { from, to -> (crc: UInt32, length: Int) in
+        var crc = CRC32C()
+        bytes[from..<to].withUnsafeBytes { crc.update($0) }
+        return (crc.value, to - from)
+      }
+      #expect(CRC32C.combining(parts).value == whole.value, "round \(round): cuts \(cuts)")
+    }
+    // A part with one flipped byte, or parts in the wrong order, give another CRC.
+    func blocks(_ data: Data) -> [(crc: UInt32, length: Int)] {
+      stride(from: 0, to: data.count, by: 65_536).map { from in
+        var crc = CRC32C()
+        data[from..<min(data.count, from + 65_536)].withUnsafeBytes { crc.update($0) }
+        return (crc.value, min(data.count, from + 65_536) - from)
+      }
+    }
+    var damaged = bytes
+    damaged[500_000] ^= 1
+    let good = blocks(bytes)
+    #expect(CRC32C.combining(good).value == whole.value)
+    #expect(CRC32C.combining(blocks(damaged)).value != whole.value)
+    #expect(CRC32C.combining([good[1], good[0]] + good.dropFirst(2)).value != whole.value)
+  }
 }

@@ -203,7 +203,12 @@ public final class PartialCopy: Sendable {
       if !succeeded { s.fillerFailed = true }
       return !succeeded && s.broken == nil
     }
-    if gaveUp { onEnd(self, false) }
+    if gaveUp {
+      // Reads of the open handles go on without it (to the server, through the block cache);
+      // the next open makes a new copy.
+      breakCopy(.abandoned)
+      onEnd(self, false)
+    }
   }
 
   private func startFetch(_ run: Range<Int>, byFiller: Bool) {
