@@ -11,8 +11,14 @@ mountpoint -q "$MNT" || { echo "bench: the mount did not come up" >&2; cat "$WOR
 
 # Sequential read of the big object: cold through the mount vs curl (best of two each; the
 # mount is remounted between runs so that nothing is cached or staged).
+unmount_bench() {
+  # A reader that just exited may still hold the mount for a moment.
+  for _ in $(seq 1 50); do fusermount3 -u "$MNT" 2>/dev/null && break; sleep 0.1; done
+  mountpoint -q "$MNT" && { fuser -vm "$MNT" >&2 || true; fusermount3 -u -z "$MNT"; }
+  wait "$MOUNT_PID" 2>/dev/null || true
+}
 remount() {
-  fusermount3 -u "$MNT"; wait "$MOUNT_PID" 2>/dev/null || true
+  unmount_bench
   rm -rf "$WORK/staging"
   "$BIN" mount gs://bench "$MNT" -f -o "staging_dir=$WORK/staging" 2>>"$WORK/mount.log" &
   MOUNT_PID=$!
@@ -103,7 +109,7 @@ t0=$(now); cat "$MNT"/small/s*.txt >/dev/null; t1=$(now); cat_mnt=$(secs "$t0" "
 
 # Random 4 KiB reads: ranged GETs over one keep-alive connection vs preads on the mount, through
 # the block cache (staging off, and no copy left by the steps above).
-fusermount3 -u "$MNT"; wait "$MOUNT_PID" 2>/dev/null || true
+unmount_bench
 rm -rf "$WORK/staging"
 "$BIN" mount gs://bench "$MNT" -f -o "staging_dir=$WORK/staging,stage_max_file=0" 2>>"$WORK/mount.log" &
 MOUNT_PID=$!; PIDS+=("$MOUNT_PID")
@@ -126,7 +132,7 @@ PY
 
 # The same reads on a default mount: blocks fetched on demand into the staged copy while its
 # filler fetches the rest in the background.
-fusermount3 -u "$MNT"; wait "$MOUNT_PID" 2>/dev/null || true
+unmount_bench
 rm -rf "$WORK/staging"
 "$BIN" mount gs://bench "$MNT" -f -o "staging_dir=$WORK/staging" 2>>"$WORK/mount.log" &
 MOUNT_PID=$!; PIDS+=("$MOUNT_PID")

@@ -185,7 +185,14 @@ public final class PartialCopy: Sendable {
           guard let first = (s.cursor..<blockCount).first(where: { !s.present[$0] && !s.claimed[$0] })
             ?? (0..<min(s.cursor, blockCount)).first(where: { !s.present[$0] && !s.claimed[$0] })
           else { return nil }
-          return Self.claimGaps(&s, in: first..<min(blockCount, first + perFetch)).first
+          // One run: the blocks from the gap on up to the next one present or being fetched
+          // (claiming more gaps here than this GET fetches would leave them claimed by nobody).
+          var end = first
+          while end < min(blockCount, first + perFetch) && !s.present[end] && !s.claimed[end] {
+            s.claimed[end] = true
+            end += 1
+          }
+          return first..<end
         }
         guard let run else { break }
         if running == Self.fillerConcurrency {
