@@ -5,21 +5,6 @@ import Testing
 /// `mount -t fuse.bucketfs SOURCE DIR -o OPTIONS`, as an fstab line runs it: mount(8) hands it
 /// to fuse3's mount.fuse3, which runs `bucketfs SOURCE DIR -o OPTIONS` from the PATH.
 @Suite(.serialized) struct FstabMountTests {
-  func run(_ tool: String, _ args: [String], env: [String: String]) -> (Int32, String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: tool)
-    p.arguments = args
-    var environment = ProcessInfo.processInfo.environment
-    for (k, v) in env { environment[k] = v }
-    p.environment = environment
-    let pipe = Pipe()
-    p.standardOutput = pipe
-    p.standardError = pipe
-    guard (try? p.run()) != nil else { return (-1, "cannot run \(tool)") }
-    let out = pipe.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: out, as: UTF8.self))
-  }
 
   @Test func mountAndUmountThroughMount8() async throws {
     let fx = try MountFixture()
@@ -34,18 +19,18 @@ import Testing
     let env = ["FIREBASE_STORAGE_EMULATOR_HOST": fx.address, "HOME": fx.root.path]
     let staging = fx.root.appendingPathComponent("staging").path
     // An unknown option is refused with a line that names it.
-    var (status, output) = run("/bin/mount", ["-t", "fuse.bucketfs", "gs://\(fx.bucket)/data", mountpoint.path, "-o", "staging_dir=\(staging),frobnicate"], env: env)
+    var (status, output) = runTool("/bin/mount", ["-t", "fuse.bucketfs", "gs://\(fx.bucket)/data", mountpoint.path, "-o", "staging_dir=\(staging),frobnicate"], env: env)
     #expect(status != 0 && output.contains("unknown mount option frobnicate"), "\(status) \(output)")
     // The options mount(8) and fstab add are taken as they come.
-    (status, output) = run(
+    (status, output) = runTool(
       "/bin/mount", ["-t", "fuse.bucketfs", "gs://\(fx.bucket)/data", mountpoint.path, "-o", "rw,_netdev,nofail,noauto,x-systemd.automount,staging_dir=\(staging)"],
       env: env)
     #expect(status == 0, "\(output)")
-    defer { _ = run("/bin/umount", [mountpoint.path], env: [:]) }
+    defer { _ = runTool("/bin/umount", [mountpoint.path], env: [:]) }
     let mounts = try String(contentsOfFile: "/proc/mounts", encoding: .utf8)
     #expect(mounts.contains(" \(mountpoint.path) fuse.bucketfs ro"), "\(mounts)")
     #expect(try readFile(mountpoint.appendingPathComponent("hello.txt").path).get() == Data("hello from fstab".utf8))
-    (status, output) = run("/bin/umount", [mountpoint.path], env: [:])
+    (status, output) = runTool("/bin/umount", [mountpoint.path], env: [:])
     #expect(status == 0, "\(output)")
     let after = try String(contentsOfFile: "/proc/mounts", encoding: .utf8)
     #expect(!after.contains(" \(mountpoint.path) "))

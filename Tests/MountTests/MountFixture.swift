@@ -235,3 +235,20 @@ func waitStaged(_ path: String) async throws {
   }
   Issue.record("\(path) was not staged")
 }
+
+/// Runs a tool to its end; its status and what it wrote (stdout and stderr together).
+func runTool(_ tool: String, _ args: [String], env: [String: String] = [:]) -> (Int32, String) {
+  let p = Process()
+  p.executableURL = URL(fileURLWithPath: tool)
+  p.arguments = args
+  var environment = ProcessInfo.processInfo.environment
+  for (k, v) in env { environment[k] = v }
+  p.environment = environment
+  let pipe = Pipe()
+  p.standardOutput = pipe
+  p.standardError = pipe
+  guard (try? p.run()) != nil else { return (-1, "cannot run \(tool)") }
+  let out = pipe.fileHandleForReading.readDataToEndOfFile()
+  p.waitUntilExit()
+  return (p.terminationStatus, String(decoding: out, as: UTF8.self))
+}

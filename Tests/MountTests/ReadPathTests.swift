@@ -88,19 +88,9 @@ import Testing
     defer { withExtendedLifetime(fx) {} }
     // A 2 MiB filesystem for staging: a 12 MiB object cannot be staged there.
     let tiny = try fx.folder("tiny-staging")
-    let mounted = Process()
-    mounted.executableURL = URL(fileURLWithPath: "/bin/mount")
-    mounted.arguments = ["-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", tiny.path]
-    try mounted.run()
-    mounted.waitUntilExit()
-    try #require(mounted.terminationStatus == 0)
-    defer {
-      let umount = Process()
-      umount.executableURL = URL(fileURLWithPath: "/bin/umount")
-      umount.arguments = [tiny.path]
-      try? umount.run()
-      umount.waitUntilExit()
-    }
+    let (mounted, why) = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", tiny.path])
+    try #require(mounted == 0, "\(why)")
+    defer { _ = runTool("/bin/umount", [tiny.path]) }
     let data = randomData(12 << 20, seed: 903)
     _ = try await fx.put("full/big.bin", data)
     let m = try fx.mount(options: ["staging_dir=\(tiny.path)"])

@@ -5,18 +5,6 @@ import Testing
 /// The staging folder holds download tokens (in each copy's index): another local user can read
 /// nothing in it, and folders left open by an older version are closed at mount time.
 @Suite(.serialized) struct StagingPrivacyTests {
-  func run(_ tool: String, _ args: [String]) -> (Int32, String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: tool)
-    p.arguments = args
-    let pipe = Pipe()
-    p.standardOutput = pipe
-    p.standardError = pipe
-    guard (try? p.run()) != nil else { return (-1, "cannot run \(tool)") }
-    let out = pipe.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: out, as: UTF8.self))
-  }
 
   func mode(_ path: String) -> mode_t {
     var st = stat()
@@ -54,12 +42,12 @@ import Testing
     }
     // As another user, for real.
     let user = "bfsprobe\(UInt32.random(in: 1000...9999))"
-    let (added, why) = run("/usr/sbin/useradd", ["--no-create-home", "--shell", "/bin/sh", user])
+    let (added, why) = runTool("/usr/sbin/useradd", ["--no-create-home", "--shell", "/bin/sh", user])
     try #require(added == 0, "useradd: \(why)")
-    defer { _ = run("/usr/sbin/userdel", [user]) }
-    let (status, output) = run("/usr/sbin/runuser", ["-u", user, "--", "/bin/cat", index])
+    defer { _ = runTool("/usr/sbin/userdel", [user]) }
+    let (status, output) = runTool("/usr/sbin/runuser", ["-u", user, "--", "/bin/cat", index])
     #expect(status != 0 && output.contains("Permission denied"), "another user read the index: \(output)")
-    let (listStatus, _) = run("/usr/sbin/runuser", ["-u", user, "--", "/bin/ls", staging.path])
+    let (listStatus, _) = runTool("/usr/sbin/runuser", ["-u", user, "--", "/bin/ls", staging.path])
     #expect(listStatus != 0)
   }
 }

@@ -80,11 +80,6 @@ public final class ObjectReader: Sendable {
     return .pages(pages, skip: skip, count: Int(end - offset))
   }
 
-  /// Bytes `offset..<end` out of consecutive pages starting at `firstPage`, in one buffer.
-  static func assemble(_ pages: [Data], firstPage: Int64, offset: Int64, end: Int64) -> Data? {
-    gather(pages, firstPage: firstPage, offset: offset, end: end)?.data()
-  }
-
   private func prefetch(after lastPage: Int64, window: Int64) {
     guard window > 0 else { return }
     // The window's end moves in whole runs, so that prefetching issues full-size GETs rather

@@ -24,7 +24,7 @@ public final class ReadBuffer: @unchecked Sendable {
   /// Fills a buffer of `count` bytes with `fill` (false: nothing to answer with) and keeps
   /// `answer` of them.
   static func filled(
-    count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Bool, answer: (Int) -> Range<Int>
+    count: Int, answer: Range<Int>, _ fill: (UnsafeMutableRawBufferPointer) -> Bool
   ) -> ReadBuffer? {
     let memory = count <= capacity
       ? pool.withLock { $0.popLast() }?.bytes ?? .allocate(byteCount: capacity, alignment: 4096)
@@ -33,7 +33,7 @@ public final class ReadBuffer: @unchecked Sendable {
       giveBack(memory)
       return nil
     }
-    return ReadBuffer(memory: memory, range: answer(count))
+    return ReadBuffer(memory: memory, range: answer)
   }
 
   private static func giveBack(_ memory: UnsafeMutableRawBufferPointer) {

@@ -8,15 +8,6 @@ public enum ReadReply: Sendable {
   /// `count` bytes from `skip` on, across cached pages.
   case pages([Data], skip: Int, count: Int)
   case file(FileDescriptor, offset: Int64, count: Int)
-
-  public var count: Int {
-    switch self {
-    case .bytes(let data): data.count
-    case .buffer(let buffer): buffer.range.count
-    case .pages(_, _, let count): count
-    case .file(_, _, let count): count
-    }
-  }
 }
 
 extension ReadReply {

@@ -148,18 +148,22 @@ public final class PartialCopy: Sendable {
     var runs: [Range<Int>] = []
     var i = range.lowerBound
     while i < range.upperBound {
-      guard !s.present[i] && !s.claimed[i] else {
-        i += 1
-        continue
-      }
-      let start = i
-      while i < range.upperBound && !s.present[i] && !s.claimed[i] {
-        s.claimed[i] = true
-        i += 1
-      }
-      runs.append(start..<i)
+      let run = claimRun(&s, from: i, below: range.upperBound)
+      runs += run.isEmpty ? [] : [run]
+      i = max(i + 1, run.upperBound)
     }
     return runs
+  }
+
+  /// Claims the blocks from `start` on up to the first one present or being fetched (at most
+  /// to `end`); empty when `start` itself is.
+  private static func claimRun(_ s: inout State, from start: Int, below end: Int) -> Range<Int> {
+    var i = start
+    while i < end && !s.present[i] && !s.claimed[i] {
+      s.claimed[i] = true
+      i += 1
+    }
+    return start..<i
   }
 
   /// Starts the filler unless it runs or gave up: it fetches every gap, a few GETs at a time.
@@ -185,14 +189,9 @@ public final class PartialCopy: Sendable {
           guard let first = (s.cursor..<blockCount).first(where: { !s.present[$0] && !s.claimed[$0] })
             ?? (0..<min(s.cursor, blockCount)).first(where: { !s.present[$0] && !s.claimed[$0] })
           else { return nil }
-          // One run: the blocks from the gap on up to the next one present or being fetched
-          // (claiming more gaps here than this GET fetches would leave them claimed by nobody).
-          var end = first
-          while end < min(blockCount, first + perFetch) && !s.present[end] && !s.claimed[end] {
-            s.claimed[end] = true
-            end += 1
-          }
-          return first..<end
+          // One run, as one GET fetches it: claiming further gaps here would leave them claimed
+          // by nobody.
+          return Self.claimRun(&s, from: first, below: min(blockCount, first + perFetch))
         }
         guard let run else { break }
         if running == Self.fillerConcurrency {

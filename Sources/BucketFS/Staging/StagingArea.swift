@@ -180,7 +180,6 @@ public final class StagingArea: Sendable {
         onEnd: { [weak self] copy, filled in self?.ended(key, copy, filled: filled) })
       else {
         log("staging: cannot create a copy of \(name) in \(folder.path): \(String(cString: strerror(errno)))")
-        unlink(meta.path)
         return nil
       }
       s.active[key] = Active(copy: copy, entry: entry)
@@ -190,8 +189,7 @@ public final class StagingArea: Sendable {
         if !writeIndex(entry, to: meta.path) {
           log("staging: cannot write \(meta.path)")
           copy.breakCopy(.abandoned)
-          state.withLock { s in if s.active[key]?.copy === copy { s.active.removeValue(forKey: key) } }
-          unlink(copy.path)
+          discard(key, copy)
         }
       }
       return copy
@@ -204,12 +202,7 @@ public final class StagingArea: Sendable {
   /// given up.
   private func ended(_ key: String, _ copy: PartialCopy, filled: Bool) {
     let (data, meta) = paths(key)
-    guard filled else {
-      state.withLock { s in if s.active[key]?.copy === copy { s.active.removeValue(forKey: key) } }
-      unlink(copy.path)
-      unlink(meta.path)
-      return
-    }
+    guard filled else { return discard(key, copy) }
     // Off the transfer thread and the task pool: an object with no CRC32C is checked by reading
     // it back.
     verifier.async { [self] in
@@ -217,19 +210,13 @@ public final class StagingArea: Sendable {
       guard let checked = verified(entry, checksums: copy.checksums) else {
         log("staging \(copy.name): the fetched bytes do not match the object's hash; the copy is dropped")
         copy.breakCopy(.abandoned)
-        state.withLock { s in if s.active[key]?.copy === copy { s.active.removeValue(forKey: key) } }
-        unlink(copy.path)
-        unlink(meta.path)
-        return
+        return discard(key, copy)
       }
       entry = checked
       entry.dataPath = data.path
       guard rename(copy.path, data.path) == 0 else {
         log("staging \(copy.name): cannot rename the copy into place: \(String(cString: strerror(errno)))")
-        state.withLock { s in if s.active[key]?.copy === copy { s.active.removeValue(forKey: key) } }
-        unlink(copy.path)
-        unlink(meta.path)
-        return
+        return discard(key, copy)
       }
       state.withLock { s in
         s.active.removeValue(forKey: key)
@@ -240,6 +227,14 @@ public final class StagingArea: Sendable {
       }
       evictIfNeeded()
     }
+  }
+
+  /// Forgets a copy that will not complete and removes its files (readers holding it keep their
+  /// descriptor).
+  private func discard(_ key: String, _ copy: PartialCopy) {
+    state.withLock { s in if s.active[key]?.copy === copy { s.active.removeValue(forKey: key) } }
+    unlink(copy.path)
+    unlink(paths(key).meta.path)
   }
 
   /// Stages a small object from bytes already read (no second download): checked against the
@@ -360,7 +355,7 @@ public final class StagingArea: Sendable {
     let from = firstBlock * blockSize
     let to = min(size, ((end - 1) / blockSize + 1) * blockSize)
     var damage: Damage?
-    let buffer = ReadBuffer.filled(count: Int(to - from)) { raw in
+    let buffer = ReadBuffer.filled(count: Int(to - from), answer: Int(offset - from)..<Int(end - from)) { raw in
       guard BlockChecksums.readFully(file.fd, into: raw, at: from) else {
         damage = Damage(reason: "reading it failed: \(String(cString: strerror(errno)))")
         return false
@@ -370,7 +365,7 @@ public final class StagingArea: Sendable {
         return false
       }
       return true
-    } answer: { _ in Int(offset - from)..<Int(end - from) }
+    }
     guard let buffer else { return .failure(damage ?? Damage(reason: "reading it failed")) }
     return .success(.buffer(buffer))
   }

@@ -37,7 +37,15 @@ public final class Digest: @unchecked Sendable {
   }
 
   public static func hex(_ data: Data) -> String {
-    data.map { String(format: "%02x", $0) }.joined()
+    // Not String(format:) per byte: staging names every read's copy by a digest in hex.
+    let digits = Array("0123456789abcdef".utf8)
+    var out = [UInt8]()
+    out.reserveCapacity(data.count * 2)
+    for byte in data {
+      out.append(digits[Int(byte >> 4)])
+      out.append(digits[Int(byte & 0x0F)])
+    }
+    return String(decoding: out, as: UTF8.self)
   }
 
   /// The digest of a file's first `length` bytes (all of it when nil).

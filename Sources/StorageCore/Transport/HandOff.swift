@@ -30,9 +30,6 @@ public final class HandOff: @unchecked Sendable {
     state.withLock { $0.transfer = transfer }
   }
 
-  /// Bytes waiting for the consumer.
-  public var waiting: Int { state.withLock { $0.waiting } }
-
   /// True once the consumer refused bytes.
   public var failed: Bool { state.withLock { $0.failed } }
 
