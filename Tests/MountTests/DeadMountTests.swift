@@ -20,9 +20,13 @@ import Testing
       arguments: ["mount", "gs://\(fx.bucket)", first.mountpoint.path, "-f", "-o", "staging_dir=\(staging.path)", "--emulator", fx.address],
       mountpoint: first.mountpoint, home: fx.root)
     defer { second.unmount() }
-    // The dead entry is in /proc/mounts until the new daemon replaces it: wait for a live one.
+    // The dead entry is in /proc/mounts until the new daemon replaces it: wait for the new one
+    // (the daemon logs "mounted" once its mount is there; between the dead one going and the new
+    // one coming, the plain folder answers statvfs too).
     let deadline = Date().addingTimeInterval(15)
-    while statvfs(first.mountpoint.path, &fs) != 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+    while (!second.log.contains("mounted gs://") || statvfs(first.mountpoint.path, &fs) != 0) && Date() < deadline {
+      try await Task.sleep(for: .milliseconds(50))
+    }
     #expect(try readFile(second.path("alive.txt")).get() == Data("alive".utf8))
     #expect(second.log.contains("dead bucketfs mount"), "\(second.log)")
     // Exactly one mount is left there.
