@@ -48,10 +48,10 @@ public struct MeteredClient: ObjectClient {
 
   public func read(
     _ name: String, range: Range<Int64>, generation: Int64,
-    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+    valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64 {
     let count = try await self.count("read") { () async throws(StorageError) -> Int64 in
-      try await inner.read(name, range: range, generation: generation, into: deliver)
+      try await inner.read(name, range: range, generation: generation, valve: valve, into: deliver)
     }
     metrics.fetched(Int(count))
     return count

@@ -12,9 +12,11 @@ public protocol ObjectClient: Sendable {
   func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data
   /// Bytes `range` of generation `generation`, handed to `deliver` as they arrive with their
   /// offset in the object (each byte once, in order); returns how many were delivered.
+  /// `deliver` runs on the transfer thread and must not wait: when it cannot take bytes now it
+  /// answers `.pause`, and the same bytes come again once `valve` is opened.
   func read(
     _ name: String, range: Range<Int64>, generation: Int64,
-    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+    valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64
   /// The Firebase download URL for a token.
   func downloadURL(name: String, token: String) -> String
@@ -24,12 +26,20 @@ extension ObjectClient {
   /// For clients that hold bytes in memory anyway: one delivery of the whole range.
   public func read(
     _ name: String, range: Range<Int64>, generation: Int64,
-    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+    valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64 {
     let data = try await read(name, range: range, generation: generation)
-    let accepted = data.withUnsafeBytes { deliver($0, range.lowerBound) }
-    guard accepted else { throw StorageError(code: .cancelled, object: name, detail: "cancelled") }
-    return Int64(data.count)
+    while true {
+      switch data.withUnsafeBytes({ deliver($0, range.lowerBound) }) {
+      case .accept:
+        return Int64(data.count)
+      case .stop:
+        throw StorageError(code: .cancelled, object: name, detail: "cancelled")
+      case .pause:
+        guard let valve else { throw StorageError(code: .cancelled, object: name, detail: "paused without a valve") }
+        await valve.waitUntilOpened()
+      }
+    }
   }
 }
 
@@ -59,9 +69,9 @@ public struct StorageObjectClient: ObjectClient {
 
   public func read(
     _ name: String, range: Range<Int64>, generation: Int64,
-    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+    valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64 {
-    try await ref(name).read(range: range, generation: generation, into: deliver)
+    try await ref(name).read(range: range, generation: generation, valve: valve, into: deliver)
   }
 
   public func downloadURL(name: String, token: String) -> String {

@@ -36,9 +36,9 @@ struct PrefixedClient: ObjectClient {
 
   func read(
     _ name: String, range: Range<Int64>, generation: Int64,
-    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+    valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64 {
-    try await inner.read(prefix + name, range: range, generation: generation, into: deliver)
+    try await inner.read(prefix + name, range: range, generation: generation, valve: valve, into: deliver)
   }
 
   func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: prefix + name, token: token) }

@@ -155,9 +155,10 @@ public final class ObjectReader: Sendable {
         do throws(StorageError) {
           // The bytes go straight into page buffers: no run buffer to copy them out of.
           let pages = PageAssembler(range: bytes, pageSize: Int(Self.pageSize))
-          let count = try await client.read(name, range: bytes, generation: generation) { chunk, _ in
+          // Admitted within the cache's budget, so the pages can always take the bytes.
+          let count = try await client.read(name, range: bytes, generation: generation, valve: nil) { chunk, _ in
             pages.append(chunk)
-            return true
+            return .accept
           }
           // Fewer bytes than the object has there would reach the kernel as an early end of file.
           guard count == Int64(bytes.count) else {

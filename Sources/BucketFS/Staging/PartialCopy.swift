@@ -224,8 +224,9 @@ public final class PartialCopy: Sendable {
   /// GETs the blocks of `run` (claimed by the caller) into the file; true when all arrived.
   private func fetch(_ run: Range<Int>, byFiller: Bool) async -> Bool {
     let bytes = Int64(run.lowerBound) * Self.blockSize..<min(size, Int64(run.upperBound) * Self.blockSize)
+    let valve = DeliveryValve()
     let writer = BlockWriter(
-      writer: stagingWriter, file: file, run: run, end: bytes.upperBound, blockSize: Self.blockSize
+      writer: stagingWriter, valve: valve, file: file, run: run, end: bytes.upperBound, blockSize: Self.blockSize
     ) { [self] outcome in
       switch outcome {
       case .success(let (blocks, crcs)): if !blocks.isEmpty { markPresent(blocks, crcs: crcs) }
@@ -233,10 +234,10 @@ public final class PartialCopy: Sendable {
       }
     }
     do throws(StorageError) {
-      let count = try await client.read(name, range: bytes, generation: metadata.generation) { [self] chunk, offset in
-        if stopped.load(ordering: .relaxed) { return false }
-        writer.add(chunk, at: offset)
-        return true
+      let count = try await client.read(name, range: bytes, generation: metadata.generation, valve: valve) {
+        [self] chunk, offset in
+        if stopped.load(ordering: .relaxed) { return .stop }
+        return writer.add(chunk, at: offset)
       }
       guard count == Int64(bytes.count) else {
         throw StorageError(
@@ -324,6 +325,7 @@ public final class PartialCopy: Sendable {
 /// size. Touched only by the GET's transfer callbacks, then by the task that awaited it.
 final class BlockWriter: @unchecked Sendable {
   let writer: StagingWriter
+  let valve: DeliveryValve
   let file: FileDescriptor
   let end: Int64
   let blockSize: Int64
@@ -337,10 +339,11 @@ final class BlockWriter: @unchecked Sendable {
   private var bufferStart: Int64
 
   init(
-    writer: StagingWriter, file: FileDescriptor, run: Range<Int>, end: Int64, blockSize: Int64,
+    writer: StagingWriter, valve: DeliveryValve, file: FileDescriptor, run: Range<Int>, end: Int64, blockSize: Int64,
     written: @escaping @Sendable (Result<(Range<Int>, [UInt32]), PartialCopy.Broken>) -> Void
   ) {
     self.writer = writer
+    self.valve = valve
     self.file = file
     self.end = end
     self.blockSize = blockSize
@@ -353,9 +356,11 @@ final class BlockWriter: @unchecked Sendable {
     if let buffer { writer.giveBack(buffer) }
   }
 
-  /// Takes bytes at `offset` (each GET delivers in order).
-  func add(_ chunk: UnsafeRawBufferPointer, at offset: Int64) {
+  /// Takes bytes at `offset` (each GET delivers in order), or none when the disk is behind:
+  /// then the GET pauses and delivers them again once the writer opens the valve.
+  func add(_ chunk: UnsafeRawBufferPointer, at offset: Int64) -> HTTPTransfer.Flow {
     precondition(offset == bufferStart + Int64(buffered), "bytes out of order")
+    if writer.mustPause(valve) { return .pause }
     var rest = chunk
     while !rest.isEmpty {
       let current = buffer ?? writer.buffer()
@@ -367,6 +372,7 @@ final class BlockWriter: @unchecked Sendable {
       rest = UnsafeRawBufferPointer(rebasing: rest[n...])
       if buffered == current.bytes.count || bufferStart + Int64(buffered) == end { submit(current) }
     }
+    return .accept
   }
 
   private func submit(_ full: StagingWriter.Buffer) {

@@ -68,6 +68,16 @@ extension StorageReference {
     range: Range<Int64>, generation: Int64? = nil,
     into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
   ) async throws(StorageError) -> Int64 {
+    try await read(range: range, generation: generation, valve: nil) { bytes, offset in deliver(bytes, offset) ? .accept : .stop }
+  }
+
+  /// `read(range:generation:into:)` for a consumer that may not take bytes at once: `deliver`
+  /// answers `.pause` to leave them with the transfer (which then waits, alone) until `valve`
+  /// is opened, when the same bytes are delivered again.
+  public func read(
+    range: Range<Int64>, generation: Int64? = nil, valve: DeliveryValve?,
+    into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
+  ) async throws(StorageError) -> Int64 {
     try requireObject("read(range:)")
     if range.isEmpty { return 0 }
     let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
@@ -85,7 +95,8 @@ extension StorageReference {
         outcome = .success(try await storage.client.stream(
           request, timeouts: timeouts,
           onHead: { head in sink.begin(head, wantedFrom: from, expected: expected) },
-          onData: { bytes in sink.take(bytes) }))
+          onFlow: { bytes in sink.take(bytes) },
+          started: { transfer in valve?.attach(transfer) }))
       } catch {
         outcome = .failure(error)
       }
@@ -266,7 +277,7 @@ extension StorageReference {
 final class RangeSink: @unchecked Sendable {
   private let start: Int64
   private let limit: Int
-  private let deliver: @Sendable (UnsafeRawBufferPointer, Int64) -> Bool
+  private let deliver: @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   private(set) var received = 0
   /// Set when `deliver` asked to stop.
   private(set) var refused = false
@@ -279,7 +290,7 @@ final class RangeSink: @unchecked Sendable {
   /// Bytes of a 200 answer (the server ignored Range) to skip before the wanted ones.
   private var skip: Int64 = 0
 
-  init(start: Int64, limit: Int, deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> Bool) {
+  init(start: Int64, limit: Int, deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow) {
     self.start = start
     self.limit = limit
     self.deliver = deliver
@@ -304,27 +315,30 @@ final class RangeSink: @unchecked Sendable {
     return true
   }
 
-  func take(_ bytes: UnsafeRawBufferPointer) -> Bool {
+  func take(_ bytes: UnsafeRawBufferPointer) -> HTTPTransfer.Flow {
     guard (200..<300).contains(status) else {
       errorBody.append(contentsOf: bytes.prefix(4096 - min(4096, errorBody.count)))
-      return true
+      return .accept
     }
-    var chunk = bytes
-    if skip > 0 {
-      let n = Int(min(skip, Int64(chunk.count)))
-      skip -= Int64(n)
-      chunk = UnsafeRawBufferPointer(rebasing: chunk[n...])
-    }
+    // Nothing is counted until the bytes are taken: a paused chunk comes again, whole.
+    let skipped = Int(min(skip, Int64(bytes.count)))
+    let chunk = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
     let wanted = min(chunk.count, limit - received)
     if wanted > 0 {
-      guard deliver(UnsafeRawBufferPointer(rebasing: chunk[..<wanted]), start + Int64(received)) else {
+      switch deliver(UnsafeRawBufferPointer(rebasing: chunk[..<wanted]), start + Int64(received)) {
+      case .accept:
+        received += wanted
+      case .pause:
+        return .pause
+      case .stop:
         refused = true
-        return false
+        return .stop
       }
-      received += wanted
     }
-    // A server that ignores Range sends past the end: stop once the range is complete.
-    return received < limit
+    skip -= Int64(skipped)
+    // A server that ignores Range sends past the end: stop there. The range's own last bytes
+    // are taken, so that the response ends normally and its connection is kept for the next.
+    return chunk.count > wanted ? .stop : .accept
   }
 }
 

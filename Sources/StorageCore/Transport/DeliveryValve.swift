@@ -1,0 +1,48 @@
+// How a consumer that cannot take bytes now says when it can again. A delivery handler that
+// answers `.pause` leaves the bytes with libcurl (only that transfer waits; the transfer thread
+// goes on with the others); whoever frees room opens the valve, from any thread.
+import Synchronization
+
+public final class DeliveryValve: Sendable {
+  private struct State {
+    var transfer: HTTPTransfer?
+    /// Opened while nobody waited (a delivery without a transfer reads it on its next wait).
+    var opened = false
+    var waiter: CheckedContinuation<Void, Never>?
+  }
+  private let state = Mutex(State())
+
+  public init() {}
+
+  /// The transfer now delivering (a resumed read starts a new one).
+  func attach(_ transfer: HTTPTransfer) {
+    state.withLock { $0.transfer = transfer }
+  }
+
+  /// Lets a paused delivery go on.
+  public func open() {
+    let (transfer, waiter) = state.withLock { s -> (HTTPTransfer?, CheckedContinuation<Void, Never>?) in
+      let w = s.waiter
+      s.waiter = nil
+      if w == nil { s.opened = true }
+      return (s.transfer, w)
+    }
+    transfer?.resumeReceiving()
+    waiter?.resume()
+  }
+
+  /// For deliveries that hold their bytes themselves (no transfer): waits until opened.
+  public func waitUntilOpened() async {
+    await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
+      let now = state.withLock { s -> Bool in
+        if s.opened {
+          s.opened = false
+          return true
+        }
+        s.waiter = cont
+        return false
+      }
+      if now { cont.resume() }
+    }
+  }
+}
