@@ -24,6 +24,7 @@ public final class BucketFilesystem: Sendable {
   let log: @Sendable (String) -> Void
   public let metrics: Metrics
   let tokenRefreshes: @Sendable () -> Int
+  let transferLoopAge: @Sendable () -> Double
 
   final class OpenFile: Sendable {
     let objectName: String
@@ -55,10 +56,12 @@ public final class BucketFilesystem: Sendable {
 
   public init(
     client: any ObjectClient, prefix: String, options: MountOptions, staging: StagingArea?,
-    log: @escaping @Sendable (String) -> Void, metrics: Metrics = Metrics(), tokenRefreshes: @escaping @Sendable () -> Int = { 0 }
+    log: @escaping @Sendable (String) -> Void, metrics: Metrics = Metrics(), tokenRefreshes: @escaping @Sendable () -> Int = { 0 },
+    transferLoopAge: @escaping @Sendable () -> Double = { 0 }
   ) {
     self.metrics = metrics
     self.tokenRefreshes = tokenRefreshes
+    self.transferLoopAge = transferLoopAge
     var p = StoragePath.normalize(prefix)
     if !p.isEmpty { p += "/" }
     self.prefix = p
@@ -92,6 +95,15 @@ public final class BucketFilesystem: Sendable {
   public func failed(_ operation: String, _ error: FSError) {
     guard let cause = error.cause, cause.code != .objectNotFound, cause.code != .cancelled else { return }
     log("\(operation) \(cause.object.isEmpty ? "" : cause.object + ": ")\(cause.detail)")
+  }
+
+  /// How long the bridge lets a request that waits on the server go unanswered.
+  public var requestTimeout: Double { options.readTimeout }
+
+  /// A request went unanswered for `seconds` and got EIO.
+  public func timedOut(_ operation: String, seconds: Double) {
+    metrics.fuseTimeouts.add(1, ordering: .relaxed)
+    log("\(operation): no answer within \(seconds) s; answered EIO")
   }
 
   // MARK: lookup and getattr
@@ -294,7 +306,7 @@ public final class BucketFilesystem: Sendable {
     return Metrics.Readings(
       cacheBytes: cache.bytesCached, cacheEvictions: cache.evictions, stagingBytes: stagedBytes, stagingFiles: stagedFiles,
       openHandles: openFiles.count, retries: TransferCounters.retries.load(ordering: .relaxed),
-      tokenRefreshes: tokenRefreshes())
+      tokenRefreshes: tokenRefreshes(), transferLoopAge: transferLoopAge())
   }
 
   /// The extended attribute of the mount's root that `bucketfs stats` reads.

@@ -23,6 +23,10 @@ public final class Metrics: Sendable {
   let bytesFetched = Atomic<Int>(0)
   let cacheHits = Atomic<Int>(0)
   let cacheMisses = Atomic<Int>(0)
+  /// FUSE requests answered with EIO because nothing else answered within their bound.
+  let fuseTimeouts = Atomic<Int>(0)
+  /// Times the transfer loop was seen held up for more than a second.
+  public let transferLoopStalls = Atomic<Int>(0)
 
   public init() {}
 
@@ -53,6 +57,8 @@ public final class Metrics: Sendable {
     var openHandles: Int
     var retries: Int
     var tokenRefreshes: Int
+    /// Seconds since the transfer loop last began a turn.
+    var transferLoopAge: Double
   }
 
   private static func label(_ text: String) -> String {
@@ -90,6 +96,13 @@ public final class Metrics: Sendable {
     single("bucketfs_open_handles", "gauge", "Files open through the mount.", r.openHandles)
     single("bucketfs_retries_total", "counter", "Requests retried after a failure.", r.retries)
     single("bucketfs_token_refreshes_total", "counter", "Tokens fetched from the credential source.", r.tokenRefreshes)
+    single("bucketfs_fuse_timeouts_total", "counter", "FUSE requests answered EIO for passing their bound.", fuseTimeouts.load(ordering: .relaxed))
+    single(
+      "bucketfs_transfer_loop_seconds_since_turn", "gauge",
+      "Seconds since the transfer loop last turned (it turns at least every 0.25 s).", r.transferLoopAge)
+    single(
+      "bucketfs_transfer_loop_stalls_total", "counter", "Times the transfer loop was held up for more than a second.",
+      transferLoopStalls.load(ordering: .relaxed))
     family("bucketfs_fuse_operation_seconds", "histogram", "FUSE operations by type, by time to answer.")
     for (op, h) in s.fuse.sorted(by: { $0.key < $1.key }) {
       for (i, bound) in Self.buckets.enumerated() {
@@ -119,6 +132,8 @@ public final class Metrics: Sendable {
       ("FUSE operations", "\(ops)"),
       ("retries", "\(r.retries)"),
       ("token refreshes", "\(r.tokenRefreshes)"),
+      ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),
+      ("transfer loop", String(format: "last turned %.2f s ago, %d stalls", r.transferLoopAge, transferLoopStalls.load(ordering: .relaxed))),
     ]
   }
 }

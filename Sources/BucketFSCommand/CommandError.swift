@@ -11,6 +11,8 @@ public enum ExitStatus {
   public static let localFile: Int32 = 6
   public static let integrity: Int32 = 7
   public static let interrupted: Int32 = 130
+  /// stdout's reader went away, as a shell reports a process SIGPIPE ended.
+  public static let brokenPipe: Int32 = 141
 
   static func of(_ error: StorageError) -> Int32 {
     switch error.code {

@@ -87,7 +87,8 @@ enum MountCommand {
     }
     let fs = BucketFilesystem(
       client: objectClient, prefix: prefix, options: options, staging: staging, log: log, metrics: metrics,
-      tokenRefreshes: { storage.credentials?.refreshes ?? 0 })
+      tokenRefreshes: { storage.credentials?.refreshes ?? 0 }, transferLoopAge: { storage.client.secondsSinceLastTurn })
+    let watchdog = TransferWatchdog(client: storage.client, metrics: metrics, log: log)
     var metricsServer: MetricsServer? = nil
     if let address = options.metricsAddress {
       do {
@@ -125,6 +126,7 @@ enum MountCommand {
       thread.start()
     }
     staging.cancelAll()
+    watchdog.stop()
     metricsServer?.stop()
     // Unmounted from outside (fusermount3 -u, umount) rather than by a signal: say so as well.
     notifier.send(["STOPPING=1", "STATUS=Unmounted \(mountpoint)"])

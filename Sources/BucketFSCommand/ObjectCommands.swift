@@ -139,8 +139,11 @@ enum ObjectCommands {
       }
       _ = try await ref.stream(range: range) { bytes in out.write(bytes) }
     } catch {
+      if out.readerGone { return ExitStatus.brokenPipe }
       throw .storage(error)
     }
+    // Quietly, with the status a shell shows for `cat` in the same place (128 + SIGPIPE).
+    if out.readerGone { return ExitStatus.brokenPipe }
     if out.failed { throw .local("stdout", "write failed") }
     return 0
   }
@@ -202,6 +205,8 @@ enum ObjectCommands {
 /// Writes to stdout from the transfer thread; remembers a failed write (a closed pipe).
 final class StdoutWriter: @unchecked Sendable {
   var failed = false
+  /// The reader went away (`| head`): not an error to report.
+  var readerGone = false
   func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
     var done = 0
     while done < bytes.count {
@@ -209,6 +214,7 @@ final class StdoutWriter: @unchecked Sendable {
       if n < 0 {
         if errno == EINTR { continue }
         failed = true
+        readerGone = errno == EPIPE
         return false
       }
       done += n

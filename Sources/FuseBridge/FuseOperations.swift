@@ -54,20 +54,25 @@ enum FuseOperations {
       switch fs.lookupIfCached(parent: parent, name: name) {
       case .success(let attrs):
         var e = FuseOperations.entryParam(attrs, ttl: fs.options.metadataTTL)
-        return reply.entry(&e)
+        reply.entry(&e)
+        return
       case .failure(let error) where error.errno == ENOENT:
         var e = fuse_entry_param()
         e.entry_timeout = fs.options.metadataTTL
-        return reply.entry(&e)
+        reply.entry(&e)
+        return
       case .failure(let error):
         return reply.error(error.errno)
       case nil:
         break
       }
+      reply.answer(within: fs.requestTimeout)
       Task {
         do {
-          var e = FuseOperations.entryParam(try await fs.lookup(parent: parent, name: name), ttl: fs.options.metadataTTL)
-          reply.entry(&e)
+          let attrs = try await fs.lookup(parent: parent, name: name)
+          var e = FuseOperations.entryParam(attrs, ttl: fs.options.metadataTTL)
+          // Too late: the kernel never saw this reference.
+          if !reply.entry(&e) { fs.inodes.forget(attrs.ino, count: 1) }
         } catch let error as FSError where error.errno == ENOENT {
           // A negative entry with a timeout: the kernel remembers the miss instead of asking again.
           var e = fuse_entry_param()
@@ -102,6 +107,7 @@ enum FuseOperations {
         var st = FuseOperations.fill(attrs)
         return reply.attr(&st, timeout: fs.options.metadataTTL)
       }
+      reply.answer(within: fs.requestTimeout)
       Task {
         do {
           var st = FuseOperations.fill(try await fs.getattr(ino))
@@ -117,12 +123,14 @@ enum FuseOperations {
       let reply = PendingReply(req, fs, "open")
       var info = fi!.pointee
       let flags = CFuseShims_fi_flags(fi)
+      reply.answer(within: fs.requestTimeout)
       Task {
         do {
           let (handle, keep) = try await fs.open(ino, flags: flags)
           CFuseShims_set_fh(&info, handle)
           CFuseShims_set_keep_cache(&info, keep ? 1 : 0)
-          reply.open(&info)
+          // Too late: no release will come for this handle.
+          if !reply.open(&info) { fs.release(handle: handle) }
         } catch {
           reply.fail(error)
         }
@@ -136,6 +144,8 @@ enum FuseOperations {
       if let answer = fs.readIfCached(handle: handle, offset: Int64(offset), count: size) {
         return reply.read(answer)
       }
+      // The read's own deadline (read_timeout) answers first; this one is the backstop.
+      reply.answer(within: fs.requestTimeout + 1)
       Task {
         do {
           reply.read(try await fs.read(handle: handle, offset: Int64(offset), count: size))
@@ -157,10 +167,12 @@ enum FuseOperations {
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "opendir")
       var info = fi!.pointee
+      reply.answer(within: fs.requestTimeout)
       Task {
         do {
-          CFuseShims_set_fh(&info, try await fs.openDirectory(ino))
-          reply.open(&info)
+          let handle = try await fs.openDirectory(ino)
+          CFuseShims_set_fh(&info, handle)
+          if !reply.open(&info) { fs.releaseDirectory(handle) }
         } catch {
           reply.fail(error)
         }
@@ -208,6 +220,7 @@ enum FuseOperations {
         guard let value = attrs.first(where: { $0.0 == name })?.1 else { return reply.error(ENODATA) }
         return FuseOperations.replyXattr(reply, Array(value.utf8), size: size)
       }
+      reply.answer(within: fs.requestTimeout)
       Task {
         do {
           let attrs = try await fs.xattrs(ino)
@@ -230,6 +243,7 @@ enum FuseOperations {
         for (name, _) in attrs { bytes += Array(name.utf8) + [0] }
         return FuseOperations.replyXattr(reply, bytes, size: size)
       }
+      reply.answer(within: fs.requestTimeout)
       Task {
         do {
           var bytes: [UInt8] = []

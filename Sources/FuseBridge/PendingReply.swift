@@ -23,6 +23,21 @@ final class PendingReply: @unchecked Sendable {
     if !answered.load(ordering: .acquiring) { fuse_reply_err(req, EIO) }
   }
 
+  /// Timers of requests answered from a task: a queue of their own, so that a deadline passes
+  /// on time even when every task thread is busy.
+  private static let deadlines = DispatchQueue(label: "bucketfs.fuse.deadlines")
+
+  /// Answers EIO after `seconds` if nothing else has by then: a reader waits no longer than
+  /// its bound, whatever the fetches behind its request are doing. A later answer is dropped
+  /// (`entry` and `open` say so, so that their caller can undo what the kernel will not hold).
+  func answer(within seconds: Double) {
+    Self.deadlines.asyncAfter(deadline: .now() + seconds) { [weak self] in
+      guard let self, self.claim() else { return }
+      self.filesystem.timedOut(self.operation, seconds: seconds)
+      fuse_reply_err(self.req, EIO)
+    }
+  }
+
   /// True once for the first caller; every reply function checks it.
   private func claim() -> Bool {
     guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return false }
@@ -42,16 +57,24 @@ final class PendingReply: @unchecked Sendable {
     self.error(error.errno)
   }
 
-  func entry(_ e: inout fuse_entry_param) {
-    if claim() { fuse_reply_entry(req, &e) }
+  /// False when the request was answered already (its deadline passed).
+  @discardableResult
+  func entry(_ e: inout fuse_entry_param) -> Bool {
+    guard claim() else { return false }
+    fuse_reply_entry(req, &e)
+    return true
   }
 
   func attr(_ st: inout stat, timeout: Double) {
     if claim() { fuse_reply_attr(req, &st, timeout) }
   }
 
-  func open(_ fi: inout fuse_file_info) {
-    if claim() { fuse_reply_open(req, &fi) }
+  /// False when the request was answered already (its deadline passed).
+  @discardableResult
+  func open(_ fi: inout fuse_file_info) -> Bool {
+    guard claim() else { return false }
+    fuse_reply_open(req, &fi)
+    return true
   }
 
   func buffer(_ data: UnsafeRawBufferPointer) {

@@ -2,6 +2,36 @@ import Foundation
 import Testing
 
 @Suite struct CommandTests {
+  /// `bucketfs cat … | head -c1`: the reader going away ends the command quietly, with the
+  /// status a shell shows for `cat` there (141), not "cancelled" and 130.
+  @Test func catIntoAPipeThatClosesEndsQuietly() throws {
+    let server = try ServeProcess()
+    defer { withExtendedLifetime(server) {} }
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let local = dir.appendingPathComponent("big.bin")
+    try Data(repeating: 7, count: 8 << 20).write(to: local)
+    var r = try runBucketfs(["cp", local.path, "gs://bk/big.bin", "--emulator", server.address])
+    #expect(r.status == 0, "\(r.stderr)")
+    let script = "'\(bucketfsBinary)' cat gs://bk/big.bin --emulator \(server.address) 2>'\(dir.path)/err' | head -c1 >/dev/null; "
+      + "echo \"${PIPESTATUS[0]}\"; cat '\(dir.path)/err'"
+    let shell = Process()
+    shell.executableURL = URL(fileURLWithPath: "/bin/bash")
+    shell.arguments = ["-c", script]
+    let pipe = Pipe()
+    shell.standardOutput = pipe
+    try shell.run()
+    let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    shell.waitUntilExit()
+    let lines = out.split(separator: "\n", omittingEmptySubsequences: false)
+    #expect(lines.first == "141" || lines.first == "0", "status and stderr: \(out)")
+    #expect(!out.contains("cancelled"), "\(out)")
+    #expect(lines.dropFirst().allSatisfy { $0.isEmpty }, "stderr: \(out)")
+    r = try runBucketfs(["cat", "gs://bk/big.bin", "--range", "0-3", "--emulator", server.address])
+    #expect(r.status == 0 && r.stdout == Data([7, 7, 7, 7]))
+  }
+
   @Test func objectCommandsEndToEnd() throws {
     let server = try ServeProcess()
     defer { withExtendedLifetime(server) {} }

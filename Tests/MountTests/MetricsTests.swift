@@ -31,7 +31,8 @@ import Testing
     let url = "http://127.0.0.1:\(port)/metrics"
     let before = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url)).body, as: UTF8.self)
     for family in ["bucketfs_requests_total", "bucketfs_fetched_bytes_total", "bucketfs_block_cache_bytes", "bucketfs_staging_files",
-      "bucketfs_open_handles", "bucketfs_fuse_operation_seconds", "bucketfs_retries_total", "bucketfs_token_refreshes_total"]
+      "bucketfs_open_handles", "bucketfs_fuse_operation_seconds", "bucketfs_retries_total", "bucketfs_token_refreshes_total",
+      "bucketfs_fuse_timeouts_total", "bucketfs_transfer_loop_seconds_since_turn", "bucketfs_transfer_loop_stalls_total"]
     {
       #expect(before.contains("# TYPE \(family) "), "\(family) missing")
     }
@@ -41,6 +42,9 @@ import Testing
     #expect(value(after, "bucketfs_requests_total{operation=\"read\",outcome=\"ok\"}") > value(before, "bucketfs_requests_total{operation=\"read\",outcome=\"ok\"}"))
     #expect(value(after, "bucketfs_fuse_operation_seconds_count{operation=\"read\"}") >= 5)
     #expect(value(after, "bucketfs_fuse_operation_seconds_count{operation=\"open\"}") >= 5)
+    // The watchdog's view: a loop that turns, never held up.
+    #expect(value(after, "bucketfs_transfer_loop_seconds_since_turn") < 1)
+    #expect(value(after, "bucketfs_transfer_loop_stalls_total") == 0)
     // For a person.
     let stats = Process()
     stats.executableURL = URL(fileURLWithPath: bucketfsBinary)

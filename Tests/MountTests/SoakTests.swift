@@ -58,6 +58,31 @@ import Testing
     #expect(wrong == 0, "\(wrong) files read with wrong bytes")
   }
 
+  /// A server that answers nothing in time: `stat`, `ls` and `getfattr` of names the mount has
+  /// not seen get EIO within read_timeout rather than waiting for the server.
+  @Test func metadataRequestsEndWithinTheirBound() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("slow/a/file.txt", Data("a".utf8))
+    let m = try fx.mount(options: ["read_timeout=2"])
+    var faults = Faults()
+    faults.latency = .seconds(8)
+    fx.emulator?.setFaults(faults)
+    defer { fx.emulator?.setFaults(Faults()) }
+    for (what, args) in [
+      ("stat", ["/usr/bin/stat", m.path("slow/a/file.txt")]), ("ls", ["/bin/ls", m.path("slow/a")]),
+      ("getfattr", ["/usr/bin/getfattr", "-n", "user.generation", m.path("slow/a/file.txt")]),
+    ] {
+      let started = Date()
+      let job = ChildJob(args, in: "/")
+      job.wait(until: started.addingTimeInterval(20))
+      let seconds = Date().timeIntervalSince(started)
+      #expect(job.finished && job.status != 0, "\(what) answered \(job.output) while the server was silent")
+      #expect(seconds < 4, "\(what) waited \(seconds) s with read_timeout=2")
+    }
+    #expect(m.log.contains("no answer within"), "\(m.log)")
+  }
+
   /// 32 readers (whole files, random ranges, stats) for a bounded time while the server resets
   /// connections every few hundred KB, answers 503, and stalls: every answer within its bound,
   /// none wrong.

@@ -28,7 +28,8 @@ public final class Storage: Sendable {
 
   public let bucket: String
   let settings: Mutex<Settings>
-  let client: HTTPClient
+  /// The transport its requests go through.
+  public let client: HTTPClient
 
   /// Where completion handlers and observers run. The SDK's default is the main queue; here it is
   /// a serial queue of the instance's own, because a Linux program seldom runs a main loop (one

@@ -22,6 +22,17 @@ public final class HTTPClient: @unchecked Sendable {
   private var active: [UnsafeMutableRawPointer: (HTTPTransfer, UnsafeMutableRawPointer?)] = [:]
   private var idleEasy: [UnsafeMutableRawPointer] = []
   private let multiReady = DispatchSemaphore(value: 0)
+  /// When the transfer loop last began a turn (DispatchTime nanoseconds): the loop turns at
+  /// least every `idleTurn` even with nothing to do, so an older turn means it is stuck.
+  private let lastTurn = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
+  static let idleTurn = 250
+
+  /// Seconds since the transfer loop last began a turn; above `idleTurn` it is held up.
+  public var secondsSinceLastTurn: Double {
+    let now = DispatchTime.now().uptimeNanoseconds
+    let last = lastTurn.load(ordering: .relaxed)
+    return now > last ? Double(now - last) / 1e9 : 0
+  }
 
   public init() {
     curl_global_init(Int(CURL_GLOBAL_ALL))
@@ -135,6 +146,7 @@ public final class HTTPClient: @unchecked Sendable {
     multiReady.signal()
     var running: Int32 = 0
     while true {
+      lastTurn.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
       let newTransfers = pending.withLock { queue -> [HTTPTransfer] in
         let taken = queue
         queue.removeAll()
@@ -169,7 +181,7 @@ public final class HTTPClient: @unchecked Sendable {
         }
       }
       var numfds: Int32 = 0
-      curl_multi_poll(multi, nil, 0, active.isEmpty ? 1000 : 100, &numfds)
+      curl_multi_poll(multi, nil, 0, Int32(active.isEmpty ? Self.idleTurn : 100), &numfds)
     }
   }
 
