@@ -29,10 +29,17 @@ extension ObjectClient {
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64 {
     let data = try await read(name, range: range, generation: generation)
-    while true {
-      switch data.withUnsafeBytes({ deliver($0, range.lowerBound) }) {
+    // In pieces the size libcurl hands on, each taken whole or paused for, as a transfer would.
+    let piece = 64 << 10
+    var start = 0
+    while start < data.count {
+      let end = min(data.count, start + piece)
+      let flow = data.withUnsafeBytes { raw in
+        deliver(UnsafeRawBufferPointer(rebasing: raw[start..<end]), range.lowerBound + Int64(start))
+      }
+      switch flow {
       case .accept:
-        return Int64(data.count)
+        start = end
       case .stop:
         throw StorageError(code: .cancelled, object: name, detail: "cancelled")
       case .pause:
@@ -40,6 +47,7 @@ extension ObjectClient {
         await valve.waitUntilOpened()
       }
     }
+    return Int64(data.count)
   }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// SIGINT, SIGTERM and SIGHUP for the long-running commands (serve, mount, cp). They are blocked in
 /// every thread from the start (threads inherit the mask) and taken with sigwait(2) by one thread,
@@ -28,10 +29,18 @@ public enum SignalWaiter {
     return received
   }
 
+  private static let received = Atomic<Int32>(0)
+
+  /// The termination signal being handled, or 0: a command that ends because the handler
+  /// cancelled its work exits with 128 + this, as a shell expects, not with "cancelled".
+  public static var receivedSignal: Int32 { received.load(ordering: .acquiring) }
+
   /// Runs `handler` with the signal on a thread of its own when a termination signal arrives.
   static func onTermination(_ handler: @escaping @Sendable (Int32) -> Void) {
     let thread = Thread {
-      handler(waitForTermination())
+      let signal = waitForTermination()
+      received.store(signal, ordering: .releasing)
+      handler(signal)
     }
     thread.stackSize = 256 * 1024
     thread.start()

@@ -10,3 +10,4 @@ CURLcode CCurlShims_setopt_callback(CURL *h, CURLoption o, CCurlShims_data_callb
 CURLcode CCurlShims_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 CURLMcode CCurlShims_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
 size_t CCurlShims_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
+size_t CCurlShims_readfunc_pause(void) { return CURL_READFUNC_PAUSE; }

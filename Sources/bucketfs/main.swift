@@ -17,4 +17,6 @@ Task.detached {
   finished.signal()
 }
 finished.wait()
-exit(status)
+let terminatedBy = SignalWaiter.receivedSignal
+// Only for work the signal cancelled: a mount that unmounted cleanly on SIGTERM still exits 0.
+exit(terminatedBy != 0 && status == ExitStatus.interrupted ? 128 + terminatedBy : status)

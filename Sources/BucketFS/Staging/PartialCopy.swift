@@ -320,30 +320,38 @@ public final class PartialCopy: Sendable {
   }
 }
 
-/// Gathers one GET's bytes (libcurl hands them on 16 KiB at a time) into writes of a few blocks,
-/// made by the staging writer: each write costs a system call and an inode update, whatever its
-/// size. Touched only by the GET's transfer callbacks, then by the task that awaited it.
+/// Gathers one GET's bytes (libcurl hands them on 16 KiB at a time) into writes of up to a few
+/// blocks, made by the staging writer: each write costs a system call and an inode update,
+/// whatever its size. Block checksums are taken as bytes arrive, so a write may end mid-block (it
+/// does when the pool has no buffer for the rest of a chunk: the GET then writes what it holds and
+/// pauses). Touched only by the GET's transfer callbacks, then by the task that awaited it.
 final class BlockWriter: @unchecked Sendable {
   let writer: StagingWriter
-  let valve: DeliveryValve
+  let claim: StagingWriter.Claim
   let file: FileDescriptor
   let end: Int64
   let blockSize: Int64
-  /// Called on the writer's thread with the blocks a write put in the file and their CRC32Cs,
-  /// or why it failed.
+  /// Called on the writer's thread with the blocks a write completed and their CRC32Cs, or why
+  /// it failed.
   let written: @Sendable (Result<(Range<Int>, [UInt32]), PartialCopy.Broken>) -> Void
-  /// Blocks handed to the writer so far.
+  /// Blocks whose every byte was handed to the writer so far.
   private(set) var submitted: Range<Int>
   private var buffer: StagingWriter.Buffer?
   private var buffered = 0
+  /// Where `buffer` starts in the object.
   private var bufferStart: Int64
+  /// The checksum of the block being received, and the checksums of blocks completed since the
+  /// last write was handed over.
+  private var blockCRC = CRC32C()
+  private var blockFill: Int64 = 0
+  private var completedCRCs: [UInt32] = []
 
   init(
     writer: StagingWriter, valve: DeliveryValve, file: FileDescriptor, run: Range<Int>, end: Int64, blockSize: Int64,
     written: @escaping @Sendable (Result<(Range<Int>, [UInt32]), PartialCopy.Broken>) -> Void
   ) {
     self.writer = writer
-    self.valve = valve
+    claim = StagingWriter.Claim(valve: valve)
     self.file = file
     self.end = end
     self.blockSize = blockSize
@@ -354,20 +362,34 @@ final class BlockWriter: @unchecked Sendable {
 
   deinit {
     if let buffer { writer.giveBack(buffer) }
+    writer.release(claim)
   }
 
-  /// Takes bytes at `offset` (each GET delivers in order), or none when the disk is behind:
-  /// then the GET pauses and delivers them again once the writer opens the valve.
+  /// Takes bytes at `offset` (each GET delivers in order), or none when no buffer is free for
+  /// them: then the GET pauses, holding no buffer, and delivers them again when handed one.
   func add(_ chunk: UnsafeRawBufferPointer, at offset: Int64) -> HTTPTransfer.Flow {
     precondition(offset == bufferStart + Int64(buffered), "bytes out of order")
-    if writer.mustPause(valve) { return .pause }
+    // Every buffer the chunk needs is taken before any byte is, since libcurl takes a chunk
+    // whole or not at all.
+    var room = buffer.map { $0.bytes.count - buffered } ?? 0
+    var extra: [StagingWriter.Buffer] = []
+    while room < chunk.count {
+      guard let next = writer.buffer(for: claim) else {
+        extra.forEach { writer.giveBack($0) }
+        if let held = buffer, buffered > 0 { submit(held) }
+        return .pause
+      }
+      extra.append(next)
+      room += next.bytes.count
+    }
     var rest = chunk
     while !rest.isEmpty {
-      let current = buffer ?? writer.buffer()
+      let current = buffer ?? extra.removeFirst()
       buffer = current
       let n = min(rest.count, current.bytes.count - buffered)
-      UnsafeMutableRawBufferPointer(rebasing: current.bytes[buffered..<(buffered + n)])
-        .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[..<n]))
+      let piece = UnsafeRawBufferPointer(rebasing: rest[..<n])
+      UnsafeMutableRawBufferPointer(rebasing: current.bytes[buffered..<(buffered + n)]).copyMemory(from: piece)
+      checksum(piece)
       buffered += n
       rest = UnsafeRawBufferPointer(rebasing: rest[n...])
       if buffered == current.bytes.count || bufferStart + Int64(buffered) == end { submit(current) }
@@ -375,21 +397,37 @@ final class BlockWriter: @unchecked Sendable {
     return .accept
   }
 
+  /// Carries the block checksums over `bytes`, which follow the bytes seen so far.
+  private func checksum(_ bytes: UnsafeRawBufferPointer) {
+    var rest = bytes
+    while !rest.isEmpty {
+      let n = Int(min(Int64(rest.count), blockSize - blockFill))
+      blockCRC.update(UnsafeRawBufferPointer(rebasing: rest[..<n]))
+      blockFill += Int64(n)
+      rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+      let blockStart = Int64(submitted.upperBound + completedCRCs.count) * blockSize
+      if blockFill == blockSize || blockStart + blockFill == end {
+        completedCRCs.append(blockCRC.value)
+        blockCRC = CRC32C()
+        blockFill = 0
+      }
+    }
+  }
+
   private func submit(_ full: StagingWriter.Buffer) {
     let start = bufferStart
+    let count = buffered
     bufferStart += Int64(buffered)
-    let done = bufferStart >= end ? Int((end - 1) / blockSize) + 1 : Int(bufferStart / blockSize)
-    let blocks = submitted.upperBound..<max(submitted.upperBound, done)
+    let blocks = submitted.upperBound..<(submitted.upperBound + completedCRCs.count)
+    let crcs = completedCRCs
+    completedCRCs = []
     submitted = submitted.lowerBound..<blocks.upperBound
-    // Checksummed here, while the bytes are in this core's cache: with the object's CRC32C they
-    // verify the copy when it is complete, without reading it back.
-    let crcs = BlockChecksums.of(UnsafeRawBufferPointer(rebasing: full.bytes[..<buffered])).crcs
     let callback = written
-    writer.write(full, count: buffered, to: file, at: start) { failure in
-      if let failure { callback(.failure(.cannotWrite(failure))) } else { callback(.success((blocks, crcs))) }
-    }
     buffer = nil
     buffered = 0
+    writer.write(full, count: count, to: file, at: start) { failure in
+      if let failure { callback(.failure(.cannotWrite(failure))) } else { callback(.success((blocks, crcs))) }
+    }
   }
 }
 

@@ -14,4 +14,5 @@ CURLMcode CCurlShims_multi_setopt_long(CURLM *multi, CURLMoption option, long va
 
 // CURL_READFUNC_ABORT is a macro.
 size_t CCurlShims_readfunc_abort(void);
+size_t CCurlShims_readfunc_pause(void);
 #endif

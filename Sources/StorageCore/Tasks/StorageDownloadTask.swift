@@ -172,9 +172,9 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
           let hasCRC = head["x-goog-hash"]?.contains("crc32c=") ?? false
           if have == 0 { sink.wantsMD5 = !hasCRC }
           if head.status == 200 && have > 0 {
-            // The server ignored the Range: start the file over.
-            _ = ftruncate(fd, 0)
-            _ = lseek(fd, 0, SEEK_SET)
+            // The server ignored the Range: start the file over (truncated by the writer's
+            // thread before its first write: the transfer thread does no disk I/O).
+            sink.startOver = true
             sink.offset = 0
             sink.received = 0
             sink.digest = Digest(.md5)
@@ -324,7 +324,17 @@ final class DownloadSink: @unchecked Sendable {
     if wantsMD5 { digest.update(bytes) }
   }
 
+  /// Set when the file must be emptied before the next write.
+  var startOver = false
+
   func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    if startOver {
+      startOver = false
+      guard ftruncate(fd, 0) == 0, lseek(fd, 0, SEEK_SET) == 0 else {
+        writeError = String(cString: strerror(errno))
+        return false
+      }
+    }
     var done = 0
     while done < bytes.count {
       let n = Foundation.write(fd, bytes.baseAddress! + done, bytes.count - done)

@@ -228,24 +228,14 @@ public final class HTTPClient: @unchecked Sendable {
       check(CCurlShims_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method))
       check(CCurlShims_setopt_ptr(easy, CURLOPT_READDATA, userdata))
       check(CCurlShims_setopt_callback(easy, CURLOPT_READFUNCTION, readCallback))
-      if case .file(let path, let offset, _) = request.body {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-          curl_slist_free_all(list)
-          // Back to the pool only without this request's options.
-          curl_easy_reset(easy)
-          idleEasy.append(easy)
-          transfer.onComplete(
-            .failure(TransportError(kind: .local, message: "cannot read \(path)")))
-          return
-        }
-        try? handle.seek(toOffset: UInt64(offset))
-        transfer.bodyFile = handle
+      if case .file(let path, let offset, let length) = request.body {
+        transfer.bodyFile = UploadReader(path: path, offset: offset, length: length, transfer: transfer)
       }
     }
     check(CCurlShims_setopt_ptr(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)))
     if let (code, line) = refused {
       curl_slist_free_all(list)
-      try? transfer.bodyFile?.close()
+      transfer.bodyFile?.close()
       transfer.bodyFile = nil
       curl_easy_reset(easy)
       idleEasy.append(easy)
@@ -265,7 +255,7 @@ public final class HTTPClient: @unchecked Sendable {
     var status: Int = 0
     _ = CCurlShims_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
     if let list { curl_slist_free_all(list.assumingMemoryBound(to: curl_slist.self)) }
-    try? transfer.bodyFile?.close()
+    transfer.bodyFile?.close()
     transfer.bodyFile = nil
     curl_easy_reset(easy)
     idleEasy.append(easy)
@@ -423,15 +413,19 @@ private let readCallback: CCurlShims_data_callback = { ptr, size, count, userdat
       UnsafeMutableRawPointer(ptr!).copyMemory(from: raw.baseAddress! + start, byteCount: n)
     }
   case .file:
-    guard let handle = transfer.bodyFile else { return CCurlShims_readfunc_abort() }
-    let got = read(handle.fileDescriptor, ptr, n)
-    if got <= 0 {
-      transfer.localError = "reading the upload source failed"
+    guard let reader = transfer.bodyFile else { return CCurlShims_readfunc_abort() }
+    switch reader.take(into: ptr!, capacity: n) {
+    case .bytes(let got):
+      transfer.bodyOffset += Int64(got)
+      transfer.request.onBodySent?(transfer.bodyOffset)
+      return got
+    case .pause:
+      transfer.pausedByHandler = true
+      return CCurlShims_readfunc_pause()
+    case .failed(let message):
+      transfer.localError = message
       return CCurlShims_readfunc_abort()
     }
-    transfer.bodyOffset += Int64(got)
-    transfer.request.onBodySent?(transfer.bodyOffset)
-    return got
   }
   transfer.bodyOffset += Int64(n)
   transfer.request.onBodySent?(transfer.bodyOffset)

@@ -26,7 +26,7 @@ public final class HTTPTransfer: @unchecked Sendable {
   var headerLines: [String: String] = [:]
   var headDelivered = false
   var abortedByHandler = false
-  var bodyFile: FileHandle?
+  var bodyFile: UploadReader?
   var bodyOffset: Int64 = 0
   var localError: String?
   /// When a byte last moved either way (or the transfer started).
