@@ -240,7 +240,7 @@ public final class BucketFilesystem: Sendable {
     if let copy = file.copy {
       do {
         try await copy.wait(offset: offset, end: end)
-        return .file(copy.file, offset: offset, count: Int(end - offset))
+        if let reply = copy.verifiedReply(offset: offset, end: end) { return reply }
       } catch let error as StorageError {
         throw error
       } catch {
@@ -289,9 +289,9 @@ public final class BucketFilesystem: Sendable {
       metrics.cacheHits.add(1, ordering: .relaxed)
       return reply
     }
-    if let copy = file.copy, copy.holds(offset: offset, end: end) {
+    if let copy = file.copy, copy.holds(offset: offset, end: end), let reply = copy.verifiedReply(offset: offset, end: end) {
       metrics.cacheHits.add(1, ordering: .relaxed)
-      return .file(copy.file, offset: offset, count: Int(end - offset))
+      return reply
     }
     if options.offline || file.copy.map({ !$0.isBroken }) == true { return nil }
     guard let reply = file.reader.replyIfCached(offset: offset, count: Int(end - offset)) else { return nil }

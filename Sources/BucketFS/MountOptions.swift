@@ -63,18 +63,14 @@ public struct MountOptions: Sendable {
         break
       case let other where other.hasPrefix("x-") || other.hasPrefix("comment="):
         break
-      case "allow_other": allowOther = true
-      case "offline": offline = true
+      case "allow_other": allowOther = try Self.boolean(value, key)
+      case "offline": offline = try Self.boolean(value, key)
       case "uid": uid = try Self.number(need(), key)
       case "gid": gid = try Self.number(need(), key)
       case "file_mode": fileMode = try Self.octal(need(), key)
       case "dir_mode": dirMode = try Self.octal(need(), key)
-      case "metadata_ttl":
-        guard let v = Double(try need()), v >= 0 else { throw .bad("metadata_ttl takes seconds") }
-        metadataTTL = v
-      case "read_timeout":
-        guard let v = Double(try need()), v > 0 else { throw .bad("read_timeout takes seconds") }
-        readTimeout = v
+      case "metadata_ttl": metadataTTL = try Self.seconds(need(), key, allowZero: true)
+      case "read_timeout": readTimeout = try Self.seconds(need(), key, allowZero: false)
       case "cache_size": cacheSize = Int(try Self.size(need(), key))
       case "staging_dir": stagingDir = URL(fileURLWithPath: try need())
       case "key_file": keyFile = try need()
@@ -98,6 +94,28 @@ public struct MountOptions: Sendable {
     }
   }
 
+  /// A flag alone, or with a value as mount(8) users write them.
+  static func boolean(_ value: String?, _ key: String) throws(ParseError) -> Bool {
+    guard let value else { return true }
+    switch value.lowercased() {
+    case "1", "yes", "true", "on": return true
+    case "0", "no", "false", "off": return false
+    default: throw .bad("\(key) takes yes or no (or nothing), not \(value)")
+    }
+  }
+
+  /// Longest a time option may say: a week (anything longer is a mistake, and seconds become
+  /// integer milliseconds and nanoseconds further on).
+  static let maxSeconds = 7.0 * 86_400
+
+  static func seconds(_ text: String, _ key: String, allowZero: Bool) throws(ParseError) -> Double {
+    guard let v = Double(text), v.isFinite, allowZero ? v >= 0 : v > 0 else {
+      throw .bad("\(key) takes seconds, such as 30 or 0.5")
+    }
+    guard v <= maxSeconds else { throw .bad("\(key) takes at most \(Int(maxSeconds)) seconds (a week)") }
+    return v
+  }
+
   static func number(_ text: String, _ key: String) throws(ParseError) -> UInt32 {
     guard let n = UInt32(text) else { throw .bad("\(key) takes a number") }
     return n
@@ -107,6 +125,8 @@ public struct MountOptions: Sendable {
     guard let n = UInt32(text, radix: 8), n <= 0o7777 else { throw .bad("\(key) takes an octal mode such as 0444") }
     return n
   }
+
+  static let maxSize: Int64 = 1 << 50
 
   /// `1024`, `64K`, `256M`, `10G` (powers of 1024).
   public static func size(_ text: String, _ key: String) throws(ParseError) -> Int64 {
@@ -119,6 +139,9 @@ public struct MountOptions: Sendable {
       digits.removeLast()
     }
     guard let n = Int64(digits), n >= 0 else { throw .bad("\(key) takes a size such as 256M") }
-    return n * multiplier
+    // Sizes from outside are kept where byte counts cannot overflow anywhere downstream.
+    let (bytes, overflow) = n.multipliedReportingOverflow(by: multiplier)
+    guard !overflow, bytes <= maxSize else { throw .bad("\(key) takes at most 1P (\(text) is too large)") }
+    return bytes
   }
 }

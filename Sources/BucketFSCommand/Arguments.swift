@@ -60,9 +60,26 @@ public struct Arguments {
   }
 
   mutating func int(_ name: String) throws(CommandError) -> Int? {
+    try int(name, in: 0...Int(Int32.max))
+  }
+
+  /// A whole number within `range`: anything from outside is range-checked here, so that no
+  /// later arithmetic on it can trap.
+  mutating func int(_ name: String, in range: ClosedRange<Int>) throws(CommandError) -> Int? {
     guard let text = try value(name) else { return nil }
     guard let n = Int(text) else { throw .usage("\(name) takes a number, not \(text)") }
+    guard range.contains(n) else { throw .usage("\(name) takes a number from \(range.lowerBound) to \(range.upperBound), not \(text)") }
     return n
+  }
+
+  /// Seconds (`30`, `0.5`, `3s`), more than 0 and at most a week.
+  mutating func seconds(_ name: String) throws(CommandError) -> Double? {
+    guard var text = try value(name) else { return nil }
+    if text.hasSuffix("s") { text.removeLast() }
+    guard let v = Double(text), v.isFinite, v > 0, v <= 7 * 86_400 else {
+      throw .usage("\(name) takes seconds, more than 0 and at most a week (604800)")
+    }
+    return v
   }
 
   /// Positional arguments; anything still starting with `-` (except `-` itself) is an unknown option.

@@ -54,7 +54,7 @@ struct ClientOptions {
         options.api = options.api ?? .gcs
       }
     }
-    options.timeout = try args.int("--timeout")
+    options.timeout = try args.int("--timeout", in: 1...604_800)
     options.environment = environment
     var c = CredentialOptions()
     c.tokenFile = try args.value("--token-file")
@@ -63,12 +63,7 @@ struct ClientOptions {
     if let command = try args.value("--token-command") {
       c.tokenCommand = command.split(separator: " ").map(String.init)
     }
-    if let lifetime = try args.value("--token-lifetime") {
-      var text = lifetime
-      if text.hasSuffix("s") { text.removeLast() }
-      guard let seconds = Double(text), seconds > 0 else { throw .usage("--token-lifetime takes seconds") }
-      c.tokenLifetime = seconds
-    }
+    if let seconds = try args.seconds("--token-lifetime") { c.tokenLifetime = seconds }
     c.firebaseRefreshTokenFile = try args.value("--firebase-refresh-token-file")
     c.firebaseAPIKey = try args.value("--firebase-api-key")
     if let scopes = try args.value("--scopes") {

@@ -15,6 +15,7 @@ public enum ExitStatus {
   public static let brokenPipe: Int32 = 141
 
   static func of(_ error: StorageError) -> Int32 {
+    if error.isLocalFileFailure { return localFile }
     switch error.code {
     case .objectNotFound, .bucketNotFound, .projectNotFound: return notFound
     case .unauthenticated, .unauthorized: return permission

@@ -83,7 +83,7 @@ enum MountCommand {
       staging = try StagingArea(
         folder: options.stagingDir, bucket: ref.bucket, sizeLimit: options.stagingSize, maxFile: options.stageMaxFile, log: log)
     } catch {
-      throw .local(options.stagingDir.path, "cannot use the staging folder: \(error.localizedDescription)")
+      throw .local(options.stagingDir.path, "cannot use the staging folder: \(error is PrivateFolderRefusal ? "\(error)" : error.localizedDescription)")
     }
     let fs = BucketFilesystem(
       client: objectClient, prefix: prefix, options: options, staging: staging, log: log, metrics: metrics,
@@ -92,7 +92,10 @@ enum MountCommand {
     var metricsServer: MetricsServer? = nil
     if let address = options.metricsAddress {
       do {
-        metricsServer = try MetricsServer(address: address) { metrics.prometheus(fs.readings()) }
+        let server = try MetricsServer(address: address) { metrics.prometheus(fs.readings()) }
+        metricsServer = server
+        // With port 0 the system chose one: this line is the only place it is said.
+        logger.write(.info, "metrics at http://\(server.address)/metrics")
       } catch {
         throw .usage("\(error)")
       }

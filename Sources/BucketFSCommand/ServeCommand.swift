@@ -31,7 +31,7 @@ struct ServeCommand {
     guard let root = try args.value("--root") else { throw CommandError.usage("serve needs --root DIR") }
     var config = StorageEmulator.Configuration(root: URL(fileURLWithPath: root))
     config.host = try args.value("--host") ?? "127.0.0.1"
-    config.port = try args.int("--port") ?? 9199
+    config.port = try args.int("--port", in: 0...65535) ?? 9199
     if let tokenFile = try args.value("--require-token") {
       guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8),
         let token = text.split(whereSeparator: \.isNewline).first.map({ $0.trimmingCharacters(in: .whitespaces) }),
@@ -40,24 +40,18 @@ struct ServeCommand {
       config.requiredToken = token
     }
     var faults = Faults()
-    if let ms = try args.int("--latency") { faults.latency = .milliseconds(ms) }
-    if let status = try args.int("--fail-status") { faults.errorStatus = status }
+    if let ms = try args.int("--latency", in: 0...600_000) { faults.latency = .milliseconds(ms) }
+    if let status = try args.int("--fail-status", in: 100...599) { faults.errorStatus = status }
     if let fraction = try args.value("--fail-fraction") {
       guard let f = Double(fraction), (0...1).contains(f) else { throw CommandError.usage("--fail-fraction takes 0…1") }
       faults.errorFraction = f
     }
-    faults.retryAfter = try args.int("--retry-after")
+    faults.retryAfter = try args.int("--retry-after", in: 0...86_400)
     faults.resetAfterBytes = try args.int("--reset-after").map(Int64.init)
     faults.stallAfterBytes = try args.int("--stall-after").map(Int64.init)
     faults.limit = try args.int("--fault-limit")
-    if let seconds = try args.value("--idle-timeout") {
-      guard let s = Double(seconds), s > 0 else { throw CommandError.usage("--idle-timeout takes seconds") }
-      config.limits.idleTimeout = .milliseconds(Int(s * 1000))
-    }
-    if let seconds = try args.value("--header-timeout") {
-      guard let s = Double(seconds), s > 0 else { throw CommandError.usage("--header-timeout takes seconds") }
-      config.limits.headerTimeout = .milliseconds(Int(s * 1000))
-    }
+    if let s = try args.seconds("--idle-timeout") { config.limits.idleTimeout = .milliseconds(Int(s * 1000)) }
+    if let s = try args.seconds("--header-timeout") { config.limits.headerTimeout = .milliseconds(Int(s * 1000)) }
     if let n = try args.int("--max-connections") {
       guard n > 0 else { throw CommandError.usage("--max-connections takes a positive number") }
       config.limits.maxConnections = n
@@ -69,12 +63,7 @@ struct ServeCommand {
       config.requireOAuth = true
       wantsTokens = true
     }
-    if let text = try args.value("--token-lifetime") {
-      var number = text
-      if number.hasSuffix("s") { number.removeLast() }
-      guard let seconds = Double(number), seconds > 0 else { throw CommandError.usage("--token-lifetime takes seconds, e.g. 3s") }
-      tokens.tokenLifetime = .milliseconds(Int(seconds * 1000))
-    }
+    if let seconds = try args.seconds("--token-lifetime") { tokens.tokenLifetime = .milliseconds(Int(seconds * 1000)) }
     if let file = try args.value("--refresh-tokens") {
       guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
         throw CommandError.usage("cannot read refresh tokens from \(file)")

@@ -72,6 +72,8 @@ public enum StorageError: Error, CustomNSError, CustomStringConvertible, @unchec
   public static let specificCodeKey = "bucketfs.code"
   public static let detailKey = "bucketfs.detail"
   public static let objectKey = "bucketfs.object"
+  /// Set when a local file failed (a destination that could not be written: a full disk).
+  public static let localFileKey = "bucketfs.localFile"
   /// The keys the SDK uses for the HTTP status and body of a failed response.
   public static let responseCodeKey = "ResponseErrorCode"
   public static let responseBodyKey = "ResponseBody"
@@ -80,9 +82,11 @@ public enum StorageError: Error, CustomNSError, CustomStringConvertible, @unchec
 
   /// An error with a code and what a person needs to act: the case is picked from the code.
   public init(
-    code: StorageErrorCode, object: String, httpStatus: Int? = nil, detail: String, serverResponse: String? = nil
+    code: StorageErrorCode, object: String, httpStatus: Int? = nil, detail: String, serverResponse: String? = nil,
+    localFile: Bool = false
   ) {
     var info: [String: Any] = [Self.detailKey: detail, Self.objectKey: object]
+    if localFile { info[Self.localFileKey] = true }
     if let httpStatus { info[Self.responseCodeKey] = httpStatus }
     if let serverResponse { info[Self.responseBodyKey] = serverResponse }
     if code != code.sdkCode { info[Self.specificCodeKey] = code.rawValue }
@@ -119,6 +123,9 @@ public enum StorageError: Error, CustomNSError, CustomStringConvertible, @unchec
     guard let slash = rest.firstIndex(of: "/") else { return (String(rest), "") }
     return (String(rest[..<slash]), String(rest[rest.index(after: slash)...]))
   }
+
+  /// True when the failure is a local file's (the object and the server were fine).
+  public var isLocalFileFailure: Bool { serverError[Self.localFileKey] as? Bool ?? false }
 
   /// The dictionary a case carries (empty for the cases that carry none).
   public var serverError: [String: Any] {

@@ -2,6 +2,57 @@ import Foundation
 import Testing
 
 @Suite struct CommandTests {
+  /// A name with terminal escapes and a line break is listed with them written out, never raw.
+  @Test func lsWritesControlCharactersAsEscapes() throws {
+    let server = try ServeProcess()
+    defer { withExtendedLifetime(server) {} }
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let local = dir.appendingPathComponent("x.txt")
+    try Data("x".utf8).write(to: local)
+    let evil = "evil\u{1b}]0;pwned\u{07}\u{1b}[2Jname\tand\u{9b}31m"
+    var r = try runBucketfs(["cp", local.path, "gs://bk/\(evil)", "--emulator", server.address])
+    #expect(r.status == 0, "\(r.stderr)")
+    for args in [["ls", "gs://bk"], ["ls", "-l", "gs://bk"]] {
+      r = try runBucketfs(args + ["--emulator", server.address])
+      #expect(r.status == 0)
+      #expect(!r.stdout.contains(0x1b) && !r.stdout.contains(0x07) && !r.stdout.contains(0x09), "\(args): \(r.out.debugDescription)")
+      #expect(r.out.contains("evil\\x1b]0;pwned\\x07\\x1b[2Jname\\tand\\u{9b}31m"), "\(r.out.debugDescription)")
+    }
+  }
+
+  /// A download onto a full disk says so with the local-file status (6), and leaves nothing.
+  @Test func cpOntoAFullDiskExitsWithTheLocalFileStatus() throws {
+    let server = try ServeProcess()
+    defer { withExtendedLifetime(server) {} }
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
+    let tiny = dir.appendingPathComponent("tiny")
+    try FileManager.default.createDirectory(at: tiny, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let local = dir.appendingPathComponent("big.bin")
+    try Data(repeating: 3, count: 4 << 20).write(to: local)
+    var r = try runBucketfs(["cp", local.path, "gs://bk/big.bin", "--emulator", server.address])
+    #expect(r.status == 0, "\(r.stderr)")
+    let mount = Process()
+    mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+    mount.arguments = ["-t", "tmpfs", "-o", "size=1m", "tmpfs", tiny.path]
+    try mount.run()
+    mount.waitUntilExit()
+    try #require(mount.terminationStatus == 0, "cannot mount a tmpfs")
+    defer {
+      let umount = Process()
+      umount.executableURL = URL(fileURLWithPath: "/bin/umount")
+      umount.arguments = [tiny.path]
+      try? umount.run()
+      umount.waitUntilExit()
+    }
+    r = try runBucketfs(["cp", "--no-progress", "gs://bk/big.bin", tiny.appendingPathComponent("big.bin").path, "--emulator", server.address])
+    #expect(r.status == 6, "status \(r.status): \(r.stderr)")
+    #expect(r.stderr.contains("No space left on device"), "\(r.stderr)")
+    #expect((try? FileManager.default.contentsOfDirectory(atPath: tiny.path))?.isEmpty == true)
+  }
+
   /// `bucketfs cat … | head -c1`: the reader going away ends the command quietly, with the
   /// status a shell shows for `cat` there (141), not "cancelled" and 130.
   @Test func catIntoAPipeThatClosesEndsQuietly() throws {

@@ -22,6 +22,41 @@ import Testing
     page.split(separator: "\n").filter { $0.hasPrefix(prefix) }.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
   }
 
+  /// Port 0 picks a free port, and the log says which; idle connections hold up no scrape.
+  @Test func aChosenPortIsLoggedAndIdleClientsDelayNothing() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let m = try fx.mount(options: ["metrics=127.0.0.1:0"])
+    var port: Int? = nil
+    for _ in 0..<100 where port == nil {
+      if let range = m.log.range(of: "metrics at http://127.0.0.1:") {
+        port = Int(m.log[range.upperBound...].prefix { $0.isNumber })
+      }
+      if port == nil { try await Task.sleep(for: .milliseconds(50)) }
+    }
+    let chosen = try #require(port, "no metrics address in the log: \(m.log)")
+    #expect(chosen > 0)
+    // Three clients that connect and say nothing.
+    var idle: [Int32] = []
+    for _ in 0..<3 {
+      let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+      var addr = sockaddr_in()
+      addr.sin_family = sa_family_t(AF_INET)
+      addr.sin_port = UInt16(chosen).bigEndian
+      addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+      let connected = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+      }
+      #expect(connected == 0)
+      idle.append(fd)
+    }
+    defer { idle.forEach { close($0) } }
+    let started = Date()
+    let page = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(chosen)/metrics")).body, as: UTF8.self)
+    #expect(page.contains("bucketfs_fuse_timeouts_total"))
+    #expect(Date().timeIntervalSince(started) < 2, "a scrape behind idle clients took \(Date().timeIntervalSince(started)) s")
+  }
+
   @Test func countersMoveAsFilesAreRead() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }

@@ -27,7 +27,7 @@ public struct BlockChecksums: Sendable, Equatable {
   /// Reads the file at `path` (which must hold exactly `size` bytes) and checksums it; nil when it
   /// cannot be read or its size is not `size`. Also returns the MD5 when `md5` is asked.
   static func compute(path: String, size: Int64, md5: Bool) -> (BlockChecksums, CRC32C, String?)? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
     var st = stat()

@@ -36,6 +36,8 @@ public final class PartialCopy: Sendable {
   enum Broken: Error {
     case cannotWrite(String)
     case abandoned
+    /// A block read back did not match the checksum taken when it arrived.
+    case damaged(String)
   }
 
   private struct Waiter {
@@ -61,7 +63,10 @@ public final class PartialCopy: Sendable {
 
   init?(name: String, metadata: StorageMetadata, path: String, client: any ObjectClient, writer: StagingWriter,
         log: @escaping @Sendable (String) -> Void, onEnd: @escaping @Sendable (PartialCopy, _ filled: Bool) -> Void) {
-    let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    // A fresh file of ours: whatever had the name (a leftover, or a link someone planted) is
+    // removed, never written through.
+    unlink(path)
+    let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return nil }
     guard ftruncate(fd, off_t(metadata.size)) == 0 else {
       let error = errno
@@ -306,6 +311,39 @@ public final class PartialCopy: Sendable {
       log("staging \(name): cannot write the staged copy (\(why)); reading from the server")
       onEnd(self, false)
     }
+    if first, case .damaged(let why) = reason {
+      log("staging \(name): the copy being staged is damaged (\(why)); dropped, reading from the server")
+      onEnd(self, false)
+    }
+  }
+
+  /// Bytes `offset..<end` (all present) read from the file, each block checked against the
+  /// checksum taken as it arrived; nil, and the copy dropped, when one does not match (the file
+  /// was changed under us: a flipped byte, a truncation, a hole punched).
+  func verifiedReply(offset: Int64, end: Int64) -> ReadReply? {
+    let wanted = blocks(offset: offset, end: end)
+    guard let crcs = state.withLock({ s -> [UInt32]? in
+      s.broken == nil && wanted.allSatisfy({ s.present[$0] }) ? Array(s.crcs[wanted]) : nil
+    }) else { return nil }
+    let from = Int64(wanted.lowerBound) * Self.blockSize
+    let to = min(size, Int64(wanted.upperBound) * Self.blockSize)
+    var damage: String?
+    let buffer = ReadBuffer.filled(count: Int(to - from), answer: Int(offset - from)..<Int(end - from)) { raw in
+      guard BlockChecksums.readFully(file.fd, into: raw, at: from) else {
+        damage = "reading it failed: \(String(cString: strerror(errno)))"
+        return false
+      }
+      if let bad = BlockChecksums(crcs: crcs).firstMismatch(UnsafeRawBufferPointer(raw), firstBlock: 0) {
+        damage = "block \(wanted.lowerBound + bad) does not match its checksum"
+        return false
+      }
+      return true
+    }
+    guard let buffer else {
+      breakCopy(.damaged(damage ?? "reading it failed"))
+      return nil
+    }
+    return .buffer(buffer)
   }
 
   static func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Bool {

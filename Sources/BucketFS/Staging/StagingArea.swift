@@ -71,9 +71,11 @@ public final class StagingArea: Sendable {
     if !FileManager.default.fileExists(atPath: folder.path) || PrivateFolder.holdsOnlyStaging(folder) {
       try PrivateFolder.make(folder)
       // Other buckets' copies, perhaps left open by an older version.
+      PrivateFolder.tightenFiles(in: folder)
       for other in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] {
+        var st = stat()
         let url = folder.appendingPathComponent(other, isDirectory: true)
-        chmod(url.path, PrivateFolder.folderMode)
+        guard lstat(url.path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == geteuid() else { continue }
         PrivateFolder.tightenFiles(in: url)
       }
     }
@@ -125,6 +127,12 @@ public final class StagingArea: Sendable {
       let mtime = (try? fm.attributesOfItem(atPath: data.path)[.modificationDate] as? Date) ?? Date()
       lastUse[key] = UInt64(mtime.timeIntervalSince1970)
       bytes += metadata.size
+    }
+    // Data no index names (its index was lost in a crash, or never written): nothing can find
+    // it again, so it only takes space.
+    for file in files where !file.hasSuffix(".json") {
+      let key = file.hasSuffix(".data") ? String(file.dropLast(5)) : nil
+      if key.map({ complete[$0] == nil }) ?? true { unlink(folder.appendingPathComponent(file).path) }
     }
     state.withLock { s in
       s.complete = complete
@@ -268,7 +276,8 @@ public final class StagingArea: Sendable {
     let entry = Entry(name: name, metadata: metadata, dataPath: data.path, checksums: checksums)
     let tmpData = folder.appendingPathComponent("." + key + ".part").path
     guard writeIndex(entry, to: meta.path) else { return }
-    let fd = open(tmpData, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    unlink(tmpData)
+    let fd = open(tmpData, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return }
     let written = bytes.withUnsafeBytes { raw -> Bool in
       raw.count == 0 || write(fd, raw.baseAddress!, raw.count) == raw.count
@@ -324,7 +333,7 @@ public final class StagingArea: Sendable {
   /// The open descriptor of a complete copy, shared by its readers (opened once, not per read).
   private func openCopy(_ key: String, _ entry: Entry) -> FileDescriptor? {
     if let file = state.withLock({ $0.openCopies[key] }) { return file }
-    let fd = open(entry.dataPath, O_RDONLY | O_CLOEXEC)
+    let fd = open(entry.dataPath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
     guard fd >= 0 else { return nil }
     let file = FileDescriptor(fd)
     return state.withLock { s in

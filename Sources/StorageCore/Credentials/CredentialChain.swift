@@ -69,9 +69,7 @@ public enum CredentialChain {
   public static func keyFileSource(_ path: String, scopes: [String], client: HTTPClient = .shared) throws(StorageError)
     -> any CredentialSource
   {
-    guard let data = FileManager.default.contents(atPath: path) else {
-      throw StorageError(code: .unauthenticated, object: path, detail: "cannot read the key file")
-    }
+    let data = try SecretFile.read(path, what: "key file")
     guard let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
       throw StorageError(code: .unauthenticated, object: path, detail: "the key file is not JSON")
     }

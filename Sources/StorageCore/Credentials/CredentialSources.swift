@@ -27,12 +27,7 @@ public final class TokenFileSource: CredentialSource {
   }
 
   private func read() throws(StorageError) -> String {
-    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-      throw StorageError(code: .unauthenticated, object: path, detail: "cannot read the token file")
-    }
-    let token = text.split(whereSeparator: \.isNewline).first.map(String.init)?.trimmingCharacters(in: .whitespaces) ?? ""
-    guard !token.isEmpty else { throw StorageError(code: .unauthenticated, object: path, detail: "the token file is empty") }
-    return token
+    try SecretFile.token(path, what: "token file")
   }
 
   public func fetchToken() async throws(StorageError) -> AccessToken? {
@@ -234,6 +229,9 @@ public struct TokenCommandSource: CredentialSource {
     guard !token.isEmpty else {
       throw StorageError(code: .unauthenticated, object: path, detail: "the token command printed no token")
     }
+    guard SecretFile.isToken(token) else {
+      throw StorageError(code: .unauthenticated, object: path, detail: "the token command printed something that is not a token")
+    }
     return AccessToken(value: token, expiry: Date().addingTimeInterval(lifetime), scheme: "")
   }
 }
@@ -259,12 +257,7 @@ public final class FirebaseUserSource: CredentialSource {
   }
 
   func readRefreshToken() throws(StorageError) -> String {
-    guard let text = try? String(contentsOfFile: refreshTokenFile, encoding: .utf8),
-      let token = text.split(whereSeparator: \.isNewline).first.map({ $0.trimmingCharacters(in: .whitespaces) }), !token.isEmpty
-    else {
-      throw StorageError(code: .unauthenticated, object: refreshTokenFile, detail: "cannot read a refresh token from the file")
-    }
-    return token
+    try SecretFile.token(refreshTokenFile, what: "refresh token file")
   }
 
   public func fetchToken() async throws(StorageError) -> AccessToken? {

@@ -29,6 +29,11 @@ struct TokenEndpoint {
     do {
       response = try await client.send(request, timeouts: Self.timeouts, maxBody: 1 << 20)
     } catch {
+      if error.kind == .bodyTooLarge {
+        throw StorageError(
+          code: .unauthenticated, object: url,
+          detail: "\(what): the token endpoint \(url) sent an answer larger than 1 MiB, which is no token")
+      }
       let mapped = StorageError.from(transport: error, object: url)
       throw mapped.replacing(code: mapped.code, detail: "\(what): the token endpoint \(url) did not answer: \(error.message)")
     }
@@ -52,7 +57,15 @@ struct TokenEndpoint {
     guard let value = json[key] as? String, !value.isEmpty else {
       throw StorageError(code: .unauthenticated, object: url, detail: "\(what): the token endpoint sent no \(key)")
     }
+    // It becomes a header: a CR or LF in it would add headers of the endpoint's choosing.
+    guard SecretFile.isToken(value) else {
+      throw StorageError(
+        code: .unauthenticated, object: url, detail: "\(what): the token endpoint sent a \(key) that is not a token")
+    }
     let seconds: Double? = (json["expires_in"] as? NSNumber)?.doubleValue ?? (json["expires_in"] as? String).flatMap(Double.init)
-    return AccessToken(value: value, expiry: seconds.map { Date().addingTimeInterval($0) }, scheme: scheme)
+    // Any lifetime from outside is kept between none and a day (a token past its stated
+    // lifetime is refreshed; one refused earlier is refreshed after the 401).
+    let lifetime = seconds.map { $0.isFinite ? min(max($0, 0), 86_400) : 0 }
+    return AccessToken(value: value, expiry: lifetime.map { Date().addingTimeInterval($0) }, scheme: scheme)
   }
 }

@@ -6,7 +6,9 @@ public enum PrivateFile {
   /// Replaces `path` with `data`; `sync` makes it durable before the rename.
   public static func write(_ data: Data, to path: String, sync: Bool = true) throws(StorageError) {
     let tmp = path + ".tmp-\(getpid())"
-    let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    // Never written through a link someone left under the temporary name.
+    unlink(tmp)
+    let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { throw StorageError(code: .unknown, object: path, detail: "cannot write \(tmp)") }
     let written = data.withUnsafeBytes { raw in raw.count == 0 || Foundation.write(fd, raw.baseAddress!, raw.count) == raw.count }
     let ok = written && (!sync || fsync(fd) == 0)

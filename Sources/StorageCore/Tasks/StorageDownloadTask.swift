@@ -114,7 +114,8 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       atPath: destination.deletingLastPathComponent().path, withIntermediateDirectories: true)
     let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
     if fd < 0 {
-      return .failed(StorageError(code: .unknown, object: object, detail: "cannot create \(temporaryPath): \(String(cString: strerror(errno)))"))
+      return .failed(StorageError(
+        code: .unknown, object: object, detail: "cannot create \(temporaryPath): \(String(cString: strerror(errno)))", localFile: true))
     }
     defer { close(fd) }
     let have = Int64(lseek(fd, 0, SEEK_END))
@@ -207,7 +208,8 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       if let changed = sink.changed { return changedObject(changed, expected: expected) }
       if let total = sink.tooLarge, let maxSize { return .failed(.downloadSizeExceeded(total: total, maxSize: maxSize)) }
       if let writeError = sink.writeError {
-        return .failed(StorageError(code: .unknown, object: object, detail: "writing \(destination.path) failed: \(writeError)"))
+        return .failed(StorageError(
+          code: .unknown, object: object, detail: "writing \(destination.path) failed: \(writeError)", localFile: true))
       }
       let mapped = StorageError.from(transport: error, object: object)
       return Backoff.isRetryable(error) ? .retry(mapped, nil) : .failed(mapped)
@@ -260,7 +262,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       collected.withLock { $0 = bytes }
     } else if (durable && fsync(fd) != 0) || rename(temporaryPath, destination.path) != 0 {
       let reason = String(cString: strerror(errno))
-      return .failed(StorageError(code: .unknown, object: object, detail: "cannot finish \(destination.path): \(reason)"))
+      return .failed(StorageError(code: .unknown, object: object, detail: "cannot finish \(destination.path): \(reason)", localFile: true))
     }
     updateProgress(completed: total, total: total)
     finish(.succeeded)

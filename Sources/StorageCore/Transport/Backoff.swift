@@ -38,6 +38,7 @@ public struct Backoff: Sendable {
 
   /// `Retry-After` in seconds (the HTTP-date form is rare from storage servers and ignored).
   public static func retryAfter(_ head: HTTPResponseHead) -> TimeInterval? {
-    head["retry-after"].flatMap { TimeInterval($0.trimmingCharacters(in: .whitespaces)) }
+    // A server's number, kept to what a wait can be (NaN, infinities and 1e300 would trap later).
+    head["retry-after"].flatMap { TimeInterval($0.trimmingCharacters(in: .whitespaces)) }.flatMap { $0.isFinite ? min(max($0, 0), 3600) : nil }
   }
 }

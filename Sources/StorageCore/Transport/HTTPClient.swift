@@ -212,6 +212,18 @@ public final class HTTPClient: @unchecked Sendable {
     check(CCurlShims_setopt_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback))
     check(CCurlShims_setopt_ptr(easy, CURLOPT_PRIVATE, userdata))
 
+    // A CR or LF in a header (a token, custom metadata) would end it early and start headers of
+    // someone else's choosing: such a request is not sent. The value is not quoted: it may be a
+    // credential.
+    if let bad = request.headers.first(where: { !Self.isHeaderSafe($0.0, name: true) || !Self.isHeaderSafe($0.1, name: false) }) {
+      transfer.bodyFile?.close()
+      transfer.bodyFile = nil
+      curl_easy_reset(easy)
+      idleEasy.append(easy)
+      transfer.onComplete(.failure(TransportError(
+        kind: .local, message: "the \(Self.isHeaderSafe(bad.0, name: true) ? bad.0 : "a") header holds a control character (CR, LF or NUL); request not sent")))
+      return
+    }
     var list: UnsafeMutablePointer<curl_slist>? = nil
     for (name, value) in request.headers { list = curl_slist_append(list, "\(name): \(value)") }
     // A 100-continue round trip costs a full RTT per upload and some servers never answer it.
@@ -279,6 +291,16 @@ public final class HTTPClient: @unchecked Sendable {
       result = .failure(Self.classify(code: code, url: transfer.request.url))
     }
     transfer.onComplete(result)
+  }
+
+  /// True when `text` can go in a header line as it is: no control character but a tab in a
+  /// value; a name is a token (no spaces, no colon).
+  static func isHeaderSafe(_ text: String, name: Bool) -> Bool {
+    for byte in text.utf8 {
+      if byte == 0x7F || (byte < 0x20 && (name || byte != 0x09)) { return false }
+      if name && (byte == 0x20 || byte == UInt8(ascii: ":")) { return false }
+    }
+    return !(name && text.isEmpty)
   }
 
   static func classify(code: CURLcode, url: String) -> TransportError {

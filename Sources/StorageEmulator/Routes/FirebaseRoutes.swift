@@ -160,6 +160,7 @@ struct FirebaseRoutes {
   // MARK: uploads
 
   private func upload(bucket: String, name: String, request: inout ServerRequest) -> ServerResponse {
+    if let problem = ObjectStore.nameProblem(name) { return .error(400, problem) }
     let protocolName = request.header("x-goog-upload-protocol")?.lowercased()
     let command = request.header("x-goog-upload-command")?.lowercased()
     if protocolName == "resumable" || command != nil {
@@ -211,6 +212,10 @@ struct FirebaseRoutes {
     var metadata = json
     if metadata["contentType"] == nil, let partType = upload.mediaType { metadata["contentType"] = partType }
     let name = (json["name"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? name
+    if let problem = ObjectStore.nameProblem(name) {
+      unlink(upload.temporaryPath)
+      return .error(400, problem)
+    }
     guard let record = try? store.commit(
       bucket: bucket, name: name, temporaryPath: upload.temporaryPath, size: upload.size, hashes: upload.hashes, metadata: metadata)
     else {

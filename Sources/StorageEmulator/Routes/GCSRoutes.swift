@@ -128,6 +128,7 @@ struct GCSRoutes {
     switch type {
     case "media":
       guard let name = request.query["name"], !name.isEmpty else { return Self.error(400, "required", "name is required") }
+      if let problem = ObjectStore.nameProblem(name) { return Self.error(400, "invalid", problem) }
       if let failed = preconditionFailure(store.get(bucket, name), request.query) { return failed }
       var metadata: [String: Any] = [:]
       if let contentType = request.header("content-type") { metadata["contentType"] = contentType }
@@ -151,6 +152,10 @@ struct GCSRoutes {
         unlink(upload.temporaryPath)
         return Self.error(400, "required", "name is required")
       }
+      if let problem = ObjectStore.nameProblem(name) {
+        unlink(upload.temporaryPath)
+        return Self.error(400, "invalid", problem)
+      }
       if let failed = preconditionFailure(store.get(bucket, name), request.query) {
         unlink(upload.temporaryPath)
         return failed
@@ -171,6 +176,7 @@ struct GCSRoutes {
       guard let name = (metadata["name"] as? String) ?? request.query["name"], !name.isEmpty else {
         return Self.error(400, "required", "name is required")
       }
+      if let problem = ObjectStore.nameProblem(name) { return Self.error(400, "invalid", problem) }
       if metadata["contentType"] == nil, let t = request.header("x-upload-content-type") { metadata["contentType"] = t }
       let session = uploads.create(bucket: bucket, name: name, metadata: metadata, store: store)
       guard session.fd >= 0 else { return Self.error(500, "internalError", "cannot create an upload file") }

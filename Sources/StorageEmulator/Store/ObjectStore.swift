@@ -36,8 +36,21 @@ final class ObjectStore: @unchecked Sendable {
 
   init(root: URL) throws {
     self.root = root
-    try FileManager.default.createDirectory(at: tmpFolder, withIntermediateDirectories: true)
+    // Private, like staging: side files hold download tokens, which are enough to read an
+    // object whatever --require-token says.
+    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    try FileManager.default.createDirectory(at: tmpFolder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     try load()
+  }
+
+  /// Folders 0700 and files 0600 (a store written by an older version was readable by all).
+  private static func tighten(_ path: String, folder: Bool) {
+    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (folder ? O_DIRECTORY : 0))
+    guard fd >= 0 else { return }
+    var st = stat()
+    let wanted: mode_t = folder ? 0o700 : 0o600
+    if fstat(fd, &st) == 0, st.st_uid == geteuid(), st.st_mode & 0o777 != wanted { fchmod(fd, wanted) }
+    close(fd)
   }
 
   var tmpFolder: URL { root.appendingPathComponent(".tmp", isDirectory: true) }
@@ -54,8 +67,14 @@ final class ObjectStore: @unchecked Sendable {
     let fm = FileManager.default
     let decoder = JSONDecoder()
     var records: [ObjectRecord] = []
+    Self.tighten(root.path, folder: true)
+    Self.tighten(tmpFolder.path, folder: true)
     for folder in (try? fm.contentsOfDirectory(atPath: root.path)) ?? [] where folder.hasPrefix("b-") {
       let dir = root.appendingPathComponent(folder)
+      Self.tighten(dir.path, folder: true)
+      for file in (try? fm.contentsOfDirectory(atPath: dir.path)) ?? [] {
+        Self.tighten(dir.appendingPathComponent(file).path, folder: false)
+      }
       for file in (try? fm.contentsOfDirectory(atPath: dir.path)) ?? [] where file.hasSuffix(".json") {
         guard let data = fm.contents(atPath: dir.appendingPathComponent(file).path),
           let record = try? decoder.decode(ObjectRecord.self, from: data)
@@ -109,13 +128,30 @@ final class ObjectStore: @unchecked Sendable {
     return (path, fd)
   }
 
+  /// Why GCS would refuse `name` (nil when it takes it): names are 1…1,024 bytes of UTF-8, with
+  /// no carriage return or line feed, and neither `.` nor `..`.
+  static func nameProblem(_ name: String) -> String? {
+    let count = name.utf8.count
+    if count == 0 { return "an object name may not be empty" }
+    if count > 1024 { return "an object name may be at most 1024 bytes of UTF-8, not \(count)" }
+    if name.utf8.contains(where: { $0 == 10 || $0 == 13 }) { return "an object name may not contain carriage returns or line feeds" }
+    if name == "." || name == ".." { return "an object name may not be . or .." }
+    return nil
+  }
+
+  enum Refusal: Error {
+    case invalidName(String)
+  }
+
   /// Makes a finished upload visible as the newest generation of `name`.
   func commit(
     bucket: String, name: String, temporaryPath: String, size: Int64, hashes: ObjectHashes,
     metadata: [String: Any]
   ) throws -> ObjectRecord {
+    if let problem = Self.nameProblem(name) { throw Refusal.invalidName(problem) }
     let folder = bucketFolder(bucket)
-    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+      at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     let generation = nextGeneration()
     let (md5, crc) = hashes.finish()
     let now = Int64(Date().timeIntervalSince1970 * 1000)
@@ -128,22 +164,46 @@ final class ObjectStore: @unchecked Sendable {
     if rename(temporaryPath, folder.appendingPathComponent(dataFile).path) != 0 {
       throw CocoaError(.fileWriteUnknown)
     }
-    let old = try save(record)
-    if let old, old.dataFile != record.dataFile {
-      unlink(folder.appendingPathComponent(old.dataFile).path)
+    switch try save(record) {
+    case .saved(let old):
+      if let old, old.dataFile != record.dataFile { unlink(folder.appendingPathComponent(old.dataFile).path) }
+    case .superseded:
+      // A commit that got a higher generation finished first: it stays the object, and this
+      // one is as if overwritten at once (GCS keeps the highest generation too).
+      unlink(folder.appendingPathComponent(record.dataFile).path)
     }
     return record
   }
 
-  /// Writes the side file atomically and updates the index; returns the record it replaced.
+  enum Saved {
+    /// The index holds the record; the one it replaced, if any.
+    case saved(ObjectRecord?)
+    /// The index holds a newer generation of the name, which stays.
+    case superseded
+  }
+
+  /// Writes the side file atomically and updates the index, unless the index holds a newer
+  /// generation of the name already: generations only grow, whatever order commits finish in.
   @discardableResult
-  func save(_ record: ObjectRecord) throws -> ObjectRecord? {
+  func save(_ record: ObjectRecord) throws -> Saved {
     let encoder = JSONEncoder()
     let data = try encoder.encode(record)
     let side = sideFile(record.bucket, record.name)
     let tmp = tmpFolder.appendingPathComponent(UUID().uuidString + ".json")
-    try data.write(to: tmp)
-    return try buckets.withLock { all -> ObjectRecord? in
+    // Private: the side file holds the download tokens.
+    let fd = open(tmp.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw CocoaError(.fileWriteUnknown) }
+    let written = data.withUnsafeBytes { raw in Foundation.write(fd, raw.baseAddress!, raw.count) == raw.count }
+    close(fd)
+    guard written else {
+      unlink(tmp.path)
+      throw CocoaError(.fileWriteUnknown)
+    }
+    return try buckets.withLock { all -> Saved in
+      if let current = all[record.bucket]?.records[Key(record.name)], current.generation > record.generation {
+        unlink(tmp.path)
+        return .superseded
+      }
       // Renaming under the lock keeps the side file and the index in the same order of writes.
       if rename(tmp.path, side.path) != 0 { throw CocoaError(.fileWriteUnknown) }
       // Changed in place: a copy of the bucket (`var b = all[name]`) would copy every record on
@@ -155,7 +215,7 @@ final class ObjectStore: @unchecked Sendable {
         let at = all[record.bucket]!.lowerBound(key)
         all[record.bucket]!.sorted.insert(key, at: at)
       }
-      return old
+      return .saved(old)
     }
   }
 

@@ -1,0 +1,94 @@
+@testable import BucketFS
+import Foundation
+import StorageCore
+import Synchronization
+import Testing
+
+/// Numbers and flags from outside, staged copies damaged while they fill, and staged data whose
+/// index was lost.
+@Suite struct HardeningTests {
+  func parse(_ list: String) -> Result<MountOptions, MountOptions.ParseError> {
+    var options = MountOptions()
+    do throws(MountOptions.ParseError) {
+      try options.apply(list)
+      return .success(options)
+    } catch {
+      return .failure(error)
+    }
+  }
+
+  @Test func outOfRangeNumbersAreUsageErrors() {
+    for bad in ["cache_size=100000000T", "stage_max_file=99999999999G", "staging_size=9223372036854775807K",
+      "read_timeout=inf", "read_timeout=1e300", "read_timeout=nan", "metadata_ttl=-1", "read_timeout=0", "uid=99999999999"]
+    {
+      guard case .failure(let error) = parse(bad) else {
+        Issue.record("\(bad) was accepted")
+        continue
+      }
+      #expect(error.description.contains(bad.split(separator: "=")[0]), "\(bad): \(error)")
+    }
+    #expect((try? parse("cache_size=64M,read_timeout=2.5").get())?.cacheSize == 64 << 20)
+  }
+
+  @Test func booleanOptionsTakeWhatMountUsersWrite() throws {
+    #expect(try parse("offline").get().offline)
+    #expect(try parse("offline=yes").get().offline)
+    #expect(try !parse("offline=no").get().offline)
+    #expect(try !parse("offline=0").get().offline)
+    #expect(try !parse("allow_other=0").get().allowOther)
+    #expect(try !parse("allow_other=false").get().allowOther)
+    #expect(try parse("allow_other=1").get().allowOther)
+    guard case .failure(let error) = parse("offline=maybe") else {
+      Issue.record("offline=maybe was accepted")
+      return
+    }
+    #expect(error.description.contains("offline"))
+  }
+
+  /// A block of a copy that is still filling, changed on disk after it arrived, is not served:
+  /// the copy is dropped and the read goes elsewhere.
+  @Test func aPartialCopyDamagedWhileFillingIsNotServed() async throws {
+    let client = MemoryObjectClient()
+    let size = 3 * Int(PartialCopy.fetchSize)
+    let data = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) })
+    client.put("obj", data)
+    let metadata = try await client.metadata(of: "obj")
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let path = folder.appendingPathComponent("obj.part").path
+    let made = PartialCopy(
+      name: "obj", metadata: metadata, path: path, client: client, writer: StagingWriter(), log: { _ in }, onEnd: { _, _ in })
+    let copy = try #require(made)
+    let block = Int64(PartialCopy.blockSize)
+    try await copy.wait(offset: 0, end: 4 * block)
+    // Served while intact, and equal to the object.
+    guard case .buffer(let intact)? = copy.verifiedReply(offset: 10, end: 3 * block) else {
+      Issue.record("an intact block was not served")
+      return
+    }
+    #expect(Data(intact.bytes) == data.subdata(in: 10..<Int(3 * block)))
+    // A flipped byte in block 1.
+    let fd = open(path, O_RDWR)
+    var byte: UInt8 = 0
+    _ = Foundation.pread(fd, &byte, 1, off_t(block + 100))
+    byte ^= 0xFF
+    _ = Foundation.pwrite(fd, &byte, 1, off_t(block + 100))
+    close(fd)
+    #expect(copy.verifiedReply(offset: block, end: 2 * block).map { _ in 1 } == nil)
+    #expect(copy.isBroken)
+  }
+
+  @Test func stagedDataWithoutAnIndexIsRemoved() throws {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("orphans-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let first = try StagingArea(folder: folder, bucket: "bk", sizeLimit: 1 << 30, maxFile: 1 << 30, log: { _ in })
+    let orphan = first.folder.appendingPathComponent(String(repeating: "a", count: 40) + "-7.data")
+    let leftover = first.folder.appendingPathComponent("x.json.tmp-123")
+    try Data(count: 1 << 20).write(to: orphan)
+    try Data("{".utf8).write(to: leftover)
+    _ = try StagingArea(folder: folder, bucket: "bk", sizeLimit: 1 << 30, maxFile: 1 << 30, log: { _ in })
+    #expect(!FileManager.default.fileExists(atPath: orphan.path))
+    #expect(!FileManager.default.fileExists(atPath: leftover.path))
+  }
+}
