@@ -306,7 +306,8 @@ public final class BucketFilesystem: Sendable {
     return Metrics.Readings(
       cacheBytes: cache.bytesCached, cacheEvictions: cache.evictions, stagingBytes: stagedBytes, stagingFiles: stagedFiles,
       openHandles: openFiles.count, retries: TransferCounters.retries.load(ordering: .relaxed),
-      tokenRefreshes: tokenRefreshes(), transferLoopAge: transferLoopAge())
+      tokenRefreshes: tokenRefreshes(), transferLoopAge: transferLoopAge(),
+      stagingBuffersFree: staging?.buffersFree ?? StagingWriter.poolSize)
   }
 
   /// The extended attribute of the mount's root that `bucketfs stats` reads.

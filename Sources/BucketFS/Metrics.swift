@@ -59,6 +59,7 @@ public final class Metrics: Sendable {
     var tokenRefreshes: Int
     /// Seconds since the transfer loop last began a turn.
     var transferLoopAge: Double
+    var stagingBuffersFree: Int
   }
 
   private static func label(_ text: String) -> String {
@@ -93,6 +94,9 @@ public final class Metrics: Sendable {
     single("bucketfs_block_cache_bytes", "gauge", "Bytes held by the block cache.", r.cacheBytes)
     single("bucketfs_staging_bytes", "gauge", "Bytes of complete staged copies.", r.stagingBytes)
     single("bucketfs_staging_files", "gauge", "Complete staged copies.", r.stagingFiles)
+    single(
+      "bucketfs_staging_buffers_free", "gauge", "Staging write buffers free (\(StagingWriter.poolSize) when nothing is being staged).",
+      r.stagingBuffersFree)
     single("bucketfs_open_handles", "gauge", "Files open through the mount.", r.openHandles)
     single("bucketfs_retries_total", "counter", "Requests retried after a failure.", r.retries)
     single("bucketfs_token_refreshes_total", "counter", "Tokens fetched from the credential source.", r.tokenRefreshes)

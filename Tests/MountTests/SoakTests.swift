@@ -58,6 +58,54 @@ import Testing
     #expect(wrong == 0, "\(wrong) files read with wrong bytes")
   }
 
+  /// Staging GETs that give up mid-buffer (a stalled server, past read_timeout), that break
+  /// (resets) or that end early give every staging buffer back: once the readers are done, all
+  /// of them are free (a GET whose buffer was lost would leave later readers waiting for good),
+  /// on both APIs.
+  @Test(arguments: ["firebase", "gcs"]) func everyStagingBufferComesBack(api: String) async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    var files: [Data] = []
+    for i in 0..<6 {
+      let data = randomData(6 << 20, seed: UInt64(9100 + i))
+      _ = try await fx.put("back/f\(i).bin", data)
+      files.append(data)
+    }
+    let port = Int.random(in: 20_000...60_000)
+    let m = try fx.mount(options: ["metrics=127.0.0.1:\(port)", "read_timeout=2"], extra: ["--api", api], name: api)
+    let expected = files
+    let wrong = Mutex(0)
+    func readAll() {
+      DispatchQueue.concurrentPerform(iterations: 6) { i in
+        // An error is allowed while the server misbehaves; other bytes are not.
+        if case .success(let got) = readFile(m.path("back/f\(i).bin")), got != expected[i] { wrong.withLock { $0 += 1 } }
+      }
+    }
+    var stalls = Faults()
+    stalls.stallAfterBytes = 100_000
+    stalls.limit = 12
+    fx.emulator?.setFaults(stalls)
+    readAll()
+    var resets = Faults()
+    resets.resetAfterBytes = 150_000
+    resets.limit = 30
+    fx.emulator?.setFaults(resets)
+    readAll()
+    fx.emulator?.setFaults(Faults())
+    // Whole and right once the server behaves.
+    for i in 0..<6 { #expect(try readFile(m.path("back/f\(i).bin")).get() == files[i]) }
+    #expect(wrong.withLock { $0 } == 0)
+    var free = -1.0
+    for _ in 0..<150 {
+      let page = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/metrics")).body, as: UTF8.self)
+      free = page.split(separator: "\n").first { $0.hasPrefix("bucketfs_staging_buffers_free ") }
+        .flatMap { $0.split(separator: " ").last }.flatMap { Double($0) } ?? -1
+      if free == 16 { break }
+      try await Task.sleep(for: .milliseconds(100))
+    }
+    #expect(free == 16, "\(free) of 16 staging buffers free 15 s after the readers were done")
+  }
+
   /// A server that answers nothing in time: `stat`, `ls` and `getfattr` of names the mount has
   /// not seen get EIO within read_timeout rather than waiting for the server.
   @Test func metadataRequestsEndWithinTheirBound() async throws {

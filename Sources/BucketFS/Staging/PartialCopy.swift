@@ -239,10 +239,17 @@ public final class PartialCopy: Sendable {
       }
     }
     do throws(StorageError) {
-      let count = try await client.read(name, range: bytes, generation: metadata.generation, valve: valve) {
-        [self] chunk, offset in
-        if stopped.load(ordering: .relaxed) { return .stop }
-        return writer.add(chunk, at: offset)
+      let count: Int64
+      do {
+        count = try await client.read(name, range: bytes, generation: metadata.generation, valve: valve) {
+          [self] chunk, offset in
+          if stopped.load(ordering: .relaxed) { return .stop }
+          return writer.add(chunk, at: offset)
+        }
+        writer.close()
+      } catch {
+        writer.close()
+        throw error
       }
       guard count == Int64(bytes.count) else {
         throw StorageError(
@@ -398,8 +405,15 @@ final class BlockWriter: @unchecked Sendable {
     bufferStart = Int64(run.lowerBound) * blockSize
   }
 
-  deinit {
-    if let buffer { writer.giveBack(buffer) }
+  deinit { close() }
+
+  /// The GET ended: a buffer still held (bytes of an unfinished block) and a buffer handed to
+  /// this GET but not used go back to the pool, and the GET leaves the queue for buffers.
+  func close() {
+    if let buffer {
+      self.buffer = nil
+      writer.giveBack(buffer)
+    }
     writer.release(claim)
   }
 

@@ -58,6 +58,9 @@ public final class StagingArea: Sendable {
   private let writer = DispatchQueue(label: "bucketfs.staging.writer")
   /// Writes the bytes of partial copies.
   private let copyWriter = StagingWriter()
+
+  /// Staging buffers neither held by a GET nor being written (all of them when quiet).
+  public var buffersFree: Int { copyWriter.free }
   /// Checksums finished downloads (reads them back whole) off the task pool.
   private let verifier = DispatchQueue(label: "bucketfs.staging.verifier")
   static let checksumsKey = "bucketfs.blockCRC32C"

@@ -85,6 +85,9 @@ final class StagingWriter: Sendable {
     if let granted { giveBack(granted) }
   }
 
+  /// Buffers that are neither held nor being written (spare, or never allocated).
+  var free: Int { state.withLock { $0.spare.count + Self.poolSize - $0.allocated } }
+
   /// Runs `work` in order with the writes.
   func perform(_ work: @escaping @Sendable () -> Void) {
     queue.async(execute: work)

@@ -5,7 +5,8 @@ import Synchronization
 
 public final class DeliveryValve: Sendable {
   private struct State {
-    var transfer: HTTPTransfer?
+    /// Weak: the transfer holds the consumer, which holds this valve.
+    weak var transfer: HTTPTransfer?
     /// Opened while nobody waited (a delivery without a transfer reads it on its next wait).
     var opened = false
     var waiter: CheckedContinuation<Void, Never>?
