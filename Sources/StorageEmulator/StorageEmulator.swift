@@ -81,6 +81,9 @@ public final class StorageEmulator: Sendable {
   /// Response body bytes sent so far (what a test counts to see that nothing is fetched twice).
   public var bodyBytesSent: Int { server.bodyBytesSent.load(ordering: .relaxed) }
 
+  /// Connections accepted so far: a client that reuses its connections opens few.
+  public var connectionsAccepted: Int { server.connectionsAccepted.load(ordering: .relaxed) }
+
   /// Connections open right now (idle keep-alive ones included).
   public var openConnections: Int { server.connections.count }
 
@@ -113,6 +116,7 @@ final class RoutesBox: @unchecked Sendable {
         "requests": server?.requestsServed.load(ordering: .relaxed) ?? 0,
         "bodyBytesSent": server?.bodyBytesSent.load(ordering: .relaxed) ?? 0,
         "tokenGrants": authority?.grants ?? 0,
+        "connectionsAccepted": server?.connectionsAccepted.load(ordering: .relaxed) ?? 0,
       ])
     }
     if path.hasPrefix("/storage/v1/") || path.hasPrefix("/upload/storage/v1/") || path.hasPrefix("/download/storage/v1/") {

@@ -2,6 +2,36 @@ import Foundation
 import Testing
 
 @Suite struct CommandTests {
+  /// `cp -r` of 60 objects (8 at a time) opens about as many connections as it has requests in
+  /// flight, not one per object.
+  @Test func recursiveCopyReusesConnections() throws {
+    let server = try ServeProcess()
+    defer { withExtendedLifetime(server) {} }
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
+    let source = dir.appendingPathComponent("src")
+    try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    for i in 0..<60 { try Data(repeating: UInt8(i), count: 20_000 + i).write(to: source.appendingPathComponent("f\(i).bin")) }
+    var r = try runBucketfs(["cp", "-r", "--no-progress", source.path, "gs://bk/many", "--emulator", server.address])
+    #expect(r.status == 0, "\(r.stderr)")
+    func accepted() throws -> Int {
+      let curl = Process()
+      curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+      curl.arguments = ["-sf", "http://\(server.address)/emulator/v1/stats"]
+      let pipe = Pipe()
+      curl.standardOutput = pipe
+      try curl.run()
+      let data = pipe.fileHandleForReading.readDataToEndOfFile()
+      curl.waitUntilExit()
+      return (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["connectionsAccepted"] as? Int ?? -1
+    }
+    let before = try accepted()
+    r = try runBucketfs(["cp", "-r", "--no-progress", "gs://bk/many", dir.appendingPathComponent("back").path, "--emulator", server.address])
+    #expect(r.status == 0, "\(r.stderr)")
+    let opened = try accepted() - before - 1
+    #expect(opened <= 12, "\(opened) connections to copy 60 objects")
+  }
+
   /// A name with terminal escapes and a line break is listed with them written out, never raw.
   @Test func lsWritesControlCharactersAsEscapes() throws {
     let server = try ServeProcess()

@@ -83,7 +83,7 @@ import Testing
     let names = [
       "with space.txt", "unicode-é-ü-ß.txt", "日本語/ファイル.txt", "emoji-🙂.txt", "percent%20literal", "100%",
       "hash#tag", "question?mark", "plus+sign", "amp&ersand", "quote'single", "quote\"double", "back\\slash",
-      "star*", "colon:name", "tab\tname", "newline\nname", "-dash-start", ".hidden", "...", String(repeating: "x", count: 255),
+      "star*", "colon:name", "tab\tname", "bell\u{07}name", "-dash-start", ".hidden", "...", String(repeating: "x", count: 255),
     ]
     for name in names { _ = try await fx.put("odd/" + name, Data(("content of " + name).utf8)) }
     let m = try fx.mount()

@@ -21,6 +21,7 @@ final class HTTPServer: @unchecked Sendable {
   private let stopped = Atomic<Bool>(false)
   /// Requests answered so far (tests use it to count round trips).
   let requestsServed = Atomic<Int>(0)
+  let connectionsAccepted = Atomic<Int>(0)
   /// Response body bytes written so far.
   let bodyBytesSent = Atomic<Int>(0)
 
@@ -109,6 +110,7 @@ final class HTTPServer: @unchecked Sendable {
           continue
         }
       }
+      connectionsAccepted.add(1, ordering: .relaxed)
       if connections.count >= maxConnections && !connections.closeLongestIdle() {
         // Full of busy connections: say so rather than queue without bound.
         refuse(fd)
