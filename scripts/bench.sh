@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MIB=1024
+DISTANCE_ONLY=
 [ "${1:-}" = "--size-mib" ] && SIZE_MIB=$2
+[ "${1:-}" = "--distance-only" ] && DISTANCE_ONLY=1
 scripts/install-deps.sh
 export PATH=/opt/swift/usr/bin:$PATH
 swift build -c release --product bucketfs >/dev/null
@@ -30,6 +32,21 @@ now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 row() { printf '%-44s %10s %10s %8s\n' "$@"; }
+
+if [ -n "$DISTANCE_ONLY" ]; then
+  # Only the bucket far away: the small files it reads, then its rows.
+  python3 - "$EMU_ADDR" <<'PY'
+import http.client, sys
+host, port = sys.argv[1].split(":")
+c = http.client.HTTPConnection(host, int(port))
+for i in range(200):
+    n = f"small/s{i:04d}.txt"
+    c.request("POST", "/v0/b/bench/o?name=" + n.replace("/", "%2F"), (n * 400)[:4096].encode(), {"Content-Type": "text/plain"})
+    c.getresponse().read()
+PY
+  . scripts/bench-distance.sh
+  exit 0
+fi
 
 echo "bucketfs bench: $SIZE_MIB MiB object, emulator $EMU_ADDR, $(nproc) cores"
 head -c $((SIZE_MIB << 20)) /dev/urandom >"$WORK/big.bin"
@@ -63,5 +80,6 @@ row "upload $SIZE_MIB MiB: cp vs curl (s)" "$curl_up" "$bfs_up" "$(ratio "$curl_
 if [ -f scripts/bench-mount.sh ]; then
   . scripts/bench-mount.sh
   fusermount3 -u "$MNT" 2>/dev/null || true
+  . scripts/bench-distance.sh
   . scripts/bench-rclone.sh
 fi

@@ -47,6 +47,9 @@ public final class BucketFilesystem: Sendable {
   }
 
   private let openFiles = HandleTable<OpenFile>()
+  private let folderReadAhead = FolderReadAhead()
+  /// Read-ahead GETs across files in flight, across folders.
+  private let readAheadSlots = ReadAheadSlots(FolderReadAhead.concurrency)
   private let openDirs = HandleTable<[DirectoryEntry]>()
   /// The generation each inode had when last opened: when it is unchanged the kernel may keep
   /// its page cache across opens.
@@ -193,6 +196,7 @@ public final class BucketFilesystem: Sendable {
     }
     let file = OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy)
     let fh = openFiles.add(file)
+    readAhead(after: node)
     if copy != nil {
       // Opened but not read soon (or read only after a while): stage anyway.
       Task {
@@ -201,6 +205,42 @@ public final class BucketFilesystem: Sendable {
       }
     }
     return (fh, keep)
+  }
+
+  /// When `node` was opened right after the entry before it in its folder's listing, fetches
+  /// the next small files whole into the block cache, so that their opens find them there. Only
+  /// files a first read stages whole (or, without staging, up to 1 MiB): larger ones are read
+  /// into their staged copies instead.
+  private func readAhead(after node: InodeTable.Node) {
+    guard !options.offline, node.objectName != nil else { return }
+    let dir = node.path.contains("/") ? String(node.path[..<node.path.lastIndex(of: "/")!]) : ""
+    let name = String(node.path.split(separator: "/").last ?? "")
+    guard let entries = namespace.entriesIfCached(dir), let index = entries.firstIndex(where: { $0.name == name }) else { return }
+    let wanted = folderReadAhead.opened(dir: dir, index: index, count: entries.count)
+    guard !wanted.isEmpty else { return }
+    let largest = staging == nil ? Int64(1 << 20) : StagingArea.smallObject
+    let candidates = entries[wanted].filter { !$0.isDirectory && $0.objectName != nil && ($0.metadata?.size ?? 0) <= largest }
+    metrics.readAheadFiles.add(candidates.count, ordering: .relaxed)
+    Task { [self] in
+      await withTaskGroup(of: Void.self) { group in
+        for entry in candidates {
+          // A slot first: a few GETs at a time, across every folder being read.
+          await readAheadSlots.acquire()
+          group.addTask { [self] in
+            defer { readAheadSlots.release() }
+            guard let entryName = entry.objectName else { return }
+            var known = entry.metadata
+            if known == nil { known = try? await namespace.fileMetadata(entryName) }
+            guard let m = known, m.size <= largest else { return }
+            let fullName = prefix + entryName
+            // Staged already, or cached: nothing to fetch.
+            if staging?.status(fullName, generation: m.generation, size: m.size) == .complete { return }
+            if cache.cached(BlockCache.Key(name: fullName, generation: m.generation, page: 0)) != nil { return }
+            await ObjectReader(client: bucketClient, cache: cache, name: fullName, generation: m.generation, size: m.size).fetchAhead()
+          }
+        }
+      }
+    }
   }
 
   /// Starts filling `file`'s staged copy once: the gaps its reads leave are fetched in the

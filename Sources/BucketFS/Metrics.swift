@@ -25,6 +25,8 @@ public final class Metrics: Sendable {
   let cacheMisses = Atomic<Int>(0)
   /// FUSE requests answered with EIO because nothing else answered within their bound.
   let fuseTimeouts = Atomic<Int>(0)
+  /// Files fetched ahead of their open because a process read their folder in order.
+  let readAheadFiles = Atomic<Int>(0)
   /// Times the transfer loop was seen held up for more than a second.
   public let transferLoopStalls = Atomic<Int>(0)
 
@@ -100,6 +102,9 @@ public final class Metrics: Sendable {
     single("bucketfs_open_handles", "gauge", "Files open through the mount.", r.openHandles)
     single("bucketfs_retries_total", "counter", "Requests retried after a failure.", r.retries)
     single("bucketfs_token_refreshes_total", "counter", "Tokens fetched from the credential source.", r.tokenRefreshes)
+    single(
+      "bucketfs_readahead_files_total", "counter", "Files fetched ahead of their open (a folder read in listing order).",
+      readAheadFiles.load(ordering: .relaxed))
     single("bucketfs_fuse_timeouts_total", "counter", "FUSE requests answered EIO for passing their bound.", fuseTimeouts.load(ordering: .relaxed))
     single(
       "bucketfs_transfer_loop_seconds_since_turn", "gauge",
@@ -136,6 +141,7 @@ public final class Metrics: Sendable {
       ("FUSE operations", "\(ops)"),
       ("retries", "\(r.retries)"),
       ("token refreshes", "\(r.tokenRefreshes)"),
+      ("files read ahead", "\(readAheadFiles.load(ordering: .relaxed))"),
       ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),
       ("transfer loop", String(format: "last turned %.2f s ago, %d stalls", r.transferLoopAge, transferLoopStalls.load(ordering: .relaxed))),
     ]

@@ -281,6 +281,9 @@ final class Namespace: Sendable {
     })
   }
 
+  /// The cached listing of folder `dir`, if any (no request).
+  func entriesIfCached(_ dir: String) -> [DirectoryEntry]? { listings.get(dir) }
+
   /// What a lookup can answer without a request: from a cached listing (when it has the
   /// entry's attributes) or a cached absence; nil when the async path must ask.
   func resolveIfCached(dir: String, name: String) -> Result<DirectoryEntry, FSError>? {

@@ -91,6 +91,17 @@ public final class ObjectReader: Sendable {
     if !ahead.isEmpty { fetch(pages: ahead, prefetch: true) }
   }
 
+  /// Fetches the whole object into the block cache as a prefetch (refused when the cache's
+  /// prefetch budget is spent) and waits until it is there or has failed.
+  func fetchAhead() async {
+    guard size > 0 else { return }
+    let lastPage = (size - 1) / Self.pageSize
+    fetch(pages: 0..<(lastPage + 1), prefetch: true)
+    for page in 0...lastPage {
+      if let run = cache.inflight(BlockCache.Key(name: name, generation: generation, page: page)) { _ = await run.wait() }
+    }
+  }
+
   public func read(offset: Int64, count: Int) async throws(StorageError) -> Data {
     guard let data = try await reply(offset: offset, count: count).data() else {
       throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")

@@ -15,9 +15,15 @@ public final class DeliveryValve: Sendable {
 
   public init() {}
 
-  /// The transfer now delivering (a resumed read starts a new one).
+  /// The transfer now delivering (a resumed read starts a new one). An opening that found no
+  /// transfer is passed on to it, so that it cannot be lost.
   func attach(_ transfer: HTTPTransfer) {
-    state.withLock { $0.transfer = transfer }
+    let pending = state.withLock { s -> Bool in
+      s.transfer = transfer
+      defer { s.opened = false }
+      return s.opened
+    }
+    if pending { transfer.resumeReceiving() }
   }
 
   /// Lets a paused delivery go on.

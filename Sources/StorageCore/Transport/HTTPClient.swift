@@ -62,12 +62,24 @@ public final class HTTPClient: @unchecked Sendable {
     onFlow: @escaping HTTPTransfer.FlowHandler,
     onComplete: @escaping HTTPTransfer.CompletionHandler
   ) -> HTTPTransfer {
+    let transfer = makeTransfer(request, timeouts: timeouts, onHead: onHead, onFlow: onFlow, onComplete: onComplete)
+    enqueue(transfer)
+    return transfer
+  }
+
+  private func makeTransfer(
+    _ request: HTTPRequest, timeouts: TransportTimeouts, onHead: @escaping HTTPTransfer.HeadHandler,
+    onFlow: @escaping HTTPTransfer.FlowHandler, onComplete: @escaping HTTPTransfer.CompletionHandler
+  ) -> HTTPTransfer {
     let transfer = HTTPTransfer(
       request: request, timeouts: timeouts, onHead: onHead, onData: onFlow, onComplete: onComplete)
     transfer.client = self
+    return transfer
+  }
+
+  private func enqueue(_ transfer: HTTPTransfer) {
     pending.withLock { $0.append(transfer) }
     wake()
-    return transfer
   }
 
   /// Runs a request to completion, streaming the body through `onData`; cancelling the calling
@@ -91,11 +103,15 @@ public final class HTTPClient: @unchecked Sendable {
     let box = TransferBox()
     let result: Result<HTTPResponseHead, TransportError> = await withTaskCancellationHandler {
       await withCheckedContinuation { cont in
-        let transfer = start(
+        let transfer = makeTransfer(
           request, timeouts: timeouts, onHead: onHead, onFlow: onFlow,
           onComplete: { cont.resume(returning: $0) })
+        // Before the transfer can run: a handler that pauses it must find it attached wherever
+        // it is resumed from (a resume before the attach would be lost, and the transfer
+        // would wait for good).
         started(transfer)
         if box.set(transfer) { transfer.cancel() }
+        enqueue(transfer)
       }
     } onCancel: {
       box.cancel()

@@ -1,0 +1,79 @@
+# Part of bench.sh (sourced, after bench-mount.sh filled small/): the bucket far away. A loopback
+# proxy (delay-proxy.py) delays each direction by 10 ms and 50 ms and holds each new connection
+# for a round trip; `cat` of small files through the mount against a raw client that fetches the
+# same files one after another on one keep-alive connection, on both APIs, and the connections
+# the mount opened. Can also run alone: scripts/bench.sh --distance-only.
+DIST_MNT="$WORK/dmnt"
+mkdir -p "$DIST_MNT"
+
+# start_proxy MS: a delaying proxy in front of the emulator; sets PROXY_PID, PROXY_ADDR.
+start_proxy() {
+  local log="$WORK/proxy-$1.log"
+  python3 scripts/delay-proxy.py --target "$EMU_ADDR" --delay-ms "$1" --seconds 900 >"$log" 2>&1 &
+  PROXY_PID=$!
+  PIDS+=("$PROXY_PID")
+  for _ in $(seq 1 100); do grep -q '^port ' "$log" 2>/dev/null && break; sleep 0.05; done
+  PROXY_ADDR="127.0.0.1:$(awk '/^port / {print $2}' "$log")"
+}
+stop_proxy() {
+  kill "$PROXY_PID" 2>/dev/null || true
+  wait "$PROXY_PID" 2>/dev/null || true
+}
+proxy_connections() { awk '/^connections / {print $2}' "$WORK/proxy-$1.log"; }
+
+# raw_client API COUNT: seconds for one keep-alive connection to GET COUNT small files in turn.
+raw_client() {
+  python3 - "$PROXY_ADDR" "$1" "$2" <<'PY'
+import http.client, sys, time, urllib.parse
+addr, api, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+host, port = addr.rsplit(":", 1)
+conn = http.client.HTTPConnection(host, int(port))
+t = time.perf_counter()
+for i in range(count):
+    name = urllib.parse.quote(f"small/s{i:04d}.txt", safe="")
+    path = f"/v0/b/bench/o/{name}?alt=media" if api == "firebase" else f"/download/storage/v1/b/bench/o/{name}?alt=media"
+    conn.request("GET", path)
+    r = conn.getresponse()
+    r.read()
+    assert r.status == 200, r.status
+print(f"{time.perf_counter() - t:.3f}")
+PY
+}
+
+# mount_cat API COUNT: seconds for `cat` of COUNT small files through a fresh mount over the proxy
+# (the folder is listed first, as a shell's glob does).
+mount_cat() {
+  rm -rf "$WORK/dstaging"
+  "$BIN" mount gs://bench "$DIST_MNT" -f --api "$1" --emulator "$PROXY_ADDR" -o "staging_dir=$WORK/dstaging" 2>>"$WORK/dmount.log" &
+  local pid=$!
+  PIDS+=("$pid")
+  MOUNTS+=("$DIST_MNT")
+  for _ in $(seq 1 200); do mountpoint -q "$DIST_MNT" && break; sleep 0.05; done
+  local files=() t0 t1
+  for i in $(seq 0 $(($2 - 1))); do files+=("$DIST_MNT/small/s$(printf %04d "$i").txt"); done
+  t0=$(now)
+  ls "$DIST_MNT/small" >/dev/null
+  cat "${files[@]}" >/dev/null
+  t1=$(now)
+  for _ in $(seq 1 50); do fusermount3 -u "$DIST_MNT" 2>/dev/null && break; sleep 0.1; done
+  mountpoint -q "$DIST_MNT" && fusermount3 -u -z "$DIST_MNT"
+  wait "$pid" 2>/dev/null || true
+  secs "$t0" "$t1"
+}
+
+echo
+printf '%-46s %10s %10s %8s %6s\n' "far away: cat of small files (raw = 1 conn)" "raw (s)" "mount (s)" "ratio" "conns"
+for setting in "10 200" "50 60"; do
+  set -- $setting
+  ms=$1; count=$2
+  for api in firebase gcs; do
+    start_proxy "$ms"
+    raw=$(raw_client "$api" "$count")
+    stop_proxy
+    start_proxy "$ms"
+    mnt=$(mount_cat "$api" "$count")
+    stop_proxy
+    conns=$(proxy_connections "$ms")
+    printf '%-46s %10s %10s %8s %6s\n' "$count x 4 KiB, ${ms} ms each way, $api" "$raw" "$mnt" "$(ratio "$raw" "$mnt")x" "$conns"
+  done
+done
