@@ -17,10 +17,14 @@ public struct Faults: Sendable {
   public var limit: Int? = nil
   /// Only requests whose path contains this text are affected (nil = all).
   public var pathFilter: String? = nil
+  /// A request whose target (path and query) contains this text is carried out, and then its
+  /// connection is reset instead of answered: the client never learns that it succeeded
+  /// (counts against `limit`).
+  public var loseAnswerTo: String? = nil
 
   public init() {}
 
   public var isEmpty: Bool {
-    latency == .zero && errorFraction == 0 && resetAfterBytes == nil && stallAfterBytes == nil
+    latency == .zero && errorFraction == 0 && resetAfterBytes == nil && stallAfterBytes == nil && loseAnswerTo == nil
   }
 }

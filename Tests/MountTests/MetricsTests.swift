@@ -27,14 +27,7 @@ import Testing
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }
     let m = try fx.mount(options: ["metrics=127.0.0.1:0"])
-    var port: Int? = nil
-    for _ in 0..<100 where port == nil {
-      if let range = m.log.range(of: "metrics at http://127.0.0.1:") {
-        port = Int(m.log[range.upperBound...].prefix { $0.isNumber })
-      }
-      if port == nil { try await Task.sleep(for: .milliseconds(50)) }
-    }
-    let chosen = try #require(port, "no metrics address in the log: \(m.log)")
+    let chosen = try await metricsPort(m)
     #expect(chosen > 0)
     // Three clients that connect and say nothing.
     var idle: [Int32] = []

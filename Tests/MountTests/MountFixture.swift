@@ -252,3 +252,15 @@ func runTool(_ tool: String, _ args: [String], env: [String: String] = [:]) -> (
   p.waitUntilExit()
   return (p.terminationStatus, String(decoding: out, as: UTF8.self))
 }
+
+/// The port of a mount's metrics page (mounted with `metrics=127.0.0.1:0`), from its log.
+func metricsPort(_ m: MountedBucket) async throws -> Int {
+  for _ in 0..<100 {
+    if let range = m.log.range(of: "metrics at http://127.0.0.1:"), let port = Int(m.log[range.upperBound...].prefix { $0.isNumber }) {
+      return port
+    }
+    try await Task.sleep(for: .milliseconds(50))
+  }
+  Issue.record("no metrics address in the log: \(m.log)")
+  return 0
+}

@@ -71,8 +71,8 @@ import Testing
       _ = try await fx.put("back/f\(i).bin", data)
       files.append(data)
     }
-    let port = Int.random(in: 20_000...60_000)
-    let m = try fx.mount(options: ["metrics=127.0.0.1:\(port)", "read_timeout=2"], extra: ["--api", api], name: api)
+    let m = try fx.mount(options: ["metrics=127.0.0.1:0", "read_timeout=2"], extra: ["--api", api], name: api)
+    let port = try await metricsPort(m)
     let expected = files
     let wrong = Mutex(0)
     func readAll() {

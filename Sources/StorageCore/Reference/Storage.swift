@@ -251,10 +251,20 @@ public final class Storage: Sendable {
     get { settings.withLock { $0.timeouts } }
     set { settings.withLock { $0.timeouts = newValue } }
   }
-  /// Bytes per request of a resumable upload (at least 256 KiB, the protocol's granularity).
+  /// Bytes per request of a resumable upload: a multiple of 256 KiB, the protocol's granularity
+  /// (rounded down, at least 256 KiB; a server that names a coarser granularity gets multiples
+  /// of that).
   public var uploadChunkSize: Int64 {
     get { settings.withLock { $0.uploadChunkSize } }
-    set { settings.withLock { $0.uploadChunkSize = max(256 * 1024, newValue) } }
+    set { settings.withLock { $0.uploadChunkSize = Self.roundedChunk(newValue, granularity: Self.chunkGranularity) } }
+  }
+
+  static let chunkGranularity: Int64 = 256 * 1024
+
+  /// `size` rounded down to a multiple of `granularity`, and at least one.
+  static func roundedChunk(_ size: Int64, granularity: Int64) -> Int64 {
+    let g = max(1, granularity)
+    return max(g, size / g * g)
   }
 
   /// The SDK's name for `uploadChunkSize`.
@@ -314,13 +324,14 @@ public final class Storage: Sendable {
   var wire: any ObjectWire {
     settings.withLock { s in
       let portPart = s.port.map { ":\($0)" } ?? ""
-      let firebaseHost = s.host ?? "firebasestorage.googleapis.com"
-      let firebaseBase = "\(s.scheme)://\(firebaseHost)\(portPart)/v0"
+      // An IPv6 literal goes in brackets in a URL ([::1]:9199).
+      let host = s.host.map { $0.contains(":") && !$0.hasPrefix("[") ? "[\($0)]" : $0 }
+      let firebaseBase = "\(s.scheme)://\(host ?? "firebasestorage.googleapis.com")\(portPart)/v0"
       switch s.api {
       case .firebase:
         return FirebaseWire(base: firebaseBase, token: s.token)
       case .gcs:
-        return GCSWire(root: "\(s.scheme)://\(s.host ?? "storage.googleapis.com")\(portPart)", token: s.token, firebaseBase: firebaseBase)
+        return GCSWire(root: "\(s.scheme)://\(host ?? "storage.googleapis.com")\(portPart)", token: s.token, firebaseBase: firebaseBase)
       }
     }
   }

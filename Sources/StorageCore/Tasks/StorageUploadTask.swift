@@ -31,6 +31,8 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
   let uploadMetadata: StorageMetadata
   let preconditions: Preconditions
   private let session = Mutex<String?>(nil)
+  /// The chunk granularity the server asked for (X-Goog-Upload-Chunk-Granularity), else 256 KiB.
+  private let granularity = Mutex<Int64>(Storage.chunkGranularity)
 
   init(reference: StorageReference, source: Source, metadata: StorageMetadata, preconditions: Preconditions = Preconditions()) {
     self.source = source
@@ -98,7 +100,10 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     var sessionURL = session.withLock { $0 }
     var offset: Int64 = 0
     if let existing = sessionURL {
-      offset = try await queryOffset(existing, runner: runner)
+      switch try await queryOffset(existing, runner: runner) {
+      case .received(let bytes): offset = bytes
+      case .finished(let metadata): return metadata
+      }
     } else {
       let start = try await runner.run(
         wire.startResumableUpload(
@@ -107,13 +112,20 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       guard let url = wire.sessionURL(start.head) else {
         throw StorageError(code: .unknown, object: object, detail: "the server did not start an upload session")
       }
+      if let granularity = start.head["x-goog-upload-chunk-granularity"].flatMap({ Int64($0) }), granularity > 0,
+        granularity <= 1 << 30
+      {
+        self.granularity.withLock { $0 = granularity }
+      }
       sessionURL = url
       session.withLock { $0 = url }
     }
     let url = sessionURL!
-    let (chunkSize, timeouts, budget) = reference.storage.settings.withLock {
+    let (configuredChunk, timeouts, budget) = reference.storage.settings.withLock {
       ($0.uploadChunkSize, $0.timeouts, $0.maxUploadRetryTime)
     }
+    // Every chunk but the last is a multiple of the granularity the server asked for.
+    let chunkSize = Storage.roundedChunk(configuredChunk, granularity: granularity.withLock { $0 })
     var retries = RetryBudget(reference.storage, seconds: budget)
     let size = source.size
     while true {
@@ -160,19 +172,36 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       }
       try await retries.wait(after: failure, retryAfter: retryAfter)
       if Task.isCancelled || phase != .running { return nil }
-      offset = try await queryOffset(url, runner: runner)
+      switch try await queryOffset(url, runner: runner) {
+      case .received(let bytes): offset = bytes
+      case .finished(let metadata): return metadata
+      }
       updateProgress(completed: offset)
     }
   }
 
-  private func queryOffset(_ url: String, runner: RequestRunner) async throws(StorageError) -> Int64 {
+  enum SessionState {
+    case received(Int64)
+    /// The upload finished (its last answer was lost, or a resume came after the end): the
+    /// object is stored, and this is its metadata.
+    case finished(StorageMetadata)
+  }
+
+  /// Where the session stands. A session that says `final` is not sent another command (the
+  /// official emulator answers 400, and GCS would too): its object's metadata is the result,
+  /// from the query's answer when it carries them, else fetched, as the SDKs do.
+  private func queryOffset(_ url: String, runner: RequestRunner) async throws(StorageError) -> SessionState {
     let wire = reference.storage.wire
     // The GCS protocol answers a query with 308, which is not a failure here.
     let response = try await runner.run(wire.queryUpload(sessionURL: url, total: source.size), accepting: 200..<400)
-    guard let (received, _) = wire.receivedBytes(response.head, total: source.size) else {
+    guard let (received, final) = wire.receivedBytes(response.head, total: source.size) else {
       throw StorageError(code: .unknown, object: runner.object, detail: "the upload session did not report its offset")
     }
-    return received
+    guard final else { return .received(received) }
+    if let metadata = try? StorageMetadata(data: response.body).through(reference), metadata.path == reference.fullPath {
+      return .finished(metadata)
+    }
+    return .finished(try await reference.getMetadata())
   }
 }
 

@@ -22,11 +22,12 @@ public struct Backoff: Sendable {
     return max(delay, retryAfter ?? 0)
   }
 
-  /// HTTP statuses that a retry may cure: the iOS SDK's fetcher retries 408, 502, 503 and 504
-  /// (not 500, whose cause a retry rarely cures). 429 is retried here too, after its Retry-After
-  /// when the server gives one: the SDK gives up on it, though the server asks for a retry.
+  /// HTTP statuses that a retry may cure: 408, 429, 500, 502, 503 and 504, as Google's retry
+  /// guidance for Cloud Storage and the JS SDK have them (the iOS SDK's fetcher leaves out 500,
+  /// but GCS answers transient backend failures with it). 429 is retried after its Retry-After
+  /// when the server gives one.
   public static func isRetryable(status: Int) -> Bool {
-    status == 408 || status == 429 || status == 502 || status == 503 || status == 504
+    status == 408 || status == 429 || status == 500 || status == 502 || status == 503 || status == 504
   }
 
   /// A broken connection, a stall (no byte for the stall timeout) or a host that cannot be

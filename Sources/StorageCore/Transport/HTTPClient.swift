@@ -329,7 +329,9 @@ public final class HTTPClient: @unchecked Sendable {
       kind = .timedOut
     case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CONNECT_ERROR:
       kind = .certificate
-    case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING:
+    // SEND_FAIL_REWIND: a kept connection died under a request with a body, and libcurl cannot
+    // send that body again by itself; the caller's retry sends it anew.
+    case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_SEND_FAIL_REWIND:
       kind = .connectionLost
     case CURLE_WRITE_ERROR, CURLE_READ_ERROR:
       kind = .local

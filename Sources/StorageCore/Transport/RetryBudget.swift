@@ -41,7 +41,12 @@ struct RetryBudget: Sendable {
   /// when it was a 401 and fresh credentials are worth one more try at once (the token is
   /// dropped, so the next request fetches another).
   mutating func refreshCredentials(after status: Int, token: AccessToken?) -> Bool {
-    guard status == 401, !refreshedCredentials, let storage, storage.refreshAfterUnauthenticated(token) else { return false }
+    // A 403 too when the token is at or near its end: Firebase rules denials answer 403 where
+    // an expired ID token would get 401 elsewhere (the official emulator does so).
+    let expiring = token?.expiry.map { $0.timeIntervalSinceNow < 60 } ?? false
+    guard status == 401 || (status == 403 && expiring), !refreshedCredentials, let storage,
+      storage.refreshAfterUnauthenticated(token)
+    else { return false }
     refreshedCredentials = true
     return true
   }

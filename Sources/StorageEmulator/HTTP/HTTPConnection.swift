@@ -101,6 +101,11 @@ struct HTTPConnection {
       }
       var request = ServerRequest(method: String(parts[0]), rawPath: path, query: query, headers: headers, body: body)
       let response = server.handle(&request)
+      if server.losesAnswer(target: target) {
+        try? body.discard()
+        reset()
+        return
+      }
       if uploadCut {
         server.noteInjected()
         reset()

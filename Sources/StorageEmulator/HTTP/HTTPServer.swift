@@ -149,6 +149,17 @@ final class HTTPServer: @unchecked Sendable {
     return handler(&request)
   }
 
+  /// True when the answer to the request for `target` is to be lost (see `Faults.loseAnswerTo`).
+  func losesAnswer(target: String) -> Bool {
+    let f = faults.withLock { $0 }
+    guard let text = f.loseAnswerTo, target.contains(text) else { return false }
+    return faultCounter.withLock { counter -> Bool in
+      if let limit = f.limit, counter.injected >= limit { return false }
+      counter.injected += 1
+      return true
+    }
+  }
+
   /// Decides which fault (if any) this request gets.
   func faultPlan(path: String) -> Faults? {
     let f = faults.withLock { $0 }

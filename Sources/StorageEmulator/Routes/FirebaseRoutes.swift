@@ -246,8 +246,10 @@ struct FirebaseRoutes {
       unlink(session.temporaryPath)
       return ServerResponse(status: 200, headers: status())
     }
-    if session.status == "final", let record = session.final {
-      return .json(200, record.firebaseResource(), headers: status())
+    // As the official emulator: a command other than query on a finished session is a 400
+    // (a client whose last answer was lost must query, see `final`, and fetch the metadata).
+    if session.status == "final" {
+      return ServerResponse(status: 400, headers: status(), body: .data(Data("the upload is already final".utf8)))
     }
     guard session.status == "active" else { return .error(400, "the upload was cancelled") }
     if command.contains("upload") {
