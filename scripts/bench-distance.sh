@@ -77,3 +77,50 @@ for setting in "10 200" "50 60"; do
     printf '%-46s %10s %10s %8s %6s\n' "$count x 4 KiB, ${ms} ms each way, $api" "$raw" "$mnt" "$(ratio "$raw" "$mnt")x" "$conns"
   done
 done
+
+# ls -l of a Firebase folder (names only in its pages: an attributes request per object) and
+# cp -r out of the mount, against the object commands, 10 ms each way. `small/` holds the
+# files; bench.sh's full run has 1,000 of them, --distance-only 200.
+start_proxy 10
+n_small=$(python3 - "$EMU_ADDR" <<'PY'
+import http.client, json, sys
+host, port = sys.argv[1].split(":")
+c = http.client.HTTPConnection(host, int(port)); token = None; n = 0
+while True:
+    q = "prefix=small%2F&delimiter=%2F" + (f"&pageToken={token}" if token else "")
+    c.request("GET", "/v0/b/bench/o?" + q); page = json.loads(c.getresponse().read())
+    n += len(page.get("items", [])); token = page.get("nextPageToken")
+    if not token: break
+print(n)
+PY
+)
+rm -rf "$WORK/dstaging" "$WORK/cp-mount" "$WORK/cp-cmd" "$WORK/cp-one"
+"$BIN" mount gs://bench "$DIST_MNT" -f --emulator "$PROXY_ADDR" -o "staging_dir=$WORK/dstaging" 2>>"$WORK/dmount.log" &
+dpid=$!
+PIDS+=("$dpid")
+for _ in $(seq 1 200); do mountpoint -q "$DIST_MNT" && break; sleep 0.05; done
+t0=$(now); ls -l "$DIST_MNT/small" >/dev/null; t1=$(now); lsl_mount=$(secs "$t0" "$t1")
+fusermount3 -u "$DIST_MNT" 2>/dev/null || fusermount3 -u -z "$DIST_MNT"
+wait "$dpid" 2>/dev/null || true
+rm -rf "$WORK/dstaging"
+"$BIN" mount gs://bench "$DIST_MNT" -f --emulator "$PROXY_ADDR" -o "staging_dir=$WORK/dstaging" 2>>"$WORK/dmount.log" &
+dpid=$!
+PIDS+=("$dpid")
+for _ in $(seq 1 200); do mountpoint -q "$DIST_MNT" && break; sleep 0.05; done
+t0=$(now); cp -r "$DIST_MNT/small" "$WORK/cp-mount"; t1=$(now); cp_mount=$(secs "$t0" "$t1")
+for _ in $(seq 1 50); do fusermount3 -u "$DIST_MNT" 2>/dev/null && break; sleep 0.1; done
+mountpoint -q "$DIST_MNT" && fusermount3 -u -z "$DIST_MNT"
+wait "$dpid" 2>/dev/null || true
+t0=$(now); "$BIN" ls -l gs://bench/small --emulator "$PROXY_ADDR" >/dev/null; t1=$(now); lsl_cmd=$(secs "$t0" "$t1")
+t0=$(now); "$BIN" cp -r --no-progress gs://bench/small "$WORK/cp-cmd" --emulator "$PROXY_ADDR"; t1=$(now); cp_cmd=$(secs "$t0" "$t1")
+# One file at a time, for the object commands' own ratio: 50 files, scaled.
+t0=$(now)
+for i in $(seq 0 49); do "$BIN" cp --no-progress "gs://bench/small/s$(printf %04d "$i").txt" "$WORK/cp-one/" --emulator "$PROXY_ADDR" >/dev/null 2>&1 || mkdir -p "$WORK/cp-one"; done
+t1=$(now)
+one_each=$(python3 -c "print(f'{($t1 - $t0) / 50 * $n_small:.3f}')")
+stop_proxy
+cmp_ok=$(diff -rq "$WORK/cp-mount" "$WORK/cp-cmd" >/dev/null && echo same || echo DIFFER)
+printf '%-46s %10s %10s %8s\n' "$n_small files, 10 ms each way (firebase)" "reference" "bucketfs" "ratio"
+printf '%-46s %10s %10s %8s\n' "  ls -l: mount vs bucketfs ls -l (s)" "$lsl_cmd" "$lsl_mount" "$(ratio "$lsl_cmd" "$lsl_mount")x"
+printf '%-46s %10s %10s %8s\n' "  cp -r: mount vs bucketfs cp -r (s, $cmp_ok)" "$cp_cmd" "$cp_mount" "$(ratio "$cp_cmd" "$cp_mount")x"
+printf '%-46s %10s %10s %8s\n' "  bucketfs cp -r vs one cp per file (s)" "$one_each" "$cp_cmd" "$(ratio "$one_each" "$cp_cmd")x"

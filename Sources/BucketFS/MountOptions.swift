@@ -6,7 +6,8 @@ public struct MountOptions: Sendable {
   public var gid: UInt32 = getgid()
   public var fileMode: UInt32 = 0o444
   public var dirMode: UInt32 = 0o555
-  public var metadataTTL: Double = 5
+  /// As gcsfuse's default: a walk over a tree lists each folder once however long it takes.
+  public var metadataTTL: Double = 60
   /// 192 MiB keeps the daemon's peak RSS under 300 MiB with prefetch windows in flight.
   public var cacheSize: Int = 192 << 20
   public var stagingDir: URL = MountOptions.defaultStagingDir

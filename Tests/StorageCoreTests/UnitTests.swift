@@ -125,11 +125,11 @@ import Testing
     #expect(StorageErrorCode.bucketMismatch.rawValue == -13051)
   }
 
-  /// The SDK's fetcher retries 408, 502, 503 and 504; 429 is retried here too (after Retry-After).
-  @Test(arguments: [408, 429, 502, 503, 504])
+  /// Google's retry guidance and the JS SDK: 408, 429 (after Retry-After), 500, 502, 503, 504.
+  @Test(arguments: [408, 429, 500, 502, 503, 504])
   func retryableStatuses(status: Int) { #expect(Backoff.isRetryable(status: status)) }
 
-  @Test(arguments: [400, 401, 403, 404, 412, 416, 500, 501])
+  @Test(arguments: [400, 401, 403, 404, 412, 416, 501])
   func finalStatuses(status: Int) { #expect(!Backoff.isRetryable(status: status)) }
 }
 
