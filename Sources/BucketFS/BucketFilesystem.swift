@@ -154,7 +154,7 @@ public final class BucketFilesystem: Sendable {
   ) {
     guard let node = inodes.node(ino), let entries = openDirs[handle] else { return }
     guard offset < entries.count else { return }
-    for e in entries[offset...] {
+    for (index, e) in entries.enumerated().dropFirst(offset) {
       let path = Namespace.join(node.path, e.name)
       let n = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
       let metadata = e.metadata ?? (e.isDirectory ? nil : namespace.files.get(e.objectName ?? path))
@@ -165,7 +165,7 @@ public final class BucketFilesystem: Sendable {
           return
         }
       } else {
-        let ino = inodes.existing(n) ?? InodeTable.listedIno(path)
+        let ino = inodes.existing(n) ?? InodeTable.listedIno(dir: node.path, index: index)
         guard emit(e, attributes(ino: ino, directory: e.isDirectory, metadata: metadata), false) else { return }
       }
     }

@@ -33,6 +33,22 @@ import Testing
     #expect(opened <= 8, "\(opened) connections for \(count) files read one after another")
   }
 
+  /// Names a shell, an editor or `git` probes in a folder just listed cost no request: the
+  /// listing says they are not there.
+  @Test(arguments: ["firebase", "gcs"]) func missingNamesInAListedFolderCostNothing(api: String) async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    for i in 0..<3 { _ = try await fx.put("probe/f\(i).txt", Data("x".utf8)) }
+    let m = try fx.mount(options: ["metadata_ttl=60"], extra: ["--api", api], name: api)
+    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("probe")).sorted() == ["f0.txt", "f1.txt", "f2.txt"])
+    let before = fx.emulator!.requestsServed
+    for i in 0..<20 {
+      var st = stat()
+      #expect(stat(m.path("probe/missing\(i).py"), &st) != 0 && errno == ENOENT)
+    }
+    #expect(fx.emulator!.requestsServed == before, "\(fx.emulator!.requestsServed - before) requests for 20 missing names")
+  }
+
   @Test func theSwiftAPIReusesItsConnection() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }

@@ -51,6 +51,26 @@ import Testing
     #expect(requests <= 40, "\(requests) requests to read 40 files")
   }
 
+  /// GNU cp -r reads a folder in d_ino order; listed entries are numbered in listing order, so
+  /// that order is the listing's and the files are fetched ahead (they were numbered by a hash,
+  /// and cp -r of 1,000 files at 10 ms took 25 s instead of 1).
+  @Test func cpDashRIsReadAhead() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let files = try await setUp(fx, count: 40)
+    let m = try fx.mount()
+    let out = fx.root.appendingPathComponent("copy")
+    let (status, output) = runTool("/bin/cp", ["-r", m.path("seq"), out.path])
+    #expect(status == 0, "\(output)")
+    for i in 0..<40 {
+      #expect(try Data(contentsOf: out.appendingPathComponent("f\(String(format: "%03d", i)).txt")) == files[i])
+    }
+    let stats = try getxattr(m.mountpoint.path, "user.bucketfs.stats").get()
+    let ahead = stats.split(separator: "\n").first { $0.hasPrefix("files read ahead") }
+      .flatMap { $0.split(separator: "\t").last }.flatMap { Int($0) } ?? 0
+    #expect(ahead >= 30, "cp -r had \(ahead) of 40 files fetched ahead: \(stats)")
+  }
+
   @Test func filesOpenedOutOfOrderFetchOnlyThemselves() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }

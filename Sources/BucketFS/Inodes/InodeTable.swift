@@ -76,15 +76,18 @@ public final class InodeTable: Sendable {
     }
   }
 
-  /// A number for a name listed but not looked up: stable, and apart from the numbers handed
-  /// out (those count up from 2), so that no table entry is made for it.
-  public static func listedIno(_ path: String) -> UInt64 {
+  /// A number for entry `index` of folder `dir`'s listing, listed but not looked up: apart from
+  /// the numbers handed out (those count up from 2), so that no table entry is made for it, and
+  /// increasing in listing order. Tools that read a folder in d_ino order (GNU cp, tar and du
+  /// sort by it to read a disk in order) then open its files in listing order, which is what
+  /// the read-ahead across files follows.
+  public static func listedIno(dir: String, index: Int) -> UInt64 {
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in path.utf8 {
+    for byte in dir.utf8 {
       hash ^= UInt64(byte)
       hash = hash &* 0x100_0000_01b3
     }
-    return hash | (1 << 62)
+    return (1 << 62) | (hash & 0xFFFF_FFFF) << 24 | UInt64(index & 0xFF_FFFF)
   }
 
   /// Counts one more kernel reference to an existing inode (readdirplus hands them out).

@@ -15,4 +15,10 @@ CURLMcode CCurlShims_multi_setopt_long(CURLM *multi, CURLMoption option, long va
 // CURL_READFUNC_ABORT is a macro.
 size_t CCurlShims_readfunc_abort(void);
 size_t CCurlShims_readfunc_pause(void);
+
+// An upload's bytes for the transfer thread, which must not wait for a disk: preadv2 with
+// RWF_NOWAIT reads what the page cache holds and fails with EAGAIN for the rest (and with
+// EOPNOTSUPP where the kernel or file system cannot tell).
+#include <sys/types.h>
+ssize_t CCurlShims_pread_nowait(int fd, void *buffer, size_t count, off_t offset);
 #endif

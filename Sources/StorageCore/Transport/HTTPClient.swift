@@ -454,7 +454,7 @@ private let readCallback: CCurlShims_data_callback = { ptr, size, count, userdat
     }
   case .file:
     guard let reader = transfer.bodyFile else { return CCurlShims_readfunc_abort() }
-    switch reader.take(into: ptr!, capacity: n) {
+    switch reader.take(into: ptr!, capacity: n, sent: transfer.bodyOffset) {
     case .bytes(let got):
       transfer.bodyOffset += Int64(got)
       transfer.request.onBodySent?(transfer.bodyOffset)
