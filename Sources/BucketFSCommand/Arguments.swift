@@ -30,9 +30,14 @@ public struct Arguments {
     return items.count != before
   }
 
-  /// The value of `--name VALUE` or `--name=VALUE`.
+  /// The value of `--name VALUE` or `--name=VALUE` (the last, when given more than once).
   mutating func value(_ name: String) throws(CommandError) -> String? {
-    var result: String?
+    try values(name).last
+  }
+
+  /// Every value of an option that may be given more than once (`-o a -o b`), in order.
+  mutating func values(_ name: String) throws(CommandError) -> [String] {
+    var result: [String] = []
     var rest: [String] = []
     var i = 0
     while i < items.count {
@@ -43,12 +48,12 @@ public struct Arguments {
       }
       if item == name {
         guard i + 1 < items.count else { throw .usage("\(name) needs a value") }
-        result = items[i + 1]
+        result.append(items[i + 1])
         i += 2
         continue
       }
       if item.hasPrefix(name + "=") {
-        result = String(item.dropFirst(name.count + 1))
+        result.append(String(item.dropFirst(name.count + 1)))
         i += 1
         continue
       }

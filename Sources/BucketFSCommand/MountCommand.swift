@@ -31,7 +31,8 @@ enum MountCommand {
     let offlineFlag = args.flag("--offline")
     let readyPipe = args.flag("--notify-ready")  // internal: the background child reports on stdout
     var options = MountOptions()
-    while let list = try args.value("-o") {
+    // Every -o counts, in order (mount(8) passes one; people write several).
+    for list in try args.values("-o") {
       do {
         try options.apply(list)
       } catch {

@@ -50,6 +50,20 @@ import Testing
     #expect(Date().timeIntervalSince(started) < 2, "a scrape behind idle clients took \(Date().timeIntervalSince(started)) s")
   }
 
+  /// `-o a -o b`: both count (the first was dropped).
+  @Test func everyDashOCounts() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("two/o.txt", Data("both".utf8))
+    // The fixture passes its own -o (staging_dir, read_timeout, …) first.
+    let m = try fx.mount(extra: ["-o", "metrics=127.0.0.1:0"])
+    #expect(try await metricsPort(m) > 0)
+    #expect(try readFile(m.path("two/o.txt")).get() == Data("both".utf8))
+    try await waitStaged(m.path("two/o.txt"))
+    let staging = fx.root.appendingPathComponent("staging").path
+    #expect(((try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []).count == 1, "the first -o's staging_dir was not used")
+  }
+
   @Test func countersMoveAsFilesAreRead() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }
