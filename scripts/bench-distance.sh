@@ -124,3 +124,4 @@ printf '%-46s %10s %10s %8s\n' "$n_small files, 10 ms each way (firebase)" "refe
 printf '%-46s %10s %10s %8s\n' "  ls -l: mount vs bucketfs ls -l (s)" "$lsl_cmd" "$lsl_mount" "$(ratio "$lsl_cmd" "$lsl_mount")x"
 printf '%-46s %10s %10s %8s\n' "  cp -r: mount vs bucketfs cp -r (s, $cmp_ok)" "$cp_cmd" "$cp_mount" "$(ratio "$cp_cmd" "$cp_mount")x"
 printf '%-46s %10s %10s %8s\n' "  bucketfs cp -r vs one cp per file (s)" "$one_each" "$cp_cmd" "$(ratio "$one_each" "$cp_cmd")x"
+if [ -f scripts/bench-distance-peers.sh ]; then . scripts/bench-distance-peers.sh; fi

@@ -9,9 +9,9 @@ import Synchronization
 
 final class FolderReadAhead: Sendable {
   /// Entries ahead of the last open at most.
-  static let maxAhead = 32
+  static let maxAhead = 64
   /// GETs of read-ahead in flight at once, across folders.
-  static let concurrency = 8
+  static let concurrency = 16
 
   private struct Run {
     var lastIndex: Int
@@ -45,8 +45,8 @@ final class FolderReadAhead: Sendable {
         if s.runs.count > 64, let oldest = s.runs.min(by: { $0.value.tick < $1.value.tick })?.key { s.runs[oldest] = nil }
       }
       guard run.length >= 2 else { return index..<index }
-      // 4, 8, 16, then 32 entries ahead as the run grows.
-      let ahead = min(Self.maxAhead, 4 << min(run.length - 2, 3))
+      // 4, 8, 16, 32, then 64 entries ahead as the run grows.
+      let ahead = min(Self.maxAhead, 4 << min(run.length - 2, 4))
       let from = max(run.fetchedThrough + 1, index + 1)
       let to = min(count, index + 1 + ahead)
       guard from < to else { return index..<index }

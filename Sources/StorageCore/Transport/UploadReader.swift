@@ -67,11 +67,20 @@ final class UploadReader: @unchecked Sendable {
       if s.direct {
         let n = CCurlShims_pread_nowait(s.fd, buffer, count, off_t(position))
         if n > 0 {
-          // Keep the cache ahead of the upload, so that it rarely has to pause.
+          // Ask the kernel to bring the next bytes in (no copy), so that the upload rarely
+          // has to pause.
           if !s.queueBusy && s.readThrough < min(end, position + Int64(Self.warmSize) / 2) {
             s.queueBusy = true
             s.readThrough = max(s.readThrough, position)
-            schedule = true
+            let (fd, from) = (s.fd, s.readThrough)
+            let count = min(Int64(Self.warmSize), end - from)
+            queue.async {
+              _ = posix_fadvise(fd, off_t(from), off_t(count), POSIX_FADV_WILLNEED)
+              self.state.withLock { s in
+                s.readThrough = from + count
+                s.queueBusy = false
+              }
+            }
           }
           return .bytes(n)
         }
