@@ -179,9 +179,15 @@ public final class HTTPClient: @unchecked Sendable {
       for (easy, entry) in active where entry.0.pausedByHandler {
         // Paused for a slow consumer: not a stall.
         entry.0.lastProgress = now
-        if entry.0.resumeRequested.exchange(false, ordering: .acquiringAndReleasing) {
+        let pausedAt = entry.0.pausedAt ?? now
+        entry.0.pausedAt = pausedAt
+        // A resume is asked for by whoever made room; one that was lost would leave the
+        // transfer paused for good, so a pause also ends by itself after a second (the handler
+        // is asked again, and pauses again if it still has no room).
+        if entry.0.resumeRequested.exchange(false, ordering: .acquiringAndReleasing) || now - pausedAt > .seconds(1) {
           // Cleared first: unpausing may hand the kept bytes over at once, and pause again.
           entry.0.pausedByHandler = false
+          entry.0.pausedAt = nil
           curl_easy_pause(easy, CURLPAUSE_CONT)
         }
       }

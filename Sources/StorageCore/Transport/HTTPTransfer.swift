@@ -35,6 +35,8 @@ public final class HTTPTransfer: @unchecked Sendable {
   var stalled = false
   /// Set when the data handler paused the transfer; the loop resumes it once asked.
   var pausedByHandler = false
+  /// When the loop first saw the current pause.
+  var pausedAt: ContinuousClock.Instant?
   let resumeRequested = Atomic<Bool>(false)
 
   let cancelled = Atomic<Bool>(false)

@@ -57,7 +57,11 @@ final class UploadReader: @unchecked Sendable {
     let count = Int(min(Int64(capacity), end - position))
     if count <= 0 { return .bytes(0) }
     var schedule = false
-    defer { if schedule { queue.async { self.readAhead() } } }
+    var prefetch = false
+    defer {
+      if schedule { queue.async { self.readAhead() } }
+      if prefetch { queue.async { self.adviseAhead() } }
+    }
     return state.withLock { s -> Take in
       if let error = s.error { return .failed(error) }
       guard s.fd >= 0 else {
@@ -72,15 +76,7 @@ final class UploadReader: @unchecked Sendable {
           if !s.queueBusy && s.readThrough < min(end, position + Int64(Self.warmSize) / 2) {
             s.queueBusy = true
             s.readThrough = max(s.readThrough, position)
-            let (fd, from) = (s.fd, s.readThrough)
-            let count = min(Int64(Self.warmSize), end - from)
-            queue.async {
-              _ = posix_fadvise(fd, off_t(from), off_t(count), POSIX_FADV_WILLNEED)
-              self.state.withLock { s in
-                s.readThrough = from + count
-                s.queueBusy = false
-              }
-            }
+            prefetch = true
           }
           return .bytes(n)
         }
@@ -92,12 +88,12 @@ final class UploadReader: @unchecked Sendable {
           }
           // The kernel cannot read without waiting: the queue reads into memory instead.
           s.direct = false
-          s.readThrough = position
         }
+        // The queue reads from here (whatever it was doing, it looks at this when done).
+        s.readThrough = position
         s.transferWaits = true
         if !s.queueBusy {
           s.queueBusy = true
-          s.readThrough = s.direct ? position : s.readThrough
           schedule = true
         }
         return .pause
@@ -148,6 +144,20 @@ final class UploadReader: @unchecked Sendable {
       return s.transferWaits
     }
     if wake { transfer.resumeReceiving() }
+  }
+
+  /// On the queue: asks the kernel to read the next bytes into the page cache (no copy); a
+  /// transfer that paused meanwhile gets a real read.
+  private func adviseAhead() {
+    let (fd, from) = state.withLock { ($0.fd, $0.readThrough) }
+    let count = min(Int64(Self.warmSize), end - from)
+    if fd >= 0 && count > 0 { _ = posix_fadvise(fd, off_t(from), off_t(count), POSIX_FADV_WILLNEED) }
+    let waits = state.withLock { s -> Bool in
+      if s.readThrough == from { s.readThrough = from + count }
+      s.queueBusy = s.transferWaits
+      return s.transferWaits
+    }
+    if waits { readAhead() }
   }
 
   /// On the queue: the next bytes into the page cache (direct) or into memory.
