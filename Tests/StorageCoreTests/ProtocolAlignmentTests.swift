@@ -73,6 +73,26 @@ import Testing
     #expect(try await ref.data(maxSize: 1 << 20) == data)
   }
 
+  /// An upload whose file is not in the page cache: the transfer thread does not read it (the
+  /// upload pauses while its queue reads it in) and the upload completes, byte for byte.
+  @Test func anUploadOfAFileNotInThePageCacheCompletes() async throws {
+    let fx = try EmulatorFixture()
+    defer { withExtendedLifetime(fx) {} }
+    fx.storage.uploadChunkSizeBytes = 4 << 20
+    let data = randomData(24 << 20, seed: 79)
+    let source = fx.scratch("cold.bin")
+    try data.write(to: source)
+    let fd = open(source.path, O_RDONLY)
+    #expect(fsync(fd) == 0)
+    // Out of the page cache, so that reads without waiting find nothing.
+    #expect(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+    close(fd)
+    let ref = fx.storage.reference(withPath: "cold/c.bin")
+    let metadata = try await ref.putFileAsync(from: source)
+    #expect(metadata.size == Int64(data.count))
+    #expect(try await ref.data(maxSize: 32 << 20) == data)
+  }
+
   /// Google's retry guidance and the JS SDK retry 500 (a transient backend failure).
   @Test func a500IsRetried() async throws {
     var faults = Faults()
