@@ -12,20 +12,15 @@ for i in range(500):
     c.getresponse().read()
 PY
 start_proxy 10
-rm -rf "$WORK/dstaging" "$WORK/ph-bfs" "$WORK/ph-cmd" "$WORK/ph-rclone"
+rm -rf "$WORK/ph-bfs" "$WORK/ph-cmd" "$WORK/ph-rclone"
 # bucketfs mount (GCS API): cp -r, then time to first byte of a file not read yet.
-"$BIN" mount gs://bench "$DIST_MNT" -f --api gcs --emulator "$PROXY_ADDR" -o "staging_dir=$WORK/dstaging" 2>>"$WORK/dmount.log" &
-dpid=$!
-PIDS+=("$dpid")
-for _ in $(seq 1 200); do mountpoint -q "$DIST_MNT" && break; sleep 0.05; done
+far_mount gcs
 t0=$(now); cp -r "$DIST_MNT/photos" "$WORK/ph-bfs"; t1=$(now); ph_bfs=$(secs "$t0" "$t1")
 ls "$DIST_MNT/small" >/dev/null
 ttfb_bfs=$(python3 -c "
 import os, time
 t = time.perf_counter(); fd = os.open('$DIST_MNT/small/s0150.txt', os.O_RDONLY); os.read(fd, 1); print(f'{time.perf_counter() - t:.4f}')")
-for _ in $(seq 1 50); do fusermount3 -u "$DIST_MNT" 2>/dev/null && break; sleep 0.1; done
-mountpoint -q "$DIST_MNT" && fusermount3 -u -z "$DIST_MNT"
-wait "$dpid" 2>/dev/null || true
+far_unmount
 ttfb_raw=$(python3 - "$PROXY_ADDR" <<'PY'
 import http.client, sys, time
 host, port = sys.argv[1].rsplit(":", 1)
@@ -41,13 +36,9 @@ ph_rclone=-
 if command -v rclone >/dev/null; then
   export RCLONE_CONFIG=/dev/null
   rclone mount ":gcs,anonymous=true,endpoint='http://$PROXY_ADDR/storage/v1/':bench" "$DIST_MNT" --read-only 2>>"$WORK/dmount.log" &
-  rpid=$!
-  PIDS+=("$rpid")
-  for _ in $(seq 1 200); do mountpoint -q "$DIST_MNT" && break; sleep 0.05; done
+  far_started $!
   t0=$(now); cp -r "$DIST_MNT/photos" "$WORK/ph-rclone"; t1=$(now); ph_rclone=$(secs "$t0" "$t1")
-  for _ in $(seq 1 50); do fusermount3 -u "$DIST_MNT" 2>/dev/null && break; sleep 0.1; done
-  mountpoint -q "$DIST_MNT" && fusermount3 -u -z "$DIST_MNT"
-  wait "$rpid" 2>/dev/null || true
+  far_unmount
 fi
 stop_proxy
 same=$(diff -rq "$WORK/ph-bfs" "$WORK/ph-cmd" >/dev/null && echo same || echo DIFFER)

@@ -40,24 +40,37 @@ print(f"{time.perf_counter() - t:.3f}")
 PY
 }
 
+# far_mount API: a fresh bucketfs mount over the proxy at $DIST_MNT (staging emptied); sets FAR_PID.
+far_mount() {
+  rm -rf "$WORK/dstaging"
+  "$BIN" mount gs://bench "$DIST_MNT" -f --api "$1" --emulator "$PROXY_ADDR" -o "staging_dir=$WORK/dstaging" 2>>"$WORK/dmount.log" &
+  far_started $!
+}
+# far_started PID: records a mount just started at $DIST_MNT and waits until it is up.
+far_started() {
+  FAR_PID=$1
+  PIDS+=("$FAR_PID")
+  MOUNTS+=("$DIST_MNT")
+  for _ in $(seq 1 200); do mountpoint -q "$DIST_MNT" && break; sleep 0.05; done
+}
+# far_unmount: unmounts $DIST_MNT (a reader that just exited may hold it a moment) and waits.
+far_unmount() {
+  for _ in $(seq 1 50); do fusermount3 -u "$DIST_MNT" 2>/dev/null && break; sleep 0.1; done
+  mountpoint -q "$DIST_MNT" && fusermount3 -u -z "$DIST_MNT"
+  wait "$FAR_PID" 2>/dev/null || true
+}
+
 # mount_cat API COUNT: seconds for `cat` of COUNT small files through a fresh mount over the proxy
 # (the folder is listed first, as a shell's glob does).
 mount_cat() {
-  rm -rf "$WORK/dstaging"
-  "$BIN" mount gs://bench "$DIST_MNT" -f --api "$1" --emulator "$PROXY_ADDR" -o "staging_dir=$WORK/dstaging" 2>>"$WORK/dmount.log" &
-  local pid=$!
-  PIDS+=("$pid")
-  MOUNTS+=("$DIST_MNT")
-  for _ in $(seq 1 200); do mountpoint -q "$DIST_MNT" && break; sleep 0.05; done
+  far_mount "$1"
   local files=() t0 t1
   for i in $(seq 0 $(($2 - 1))); do files+=("$DIST_MNT/small/s$(printf %04d "$i").txt"); done
   t0=$(now)
   ls "$DIST_MNT/small" >/dev/null
   cat "${files[@]}" >/dev/null
   t1=$(now)
-  for _ in $(seq 1 50); do fusermount3 -u "$DIST_MNT" 2>/dev/null && break; sleep 0.1; done
-  mountpoint -q "$DIST_MNT" && fusermount3 -u -z "$DIST_MNT"
-  wait "$pid" 2>/dev/null || true
+  far_unmount
   secs "$t0" "$t1"
 }
 
@@ -94,23 +107,13 @@ while True:
 print(n)
 PY
 )
-rm -rf "$WORK/dstaging" "$WORK/cp-mount" "$WORK/cp-cmd" "$WORK/cp-one"
-"$BIN" mount gs://bench "$DIST_MNT" -f --emulator "$PROXY_ADDR" -o "staging_dir=$WORK/dstaging" 2>>"$WORK/dmount.log" &
-dpid=$!
-PIDS+=("$dpid")
-for _ in $(seq 1 200); do mountpoint -q "$DIST_MNT" && break; sleep 0.05; done
+rm -rf "$WORK/cp-mount" "$WORK/cp-cmd" "$WORK/cp-one"
+far_mount firebase
 t0=$(now); ls -l "$DIST_MNT/small" >/dev/null; t1=$(now); lsl_mount=$(secs "$t0" "$t1")
-fusermount3 -u "$DIST_MNT" 2>/dev/null || fusermount3 -u -z "$DIST_MNT"
-wait "$dpid" 2>/dev/null || true
-rm -rf "$WORK/dstaging"
-"$BIN" mount gs://bench "$DIST_MNT" -f --emulator "$PROXY_ADDR" -o "staging_dir=$WORK/dstaging" 2>>"$WORK/dmount.log" &
-dpid=$!
-PIDS+=("$dpid")
-for _ in $(seq 1 200); do mountpoint -q "$DIST_MNT" && break; sleep 0.05; done
+far_unmount
+far_mount firebase
 t0=$(now); cp -r "$DIST_MNT/small" "$WORK/cp-mount"; t1=$(now); cp_mount=$(secs "$t0" "$t1")
-for _ in $(seq 1 50); do fusermount3 -u "$DIST_MNT" 2>/dev/null && break; sleep 0.1; done
-mountpoint -q "$DIST_MNT" && fusermount3 -u -z "$DIST_MNT"
-wait "$dpid" 2>/dev/null || true
+far_unmount
 t0=$(now); "$BIN" ls -l gs://bench/small --emulator "$PROXY_ADDR" >/dev/null; t1=$(now); lsl_cmd=$(secs "$t0" "$t1")
 t0=$(now); "$BIN" cp -r --no-progress gs://bench/small "$WORK/cp-cmd" --emulator "$PROXY_ADDR"; t1=$(now); cp_cmd=$(secs "$t0" "$t1")
 # One file at a time, for the object commands' own ratio: 50 files, scaled.

@@ -109,7 +109,9 @@ public struct MountOptions: Sendable {
   /// integer milliseconds and nanoseconds further on).
   static let maxSeconds = 7.0 * 86_400
 
-  static func seconds(_ text: String, _ key: String, allowZero: Bool) throws(ParseError) -> Double {
+  /// Seconds from outside (an option, a flag): finite, more than 0 (or 0 when allowed), at most a
+  /// week. The one rule for every time a user gives.
+  public static func seconds(_ text: String, _ key: String, allowZero: Bool) throws(ParseError) -> Double {
     guard let v = Double(text), v.isFinite, allowZero ? v >= 0 : v > 0 else {
       throw .bad("\(key) takes seconds, such as 30 or 0.5")
     }

@@ -1,3 +1,5 @@
+import BucketFS
+
 /// A small argument reader: flags and options are taken by name, what remains is positional.
 public struct Arguments {
   private(set) var items: [String]
@@ -77,14 +79,15 @@ public struct Arguments {
     return n
   }
 
-  /// Seconds (`30`, `0.5`, `3s`), more than 0 and at most a week.
+  /// Seconds (`30`, `0.5`, `3s`), by the mount options' rule.
   mutating func seconds(_ name: String) throws(CommandError) -> Double? {
     guard var text = try value(name) else { return nil }
     if text.hasSuffix("s") { text.removeLast() }
-    guard let v = Double(text), v.isFinite, v > 0, v <= 7 * 86_400 else {
-      throw .usage("\(name) takes seconds, more than 0 and at most a week (604800)")
+    do throws(MountOptions.ParseError) {
+      return try MountOptions.seconds(text, name, allowZero: false)
+    } catch {
+      throw .usage(error.description)
     }
-    return v
   }
 
   /// Positional arguments; anything still starting with `-` (except `-` itself) is an unknown option.

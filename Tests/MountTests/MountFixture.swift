@@ -148,17 +148,13 @@ final class MountedBucket: @unchecked Sendable {
 }
 
 func randomData(_ count: Int, seed: UInt64) -> Data {
-  var state = seed
+  var generator = SeededGenerator(seed: seed)
   var data = Data(count: count)
   data.withUnsafeMutableBytes { raw in
     let bytes = raw.bindMemory(to: UInt8.self)
     var i = 0
     while i < count {
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      z ^= z >> 31
+      var z = generator.next()
       for _ in 0..<8 where i < count {
         bytes[i] = UInt8(truncatingIfNeeded: z)
         z >>= 8
@@ -167,6 +163,19 @@ func randomData(_ count: Int, seed: UInt64) -> Data {
     }
   }
   return data
+}
+
+/// SplitMix64: the same numbers for the same seed, so a failing test can be run again.
+struct SeededGenerator: RandomNumberGenerator {
+  var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
 }
 
 func sha256(_ data: Data) -> String {

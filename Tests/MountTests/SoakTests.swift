@@ -284,19 +284,6 @@ final class SoakTally: @unchecked Sendable {
   }
 }
 
-/// SplitMix64: the same numbers for the same seed, so a failing soak can be run again.
-struct SeededGenerator: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 /// A child process with its output collected; `wait(until:)` ends it (by pid) at the deadline.
 final class ChildJob: @unchecked Sendable {
   let arguments: [String]
