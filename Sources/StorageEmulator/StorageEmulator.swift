@@ -63,9 +63,9 @@ public final class StorageEmulator: Sendable {
     }
     let hostPart = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
     let base = "http://\(hostPart):\(server.port)"
-    let firebase = FirebaseRoutes(store: store, uploads: uploads, access: access, publicBase: base)
+    let firebase = FirebaseRoutes(store: store, uploads: uploads, access: access)
     box.firebase = firebase
-    box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase, publicBase: base)
+    box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase)
     box.authority = authority
     box.publicBase = base
     box.server = server
@@ -109,6 +109,7 @@ final class RoutesBox: @unchecked Sendable {
 
   func handle(_ request: inout ServerRequest) -> ServerResponse {
     let path = request.rawPath
+    request.publicBase = Self.base(host: request.header("host")) ?? publicBase
     if let authority, let answer = authority.handle(&request, publicBase: publicBase) { return answer }
     if request.method == "GET" && path == "/emulator/v1/stats" {
       // Counters for tests and benchmarks run in another process.
@@ -123,5 +124,17 @@ final class RoutesBox: @unchecked Sendable {
       return gcs!.handle(&request)
     }
     return firebase!.handle(&request)
+  }
+
+  /// The base a client used, from its Host header, when that names a loopback address with a
+  /// port (a delaying proxy in front of us, say); anything else gets our own address.
+  static func base(host: String?) -> String? {
+    guard let host, host.utf8.count <= 64 else { return nil }
+    let address = host.hasPrefix("localhost:") ? String(host.dropFirst("localhost".count)) : host
+    guard address.allSatisfy({ "0123456789.:[]".contains($0) }),
+      host.hasPrefix("127.") || host.hasPrefix("[::1]:") || host.hasPrefix("localhost:"),
+      let colon = host.lastIndex(of: ":"), Int(host[host.index(after: colon)...]) != nil
+    else { return nil }
+    return "http://" + host
   }
 }

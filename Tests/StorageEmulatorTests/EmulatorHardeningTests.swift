@@ -70,4 +70,27 @@ import Testing
       #expect(media.hasSuffix("\r\n\r\n" + highest.1), "round \(round): the bytes are not the highest generation's")
     }
   }
+
+  /// Links in answers point back the way the request came: a client behind a delaying proxy
+  /// (what the far-bucket bench puts in front of us) downloads through the proxy too, as a real
+  /// bucket's media links name the host the client used. A Host that is not a loopback address
+  /// gets our own address, never the name it sent.
+  @Test func linksPointBackTheWayTheRequestCame() throws {
+    let s = try Server()
+    defer { withExtendedLifetime(s) {} }
+    #expect(upload(s, "dir/a.txt", "hello").hasPrefix("HTTP/1.1 200"))
+    func mediaLink(host: String) -> String {
+      let answer = s.request("GET /storage/v1/b/bk/o/dir%2Fa.txt HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n")
+      guard let r = answer.range(of: "\"mediaLink\":\""), let end = answer[r.upperBound...].firstIndex(of: "\"") else { return "" }
+      return String(answer[r.upperBound..<end]).replacingOccurrences(of: "\\/", with: "/")
+    }
+    #expect(mediaLink(host: "127.0.0.1:4711").hasPrefix("http://127.0.0.1:4711/download/storage/v1/b/bk/o/"))
+    #expect(mediaLink(host: "[::1]:4711").hasPrefix("http://[::1]:4711/download/"))
+    for hostile in ["evil.example:80", "127.0.0.1.evil.example:80", "127.0.0.1:80/x", "x"] {
+      #expect(mediaLink(host: hostile).hasPrefix("http://127.0.0.1:\(s.port)/download/"), "Host: \(hostile)")
+    }
+    let start = s.request(
+      "POST /upload/storage/v1/b/bk/o?uploadType=resumable&name=big HTTP/1.1\r\nHost: 127.0.0.1:4712\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    #expect(start.lowercased().contains("location: http://127.0.0.1:4712/upload/storage/v1/b/bk/o?"), "\(start)")
+  }
 }

@@ -9,6 +9,9 @@ struct ServerRequest {
   /// Header names lower-cased.
   var headers: [String: String]
   var body: RequestBody
+  /// `http://host:port` as the client reached us (set by the routes box): links in answers
+  /// (media links, upload session URLs) point back the way the request came, through a proxy too.
+  var publicBase = ""
 
   func header(_ name: String) -> String? { headers[name.lowercased()] }
 }

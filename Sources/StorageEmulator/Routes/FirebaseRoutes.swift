@@ -7,7 +7,6 @@ struct FirebaseRoutes {
   let uploads: UploadSessions
   let access: AccessCheck
   /// `http://host:port`, for the session URLs handed to clients.
-  let publicBase: String
 
   /// Splits `/v0/b/BUCKET/o[/OBJECT]`; nil when the path is not of that shape.
   static func parse(_ path: String) -> (bucket: String, object: String?)? {
@@ -175,7 +174,7 @@ struct FirebaseRoutes {
       }
       let session = uploads.create(bucket: bucket, name: name, metadata: metadata, store: store)
       guard session.fd >= 0 else { return .error(500, "cannot create an upload file") }
-      let url = "\(publicBase)/v0/b/\(Self.encode(bucket))/o?name=\(Self.encode(name))&upload_id=\(session.id)&upload_protocol=resumable"
+      let url = "\(request.publicBase)/v0/b/\(Self.encode(bucket))/o?name=\(Self.encode(name))&upload_id=\(session.id)&upload_protocol=resumable"
       return ServerResponse(status: 200, headers: [
         ("X-Goog-Upload-Status", "active"), ("X-Goog-Upload-URL", url),
         ("X-Goog-Upload-Chunk-Granularity", "262144"), ("X-GUploader-UploadID", session.id),

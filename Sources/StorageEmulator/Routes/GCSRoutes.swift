@@ -7,7 +7,6 @@ struct GCSRoutes {
   let uploads: UploadSessions
   let access: AccessCheck
   let firebase: FirebaseRoutes
-  let publicBase: String
 
   static func error(_ status: Int, _ reason: String, _ message: String) -> ServerResponse {
     .json(status, ["error": ["code": status, "message": message, "errors": [["domain": "global", "reason": reason, "message": message]]]])
@@ -62,7 +61,7 @@ struct GCSRoutes {
     }
     guard let name = route.object else {
       guard request.method == "GET" else { return Self.error(405, "invalid", "method not allowed") }
-      return list(bucket: bucket, query: request.query)
+      return list(bucket: bucket, query: request.query, base: request.publicBase)
     }
     let record = store.get(bucket, name)
     switch request.method {
@@ -77,7 +76,7 @@ struct GCSRoutes {
       if request.query["alt"] == "media" || route.service == "download" {
         return firebase.media(record, range: request.header("range"))
       }
-      return .json(200, record.gcsResource(base: publicBase))
+      return .json(200, record.gcsResource(base: request.publicBase))
     case "PATCH", "PUT":
       guard var record else { return Self.error(404, "notFound", "No such object: \(bucket)/\(name)") }
       if let failed = preconditionFailure(record, request.query) { return failed }
@@ -88,7 +87,7 @@ struct GCSRoutes {
       record.metageneration += 1
       record.updated = Int64(Date().timeIntervalSince1970 * 1000)
       guard (try? store.save(record)) != nil else { return Self.error(500, "internalError", "cannot save") }
-      return .json(200, record.gcsResource(base: publicBase))
+      return .json(200, record.gcsResource(base: request.publicBase))
     case "DELETE":
       guard let record else { return Self.error(404, "notFound", "No such object: \(bucket)/\(name)") }
       if let failed = preconditionFailure(record, request.query) { return failed }
@@ -107,7 +106,7 @@ struct GCSRoutes {
     PreconditionCheck.failure(record, query)
   }
 
-  private func list(bucket: String, query: [String: String]) -> ServerResponse {
+  private func list(bucket: String, query: [String: String], base: String) -> ServerResponse {
     var maxResults = 1000
     if let text = query["maxResults"] {
       guard let n = Int(text), n > 0 else { return Self.error(400, "invalid", "maxResults must be a positive integer") }
@@ -117,7 +116,7 @@ struct GCSRoutes {
     let result = store.list(
       bucket: bucket, prefix: query["prefix"] ?? "", delimiter: delimiter, pageToken: query["pageToken"], maxResults: maxResults)
     var body: [String: Any] = ["kind": "storage#objects"]
-    if !result.items.isEmpty { body["items"] = result.items.map { $0.gcsResource(base: publicBase) } }
+    if !result.items.isEmpty { body["items"] = result.items.map { $0.gcsResource(base: base) } }
     if !result.prefixes.isEmpty { body["prefixes"] = result.prefixes }
     if let token = result.nextPageToken { body["nextPageToken"] = token }
     return .json(200, body)
@@ -169,7 +168,7 @@ struct GCSRoutes {
         unlink(upload.temporaryPath)
         return Self.error(500, "internalError", "cannot store the object")
       }
-      return .json(200, record.gcsResource(base: publicBase))
+      return .json(200, record.gcsResource(base: request.publicBase))
     case "resumable":
       let body = (try? request.body.readAll(limit: 1 << 20)) ?? Data()
       var metadata = (body.isEmpty ? [:] : (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]) ?? [:]
@@ -181,7 +180,7 @@ struct GCSRoutes {
       let session = uploads.create(bucket: bucket, name: name, metadata: metadata, store: store)
       guard session.fd >= 0 else { return Self.error(500, "internalError", "cannot create an upload file") }
       session.preconditions = request.query.filter { $0.key.hasPrefix("if") }
-      let location = "\(publicBase)/upload/storage/v1/b/\(FirebaseRoutes.encode(bucket))/o?uploadType=resumable&name=\(FirebaseRoutes.encode(name))&upload_id=\(session.id)"
+      let location = "\(request.publicBase)/upload/storage/v1/b/\(FirebaseRoutes.encode(bucket))/o?uploadType=resumable&name=\(FirebaseRoutes.encode(name))&upload_id=\(session.id)"
       return ServerResponse(status: 200, headers: [("Location", location), ("X-GUploader-UploadID", session.id)])
     default:
       return Self.error(400, "invalid", "unknown uploadType \(type)")
@@ -190,7 +189,7 @@ struct GCSRoutes {
 
   private func storeBody(bucket: String, name: String, metadata: [String: Any], request: inout ServerRequest) -> ServerResponse {
     do {
-      return .json(200, try store.store(bucket: bucket, name: name, body: request.body, metadata: metadata).gcsResource(base: publicBase))
+      return .json(200, try store.store(bucket: bucket, name: name, body: request.body, metadata: metadata).gcsResource(base: request.publicBase))
     } catch {
       return error == .incompleteBody
         ? Self.error(400, "invalid", "the upload body was incomplete") : Self.error(500, "internalError", "cannot store the object")
@@ -211,7 +210,7 @@ struct GCSRoutes {
       }
       return ServerResponse(status: 499)
     }
-    if let record = session.final { return .json(200, record.gcsResource(base: publicBase)) }
+    if let record = session.final { return .json(200, record.gcsResource(base: request.publicBase)) }
     guard session.status == "active" else { return Self.error(410, "gone", "the upload was cancelled") }
     var start: Int64? = nil
     var total: Int64? = nil
@@ -280,7 +279,7 @@ struct GCSRoutes {
     else { return Self.error(500, "internalError", "cannot store the object") }
     session.status = "final"
     session.final = record
-    return .json(200, record.gcsResource(base: publicBase))
+    return .json(200, record.gcsResource(base: request.publicBase))
   }
 
   private func receivedRange(_ session: UploadSessions.Session) -> [(String, String)] {
