@@ -136,14 +136,15 @@ ok "rclone with service_account_file (token_uri honoured) lists the bucket"
 stop_emulator
 
 echo "== 5. TLS through stunnel4 with a CA made for this run"
-start_emulator "$WORK/tls-server"
+TLS_PORT=$(free_port)
+# Links in answers (upload session URLs) must lead back through the TLS terminator.
+start_emulator "$WORK/tls-server" --public-url "https://127.0.0.1:$TLS_PORT"
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/ca.key" -out "$WORK/ca.pem" -days 1 -subj "/CN=bucketfs interop CA" 2>/dev/null
 openssl req -newkey rsa:2048 -nodes -keyout "$WORK/tls.key" -out "$WORK/tls.csr" -subj "/CN=127.0.0.1" 2>/dev/null
 printf 'subjectAltName=IP:127.0.0.1\n' >"$WORK/tls.ext"
 openssl x509 -req -in "$WORK/tls.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial -out "$WORK/tls.pem" -days 1 \
   -extfile "$WORK/tls.ext" 2>/dev/null
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/other.key" -out "$WORK/other-ca.pem" -days 1 -subj "/CN=another CA" 2>/dev/null
-TLS_PORT=$(free_port)
 cat >"$WORK/stunnel.conf" <<CONF
 foreground = yes
 pid =
@@ -164,12 +165,26 @@ ok "cp, ls and cat over TLS with --ca-file and SSL_CERT_FILE"
 if "$BIN" ls gs://tls-bucket "${TLS[@]}" --ca-file "$WORK/other-ca.pem" 2>"$WORK/wrong-ca.log"; then fail "a wrong CA was accepted"; fi
 grep -q certificate "$WORK/wrong-ca.log" || { cat "$WORK/wrong-ca.log" >&2; fail "a wrong CA did not say certificate"; }
 ok "a wrong CA fails with a certificate error"
+mkdir -p "$WORK/many"
+for i in $(seq -w 1 60); do echo "small file $i" >"$WORK/many/m$i.txt"; done
+"$BIN" cp -r --no-progress "$WORK/many" gs://tls-bucket/many "${TLS[@]}" --ca-file "$WORK/ca.pem" || fail "cp of many over TLS"
 "$BIN" mount gs://tls-bucket "$MNT" -f "${TLS[@]}" --ca-file "$WORK/ca.pem" -o "staging_dir=$WORK/tls-staging" 2>"$WORK/tls-mount.log" &
 MOUNT_PID=$!
 for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
 mountpoint -q "$MNT" || { cat "$WORK/tls-mount.log" >&2; fail "mount over TLS"; }
 [ "$(sha256sum <"$MNT/data/big.bin")" = "$(sha256sum <"$WORK/up/big.bin")" ] || fail "read through the TLS mount"
 ok "a mount over TLS reads back by SHA-256"
+# Connections are reused over TLS too: 60 small files read one after another through the mount
+# open no more TLS connections (stunnel opens one to the emulator for each) than the reader and
+# its read-ahead have in flight, not one per file.
+connections() { curl -sf "http://$EMU_ADDR/emulator/v1/stats" | python3 -c 'import json, sys; print(json.load(sys.stdin)["connectionsAccepted"])'; }
+# The listing and (over v0) the attributes first: fetched 32 at a time, they may open that many.
+ls -l "$MNT/many" >/dev/null
+before=$(connections)
+for i in $(seq -w 1 60); do cat "$MNT/many/m$i.txt" >/dev/null || fail "read many/m$i.txt over TLS"; done
+opened=$(( $(connections) - before ))
+[ "$opened" -le 20 ] || fail "$opened TLS connections for 60 files read one after another"
+ok "60 files read one after another over TLS open $opened connections"
 fusermount3 -u "$MNT"
 wait "$MOUNT_PID" 2>/dev/null || true
 MOUNT_PID=

@@ -215,7 +215,8 @@ public final class BucketFilesystem: Sendable {
     guard !options.offline, node.objectName != nil else { return }
     let dir = node.path.contains("/") ? String(node.path[..<node.path.lastIndex(of: "/")!]) : ""
     let name = String(node.path.split(separator: "/").last ?? "")
-    guard let entries = namespace.entriesIfCached(dir), let index = entries.firstIndex(where: { $0.name == name }) else { return }
+    guard let found = namespace.position(dir: dir, name: name) else { return }
+    let (entries, index) = (found.entries, found.index)
     let wanted = folderReadAhead.opened(dir: dir, index: index, count: entries.count)
     guard !wanted.isEmpty else { return }
     let largest = staging == nil ? Int64(1 << 20) : StagingArea.smallObject

@@ -9,7 +9,7 @@ struct ServeCommand {
                           [--reset-after BYTES] [--stall-after BYTES] [--fault-limit N]
                           [--idle-timeout S] [--header-timeout S] [--max-connections N]
                           [--require-oauth KEY_FILE] [--token-lifetime S] [--refresh-tokens FILE]
-                          [--firebase-api-key KEY] [--metadata-server]
+                          [--firebase-api-key KEY] [--metadata-server] [--public-url URL]
 
     Serves the Firebase Storage REST API (v0) from DIR on a loopback address. Objects are stored
     under DIR by hash, so no object name can reach outside it. The fault options make the server
@@ -25,6 +25,10 @@ struct ServeCommand {
     which replaces the refresh token it is given), and with --metadata-server the metadata server's
     token route. Issued tokens live --token-lifetime (3600 s). With --require-oauth every data
     route wants an issued, unexpired token (401 otherwise).
+
+    Links in answers (media links, resumable upload session URLs) name the loopback address the
+    client used (a proxy in front is followed); behind a TLS terminator give its URL with
+    --public-url https://127.0.0.1:PORT.
     """
 
   static func run(_ args: inout Arguments) throws -> Int32 {
@@ -80,6 +84,12 @@ struct ServeCommand {
       wantsTokens = true
     }
     if wantsTokens { config.tokens = tokens }
+    if let url = try args.value("--public-url") {
+      guard let parsed = URLComponents(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host?.isEmpty == false,
+        parsed.path.isEmpty || parsed.path == "/", parsed.query == nil, parsed.fragment == nil, parsed.user == nil
+      else { throw CommandError.usage("--public-url takes http(s)://HOST[:PORT], not \(url.debugDescription)") }
+      config.publicURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+    }
     try args.finish()
     config.faults = faults
 

@@ -16,6 +16,9 @@ public final class StorageEmulator: Sendable {
     /// accept only tokens they issued (or `requiredToken`).
     public var tokens: TokenAuthority.Configuration? = nil
     public var requireOAuth = false
+    /// What links in answers (media links, upload session URLs) start with, for a TLS terminator
+    /// in front of us; nil: `http://` and the loopback host:port the client used.
+    public var publicURL: String? = nil
     public var faults = Faults()
     public var limits = ConnectionLimits()
 
@@ -68,6 +71,7 @@ public final class StorageEmulator: Sendable {
     box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase)
     box.authority = authority
     box.publicBase = base
+    box.fixedBase = configuration.publicURL
     box.server = server
     server.start()
   }
@@ -105,11 +109,12 @@ final class RoutesBox: @unchecked Sendable {
   var gcs: GCSRoutes?
   var authority: TokenAuthority?
   var publicBase = ""
+  var fixedBase: String?
   weak var server: HTTPServer?
 
   func handle(_ request: inout ServerRequest) -> ServerResponse {
     let path = request.rawPath
-    request.publicBase = Self.base(host: request.header("host")) ?? publicBase
+    request.publicBase = fixedBase ?? Self.base(host: request.header("host")) ?? publicBase
     if let authority, let answer = authority.handle(&request, publicBase: publicBase) { return answer }
     if request.method == "GET" && path == "/emulator/v1/stats" {
       // Counters for tests and benchmarks run in another process.

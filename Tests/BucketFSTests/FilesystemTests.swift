@@ -67,6 +67,51 @@ import Testing
     #expect(cache.get("k149") == 149)
   }
 
+  /// A walk in listing order keeps a folder's listing (and those of the folders it is inside)
+  /// however long it takes; anything else after the time to live asks the server again.
+  @Test func aWalkKeepsItsListingAndNothingElseDoes() {
+    let now = ManualClock()
+    let listings = FolderListings(ttl: 5, capacity: 100, clock: { now.value })
+    func entries(_ names: [String], dirs: Set<String> = []) -> [DirectoryEntry] {
+      names.map { DirectoryEntry(name: $0, isDirectory: dirs.contains($0), objectName: dirs.contains($0) ? nil : $0) }
+    }
+    func found(_ dir: String, _ name: String) -> Bool {
+      if case .found(let f) = listings.lookup(dir: dir, name: name) { return f.entry.name == name }
+      return false
+    }
+    func unknown(_ dir: String, _ name: String) -> Bool {
+      if case .unknown = listings.lookup(dir: dir, name: name) { return true }
+      return false
+    }
+    listings.store("", entries(["a", "b", "c"], dirs: ["a", "b"]))
+    listings.store("a", entries(["f0", "f1", "f2", "f3"]))
+    #expect(found("", "a"))
+    if case .absent = listings.lookup(dir: "a", name: "missing") {} else { Issue.record("a missing name in a current listing") }
+    // The walk inside `a` takes 4 × 4 s, far past the time to live: each step renews `a`, and
+    // `/`, whose last looked-up entry is `a`.
+    for name in ["f0", "f1", "f2", "f3"] {
+      now.value += 4
+      #expect(found("a", name), "\(name)")
+    }
+    #expect(listings.current("") != nil)
+    #expect(found("", "b"))
+    // A second look at an entry after the time to live, a name the listing lacks, and a listing
+    // no walk renewed: all go to the server.
+    now.value += 6
+    #expect(unknown("a", "f1"))
+    #expect(unknown("a", "missing"))
+    #expect(listings.current("a") == nil)
+    // A step forward still finds the walk's listing; `b`'s own folder was never listed.
+    #expect(found("", "c"))
+    #expect(unknown("b", "anything"))
+    // A new listing starts a new walk.
+    listings.store("a", entries(["f0", "f9"]))
+    now.value += 6
+    #expect(found("a", "f0"))
+    now.value += 6
+    #expect(unknown("a", "f0"))
+  }
+
   @Test func inodesAreStableAndForgotten() {
     let table = InodeTable()
     let node = InodeTable.Node(path: "a/b", isDirectory: false, objectName: "a/b")

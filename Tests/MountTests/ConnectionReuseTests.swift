@@ -50,6 +50,47 @@ import Testing
     #expect(fx.emulator!.requestsServed == before, "\(fx.emulator!.requestsServed - before) requests for 20 missing names")
   }
 
+  /// A walk that takes far longer than `metadata_ttl` (here 1 s, with a pause of 1.2 s at every
+  /// file, as a copy of large files would make) lists each folder once: its steps in listing
+  /// order keep the listings it is inside. A second look at a file afterwards asks again.
+  @Test(arguments: ["firebase", "gcs"]) func aLongWalkListsEachFolderOnce(api: String) async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    for d in 0..<2 {
+      for f in 0..<3 { _ = try await fx.put("tree/d\(d)/f\(f).txt", Data("file \(d) \(f)".utf8)) }
+    }
+    let m = try fx.mount(options: ["metadata_ttl=1"], extra: ["--api", api], name: api)
+    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("tree")).sorted() == ["d0", "d1"])
+    let before = fx.emulator!.requestsServed
+    var attributeRequests = 0
+    // As fts (find, du, cp -r) walks: each name relative to its open folder.
+    let tree = open(m.path("tree"), O_RDONLY | O_DIRECTORY)
+    #expect(tree >= 0)
+    defer { close(tree) }
+    for d in 0..<2 {
+      var st = stat()
+      #expect(fstatat(tree, "d\(d)", &st, AT_SYMLINK_NOFOLLOW) == 0)
+      let folder = openat(tree, "d\(d)", O_RDONLY | O_DIRECTORY)
+      #expect(folder >= 0)
+      defer { close(folder) }
+      let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd/\(folder)").sorted()
+      #expect(names == ["f0.txt", "f1.txt", "f2.txt"])
+      for name in names {
+        try await Task.sleep(for: .milliseconds(1200))
+        #expect(fstatat(folder, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_size == 8)
+      }
+      // Over v0 a listing names the files only: one attributes request for each, once.
+      if api == "firebase" { attributeRequests += names.count }
+    }
+    let walk = fx.emulator!.requestsServed - before
+    #expect(walk == 2 + attributeRequests, "\(walk) requests for a walk over 2 folders of 3 files")
+    try await Task.sleep(for: .milliseconds(1200))
+    let again = fx.emulator!.requestsServed
+    var st = stat()
+    #expect(stat(m.path("tree/d0/f0.txt"), &st) == 0)
+    #expect(fx.emulator!.requestsServed > again, "a second look after metadata_ttl was answered from the old listing")
+  }
+
   @Test func theSwiftAPIReusesItsConnection() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }

@@ -20,7 +20,7 @@ final class Namespace: Sendable {
   let log: @Sendable (String) -> Void
   let files: TTLCache<String, StorageMetadata>
   let missing: TTLCache<String, Bool>
-  let listings: TTLCache<String, [DirectoryEntry]>
+  let listings: FolderListings
   private let reportedNames = Mutex<Set<String>>([])
   /// Names whose attributes are being fetched ahead of their lookup.
   private let attributeFetches = Mutex<Set<String>>([])
@@ -36,7 +36,7 @@ final class Namespace: Sendable {
     let ttl = options.metadataTTL
     files = TTLCache(ttl: ttl, capacity: 200_000)
     missing = TTLCache(ttl: ttl, capacity: 50_000)
-    listings = TTLCache(ttl: ttl, capacity: 2_000)
+    listings = FolderListings(ttl: ttl, capacity: 2_000)
   }
 
   static func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }
@@ -82,10 +82,10 @@ final class Namespace: Sendable {
 
   /// The entries of folder `path` (relative to the mount root).
   func listing(_ path: String) async throws(FSError) -> [DirectoryEntry] {
-    if let cached = listings.get(path) { return cached }
+    if let cached = listings.current(path) { return cached }
     return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(StorageError) -> [DirectoryEntry] in
       let entries = try await fetchListing(path)
-      listings.set(path, entries)
+      listings.store(path, entries)
       return entries
     }, orStaged: { offlineListing(path) })
   }
@@ -180,22 +180,23 @@ final class Namespace: Sendable {
   /// The entry of a listing with its attributes: a v0 listing has none, so they are fetched now,
   /// and those of the next entries in the background, concurrently, because `ls -l` asks for
   /// them one after another in listing order.
-  func withAttributes(_ entry: DirectoryEntry, dir: String, entries: [DirectoryEntry]) async throws(FSError) -> DirectoryEntry {
+  func withAttributes(_ found: FolderListings.Found, dir: String) async throws(FSError) -> DirectoryEntry {
+    let entry = found.entry
     guard !entry.isDirectory, entry.metadata == nil, let objectName = entry.objectName else { return entry }
     if let m = files.get(objectName) { return entry.with(m) }
-    if let index = entries.firstIndex(where: { $0.name == entry.name }) {
-      let following = entries[(index + 1)...].prefix(Self.attributeBatch).compactMap { e -> String? in
-        guard !e.isDirectory, e.metadata == nil, let name = e.objectName, files.get(name) == nil else { return nil }
-        return name
-      }
-      prefetchAttributes(following)
+    let following = found.entries[(found.index + 1)...].prefix(Self.attributeBatch).compactMap { e -> String? in
+      guard !e.isDirectory, e.metadata == nil, let name = e.objectName, files.get(name) == nil else { return nil }
+      return name
     }
-    return entry.with(try await fileMetadata(objectName))
+    prefetchAttributes(following, dir: dir)
+    let m = try await fileMetadata(objectName)
+    listings.fill(dir: dir, objectName: objectName, m)
+    return entry.with(m)
   }
 
   /// Fetches the attributes of `names` in the background, 32 at a time, each once however many
   /// lookups ask.
-  private func prefetchAttributes(_ names: [String]) {
+  private func prefetchAttributes(_ names: [String], dir: String) {
     let wanted = attributeFetches.withLock { inflight -> [String] in
       let new = names.filter { !inflight.contains($0) }
       inflight.formUnion(new)
@@ -205,7 +206,10 @@ final class Namespace: Sendable {
     Task { [self] in
       _ = try? await mapConcurrently(wanted, limit: 32) { name throws(StorageError) -> Bool in
         defer { _ = self.attributeFetches.withLock { $0.remove(name) } }
-        if let m = try? await self.client.metadata(of: name) { self.files.set(name, m) }
+        if let m = try? await self.client.metadata(of: name) {
+          self.files.set(name, m)
+          self.listings.fill(dir: dir, objectName: name, m)
+        }
         return true
       }
     }
@@ -214,9 +218,10 @@ final class Namespace: Sendable {
   /// What `name` in folder `dir` is, from the folder's listing when it is cached, else from the
   /// server (or the staged copies).
   func resolve(dir: String, name: String) async throws(FSError) -> DirectoryEntry {
-    if let entries = listings.get(dir) {
-      guard let e = entries.first(where: { $0.name == name }) else { throw FSError(ENOENT) }
-      return try await withAttributes(e, dir: dir, entries: entries)
+    switch listings.lookup(dir: dir, name: name) {
+    case .found(let found): return try await withAttributes(found, dir: dir)
+    case .absent: throw FSError(ENOENT)
+    case .unknown: break
     }
     let path = Self.join(dir, name)
     if missing.get(path) != nil { throw FSError(ENOENT) }
@@ -234,7 +239,9 @@ final class Namespace: Sendable {
     // which object depends on the whole folder, so ask its listing.
     if FolderNames.mayBeAlias(name) {
       let entries = try await listing(dir)
-      if let e = entries.first(where: { $0.name == name }) { return try await withAttributes(e, dir: dir, entries: entries) }
+      if let i = entries.firstIndex(where: { $0.name == name }) {
+        return try await withAttributes(FolderListings.Found(entry: entries[i], index: i, entries: entries), dir: dir)
+      }
     }
     missing.set(path, true)
     throw FSError(ENOENT)
@@ -281,18 +288,22 @@ final class Namespace: Sendable {
     })
   }
 
-  /// The cached listing of folder `dir`, if any (no request).
-  func entriesIfCached(_ dir: String) -> [DirectoryEntry]? { listings.get(dir) }
+  /// Where `name` stands in folder `dir`'s current listing, if any (no request).
+  func position(dir: String, name: String) -> FolderListings.Found? { listings.position(dir: dir, name: name) }
 
   /// What a lookup can answer without a request: from a cached listing (when it has the
   /// entry's attributes) or a cached absence; nil when the async path must ask.
   func resolveIfCached(dir: String, name: String) -> Result<DirectoryEntry, FSError>? {
-    if let entries = listings.get(dir) {
-      guard let e = entries.first(where: { $0.name == name }) else { return .failure(FSError(ENOENT)) }
+    switch listings.lookup(dir: dir, name: name) {
+    case .found(let found):
+      let e = found.entry
       if e.isDirectory || e.metadata != nil { return .success(e) }
-      // A v0 listing's file without attributes yet: the async path fetches them.
-      guard let m = e.objectName.flatMap({ files.get($0) }) else { return nil }
-      return .success(e.with(m))
+      if let m = e.objectName.flatMap({ files.get($0) }) { return .success(e.with(m)) }
+      // A v0 listing's file without attributes yet: the async path fetches them (and those of
+      // the entries after it).
+      return nil
+    case .absent: return .failure(FSError(ENOENT))
+    case .unknown: break
     }
     if missing.get(Self.join(dir, name)) != nil { return .failure(FSError(ENOENT)) }
     return nil

@@ -1,0 +1,147 @@
+import Foundation
+import StorageCore
+import Synchronization
+
+/// The listings of folders, by path relative to the mount root.
+///
+/// A listing answers for `metadata_ttl` after it was taken. After that it still answers a walk:
+/// a lookup of an entry after the last one looked up (listing order: `find`, `du`, `cp -r`,
+/// `ls -lR`, `tar c` go through a folder that way) renews it for another `metadata_ttl`, and so
+/// does a walk going on inside one of its sub-folders, so a walk costs one listing per folder
+/// however long it takes (a copy of large files, say). Anything else after `metadata_ttl` —
+/// `ls`, a second look at an entry, a name the listing does not have — asks the server again.
+/// Bytes stay safe either way: a read is pinned to the generation its attributes name, and an
+/// object replaced since gives ESTALE, never mixed bytes.
+final class FolderListings: Sendable {
+  /// An entry of a listing, where it stands, and the listing itself.
+  struct Found {
+    let entry: DirectoryEntry
+    let index: Int
+    let entries: [DirectoryEntry]
+  }
+
+  enum Answer {
+    case found(Found)
+    /// Not in a current listing: no such name.
+    case absent
+    /// No current listing answers: ask the server.
+    case unknown
+  }
+
+  private struct Listing {
+    var entries: [DirectoryEntry]
+    var positions: [String: Int]
+    /// Attributes fetched after the listing was taken (a v0 listing has names only).
+    var attributes: [String: StorageMetadata] = [:]
+    var expires: Double
+    /// The last entry looked up in listing order; -1 before the first.
+    var cursor = -1
+    var order: UInt64
+  }
+
+  private struct State {
+    var listings: [String: Listing] = [:]
+    var order: UInt64 = 0
+  }
+
+  private let state = Mutex(State())
+  let ttl: Double
+  let capacity: Int
+  private let clock: @Sendable () -> Double
+
+  init(ttl: Double, capacity: Int, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+    self.ttl = ttl
+    self.capacity = capacity
+    self.clock = clock
+  }
+
+  /// Keeps `entries` as folder `dir`'s listing from now on (a walk starts over).
+  func store(_ dir: String, _ entries: [DirectoryEntry]) {
+    var positions: [String: Int] = [:]
+    positions.reserveCapacity(entries.count)
+    for (i, e) in entries.enumerated() { positions[e.name] = i }
+    let expires = clock() + ttl
+    state.withLock { s in
+      s.order += 1
+      s.listings[dir] = Listing(entries: entries, positions: positions, expires: expires, order: s.order)
+      if s.listings.count > capacity {
+        // The oldest tenth at once, so that a full map does not sort on every insert.
+        let victims = s.listings.sorted { $0.value.order < $1.value.order }.prefix(max(1, capacity / 10))
+        for (k, _) in victims { s.listings.removeValue(forKey: k) }
+      }
+    }
+  }
+
+  /// Folder `dir`'s listing while it is current (no walk step is taken).
+  func current(_ dir: String) -> [DirectoryEntry]? {
+    let now = clock()
+    return state.withLock { s in
+      guard let l = s.listings[dir], now <= l.expires else { return nil }
+      return l.entries
+    }
+  }
+
+  /// Where `name` stands in folder `dir`'s current listing (no walk step is taken).
+  func position(dir: String, name: String) -> Found? {
+    let now = clock()
+    return state.withLock { s in
+      guard let l = s.listings[dir], now <= l.expires, let i = l.positions[name] else { return nil }
+      return Found(entry: Self.filled(l, i), index: i, entries: l.entries)
+    }
+  }
+
+  /// What `name` in folder `dir` is, as a lookup asks: a step past the last entry looked up
+  /// renews the listing and those of the folders the walk is inside.
+  func lookup(dir: String, name: String) -> Answer {
+    let now = clock()
+    return state.withLock { s in
+      guard var l = s.listings[dir] else { return .unknown }
+      let fresh = now <= l.expires
+      guard let i = l.positions[name] else { return fresh ? .absent : .unknown }
+      // With no time to live (metadata_ttl=0: ask every time) a walk keeps nothing either.
+      if i > l.cursor && (fresh || ttl > 0) {
+        l.cursor = i
+        l.expires = now + ttl
+        s.listings[dir] = l
+        Self.renewAncestors(of: dir, in: &s, until: now + ttl)
+      } else if !fresh {
+        return .unknown
+      }
+      return .found(Found(entry: Self.filled(l, i), index: i, entries: l.entries))
+    }
+  }
+
+  /// Attributes of object `objectName` (in folder `dir`) fetched after the listing: kept with
+  /// the listing, so that a walk does not fetch them twice.
+  func fill(dir: String, objectName: String, _ metadata: StorageMetadata) {
+    state.withLock { s in
+      guard s.listings[dir] != nil else { return }
+      s.listings[dir]!.attributes[objectName] = metadata
+    }
+  }
+
+  func removeAll() {
+    state.withLock { $0.listings.removeAll() }
+  }
+
+  private static func filled(_ l: Listing, _ i: Int) -> DirectoryEntry {
+    let e = l.entries[i]
+    guard e.metadata == nil, let name = e.objectName, let m = l.attributes[name] else { return e }
+    return e.with(m)
+  }
+
+  /// The walk is inside `dir`: each folder above it whose last looked-up entry is the folder the
+  /// walk went into stays current too.
+  private static func renewAncestors(of dir: String, in s: inout State, until expires: Double) {
+    var child = dir
+    while !child.isEmpty {
+      let slash = child.lastIndex(of: "/")
+      let parent = slash.map { String(child[..<$0]) } ?? ""
+      let name = slash.map { String(child[child.index(after: $0)...]) } ?? child
+      guard var l = s.listings[parent], l.cursor >= 0, l.cursor < l.entries.count, l.entries[l.cursor].name == name else { return }
+      l.expires = max(l.expires, expires)
+      s.listings[parent] = l
+      child = parent
+    }
+  }
+}
