@@ -14,8 +14,9 @@ let package = Package(
       cSettings: [.define("FUSE_USE_VERSION", to: "35")],
       linkerSettings: [.linkedLibrary("fuse3")]),
     .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
-    .target(name: "StorageCore", dependencies: ["CCurl", "CCrypto"]),
-    .target(name: "StorageEmulator", dependencies: ["CCrypto"]),
+    .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
+    .target(name: "StorageCore", dependencies: ["CCurl", "CCrypto", "CZlib"]),
+    .target(name: "StorageEmulator", dependencies: ["CCrypto", "CZlib"]),
     .target(name: "BucketFS", dependencies: ["StorageCore", "CCrypto"]),
     .target(name: "FuseBridge", dependencies: ["BucketFS", "CFuse"]),
     .target(

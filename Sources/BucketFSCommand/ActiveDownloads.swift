@@ -9,7 +9,9 @@ enum ActiveDownloads {
 
   /// Starts `ref`'s download into `file`, tracked until it ends.
   static func write(_ ref: StorageReference, toFile file: URL) -> StorageDownloadTask {
-    let task = ref.write(toFile: file)
+    // The stored bytes, as gsutil and rclone copy them: an object stored gzip-compressed stays
+    // compressed, and its size and hash are the bucket's.
+    let task = ref.write(toFile: file, storedBytes: true)
     tasks.withLock { $0[ObjectIdentifier(task)] = task }
     return task
   }

@@ -13,7 +13,10 @@ enum CopyCommand {
     folder's files under a prefix. Uploads infer the content type from the file extension. A
     progress bar (bytes, rate, ETA) is drawn when stderr is a terminal. --if-generation-match G
     uploads only if the object's generation is G (0: only if it does not exist yet); otherwise the
-    upload fails with exit status 7 and changes nothing.
+    upload fails with exit status 7 and changes nothing. Over the GCS API the server keeps that
+    promise; over the Firebase API, which does not promise to, the generation is also checked just
+    before the upload, which leaves a window of one round trip plus the upload's own time in which
+    a change made by someone else can still be overwritten.
     """
 
   static func isRemote(_ s: String) -> Bool {

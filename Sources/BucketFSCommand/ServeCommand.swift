@@ -10,6 +10,7 @@ struct ServeCommand {
                           [--idle-timeout S] [--header-timeout S] [--max-connections N]
                           [--require-oauth KEY_FILE] [--token-lifetime S] [--refresh-tokens FILE]
                           [--firebase-api-key KEY] [--metadata-server] [--public-url URL]
+                          [--ignore-v0-preconditions]
 
     Serves the Firebase Storage REST API (v0) from DIR on a loopback address. Objects are stored
     under DIR by hash, so no object name can reach outside it. The fault options make the server
@@ -28,7 +29,8 @@ struct ServeCommand {
 
     Links in answers (media links, resumable upload session URLs) name the loopback address the
     client used (a proxy in front is followed); behind a TLS terminator give its URL with
-    --public-url https://127.0.0.1:PORT.
+    --public-url https://127.0.0.1:PORT. --ignore-v0-preconditions ignores ifGenerationMatch and
+    ifMetagenerationMatch on the Firebase API, as the official emulator does.
     """
 
   static func run(_ args: inout Arguments) throws -> Int32 {
@@ -84,6 +86,7 @@ struct ServeCommand {
       wantsTokens = true
     }
     if wantsTokens { config.tokens = tokens }
+    config.ignoresFirebasePreconditions = args.flag("--ignore-v0-preconditions")
     if let url = try args.value("--public-url") {
       guard let parsed = URLComponents(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host?.isEmpty == false,
         parsed.path.isEmpty || parsed.path == "/", parsed.query == nil, parsed.fragment == nil, parsed.user == nil

@@ -19,6 +19,8 @@ public final class StorageEmulator: Sendable {
     /// What links in answers (media links, upload session URLs) start with, for a TLS terminator
     /// in front of us; nil: `http://` and the loopback host:port the client used.
     public var publicURL: String? = nil
+    /// Preconditions on the Firebase API ignored, as the official emulator ignores them.
+    public var ignoresFirebasePreconditions = false
     public var faults = Faults()
     public var limits = ConnectionLimits()
 
@@ -66,7 +68,8 @@ public final class StorageEmulator: Sendable {
     }
     let hostPart = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
     let base = "http://\(hostPart):\(server.port)"
-    let firebase = FirebaseRoutes(store: store, uploads: uploads, access: access)
+    var firebase = FirebaseRoutes(store: store, uploads: uploads, access: access)
+    firebase.ignoresPreconditions = configuration.ignoresFirebasePreconditions
     box.firebase = firebase
     box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase)
     box.authority = authority

@@ -8,13 +8,17 @@ final class EmulatorFixture: @unchecked Sendable {
   let emulator: StorageEmulator
   let storage: Storage
 
-  init(bucket: String = "test-bucket", faults: Faults = Faults(), token: String? = nil) throws {
+  init(
+    bucket: String = "test-bucket", faults: Faults = Faults(), token: String? = nil,
+    configure: (inout StorageEmulator.Configuration) -> Void = { _ in }
+  ) throws {
     root = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
     var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
     config.port = 0
     config.faults = faults
     config.requiredToken = token
+    configure(&config)
     emulator = try StorageEmulator(config)
     storage = Storage(bucket: bucket)
     storage.useEmulator(host: "127.0.0.1", port: emulator.port)

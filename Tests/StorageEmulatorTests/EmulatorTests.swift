@@ -38,7 +38,9 @@ final class Server: @unchecked Sendable {
       ("GET /v0/b/bk/o?prefix=%G1 HTTP/1.1\r\nConnection: close\r\n\r\n", "400"),
       ("GET /v0/b/bk/o/file.txt?alt=media HTTP/1.1\r\nRange: bytes=zz-1\r\nConnection: close\r\n\r\n", "400"),
       ("GET /v0/b/bk/o/file.txt?alt=media HTTP/1.1\r\nRange: bytes=5-2\r\nConnection: close\r\n\r\n", "400"),
-      ("GET /v0/b/bk/o/file.txt?alt=media HTTP/1.1\r\nRange: bytes=10-\r\nConnection: close\r\n\r\n", "416"),
+      // v0 answers a range past the end with the whole object, as the official emulator does.
+      ("GET /v0/b/bk/o/file.txt?alt=media HTTP/1.1\r\nRange: bytes=10-\r\nConnection: close\r\n\r\n", "200"),
+      ("GET /download/storage/v1/b/bk/o/file.txt?alt=media HTTP/1.1\r\nRange: bytes=10-\r\nConnection: close\r\n\r\n", "416"),
       ("GET /v0/b/bk/o/file.txt HTTP/1.1\r\nContent-Length: -4\r\n\r\n", "400"),
       ("GET /v0/b/bk/o/missing HTTP/1.1\r\nConnection: close\r\n\r\n", "404"),
     ]

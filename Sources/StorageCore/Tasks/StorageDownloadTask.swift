@@ -14,6 +14,9 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   /// fsync before the rename, for copies that must survive a crash (staging); `cp` skips it as
   /// cp(1) does.
   let durable: Bool
+  /// Whether an object stored gzip-compressed is handed over decompressed (the SDK's answer) or
+  /// as stored (`bucketfs cp`, like gsutil and rclone).
+  let decodesGzip: Bool
   let temporaryPath: String
 
   /// Where the bytes are written until the download completes (they arrive in order from byte 0).
@@ -32,7 +35,10 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   /// The downloaded bytes of a `getData(maxSize:)` task, once it succeeded.
   public var data: Data? { collected.withLock { $0 } }
 
-  init(reference: StorageReference, destination: URL, generation: Int64?, durable: Bool, maxSize: Int64? = nil, inMemory: Bool = false) {
+  init(
+    reference: StorageReference, destination: URL, generation: Int64?, durable: Bool, maxSize: Int64? = nil, inMemory: Bool = false,
+    decodesGzip: Bool = true
+  ) {
     // `URL(string: "path/to/file")`, as the SDK's examples write it, is a path relative to the
     // working directory.
     let destination = destination.isFileURL ? destination : URL(fileURLWithPath: destination.path)
@@ -41,6 +47,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     self.pinnedGeneration = generation
     self.maxSize = maxSize
     self.inMemory = inMemory
+    self.decodesGzip = decodesGzip
     let folder = destination.deletingLastPathComponent().path
     let random = String(UInt32.random(in: 0...UInt32.max), radix: 36)
     self.temporaryPath = folder + "/." + destination.lastPathComponent + ".bucketfs-" + random + ".part"
@@ -214,6 +221,12 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       let mapped = StorageError.from(transport: error, object: object)
       return Backoff.isRetryable(error) ? .retry(mapped, nil) : .failed(mapped)
     }
+    if head.status == 416, have > 0, totalSize(head) == have {
+      // A resume at the end of the object (paused after its last byte): GCS answers 416, the
+      // official emulator the whole body (which starts over, above). The bytes are all here.
+      if Task.isCancelled || phase != .running { return .stopped }
+      return await completeAtEnd(sink: sink, fd: fd, expected: expected)
+    }
     guard (200..<300).contains(head.status) else {
       if head.status == 404, let pinned = pinnedGeneration {
         return .failed(StorageError(
@@ -226,6 +239,32 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     }
     if Task.isCancelled || phase != .running { return .stopped }
     return complete(head: head, sink: sink, fd: fd)
+  }
+
+  /// Every byte is on disk but no body said which object they belong to: the metadata does
+  /// (generation and hashes), and they are checked as a body's would be.
+  private func completeAtEnd(sink: DownloadSink, fd: Int32, expected: Int64?) async -> Outcome {
+    let metadata: StorageMetadata
+    do {
+      metadata = try await reference.getMetadata()
+    } catch {
+      return Backoff.isRetryable(status: error.httpStatus ?? 0) || error.code == .serverUnreachable ? .retry(error, nil) : .failed(error)
+    }
+    if let expected, metadata.generation != expected { return changedObject(metadata.generation, expected: expected) }
+    guard metadata.size == sink.offset else {
+      // The object is another size now: what is on disk is not it.
+      return changedObject(metadata.generation, expected: expected ?? -1)
+    }
+    var hashes: [String] = []
+    if let crc = metadata.crc32c { hashes.append("crc32c=\(crc)") }
+    if let md5 = metadata.md5Hash {
+      hashes.append("md5=\(md5)")
+      sink.wantsMD5 = metadata.crc32c == nil
+    }
+    var headers = ["content-length": String(sink.offset), "x-goog-generation": String(metadata.generation)]
+    if !hashes.isEmpty { headers["x-goog-hash"] = hashes.joined(separator: ",") }
+    if let encoding = metadata.contentEncoding { headers["content-encoding"] = encoding }
+    return complete(head: HTTPResponseHead(status: 200, headers: headers), sink: sink, fd: fd)
   }
 
   private func changedObject(_ served: Int64, expected: Int64?) -> Outcome {
@@ -252,6 +291,14 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     if let problem = verify(hashHeader: head["x-goog-hash"], sink: sink) {
       unlink(temporaryPath)
       return .failed(StorageError(code: .nonMatchingChecksum, object: object, detail: problem))
+    }
+    if decodesGzip && GzipDecoding.isGzip(head) {
+      do throws(StorageError) {
+        try GzipDecoding.decodeFile(temporaryPath, object: object)
+      } catch {
+        unlink(temporaryPath)
+        return .failed(error)
+      }
     }
     if inMemory {
       let bytes = FileManager.default.contents(atPath: temporaryPath)
@@ -356,10 +403,11 @@ final class DownloadSink: @unchecked Sendable {
 extension StorageReference {
   /// Downloads the object into `fileURL` (see `StorageDownloadTask`). With `generation`, bytes of
   /// any other generation fail the task with `objectChanged`; with `durable`, the file is fsynced
-  /// before it appears.
+  /// before it appears; with `storedBytes`, an object stored gzip-compressed is written as stored
+  /// instead of decompressed.
   @discardableResult
-  public func write(toFile fileURL: URL, generation: Int64? = nil, durable: Bool = false) -> StorageDownloadTask {
-    let task = StorageDownloadTask(reference: self, destination: fileURL, generation: generation, durable: durable)
+  public func write(toFile fileURL: URL, generation: Int64? = nil, durable: Bool = false, storedBytes: Bool = false) -> StorageDownloadTask {
+    let task = StorageDownloadTask(reference: self, destination: fileURL, generation: generation, durable: durable, decodesGzip: !storedBytes)
     task.start()
     return task
   }

@@ -72,6 +72,34 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     return ContentType.fallback
   }
 
+  /// Over the Firebase API a precondition is sent, but nothing says the server keeps it: the
+  /// official emulator ignores `ifGenerationMatch` on v0 (firebase-tools
+  /// `src/emulator/storage/apis/firebase.ts` reads no precondition), the JS SDK never sends one,
+  /// and Google documents none for v0. So the object's generation is checked here, just before
+  /// the upload, and a mismatch fails as the server's 412 would. What remains is the window
+  /// between this check and the upload's commit (one round trip plus the upload's own time),
+  /// in which another writer's change can still be overwritten; the GCS API closes it.
+  private func checkOverFirebase(_ runner: RequestRunner) async throws(StorageError) {
+    let current: (generation: Int64, metageneration: Int64)
+    do {
+      let response = try await runner.run(reference.storage.wire.getMetadata(reference.path))
+      let m = try StorageMetadata(data: response.body)
+      current = (m.generation, m.metageneration)
+    } catch where error.code == .objectNotFound {
+      current = (0, 0)
+    }
+    if let g = preconditions.ifGenerationMatch, g != current.generation {
+      throw StorageError(
+        code: .preconditionFailed, object: reference.description, httpStatus: 412,
+        detail: "the object's generation is \(current.generation), not \(g) (checked before the upload: the Firebase API does not promise to)")
+    }
+    if let m = preconditions.ifMetagenerationMatch, m != current.metageneration {
+      throw StorageError(
+        code: .preconditionFailed, object: reference.description, httpStatus: 412,
+        detail: "the object's metageneration is \(current.metageneration), not \(m) (checked before the upload: the Firebase API does not promise to)")
+    }
+  }
+
   /// Runs the upload; nil when it stopped for a pause.
   private func run() async throws(StorageError) -> StorageMetadata? {
     let metadata = uploadMetadata.copy()
@@ -80,6 +108,9 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     let object = reference.description
     let runner = RequestRunner(storage: reference.storage, budget: reference.storage.maxUploadRetryTime, object: object)
     let json = metadata.writableJSON(name: reference.fullPath)
+    if reference.storage.api == .firebase && preconditions != Preconditions() && session.withLock({ $0 }) == nil {
+      try await checkOverFirebase(runner)
+    }
 
     if source.size <= Self.multipartLimit && session.withLock({ $0 }) == nil {
       let bytes: Data

@@ -28,7 +28,7 @@ struct FirebaseWire: ObjectWire {
 
   /// v0 cannot ask for a generation: the caller checks `x-goog-generation` in the answer.
   func download(_ path: StoragePath, range: Range<Int64>?, from: Int64?, generation: Int64?) -> HTTPRequest {
-    HTTPRequest(method: "GET", url: objectURL(path) + "?alt=media", headers: authHeaders + rangeHeader(range, from))
+    HTTPRequest(method: "GET", url: objectURL(path) + "?alt=media", headers: authHeaders + mediaHeaders(range, from))
   }
 
   func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?) -> HTTPRequest {
@@ -113,10 +113,16 @@ struct FirebaseWire: ObjectWire {
   }
 }
 
-func rangeHeader(_ range: Range<Int64>?, _ from: Int64?) -> [(String, String)] {
-  if let range, !range.isEmpty { return [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")] }
-  if let from { return [("Range", "bytes=\(from)-")] }
-  return []
+/// The headers of a media GET. `Accept-Encoding: gzip` asks for the stored bytes of an object
+/// stored gzip-compressed: without it Google (and the official emulator, firebase-tools
+/// `apis/shared.ts`) serve it decompressed, with no Content-Length, the Range ignored and an
+/// `x-goog-hash` of the stored bytes, so sizes, ranges and hashes would not fit. libcurl is not
+/// asked to decode (no CURLOPT_ACCEPT_ENCODING): the caller decides (`GzipDecoding`).
+func mediaHeaders(_ range: Range<Int64>?, _ from: Int64?) -> [(String, String)] {
+  var headers = [("Accept-Encoding", "gzip")]
+  if let range, !range.isEmpty { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")) }
+  if let from { headers.append(("Range", "bytes=\(from)-")) }
+  return headers
 }
 
 func listQuery(_ prefix: String, _ delimiter: String?, _ pageToken: String?, _ maxResults: Int?) -> [(String, String)] {

@@ -29,7 +29,7 @@ struct GCSWire: ObjectWire {
   func download(_ path: StoragePath, range: Range<Int64>?, from: Int64?, generation: Int64?) -> HTTPRequest {
     var query = [("alt", "media")]
     if let generation { query.append(("generation", String(generation))) }
-    return HTTPRequest(method: "GET", url: objectURL(path, query), headers: authHeaders + rangeHeader(range, from))
+    return HTTPRequest(method: "GET", url: objectURL(path, query), headers: authHeaders + mediaHeaders(range, from))
   }
 
   func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?) -> HTTPRequest {

@@ -160,9 +160,10 @@ struct HTTPConnection {
     case .none: length = 0
     case .data(let d): length = Int64(d.count)
     case .file(_, _, let n): length = n
+    case .chunked: length = -1
     }
     for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
-    head += "Content-Length: \(length)\r\n"
+    head += length < 0 ? "Transfer-Encoding: chunked\r\n" : "Content-Length: \(length)\r\n"
     if close { head += "Connection: close\r\n" }
     head += "\r\n"
     guard writeAll(Data(head.utf8)) else {
@@ -173,6 +174,16 @@ struct HTTPConnection {
     switch response.body {
     case .none:
       break
+    case .chunked(let d):
+      var framed = Data()
+      if !d.isEmpty { framed += Data((String(d.count, radix: 16) + "\r\n").utf8) + d + Data("\r\n".utf8) }
+      framed += Data("0\r\n\r\n".utf8)
+      if let limit, limit < d.count {
+        _ = writeAll(framed.prefix(Int(limit)))
+        return cut(plan!)
+      }
+      guard writeAll(framed) else { return false }
+      server.bodyBytesSent.add(d.count, ordering: .relaxed)
     case .data(let d):
       if let limit, limit < d.count {
         _ = writeAll(d.prefix(Int(limit)))

@@ -21,6 +21,8 @@ struct ServerResponse {
   enum Body {
     case none
     case data(Data)
+    /// Bytes sent chunked, with no Content-Length (what GCS does for a transcoded object).
+    case chunked(Data)
     /// Bytes of an open file, which the connection closes after sending.
     case file(fd: Int32, offset: Int64, length: Int64)
   }

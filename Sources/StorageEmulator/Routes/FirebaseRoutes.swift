@@ -1,12 +1,13 @@
 // The Firebase Storage REST API ("v0") over the object store, as the protocol reference describes
 // what the Firebase SDKs send and expect.
+import CZlib
 import Foundation
 
 struct FirebaseRoutes {
   let store: ObjectStore
   let uploads: UploadSessions
   let access: AccessCheck
-  /// `http://host:port`, for the session URLs handed to clients.
+  var ignoresPreconditions = false
 
   /// Splits `/v0/b/BUCKET/o[/OBJECT]`; nil when the path is not of that shape.
   static func parse(_ path: String) -> (bucket: String, object: String?)? {
@@ -47,23 +48,29 @@ struct FirebaseRoutes {
       return list(bucket: bucket, query: request.query)
     case ("GET", let name?):
       guard let record = store.get(bucket, name) else { return .error(404, "Not Found") }
-      if request.query["alt"] == "media" { return media(record, range: request.header("range")) }
+      if request.query["alt"] == "media" { return media(record, request: request, dialect: .firebase) }
       return .json(200, ensureToken(record).firebaseResource())
     case ("POST", _), ("PUT", _):
       guard let name = request.query["name"] ?? object, !name.isEmpty else {
         return .error(400, "an upload needs a name")
       }
-      if let failed = PreconditionCheck.failure(store.get(bucket, name), request.query) { return failed }
+      if let failed = preconditionFailure(bucket, name, request.query) { return failed }
       return upload(bucket: bucket, name: name, request: &request)
     case ("PATCH", let name?):
-      if let failed = PreconditionCheck.failure(store.get(bucket, name), request.query) { return failed }
+      if let failed = preconditionFailure(bucket, name, request.query) { return failed }
       return patch(bucket: bucket, name: name, request: &request)
     case ("DELETE", let name?):
-      if let failed = PreconditionCheck.failure(store.get(bucket, name), request.query) { return failed }
+      if let failed = preconditionFailure(bucket, name, request.query) { return failed }
       return store.delete(bucket, name) ? ServerResponse(status: 204) : .error(404, "Not Found")
     default:
       return .error(405, "method not allowed here")
     }
+  }
+
+  /// `ifGenerationMatch` and the like on v0: kept, or ignored as the official emulator ignores
+  /// them (firebase-tools `src/emulator/storage/apis/firebase.ts` reads none).
+  private func preconditionFailure(_ bucket: String, _ name: String, _ query: [String: String]) -> ServerResponse? {
+    ignoresPreconditions ? nil : PreconditionCheck.failure(store.get(bucket, name), query)
   }
 
   /// The emulator gives a download token to any object read through v0 that has none.
@@ -86,7 +93,7 @@ struct FirebaseRoutes {
       maxResults = min(n, 1000)
     }
     let delimiter = query["delimiter"].flatMap { $0.isEmpty ? nil : $0 }
-    let result = store.list(
+    let result = store.listFirebase(
       bucket: bucket, prefix: prefix, delimiter: delimiter, pageToken: query["pageToken"], maxResults: maxResults)
     var body: [String: Any] = [
       "prefixes": result.prefixes,
@@ -96,13 +103,24 @@ struct FirebaseRoutes {
     return .json(200, body)
   }
 
-  func media(_ record: ObjectRecord, range: String?) -> ServerResponse {
+  /// Where the two APIs' media answers differ: GCS sends `x-goog-hash` twice and answers a Range
+  /// that starts at or past the end with 416; the official Firebase emulator sends one
+  /// comma-joined `x-goog-hash` and answers such a Range with the whole object, 200
+  /// (firebase-tools `src/emulator/storage/apis/shared.ts`, `sendFileBytes`: Express's
+  /// `req.range` finds it unsatisfiable and the body is sent whole).
+  enum MediaDialect { case firebase, gcs }
+
+  /// The object's bytes, as GCS and the official emulator serve them (`sendFileBytes`): an object
+  /// stored with `Content-Encoding: gzip` goes out decompressed to a client that does not accept
+  /// gzip, chunked, with the Range ignored and `x-goog-hash` still of the stored bytes.
+  func media(_ record: ObjectRecord, request: ServerRequest, dialect: MediaDialect) -> ServerResponse {
     let current = record
+    let range = request.header("range")
     let fd = open(store.dataPath(current), O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else {
       // Overwritten between the lookup and the open: serve the newest generation.
       if let newer = store.get(record.bucket, record.name), newer.generation != record.generation {
-        return media(newer, range: range)
+        return media(newer, request: request, dialect: dialect)
       }
       return .error(404, "Not Found")
     }
@@ -110,12 +128,22 @@ struct FirebaseRoutes {
       ("Accept-Ranges", "bytes"), ("Content-Type", current.contentType), ("ETag", current.etag),
       ("x-goog-generation", String(current.generation)),
       ("x-goog-metageneration", String(current.metageneration)),
-      // Two lines, as GCS sends them: a client that keeps only the last header loses one.
-      ("x-goog-hash", "crc32c=\(current.crc32c)"), ("x-goog-hash", "md5=\(current.md5Hash)"),
       ("x-goog-stored-content-length", String(current.size)),
       ("Last-Modified", httpDate(current.updated)),
     ]
+    switch dialect {
+    case .firebase: headers.append(("x-goog-hash", "crc32c=\(current.crc32c),md5=\(current.md5Hash)"))
+    case .gcs: headers += [("x-goog-hash", "crc32c=\(current.crc32c)"), ("x-goog-hash", "md5=\(current.md5Hash)")]
+    }
     if let cc = current.cacheControl { headers.append(("Cache-Control", cc)) }
+    let encoding = current.contentEncoding?.lowercased()
+    if encoding == "gzip", !(request.header("accept-encoding")?.lowercased().contains("gzip") ?? false),
+      let stored = readAll(fd), let plain = Self.gunzip(stored)
+    {
+      close(fd)
+      headers += [("X-Goog-Stored-Content-Encoding", "gzip"), ("Warning", "214 UploadServer gunzipped")]
+      return ServerResponse(status: 200, headers: headers, body: .chunked(plain))
+    }
     if let ce = current.contentEncoding, ce != "identity" { headers.append(("Content-Encoding", ce)) }
     switch RangeHeader.resolve(range, size: current.size) {
     case .whole:
@@ -123,12 +151,38 @@ struct FirebaseRoutes {
     case .partial(let start, let end):
       headers.append(("Content-Range", "bytes \(start)-\(end)/\(current.size)"))
       return ServerResponse(status: 206, headers: headers, body: .file(fd: fd, offset: start, length: end - start + 1))
+    case .unsatisfiable where dialect == .firebase:
+      return ServerResponse(status: 200, headers: headers, body: .file(fd: fd, offset: 0, length: current.size))
     case .unsatisfiable:
       close(fd)
       return ServerResponse(status: 416, headers: [("Content-Range", "bytes */\(current.size)")])
     case .malformed:
       close(fd)
       return .error(400, "malformed Range header")
+    }
+  }
+
+  private func readAll(_ fd: Int32) -> Data? {
+    guard lseek(fd, 0, SEEK_SET) == 0 else { return nil }
+    var out = Data()
+    var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+      let n = read(fd, &buffer, buffer.count)
+      if n < 0 && errno == EINTR { continue }
+      if n < 0 { return nil }
+      if n == 0 { return out }
+      out.append(buffer, count: n)
+    }
+  }
+
+  /// Stored bytes that are not gzip after all are served as stored (with their encoding).
+  static func gunzip(_ data: Data) -> Data? {
+    data.withUnsafeBytes { raw -> Data? in
+      var out: UnsafeMutablePointer<UInt8>? = nil
+      var length = 0
+      guard CZlib_gunzip(raw.bindMemory(to: UInt8.self).baseAddress, raw.count, &out, &length) == 0, let out else { return nil }
+      defer { free(out) }
+      return Data(bytes: out, count: length)
     }
   }
 

@@ -74,7 +74,7 @@ struct GCSRoutes {
       }
       if let failed = preconditionFailure(record, request.query) { return failed }
       if request.query["alt"] == "media" || route.service == "download" {
-        return firebase.media(record, range: request.header("range"))
+        return firebase.media(record, request: request, dialect: .gcs)
       }
       return .json(200, record.gcsResource(base: request.publicBase))
     case "PATCH", "PUT":

@@ -34,13 +34,20 @@ struct ObjectRecord: Codable {
       parts.tm_hour, parts.tm_min, parts.tm_sec, Int32(ms % 1000))
   }
 
+  /// The CRC32C as the official emulator writes it in v0 metadata: the uint32 in decimal
+  /// (firebase-tools `src/emulator/storage/metadata.ts`, `toFirebaseJson`); GCS writes base64.
+  static func decimalCRC(_ base64: String) -> String {
+    guard let bytes = Data(base64Encoded: base64), bytes.count == 4 else { return base64 }
+    return String(bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+  }
+
   /// The Firebase v0 metadata resource.
   func firebaseResource() -> [String: Any] {
     var d: [String: Any] = [
       "name": name, "bucket": bucket, "generation": String(generation),
       "metageneration": String(metageneration), "contentType": contentType,
       "timeCreated": Self.formatTime(timeCreated), "updated": Self.formatTime(updated),
-      "storageClass": "STANDARD", "size": String(size), "md5Hash": md5Hash, "crc32c": crc32c,
+      "storageClass": "STANDARD", "size": String(size), "md5Hash": md5Hash, "crc32c": Self.decimalCRC(crc32c),
       "etag": etag, "downloadTokens": downloadTokens.joined(separator: ","),
       "contentEncoding": contentEncoding ?? "identity",
     ]

@@ -273,6 +273,41 @@ final class ObjectStore: @unchecked Sendable {
     }
   }
 
+  /// A v0 list page as the official emulator pages it (firebase-tools `src/emulator/storage/
+  /// files.ts`, `listItems`): only items count toward `maxResults`, and every page carries all
+  /// the prefixes under `prefix`.
+  func listFirebase(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int) -> ListResult {
+    buckets.withLock { all in
+      var result = ListResult()
+      guard let b = all[bucket] else { return result }
+      let prefixBytes = Array(prefix.utf8)
+      let delimiterBytes = delimiter.map { Array($0.utf8) } ?? []
+      var index = b.lowerBound(Key(prefix))
+      let first = Key(pageToken ?? prefix)
+      while index < b.sorted.count {
+        let key = b.sorted[index]
+        guard key.bytes.starts(with: prefixBytes) else { break }
+        let rest = key.bytes[prefixBytes.count...]
+        if !delimiterBytes.isEmpty, let cut = Self.firstIndex(of: delimiterBytes, in: rest) {
+          let folder = Array(key.bytes[..<(cut + delimiterBytes.count)])
+          result.prefixes.append(String(decoding: folder, as: UTF8.self))
+          index += 1
+          while index < b.sorted.count && b.sorted[index].bytes.starts(with: folder) { index += 1 }
+          continue
+        }
+        if !(key < first) {
+          if result.items.count == maxResults {
+            if result.nextPageToken == nil { result.nextPageToken = String(decoding: key.bytes, as: UTF8.self) }
+          } else {
+            result.items.append(b.records[key]!)
+          }
+        }
+        index += 1
+      }
+      return result
+    }
+  }
+
   private static func firstIndex(of needle: [UInt8], in haystack: ArraySlice<UInt8>) -> Int? {
     guard !needle.isEmpty, haystack.count >= needle.count else { return nil }
     var i = haystack.startIndex
