@@ -1,4 +1,4 @@
-import CZlib
+internal import CZlib
 import Foundation
 
 /// The bytes of an object stored with `Content-Encoding: gzip`, decompressed, for the surfaces

@@ -1,6 +1,6 @@
 // The Firebase Storage REST API ("v0") over the object store, as the protocol reference describes
 // what the Firebase SDKs send and expect.
-import CZlib
+internal import CZlib
 import Foundation
 
 struct FirebaseRoutes {
