@@ -46,7 +46,9 @@ public final class BucketFilesystem: Sendable {
     }
   }
 
-  private let openFiles = HandleTable<OpenFile>()
+  let openFiles = HandleTable<OpenFile>()
+  /// Changes through a writable mount (nil: read-only).
+  let writeBack: WriteBack?
   private let folderReadAhead = FolderReadAhead()
   /// Read-ahead GETs across files in flight, across folders.
   private let readAheadSlots = ReadAheadSlots(FolderReadAhead.concurrency)
@@ -75,10 +77,19 @@ public final class BucketFilesystem: Sendable {
     self.staging = staging
     self.log = log
     namespace = Namespace(client: self.client, prefix: p, options: options, staging: staging, log: log)
+    writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, log: log) } : nil
+    if let writeBack {
+      writeBack.queue.start(client: self.client) { [namespace] change, metadata in
+        namespace.applied(change, metadata)
+      }
+    }
   }
 
   func attributes(ino: UInt64, directory: Bool, metadata: StorageMetadata?) -> FileAttributes {
-    let mtime = metadata?.updated?.timeIntervalSince1970 ?? mountTime
+    // The time a writer kept in custom metadata (ours and rclone's `mtime`, gcsfuse's
+    // `gcsfuse_mtime`), else when the object was written.
+    let kept = metadata?.customMetadata.flatMap { $0["mtime"] ?? $0["gcsfuse_mtime"] }.flatMap(Self.parseTime)
+    let mtime = kept ?? metadata?.updated?.timeIntervalSince1970 ?? mountTime
     let ctime = metadata?.timeCreated?.timeIntervalSince1970 ?? mtime
     return FileAttributes(
       ino: ino, size: directory ? 0 : metadata?.size ?? 0, isDirectory: directory,
@@ -118,6 +129,10 @@ public final class BucketFilesystem: Sendable {
     guard dir.isDirectory else { throw FSError(ENOTDIR) }
     if name.utf8.count > 255 { throw FSError(ENAMETOOLONG) }
     guard Namespace.isValidName(name) else { throw FSError(ENOENT) }
+    if let local = localEntry(Namespace.join(dir.path, name)) {
+      guard let entry = local else { throw FSError(ENOENT) }
+      return linked(entry, in: dir.path)
+    }
     return linked(try await namespace.resolve(dir: dir.path, name: name), in: dir.path)
   }
 
@@ -125,12 +140,20 @@ public final class BucketFilesystem: Sendable {
   private func linked(_ entry: DirectoryEntry, in dir: String) -> FileAttributes {
     let node = InodeTable.Node(path: Namespace.join(dir, entry.name), isDirectory: entry.isDirectory, objectName: entry.objectName)
     let ino = inodes.ino(for: node, lookup: true)
-    return attributes(ino: ino, directory: entry.isDirectory, metadata: entry.metadata)
+    var a = attributes(ino: ino, directory: entry.isDirectory, metadata: entry.metadata)
+    a.volatile = writeBack != nil && !entry.isDirectory && localEntry(node.path) != nil
+    return a
   }
 
   public func getattr(_ ino: UInt64) async throws(FSError) -> FileAttributes {
     if let cached = getattrIfCached(ino) { return cached }
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
+    if let local = localEntry(node.path) {
+      guard let entry = local else { throw FSError(ENOENT) }
+      var a = attributes(ino: ino, directory: entry.isDirectory, metadata: entry.metadata)
+      a.volatile = !entry.isDirectory
+      return a
+    }
     let m = try await namespace.fileMetadata(node.objectName ?? node.path)
     return attributes(ino: ino, directory: false, metadata: m)
   }
@@ -140,7 +163,7 @@ public final class BucketFilesystem: Sendable {
   public func openDirectory(_ ino: UInt64) async throws(FSError) -> UInt64 {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     guard node.isDirectory else { throw FSError(ENOTDIR) }
-    return openDirs.add(try await namespace.listing(node.path))
+    return openDirs.add(mergedListing(node.path, try await namespace.listing(node.path)))
   }
 
   /// Hands out the entries from `offset` on, one by one, until `emit` says the reply is full;
@@ -180,9 +203,12 @@ public final class BucketFilesystem: Sendable {
   /// Opens a file for reading: pins its generation and starts staging it. Returns the handle and
   /// whether the kernel may keep cached pages from an earlier open (same generation).
   public func open(_ ino: UInt64, flags: Int32) async throws(FSError) -> (handle: UInt64, keepCache: Bool) {
-    if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { throw FSError(EROFS) }
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { throw FSError(EISDIR) }
+    if let local = try await openLocal(node.objectName ?? node.path, flags: flags) {
+      openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
+      return (local, false)
+    }
     let m = try await namespace.fileMetadata(node.objectName ?? node.path)
     let objectName = prefix + (node.objectName ?? node.path)
     let reader = ObjectReader(client: bucketClient, cache: cache, name: objectName, generation: m.generation, size: m.size)
@@ -252,6 +278,7 @@ public final class BucketFilesystem: Sendable {
   }
 
   public func read(handle: UInt64, offset: Int64, count: Int) async throws(FSError) -> ReadReply {
+    if WriteBack.isLocal(handle) { return try readLocal(handle: handle, offset: offset, count: count) }
     if let cached = readIfCached(handle: handle, offset: offset, count: count) { return cached }
     guard let file = openFiles[handle] else { throw FSError(EBADF) }
     let end = min(file.metadata.size, offset + Int64(count))
@@ -292,6 +319,7 @@ public final class BucketFilesystem: Sendable {
   }
 
   public func release(handle: UInt64) {
+    if WriteBack.isLocal(handle) { return releaseLocal(handle: handle) }
     guard let file = openFiles.remove(handle) else { return }
     // Read-ahead of a closed file is wasted: stop it, unless another handle reads the object.
     let stillOpen = openFiles.contains { $0.objectName == file.objectName && $0.metadata.generation == file.metadata.generation }
@@ -303,11 +331,16 @@ public final class BucketFilesystem: Sendable {
 
   public func lookupIfCached(parent: UInt64, name: String) -> Result<FileAttributes, FSError>? {
     guard let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return nil }
+    if let local = localEntry(Namespace.join(dir.path, name)) {
+      guard let entry = local else { return .failure(FSError(ENOENT)) }
+      return .success(linked(entry, in: dir.path))
+    }
     return namespace.resolveIfCached(dir: dir.path, name: name)?.map { linked($0, in: dir.path) }
   }
 
   public func getattrIfCached(_ ino: UInt64) -> FileAttributes? {
     guard let node = inodes.node(ino) else { return nil }
+    if writeBack != nil, localEntry(node.path) != nil { return nil }
     if node.isDirectory { return attributes(ino: ino, directory: true, metadata: nil) }
     guard let m = namespace.files.get(node.objectName ?? node.path) else { return nil }
     return attributes(ino: ino, directory: false, metadata: m)
@@ -315,6 +348,10 @@ public final class BucketFilesystem: Sendable {
 
   public func xattrsIfCached(_ ino: UInt64) -> [(String, String)]? {
     guard let node = inodes.node(ino) else { return nil }
+    if !node.isDirectory, writeBack != nil, let local = localEntry(node.path) {
+      guard local != nil else { return nil }
+      return [("user.gs_url", gsURL(node.path))] + syncAttributes(node.objectName ?? node.path, nil)
+    }
     if node.isDirectory { return Xattrs.forDirectory(gsURL: gsURL(node.path.isEmpty ? "" : node.path + "/")) }
     guard let m = namespace.files.get(node.objectName ?? node.path) else { return nil }
     return xattrs(node, m)
@@ -323,6 +360,7 @@ public final class BucketFilesystem: Sendable {
   /// The bytes when they are at hand: in a complete staged copy, in the copy being filled, or
   /// in the block cache. Nil when the async path must fetch them.
   public func readIfCached(handle: UInt64, offset: Int64, count: Int) -> ReadReply? {
+    if WriteBack.isLocal(handle) { return try? readLocal(handle: handle, offset: offset, count: count) }
     guard let file = openFiles[handle] else { return nil }
     let end = min(file.metadata.size, offset + Int64(count))
     guard offset < end else { return .bytes(Data()) }
@@ -371,6 +409,6 @@ public final class BucketFilesystem: Sendable {
     let token = m.downloadTokens?.split(separator: ",").first.map(String.init)
     let url = token.map { client.downloadURL(name: objectName, token: $0) }
     let staged = staging?.status(prefix + objectName, generation: m.generation, size: m.size) ?? .none
-    return Xattrs.forFile(metadata: m, gsURL: gsURL(objectName), downloadURL: url, staged: staged)
+    return Xattrs.forFile(metadata: m, gsURL: gsURL(objectName), downloadURL: url, staged: staged) + syncAttributes(objectName, m)
   }
 }

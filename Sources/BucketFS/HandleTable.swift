@@ -2,7 +2,12 @@ import Synchronization
 
 /// Open handles (of files or of folders) by the number the kernel passes back.
 final class HandleTable<Value: Sendable>: Sendable {
-  private let state = Mutex<(next: UInt64, values: [UInt64: Value])>((1, [:]))
+  private let state: Mutex<(next: UInt64, values: [UInt64: Value])>
+
+  /// Handles count up from `start` (tables whose handles meet at one bridge keep apart).
+  init(start: UInt64 = 1) {
+    state = Mutex((start, [:]))
+  }
 
   func add(_ value: Value) -> UInt64 {
     state.withLock { s in

@@ -58,4 +58,18 @@ public struct MeteredClient: ObjectClient {
   }
 
   public func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: name, token: token) }
+
+  public func upload(
+    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?
+  ) async throws(StorageError) -> StorageMetadata {
+    try await count("upload") { () async throws(StorageError) -> StorageMetadata in
+      try await inner.upload(name, file: path, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
+    }
+  }
+
+  public func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
+    try await count("delete") { () async throws(StorageError) -> Void in
+      try await inner.delete(name, ifGenerationMatch: ifGenerationMatch)
+    }
+  }
 }

@@ -25,8 +25,25 @@ public struct MountOptions: Sendable {
   public var logLevel: String?
   public var logJSON = false
   public var tokenFile: String?
-  /// `rw` was among the options (fstab's default): the mount stays read-only, and says so.
+  /// `rw` was among the options. mount(8) passes it to every mount it starts, so only
+  /// `bucketfs mount -o rw` makes a mount writable; in fstab that is `writable`.
   public var readWriteAsked = false
+  /// Writes are accepted (`writable`, or `rw` on bucketfs's own command line).
+  public var writable = false
+  /// `ro` was among the options: read-only whatever else says.
+  public var readOnlyAsked = false
+  var modesGiven = false
+
+  /// Settles what the options say together: `ro` wins over `writable`, and a writable mount's
+  /// files and folders are writable by their owner unless modes were given.
+  public mutating func settle(writableByRW: Bool) {
+    if writableByRW && readWriteAsked { writable = true }
+    if readOnlyAsked { writable = false }
+    if writable && !modesGiven {
+      fileMode = 0o644
+      dirMode = 0o755
+    }
+  }
   /// Options passed on to libfuse untouched.
   public var fuseOptions: [String] = []
 
@@ -55,7 +72,7 @@ public struct MountOptions: Sendable {
         return value
       }
       switch key {
-      case "ro": break
+      case "ro": readOnlyAsked = true
       // mount(8) passes rw unless ro is given; the mount is read-only whatever it says.
       case "rw": readWriteAsked = true
       // Options that mount(8), systemd and fstab use for themselves.
@@ -66,10 +83,15 @@ public struct MountOptions: Sendable {
         break
       case "allow_other": allowOther = try Self.boolean(value, key)
       case "offline": offline = try Self.boolean(value, key)
+      case "writable": writable = try Self.boolean(value, key)
       case "uid": uid = try Self.number(need(), key)
       case "gid": gid = try Self.number(need(), key)
-      case "file_mode": fileMode = try Self.octal(need(), key)
-      case "dir_mode": dirMode = try Self.octal(need(), key)
+      case "file_mode":
+        fileMode = try Self.octal(need(), key)
+        modesGiven = true
+      case "dir_mode":
+        dirMode = try Self.octal(need(), key)
+        modesGiven = true
       case "metadata_ttl": metadataTTL = try Self.seconds(need(), key, allowZero: true)
       case "read_timeout": readTimeout = try Self.seconds(need(), key, allowZero: false)
       case "cache_size": cacheSize = Int(try Self.size(need(), key))

@@ -20,9 +20,27 @@ public protocol ObjectClient: Sendable {
   ) async throws(StorageError) -> Int64
   /// The Firebase download URL for a token.
   func downloadURL(name: String, token: String) -> String
+  /// Stores the file at `path` as object `name` — only while the object's generation is
+  /// `ifGenerationMatch` (0: only if there is none; nil: whatever is there).
+  func upload(
+    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?
+  ) async throws(StorageError) -> StorageMetadata
+  /// Deletes object `name`, only while its generation is `ifGenerationMatch` (nil: any).
+  func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError)
 }
 
 extension ObjectClient {
+  /// A client that cannot change the bucket (a read-only test double) refuses.
+  public func upload(
+    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?
+  ) async throws(StorageError) -> StorageMetadata {
+    throw StorageError(code: .unauthorized, object: name, detail: "this client cannot write")
+  }
+
+  public func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
+    throw StorageError(code: .unauthorized, object: name, detail: "this client cannot delete")
+  }
+
   /// For clients that hold bytes in memory anyway: one delivery of the whole range.
   public func read(
     _ name: String, range: Range<Int64>, generation: Int64,
@@ -84,5 +102,19 @@ public struct StorageObjectClient: ObjectClient {
 
   public func downloadURL(name: String, token: String) -> String {
     storage.downloadURL(bucket: bucket, name: name, token: token)
+  }
+
+  public func upload(
+    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?
+  ) async throws(StorageError) -> StorageMetadata {
+    let metadata = StorageMetadata()
+    metadata.contentType = contentType
+    if !custom.isEmpty { metadata.customMetadata = custom }
+    return try await ref(name).putFileAsync(
+      from: URL(fileURLWithPath: path), metadata: metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+  }
+
+  public func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
+    try await ref(name).delete(preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
   }
 }

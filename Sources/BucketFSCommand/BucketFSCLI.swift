@@ -17,6 +17,7 @@ public enum BucketFSCLI {
       url gs://BUCKET/OBJECT                                         print the download URL
       auth                                                           show which credentials are used
       stats MOUNTPOINT                                               what a mount has done
+      sync MOUNTPOINT [--timeout S]                                  wait until a writable mount's changes are in the bucket
 
     Options of the object commands:
       --emulator HOST:PORT   talk to a local emulator (or set FIREBASE_STORAGE_EMULATOR_HOST, or
@@ -38,7 +39,7 @@ public enum BucketFSCLI {
     }
     // mount(8) through mount.fuse3 (fstab type fuse.bucketfs) runs `bucketfs SOURCE MOUNTPOINT -o OPTIONS`.
     if command.hasPrefix("gs://") || command.contains("/v0/b/") {
-      return await run(["mount"] + argv, environment: environment)
+      return await run(["mount", MountCommand.helperFlag] + argv, environment: environment)
     }
     var args = Arguments(Array(argv.dropFirst()))
     if command == "--version" || command == "-V" || command == "version" {
@@ -61,6 +62,8 @@ public enum BucketFSCLI {
         return try await MountCommand.run(&args, environment: environment)
       case "stats":
         return try StatsCommand.run(&args)
+      case "sync":
+        return try SyncCommand.run(&args)
       case "ls", "stat", "cat", "cp", "rm", "url", "auth":
         let client = try ClientOptions.parse(&args, environment: environment)
         switch command {
@@ -96,6 +99,7 @@ public enum BucketFSCLI {
     case "cp": return CopyCommand.usage
     case "auth": return AuthCommand.usage
     case "stats": return StatsCommand.usage
+    case "sync": return SyncCommand.usage
     default: return usage
     }
   }

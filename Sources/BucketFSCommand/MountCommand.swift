@@ -25,11 +25,15 @@ enum MountCommand {
          key_file=FILE, token_file=FILE, metrics=HOST:PORT (Prometheus page at /metrics)
     """
 
+  /// Added when mount(8) runs us as its helper (`bucketfs SOURCE MOUNTPOINT -o OPTIONS`).
+  static let helperFlag = "--from-mount-helper"
+
   static func run(_ args: inout Arguments, environment: [String: String]) async throws(CommandError) -> Int32 {
     let foreground = args.flag("-f", "--foreground")
     let debug = args.flag("-d", "--debug")
     let offlineFlag = args.flag("--offline")
     let readyPipe = args.flag("--notify-ready")  // internal: the background child reports on stdout
+    let fromMountHelper = args.flag(helperFlag)
     var options = MountOptions()
     // Every -o counts, in order (mount(8) passes one; people write several).
     for list in try args.values("-o") {
@@ -39,11 +43,13 @@ enum MountCommand {
         throw .usage(error.description)
       }
     }
+    // mount(8) passes rw to every mount: there only `writable` makes a mount writable.
+    options.settle(writableByRW: !fromMountHelper)
     if offlineFlag { options.offline = true }
     options.debug = debug
     var client = try ClientOptions.parse(&args, environment: environment)
-    // A mount only reads: its token asks for read-only access unless --scopes says otherwise.
-    if !client.scopesGiven { client.credentials.scopes = [StorageScope.readOnly] }
+    // A read-only mount's token asks for read-only access unless --scopes says otherwise.
+    if !client.scopesGiven && !options.writable { client.credentials.scopes = [StorageScope.readOnly] }
     if let keyFile = options.keyFile { client.credentials.keyFile = keyFile }
     if let tokenFile = options.tokenFile { client.credentials.tokenFile = tokenFile }
     let positionals = try args.positionals()
@@ -64,6 +70,9 @@ enum MountCommand {
     let storage = ref.storage
     storage.timeouts = TransportTimeouts(connect: .seconds(min(10, max(1, Int(options.readTimeout)))), stall: .milliseconds(Int(options.readTimeout * 1000)))
     storage.maxDownloadRetryTime = options.readTimeout
+    // The write-back queue retries by itself, for as long as it takes: one attempt gives up as
+    // soon as a read would, so that the queue can say the server is away.
+    storage.maxUploadRetryTime = options.readTimeout
     storage.maxOperationRetryTime = options.readTimeout
     let metrics = Metrics()
     let objectClient = MeteredClient(StorageObjectClient(storage: storage), metrics: metrics)
@@ -101,7 +110,10 @@ enum MountCommand {
         throw .usage("\(error)")
       }
     }
-    var fuseOptions = ["ro", "fsname=bucketfs", "subtype=bucketfs", "default_permissions"] + options.fuseOptions
+    if options.writable && options.stagingSize <= 0 {
+      throw .usage("a writable mount keeps its changes in the staging folder: staging_size must not be 0")
+    }
+    var fuseOptions = [options.writable ? "rw" : "ro", "fsname=bucketfs", "subtype=bucketfs", "default_permissions"] + options.fuseOptions
     if options.allowOther { fuseOptions.append("allow_other") }
     let session: FuseSession
     do {
@@ -111,7 +123,10 @@ enum MountCommand {
     }
     if readyPipe { announceReady() }
     logger.write(.info, "mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")")
-    if options.readWriteAsked { logger.write(.info, "rw ignored: bucketfs mounts read-only") }
+    if options.readWriteAsked && !options.writable {
+      logger.write(.info, "read-only: mount(8) passes rw to every mount; -o writable makes this one writable")
+    }
+    if options.writable { logger.write(.info, "writable: changes are queued in the staging folder and written back") }
     if let source = storage.credentials?.source {
       // Which credentials, once; never the token.
       logger.write(.info, source is AnonymousSource ? "no credentials found: requests go anonymous" : "credentials: \(source.source) (\(source.identity))")

@@ -35,10 +35,13 @@ enum FuseOperations {
     e.ino = a.ino
     e.generation = 1
     e.attr = fill(a)
-    e.attr_timeout = ttl
-    e.entry_timeout = ttl
+    // A file changed through the mount and not in the bucket yet: the kernel keeps nothing.
+    e.attr_timeout = a.volatile ? 0 : ttl
+    e.entry_timeout = a.volatile ? 0 : ttl
     return e
   }
+
+  static func attrTimeout(_ a: FileAttributes, _ fs: BucketFilesystem) -> Double { a.volatile ? 0 : fs.options.metadataTTL }
 
   static func make() -> fuse_lowlevel_ops {
     var ops = fuse_lowlevel_ops()
@@ -105,13 +108,14 @@ enum FuseOperations {
       let reply = PendingReply(req, fs, "getattr")
       if let attrs = fs.getattrIfCached(ino) {
         var st = FuseOperations.fill(attrs)
-        return reply.attr(&st, timeout: fs.options.metadataTTL)
+        return reply.attr(&st, timeout: FuseOperations.attrTimeout(attrs, fs))
       }
       reply.answer(within: fs.requestTimeout)
       Task {
         do {
-          var st = FuseOperations.fill(try await fs.getattr(ino))
-          reply.attr(&st, timeout: fs.options.metadataTTL)
+          let attrs = try await fs.getattr(ino)
+          var st = FuseOperations.fill(attrs)
+          reply.attr(&st, timeout: FuseOperations.attrTimeout(attrs, fs))
         } catch {
           reply.fail(error)
         }
@@ -161,7 +165,17 @@ enum FuseOperations {
       fuse_reply_err(req, 0)
     }
 
-    ops.flush = { req, _, _ in fuse_reply_err(req, 0) }
+    // A close: the bytes written through this handle are queued, durably, before it returns
+    // (a local disk's time, on this thread, as a staged read's splice is).
+    ops.flush = { req, _, fi in
+      let fs = FuseOperations.filesystem(req)
+      do throws(FSError) {
+        try fs.flush(handle: CFuseShims_fi_fh(fi))
+        fuse_reply_err(req, 0)
+      } catch {
+        fuse_reply_err(req, error.errno)
+      }
+    }
 
     ops.opendir = { req, ino, fi in
       let fs = FuseOperations.filesystem(req)
@@ -216,6 +230,10 @@ enum FuseOperations {
       if ino == InodeTable.rootIno && name == BucketFilesystem.statsAttribute {
         return FuseOperations.replyXattr(reply, Array(fs.statsText().utf8), size: size)
       }
+      // What the write-back queue holds, for `bucketfs sync MOUNTPOINT`.
+      if ino == InodeTable.rootIno && name == BucketFilesystem.queueAttribute {
+        return FuseOperations.replyXattr(reply, Array(fs.queueText().utf8), size: size)
+      }
       if let attrs = fs.xattrsIfCached(ino) {
         guard let value = attrs.first(where: { $0.0 == name })?.1 else { return reply.error(ENODATA) }
         return FuseOperations.replyXattr(reply, Array(value.utf8), size: size)
@@ -256,22 +274,11 @@ enum FuseOperations {
     }
 
     ops.access = { req, _, mask in
-      fuse_reply_err(req, mask & W_OK != 0 ? EROFS : 0)
+      let fs = FuseOperations.filesystem(req)
+      fuse_reply_err(req, mask & W_OK != 0 && !fs.options.writable ? EROFS : 0)
     }
 
-    // A read-only filesystem in this version: every change answers EROFS.
-    ops.setattr = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
-    ops.mknod = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
-    ops.mkdir = { req, _, _, _ in fuse_reply_err(req, EROFS) }
-    ops.unlink = { req, _, _ in fuse_reply_err(req, EROFS) }
-    ops.rmdir = { req, _, _ in fuse_reply_err(req, EROFS) }
-    ops.symlink = { req, _, _, _ in fuse_reply_err(req, EROFS) }
-    ops.rename = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
-    ops.link = { req, _, _, _ in fuse_reply_err(req, EROFS) }
-    ops.write = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
-    ops.create = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
-    ops.setxattr = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
-    ops.removexattr = { req, _, _ in fuse_reply_err(req, EROFS) }
+    FuseOperations.addWrites(&ops)
     return ops
   }
 

@@ -65,6 +65,18 @@ final class PendingReply: @unchecked Sendable {
     return true
   }
 
+  /// False when the request was answered already.
+  @discardableResult
+  func create(_ e: inout fuse_entry_param, _ fi: inout fuse_file_info) -> Bool {
+    guard claim() else { return false }
+    fuse_reply_create(req, &e, &fi)
+    return true
+  }
+
+  func written(_ count: Int) {
+    if claim() { fuse_reply_write(req, count) }
+  }
+
   func attr(_ st: inout stat, timeout: Double) {
     if claim() { fuse_reply_attr(req, &st, timeout) }
   }

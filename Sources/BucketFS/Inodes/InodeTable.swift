@@ -61,6 +61,19 @@ public final class InodeTable: Sendable {
     }
   }
 
+  /// A file renamed through the mount keeps its inode under the new path.
+  public func move(path: String, to newPath: String) {
+    state.withLock { s in
+      let key = Key(path: path, isDirectory: false)
+      guard let ino = s.byKey.removeValue(forKey: key) else { return }
+      let newKey = Key(path: newPath, isDirectory: false)
+      if let replaced = s.byKey[newKey], replaced != ino, s.nodes[replaced]?.lookups == 0 { s.nodes.removeValue(forKey: replaced) }
+      s.byKey[newKey] = ino
+      s.nodes[ino]?.node.path = newPath
+      s.nodes[ino]?.node.objectName = newPath
+    }
+  }
+
   /// The inode of `node` when it has one; never makes one.
   public func existing(_ node: Node) -> UInt64? {
     state.withLock { $0.byKey[Key(path: node.path, isDirectory: node.isDirectory)] }

@@ -20,6 +20,9 @@ public struct FileAttributes: Sendable, Equatable {
   public var mtime: Double
   public var ctime: Double
   public var nlink: UInt32 { isDirectory ? 2 : 1 }
+  /// Attributes of a file changed through the mount and not yet in the bucket: the kernel must
+  /// not keep them.
+  public var volatile = false
 
   public init(
     ino: UInt64, size: Int64, isDirectory: Bool, mode: UInt32, uid: UInt32, gid: UInt32, mtime: Double, ctime: Double

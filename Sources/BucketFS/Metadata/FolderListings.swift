@@ -120,6 +120,33 @@ final class FolderListings: Sendable {
     }
   }
 
+  /// A change this mount made reached the bucket: the listing shows it without listing again
+  /// (`entry` nil: `name` is gone).
+  func update(_ dir: String, name: String, entry: DirectoryEntry?) {
+    state.withLock { s in
+      guard var l = s.listings[dir] else { return }
+      if let i = l.positions[name] {
+        if let entry {
+          l.entries[i] = entry
+        } else {
+          l.entries.remove(at: i)
+          l.positions.removeAll(keepingCapacity: true)
+          for (j, e) in l.entries.enumerated() { l.positions[e.name] = j }
+          if l.cursor >= i { l.cursor -= 1 }
+        }
+      } else if let entry {
+        l.positions[entry.name] = l.entries.count
+        l.entries.append(entry)
+      }
+      s.listings[dir] = l
+    }
+  }
+
+  /// Folder `dir` changed (through this mount): its next use lists it again.
+  func remove(_ dir: String) {
+    _ = state.withLock { $0.listings.removeValue(forKey: dir) }
+  }
+
   func removeAll() {
     state.withLock { $0.listings.removeAll() }
   }

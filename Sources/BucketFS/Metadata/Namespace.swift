@@ -288,6 +288,34 @@ final class Namespace: Sendable {
     })
   }
 
+  /// A change made through the mount reached the bucket: what is cached of the name and its
+  /// folder gives way to the bucket as it is now.
+  func applied(_ change: PendingChange, _ metadata: StorageMetadata?) {
+    let isFolder = change.name.hasSuffix("/")
+    let path = isFolder ? String(change.name.dropLast()) : change.name
+    let dir = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : ""
+    let name = path.contains("/") ? String(path[path.index(after: path.lastIndex(of: "/")!)...]) : path
+    missing.remove(path)
+    files.remove(path)
+    if let conflict = change.conflictName {
+      // The name holds someone else's version, whose attributes we do not have: list again.
+      missing.remove(conflict)
+      listings.remove(dir)
+      return
+    }
+    switch (change.kind, isFolder) {
+    case (.upload, true):
+      listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: true))
+    case (.upload, false):
+      guard let metadata else { return listings.remove(dir) }
+      files.set(path, metadata)
+      listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata))
+    case (.delete, _):
+      listings.update(dir, name: name, entry: nil)
+      if isFolder { listings.remove(path) }
+    }
+  }
+
   /// Where `name` stands in folder `dir`'s current listing, if any (no request).
   func position(dir: String, name: String) -> FolderListings.Found? { listings.position(dir: dir, name: name) }
 

@@ -87,6 +87,9 @@ public final class StagingArea: Sendable {
     loadIndex()
   }
 
+  /// Where a writable mount keeps the changes it has not written to the bucket yet.
+  public var queueFolder: URL { folder.appendingPathComponent("queue", isDirectory: true) }
+
   static func hash(_ text: String) -> String {
     let d = Digest(.sha256)
     d.update(Data(text.utf8))

@@ -1,0 +1,436 @@
+// Writes through a writable mount (`-o writable`). A file opened for writing is a private local
+// file (LocalEdits); each close queues a durable copy of its bytes (WriteBackQueue), which the
+// queue's worker uploads with a precondition on the generation the bytes were based on. Until a
+// change is in the bucket, the mount shows it from the queue: listings merge queued creates and
+// deletes, and reads of a queued file read the queued bytes.
+import Foundation
+import StorageCore
+
+extension BucketFilesystem {
+  private func writable() throws(FSError) -> WriteBack {
+    guard let writeBack else { throw FSError(EROFS) }
+    return writeBack
+  }
+
+  private static func parent(of path: String) -> String {
+    path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : ""
+  }
+
+  // MARK: the local view
+
+  /// `path` as this mount's own changes show it: nil when none is queued or open.
+  func localEntry(_ path: String) -> DirectoryEntry?? {
+    guard let writeBack else { return nil }
+    let name = (path as NSString).lastPathComponent
+    if let edit = writeBack.edits[path] {
+      return .some(localFile(name: name, path: path, size: edit.size, mtime: edit.modified))
+    }
+    switch writeBack.queue.view(path) {
+    case .file(_, let size, let mtime):
+      return .some(localFile(name: name, path: path, size: size, mtime: mtime))
+    case .deleted:
+      if !writeBack.queue.names(in: path + "/").isEmpty || writeBack.queue.view(path + "/") == .folder {
+        return .some(DirectoryEntry(name: name, isDirectory: true))
+      }
+      return .some(nil)
+    case .folder, nil:
+      break
+    }
+    let inside = writeBack.queue.names(in: path + "/")
+    if writeBack.queue.view(path + "/") == .folder || !inside.isEmpty {
+      if writeBack.queue.view(path + "/") == .deleted && inside.subtracting([""]).allSatisfy({ writeBack.queue.view(path + "/" + $0) == .deleted }) {
+        return .some(nil)
+      }
+      return .some(DirectoryEntry(name: name, isDirectory: true))
+    }
+    return nil
+  }
+
+  private func localFile(name: String, path: String, size: Int64, mtime: Double) -> DirectoryEntry {
+    let metadata = StorageMetadata(dictionary: [
+      "name": prefix + path, "bucket": client.bucket, "size": String(size), "generation": "0",
+      "updated": Self.isoTime(mtime), "timeCreated": Self.isoTime(mtime),
+    ])
+    return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata)
+  }
+
+  static func isoTime(_ seconds: Double) -> String {
+    WriteBackQueue.rfc3339(seconds).replacingOccurrences(of: #"\.(\d{3})\d*Z"#, with: ".$1Z", options: .regularExpression)
+  }
+
+  /// Folder `dir`'s listing with this mount's own changes merged in.
+  func mergedListing(_ dir: String, _ entries: [DirectoryEntry]) -> [DirectoryEntry] {
+    guard let writeBack else { return entries }
+    let base = dir.isEmpty ? "" : dir + "/"
+    var names = writeBack.queue.names(in: base)
+    for name in writeBack.edits.names(in: base).keys { names.insert(name) }
+    guard !names.isEmpty else { return entries }
+    var byName: [String: Int] = [:]
+    for (i, e) in entries.enumerated() { byName[e.name] = i }
+    var out = entries
+    var removed = Set<Int>()
+    for raw in names.sorted() {
+      let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
+      guard !name.isEmpty else { continue }
+      switch localEntry(base + name) {
+      case .some(.some(let entry)):
+        if let i = byName[name] {
+          out[i] = entry
+          removed.remove(i)
+        } else {
+          byName[name] = out.count
+          out.append(entry)
+        }
+      case .some(.none):
+        if let i = byName[name] { removed.insert(i) }
+      case .none:
+        break
+      }
+    }
+    return out.enumerated().filter { !removed.contains($0.offset) }.map(\.element)
+  }
+
+  // MARK: opening for writing
+
+  /// A handle on `path` for writing (`truncate`: start empty), or for reading what this mount
+  /// wrote and the bucket does not have yet. Nil when the path has nothing local to read.
+  func openLocal(_ path: String, flags: Int32) async throws(FSError) -> UInt64? {
+    guard let writeBack else {
+      if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { throw FSError(EROFS) }
+      return nil
+    }
+    let writing = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
+    if !writing {
+      if let edit = writeBack.edits[path] {
+        edit.opened()
+        return writeBack.handles.add(.edit(edit))
+      }
+      if case .file(let dataPath, _, _) = writeBack.queue.view(path) {
+        let fd = Foundation.open(dataPath, O_RDONLY | O_CLOEXEC)
+        if fd >= 0 { return writeBack.handles.add(.queued(FileDescriptor(fd))) }
+      }
+      return nil
+    }
+    let edit = try await edit(path, truncate: flags & O_TRUNC != 0)
+    return writeBack.handles.add(.edit(edit))
+  }
+
+  /// The edit of `path`, opened (or joined) with its current bytes, unless `truncate`.
+  private func edit(_ path: String, truncate: Bool, created: Bool = false) async throws(FSError) -> LocalEdits.Edit {
+    let writeBack = try writable()
+    if let edit = writeBack.edits[path] {
+      return try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in edit }.truncated(truncate)
+    }
+    // What the bytes start from, and the generation the change will be based on.
+    let (file, localPath) = try writeBack.edits.newFile()
+    var base: PendingChange.Base = .generation(0)
+    var dirty = truncate || created
+    do throws(FSError) {
+      switch writeBack.queue.view(path) {
+      case .file(let dataPath, _, _):
+        if !truncate { try Self.copy(from: dataPath, to: file.fd) }
+        base = .previous
+      case .deleted:
+        base = .previous
+        dirty = true
+      case .folder:
+        throw FSError(EISDIR)
+      case nil:
+        if !created {
+          let m: StorageMetadata?
+          do throws(FSError) {
+            m = try await namespace.fileMetadata(path)
+          } catch where error.errno == ENOENT {
+            m = nil
+          }
+          if let m {
+            base = .generation(m.generation)
+            if !truncate { try await download(path, m, into: file.fd) }
+          } else {
+            dirty = true
+          }
+        }
+      }
+    } catch {
+      Foundation.unlink(localPath)
+      throw error
+    }
+    let fresh = LocalEdits.Edit(file: file, path: localPath, name: path, base: base, dirty: dirty)
+    return try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
+  }
+
+  private static func copy(from source: String, to fd: Int32) throws(FSError) {
+    let input = Foundation.open(source, O_RDONLY | O_CLOEXEC)
+    guard input >= 0 else { throw FSError(errno) }
+    defer { close(input) }
+    try WriteBackQueue.copyAll(from: input, to: fd)
+  }
+
+  /// The object's bytes into `fd`: from its complete staged copy when there is one, else from
+  /// the server (pinned to the generation the edit is based on).
+  private func download(_ path: String, _ m: StorageMetadata, into fd: Int32) async throws(FSError) {
+    let full = prefix + path
+    if let staged = staging?.completeEntries()[full], staged.metadata.generation == m.generation,
+      (try? Self.copy(from: staged.dataPath, to: fd)) != nil
+    {
+      return
+    }
+    ftruncate(fd, 0)
+    let chunk: Int64 = 8 << 20
+    var offset: Int64 = 0
+    while offset < m.size {
+      let end = min(m.size, offset + chunk)
+      let data: Data
+      do throws(StorageError) {
+        data = try await bucketClient.read(full, range: offset..<end, generation: m.generation)
+      } catch {
+        throw FSError(error)
+      }
+      guard data.count == Int(end - offset) else { throw FSError(EIO) }
+      let written = data.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+      guard written == data.count else { throw FSError(written < 0 ? errno : ENOSPC) }
+      offset = end
+    }
+  }
+
+  // MARK: the operations
+
+  /// Creates file `name` in folder `parent` and opens it for writing.
+  public func create(parent: UInt64, name: String, flags: Int32) async throws(FSError) -> (FileAttributes, UInt64) {
+    let writeBack = try writable()
+    guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
+    guard Namespace.isValidName(name) else { throw FSError(EINVAL) }
+    let path = Namespace.join(dir.path, name)
+    let edit = try await edit(path, truncate: true, created: true)
+    let handle = writeBack.handles.add(.edit(edit))
+    namespace.missing.remove(path)
+    return (localAttributes(path, edit: edit, lookup: true), handle)
+  }
+
+  private func localAttributes(_ path: String, edit: LocalEdits.Edit, lookup: Bool) -> FileAttributes {
+    let ino = inodes.ino(for: InodeTable.Node(path: path, isDirectory: false, objectName: path), lookup: lookup)
+    var a = FileAttributes(
+      ino: ino, size: edit.size, isDirectory: false, mode: options.fileMode, uid: options.uid, gid: options.gid,
+      mtime: edit.modified, ctime: edit.modified)
+    a.volatile = true
+    return a
+  }
+
+  public func write(handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(FSError) -> Int {
+    guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { throw FSError(EBADF) }
+    let n = pwrite(edit.file.fd, data.baseAddress, data.count, off_t(offset))
+    guard n >= 0 else { throw FSError(errno) }
+    edit.changed()
+    return n
+  }
+
+  func readLocal(handle: UInt64, offset: Int64, count: Int) throws(FSError) -> ReadReply {
+    guard let writeBack, let local = writeBack.handles[handle] else { throw FSError(EBADF) }
+    let fd: Int32
+    switch local {
+    case .edit(let edit): fd = edit.file.fd
+    case .queued(let file): fd = file.fd
+    }
+    var buffer = Data(count: count)
+    let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(offset)) }
+    guard n >= 0 else { throw FSError(errno) }
+    return .bytes(buffer.prefix(n))
+  }
+
+  /// A close of a handle: the bytes written so far are queued (durably) before it returns.
+  public func flush(handle: UInt64) throws(FSError) {
+    guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { return }
+    try queue(edit)
+  }
+
+  @discardableResult
+  private func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
+    guard let writeBack, let (name, base, mtime) = edit.takeChanges() else { return edit.lastQueued }
+    do throws(FSError) {
+      let sequence = try writeBack.queue.upload(
+        name, from: edit.file.fd, contentType: ContentType.infer(fromName: name), mtime: mtime ?? edit.modified, base: base)
+      edit.queued(sequence)
+      return sequence
+    } catch {
+      edit.undoTake()
+      log("write-back: cannot queue \(name.debugDescription): errno \(error.errno); the file keeps its bytes until it is closed")
+      throw error
+    }
+  }
+
+  func releaseLocal(handle: UInt64) {
+    guard let writeBack, let local = writeBack.handles.remove(handle) else { return }
+    guard case .edit(let edit) = local else { return }
+    _ = try? queue(edit)
+    writeBack.edits.close(edit)
+  }
+
+  /// fsync: the file's bytes are queued, then its upload is waited for; with the server out of
+  /// reach the bytes on local disk are all there is to wait for.
+  public func fsync(handle: UInt64) async throws(FSError) {
+    guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { return }
+    guard let sequence = try queue(edit) else { return }
+    switch await writeBack.queue.wait(for: sequence, within: 3600) {
+    case .applied, .waiting: return
+    case .conflict: throw FSError(ESTALE)
+    case .failed: throw FSError(EIO)
+    }
+  }
+
+  /// Size and times. Mode and owner belong to the mount's options and are left as they are.
+  public func setattr(_ ino: UInt64, size: Int64?, mtime: Double?, handle: UInt64?) async throws(FSError) -> FileAttributes {
+    guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
+    if node.isDirectory { return attributes(ino: ino, directory: true, metadata: nil) }
+    guard size != nil || mtime != nil else { return try await getattr(ino) }
+    let writeBack = try writable()
+    let path = node.objectName ?? node.path
+    let edit: LocalEdits.Edit
+    var opened = false
+    if let handle, case .edit(let e) = writeBack.handles[handle] {
+      edit = e
+    } else {
+      edit = try await self.edit(path, truncate: size == 0)
+      opened = true
+    }
+    defer {
+      if opened {
+        _ = try? queue(edit)
+        writeBack.edits.close(edit)
+      }
+    }
+    if let size {
+      guard ftruncate(edit.file.fd, off_t(size)) == 0 else { throw FSError(errno) }
+      edit.changed()
+    }
+    if let mtime { edit.setMtime(mtime) }
+    if opened { try queue(edit) }
+    return localAttributes(path, edit: edit, lookup: false)
+  }
+
+  public func unlink(parent: UInt64, name: String) async throws(FSError) {
+    let writeBack = try writable()
+    guard let dir = inodes.node(parent) else { throw FSError(ENOENT) }
+    let path = Namespace.join(dir.path, name)
+    let entry = try await resolveForChange(dir.path, name)
+    guard !entry.isDirectory else { throw FSError(EISDIR) }
+    writeBack.edits[path]?.unlinked()
+    try writeBack.queue.delete(entry.objectName ?? path, base: .generation(entry.metadata?.generation ?? 0))
+  }
+
+  /// What `name` in `dir` is now, this mount's own changes first.
+  private func resolveForChange(_ dir: String, _ name: String) async throws(FSError) -> DirectoryEntry {
+    let path = Namespace.join(dir, name)
+    if let local = localEntry(path) {
+      guard let entry = local else { throw FSError(ENOENT) }
+      return entry
+    }
+    // Attributes the kernel's lookup fetched a moment ago (a folder listing may be older).
+    if let m = namespace.files.get(path) { return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: m) }
+    return try await namespace.resolve(dir: dir, name: name)
+  }
+
+  public func mkdir(parent: UInt64, name: String) async throws(FSError) -> FileAttributes {
+    let writeBack = try writable()
+    guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
+    guard Namespace.isValidName(name) else { throw FSError(EINVAL) }
+    let path = Namespace.join(dir.path, name)
+    if (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
+    let empty = Foundation.open("/dev/null", O_RDONLY | O_CLOEXEC)
+    defer { close(empty) }
+    try writeBack.queue.upload(path + "/", from: empty, contentType: "application/x-directory", mtime: nil, base: .generation(0))
+    namespace.missing.remove(path)
+    let ino = inodes.ino(for: InodeTable.Node(path: path, isDirectory: true), lookup: true)
+    return attributes(ino: ino, directory: true, metadata: nil)
+  }
+
+  public func rmdir(parent: UInt64, name: String) async throws(FSError) {
+    let writeBack = try writable()
+    guard let dir = inodes.node(parent) else { throw FSError(ENOENT) }
+    let path = Namespace.join(dir.path, name)
+    let entry = try await resolveForChange(dir.path, name)
+    guard entry.isDirectory else { throw FSError(ENOTDIR) }
+    let inside = mergedListing(path, try await namespace.listing(path))
+    guard inside.isEmpty else { throw FSError(ENOTEMPTY) }
+    try writeBack.queue.delete(path + "/", base: .any)
+  }
+
+  /// Renames a file: its bytes go under the new name (based on what is there now) and the old
+  /// name is deleted (based on what it was), both through the queue, in that order. A folder is
+  /// not renamed (EXDEV: `mv` copies it instead); nor is a file open for writing (EBUSY).
+  public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(FSError) {
+    let writeBack = try writable()
+    guard let from = inodes.node(parent), let to = inodes.node(newParent), to.isDirectory else { throw FSError(ENOENT) }
+    guard Namespace.isValidName(newName) else { throw FSError(EINVAL) }
+    if flags & Self.renameExchange != 0 { throw FSError(EINVAL) }
+    let source = Namespace.join(from.path, name)
+    let target = Namespace.join(to.path, newName)
+    if source == target { return }
+    let entry = try await resolveForChange(from.path, name)
+    if entry.isDirectory { throw FSError(EXDEV) }
+    if writeBack.edits[source] != nil || writeBack.edits[target] != nil { throw FSError(EBUSY) }
+    let existing = try? await resolveForChange(to.path, newName)
+    if let existing {
+      if flags & Self.renameNoReplace != 0 { throw FSError(EEXIST) }
+      if existing.isDirectory { throw FSError(EISDIR) }
+    }
+    // The source's bytes, from the queue or the bucket.
+    let edit = try await self.edit(source, truncate: false)
+    defer { writeBack.edits.close(edit) }
+    let mtime = entry.metadata?.customMetadata?["mtime"].flatMap(Self.parseTime) ?? entry.metadata?.updated?.timeIntervalSince1970
+    try writeBack.queue.upload(
+      target, from: edit.file.fd, contentType: entry.metadata?.contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
+      base: .generation(existing?.metadata?.generation ?? 0))
+    _ = edit.takeChanges()
+    edit.unlinked()
+    try writeBack.queue.delete(source, base: .generation(entry.metadata?.generation ?? 0))
+    inodes.move(path: source, to: target)
+    namespace.missing.remove(target)
+  }
+
+  /// renameat2(2)'s flags (not in Glibc's Swift module).
+  static let renameNoReplace: UInt32 = 1
+  static let renameExchange: UInt32 = 2
+
+  static func parseTime(_ text: String) -> Double? {
+    let f = ISO8601DateFormatter()
+    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    if let d = f.date(from: text) { return d.timeIntervalSince1970 }
+    f.formatOptions = [.withInternetDateTime]
+    if let d = f.date(from: text) { return d.timeIntervalSince1970 }
+    // Nanoseconds (rclone, gcsfuse): keep what ISO8601DateFormatter can read, then add the rest.
+    guard let dot = text.firstIndex(of: "."), let z = text.lastIndex(where: { $0 == "Z" || $0 == "+" || $0 == "-" }), z > dot,
+      let whole = f.date(from: String(text[..<dot]) + String(text[z...])), let fraction = Double("0" + text[dot..<z])
+    else { return nil }
+    return whole.timeIntervalSince1970 + fraction
+  }
+
+  /// `user.sync_state` and `user.sync_error` of `path`.
+  func syncAttributes(_ path: String, _ metadata: StorageMetadata?) -> [(String, String)] {
+    guard let writeBack else { return [] }
+    if let (state, error) = writeBack.queue.syncState(path) {
+      return [("user.sync_state", state)] + (error.map { [("user.sync_error", $0)] } ?? [])
+    }
+    if writeBack.edits[path] != nil { return [("user.sync_state", "pending")] }
+    if metadata?.customMetadata?["bucketfs-conflict-of"] != nil { return [("user.sync_state", "conflict")] }
+    return [("user.sync_state", "synced")]
+  }
+
+  /// The root's `user.bucketfs.queue`: how many changes wait, then one line per change.
+  public static let queueAttribute = "user.bucketfs.queue"
+
+  public func queueText() -> String {
+    guard let writeBack else { return "0\n" }
+    let t = writeBack.queue.totals
+    return "\(t.count) \(t.failed)\n" + writeBack.queue.describe()
+  }
+}
+
+extension LocalEdits.Edit {
+  func truncated(_ truncate: Bool) throws(FSError) -> LocalEdits.Edit {
+    if truncate {
+      guard ftruncate(file.fd, 0) == 0 else { throw FSError(errno) }
+      changed()
+    }
+    return self
+  }
+}

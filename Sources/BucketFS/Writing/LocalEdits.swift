@@ -1,0 +1,118 @@
+import Foundation
+import Synchronization
+
+/// Files open for writing. Each is a private local file in the queue's folder that every handle
+/// of the name shares; a close queues a copy of its bytes (`WriteBackQueue.upload`), and the
+/// last close removes it.
+final class LocalEdits: Sendable {
+  final class Edit: Sendable {
+    let file: FileDescriptor
+    let path: String
+    private let state: Mutex<(name: String, base: PendingChange.Base, opens: Int, dirty: Bool, mtime: Double?, gone: Bool, queued: UInt64?)>
+
+    init(file: FileDescriptor, path: String, name: String, base: PendingChange.Base, dirty: Bool) {
+      self.file = file
+      self.path = path
+      state = Mutex((name, base, 1, dirty, nil, false, nil))
+    }
+
+    var name: String { state.withLock { $0.name } }
+    var base: PendingChange.Base { state.withLock { $0.base } }
+    var mtime: Double? { state.withLock { $0.mtime } }
+    var lastQueued: UInt64? { state.withLock { $0.queued } }
+    func changed() { state.withLock { $0.dirty = true } }
+    func setMtime(_ t: Double) { state.withLock { $0.mtime = t; $0.dirty = true } }
+    /// Unlinked while open: its bytes are queued no more.
+    func unlinked() { state.withLock { $0.gone = true } }
+
+    /// The bytes to queue now, if any changed since the last time: (name, base, mtime).
+    func takeChanges() -> (name: String, base: PendingChange.Base, mtime: Double?)? {
+      state.withLock { s in
+        guard s.dirty, !s.gone else { return nil }
+        s.dirty = false
+        return (s.name, s.base, s.mtime)
+      }
+    }
+
+    func undoTake() { state.withLock { $0.dirty = true } }
+    func queued(_ sequence: UInt64) { state.withLock { $0.queued = sequence } }
+
+    func opened() { state.withLock { $0.opens += 1 } }
+    /// True when this was the last handle.
+    func closed() -> Bool { state.withLock { s in s.opens -= 1; return s.opens <= 0 } }
+
+    var size: Int64 {
+      var st = stat()
+      return fstat(file.fd, &st) == 0 ? Int64(st.st_size) : 0
+    }
+    var modified: Double {
+      if let m = mtime { return m }
+      var st = stat()
+      guard fstat(file.fd, &st) == 0 else { return Date().timeIntervalSince1970 }
+      return Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
+    }
+  }
+
+  private let edits = Mutex<[String: Edit]>([:])
+  let folder: URL
+
+  init(folder: URL) {
+    self.folder = folder
+    // Edits of a mount that ended: their bytes were queued at each close, or never closed.
+    for file in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] where file.hasPrefix("edit-") {
+      unlink(folder.appendingPathComponent(file).path)
+    }
+  }
+
+  subscript(name: String) -> Edit? { edits.withLock { $0[name] } }
+
+  /// The edit of `name`, joined (one more handle) if open, else made by `make`.
+  func open(_ name: String, make: () throws(FSError) -> Edit) throws(FSError) -> Edit {
+    if let edit = edits.withLock({ e -> Edit? in
+      let edit = e[name]
+      edit?.opened()
+      return edit
+    }) {
+      return edit
+    }
+    let edit = try make()
+    let winner = edits.withLock { e -> Edit in
+      if let other = e[name] {
+        other.opened()
+        return other
+      }
+      e[name] = edit
+      return edit
+    }
+    if winner !== edit { unlink(edit.path) }
+    return winner
+  }
+
+  /// A new private file for an edit.
+  func newFile() throws(FSError) -> (FileDescriptor, String) {
+    let path = folder.appendingPathComponent("edit-" + UUID().uuidString).path
+    let fd = Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw FSError(errno) }
+    return (FileDescriptor(fd), path)
+  }
+
+  /// The handle is closed; the last one removes the edit.
+  func close(_ edit: Edit) {
+    guard edit.closed() else { return }
+    edits.withLock { e in
+      if e[edit.name] === edit { e.removeValue(forKey: edit.name) }
+    }
+    unlink(edit.path)
+  }
+
+  /// Names with an edit directly in folder `dir` ("" or ending in "/").
+  func names(in dir: String) -> [String: Edit] {
+    edits.withLock { e in
+      var out: [String: Edit] = [:]
+      for (name, edit) in e where name.hasPrefix(dir) && !name.dropFirst(dir.count).contains("/") {
+        out[String(name.dropFirst(dir.count))] = edit
+      }
+      return out
+    }
+  }
+}

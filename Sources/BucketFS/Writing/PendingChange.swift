@@ -1,0 +1,49 @@
+import Foundation
+
+/// One change made through a writable mount and not yet in the bucket, as it is kept on disk
+/// (`NNNNNNNNNNNN.json`, with the bytes of an upload beside it in `NNNNNNNNNNNN.data`).
+struct PendingChange: Codable, Sendable, Equatable {
+  enum Kind: String, Codable, Sendable {
+    case upload, delete
+  }
+
+  /// What the object must be for the change to apply: nothing overwrites or deletes a version
+  /// the change was not based on.
+  enum Base: Codable, Sendable, Equatable {
+    /// This generation (0: no object by that name).
+    case generation(Int64)
+    /// Whatever is there (folder placeholders).
+    case any
+    /// What this queue's previous change of the same name left there.
+    case previous
+  }
+
+  enum State: String, Codable, Sendable {
+    /// Waiting its turn (or for the server to answer again).
+    case pending
+    /// Being carried out; a restart carries it out again.
+    case started
+    /// Done, with `produced`; the record goes once the changes after it know the generation.
+    case done
+    /// Refused for good (`error` says why); kept, so that nothing is lost, until removed by hand.
+    case failed
+  }
+
+  var sequence: UInt64
+  var kind: Kind
+  /// The object name relative to the mount's prefix.
+  var name: String
+  var base: Base
+  var contentType: String?
+  /// Seconds since 1970; kept in the object's custom metadata (`mtime`, as rclone writes it).
+  var mtime: Double?
+  var state: State = .pending
+  var error: String?
+  /// The generation an upload made (0 after a delete); nil after a conflict, so that the
+  /// changes based on it go beside the object too.
+  var produced: Int64?
+  /// Set when the bucket held another version: where our bytes went instead.
+  var conflictName: String?
+
+  var fileName: String { String(format: "%012llu", sequence) }
+}

@@ -1,0 +1,532 @@
+// The changes a writable mount has accepted and the bucket does not have yet, in the order they
+// were made. A change is on disk (fsynced, its folder too) before the operation that made it
+// returns, so it survives `kill -9` and a power loss; one worker carries the changes out in
+// order, each with a precondition naming the generation it was based on, so nothing is
+// overwritten or deleted that the change did not see. While the server cannot be reached the
+// changes wait; a new mount of the same bucket and staging folder picks them up.
+//
+// A change whose base moved on the server is not forced: an upload goes beside the object under
+// a conflict name (`NAME.conflict-YYYYMMDDTHHMMSSZ`), a delete is dropped; both are logged.
+import Foundation
+import StorageCore
+import Synchronization
+
+public final class WriteBackQueue: Sendable {
+  /// What a name looks like from the changes still queued for it.
+  enum LocalView: Sendable, Equatable {
+    case file(dataPath: String, size: Int64, mtime: Double)
+    case folder
+    case deleted
+  }
+
+  /// How a wait for a change ended.
+  enum Outcome: Sendable, Equatable {
+    case applied
+    /// Our bytes went beside the object (`conflictName`).
+    case conflict
+    case failed(String)
+    /// The server cannot be reached; the change is safe on disk and waits.
+    case waiting(String)
+  }
+
+  private struct State {
+    var changes: [UInt64: PendingChange] = [:]
+    var next: UInt64 = 1
+    /// Why the change at the head last failed to go out (the server gone, say).
+    var lastError: String?
+    var stopped = false
+    var applied = 0
+    var conflicts = 0
+    /// What the last change carried out of each name left there (nil: it went beside, a
+    /// conflict), for a change based on "whatever the queue left" made after it was done.
+    var produced: [String: Int64?] = [:]
+  }
+
+  let folder: URL
+  private let state = Mutex(State())
+  private let log: @Sendable (String) -> Void
+  private let worker = Mutex<Task<Void, Never>?>(nil)
+  private let onApplied = Mutex<(@Sendable (PendingChange, StorageMetadata?) -> Void)?>(nil)
+
+  init(folder: URL, log: @escaping @Sendable (String) -> Void) throws {
+    self.folder = folder
+    self.log = log
+    try PrivateFolder.make(folder)
+    try load()
+  }
+
+  // MARK: on disk
+
+  private func dataPath(_ change: PendingChange) -> String { folder.appendingPathComponent(change.fileName + ".data").path }
+  private func recordPath(_ change: PendingChange) -> String { folder.appendingPathComponent(change.fileName + ".json").path }
+
+  private func load() throws {
+    let fm = FileManager.default
+    var changes: [UInt64: PendingChange] = [:]
+    for file in (try? fm.contentsOfDirectory(atPath: folder.path)) ?? [] {
+      let path = folder.appendingPathComponent(file).path
+      if file.hasSuffix(".tmp") {
+        unlink(path)
+        continue
+      }
+      guard file.hasSuffix(".json"), let data = fm.contents(atPath: path),
+        let change = try? JSONDecoder().decode(PendingChange.self, from: data)
+      else { continue }
+      if change.kind == .upload && change.state != .done && !fm.fileExists(atPath: dataPath(change)) {
+        log("write-back: \(change.name.debugDescription) (change \(change.sequence)) lost its bytes; dropped")
+        unlink(path)
+        continue
+      }
+      changes[change.sequence] = change
+    }
+    state.withLock { s in
+      s.changes = changes
+      s.next = (changes.keys.max() ?? 0) + 1
+      for key in changes.keys where changes[key]!.state == .started { s.changes[key]!.state = .pending }
+    }
+    // Changes that were done when the last mount ended: their successors learn the generation.
+    for done in changes.values.filter({ $0.state == .done }).sorted(by: { $0.sequence < $1.sequence }) {
+      finish(done)
+    }
+    let count = state.withLock { $0.changes.count }
+    if count > 0 { log("write-back: \(count) changes from an earlier mount are queued") }
+  }
+
+  /// Writes `change`'s record durably (temporary name, fsync, rename, fsync of the folder).
+  private func persist(_ change: PendingChange) throws(FSError) {
+    guard let data = try? JSONEncoder().encode(change) else { throw FSError(EIO) }
+    let final = recordPath(change)
+    let temporary = final + ".tmp"
+    try Self.writeDurably(data, to: temporary)
+    guard rename(temporary, final) == 0 else { throw FSError(errno) }
+    syncFolder()
+  }
+
+  static func writeDurably(_ data: Data, to path: String) throws(FSError) {
+    unlink(path)
+    let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw FSError(errno) }
+    defer { close(fd) }
+    let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    guard written == data.count else { throw FSError(written < 0 ? errno : ENOSPC) }
+    guard fsync(fd) == 0 else { throw FSError(errno) }
+  }
+
+  private func syncFolder() {
+    let fd = open(folder.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    fsync(fd)
+    close(fd)
+  }
+
+  private func remove(_ change: PendingChange) {
+    unlink(dataPath(change))
+    unlink(recordPath(change))
+    _ = state.withLock { $0.changes.removeValue(forKey: change.sequence) }
+  }
+
+  // MARK: making changes
+
+  /// Queues the bytes of open file `fd` as the next version of `name`. `base` is what the change
+  /// is based on when no earlier change of the name is queued (then it is the previous one's
+  /// result). An upload of the name still waiting its turn is replaced: only the last bytes go.
+  @discardableResult
+  func upload(_ name: String, from fd: Int32, contentType: String, mtime: Double?, base: PendingChange.Base) throws(FSError) -> UInt64 {
+    let sequence = state.withLock { s -> UInt64 in
+      defer { s.next += 1 }
+      return s.next
+    }
+    var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime)
+    let data = dataPath(change)
+    let temporary = data + ".tmp"
+    try Self.copyDurably(from: fd, to: temporary)
+    guard rename(temporary, data) == 0 else {
+      let e = errno
+      unlink(temporary)
+      throw FSError(e)
+    }
+    try add(&change)
+    return sequence
+  }
+
+  /// Queues the deletion of `name` (a folder placeholder when it ends with "/").
+  @discardableResult
+  func delete(_ name: String, base: PendingChange.Base) throws(FSError) -> UInt64 {
+    let sequence = state.withLock { s -> UInt64 in
+      defer { s.next += 1 }
+      return s.next
+    }
+    var change = PendingChange(sequence: sequence, kind: .delete, name: name, base: base)
+    try add(&change)
+    return sequence
+  }
+
+  private func add(_ change: inout PendingChange) throws(FSError) {
+    // An earlier upload of the name that has not started is replaced by this change, which
+    // takes over its base; any other earlier change of the name is this one's base.
+    let (replaced, hasEarlier) = state.withLock { s -> (PendingChange?, Bool) in
+      let earlier = s.changes.values.filter { $0.name == change.name && $0.sequence < change.sequence }
+      guard let last = earlier.max(by: { $0.sequence < $1.sequence }) else {
+        // Based on a change that is done by now: on what it left.
+        if change.base == .previous, let left = s.produced[change.name], let generation = left { change.base = .generation(generation) }
+        return (nil, false)
+      }
+      if last.kind == .upload && last.state == .pending && change.kind == .upload {
+        s.changes[last.sequence]!.state = .done  // taken: the worker must not start it now
+        return (last, earlier.count > 1)
+      }
+      return (nil, true)
+    }
+    if let replaced {
+      change.base = replaced.base
+    } else if hasEarlier {
+      change.base = .previous
+    }
+    do {
+      try persist(change)
+    } catch {
+      if let replaced { state.withLock { $0.changes[replaced.sequence]?.state = .pending } }
+      unlink(dataPath(change))
+      throw error
+    }
+    state.withLock { $0.changes[change.sequence] = change }
+    if let replaced { remove(replaced) }
+  }
+
+  /// Copies what `fd` holds into a new file at `path`, fsynced.
+  static func copyDurably(from fd: Int32, to path: String) throws(FSError) {
+    unlink(path)
+    let out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    guard out >= 0 else { throw FSError(errno) }
+    defer { close(out) }
+    do throws(FSError) {
+      try copyAll(from: fd, to: out)
+    } catch {
+      unlink(path)
+      throw error
+    }
+    guard fsync(out) == 0 else {
+      let e = errno
+      unlink(path)
+      throw FSError(e)
+    }
+  }
+
+  /// Everything `input` holds into `output` from its start (in the kernel: sendfile).
+  static func copyAll(from input: Int32, to output: Int32) throws(FSError) {
+    var st = stat()
+    guard fstat(input, &st) == 0 else { throw FSError(errno) }
+    guard ftruncate(output, 0) == 0, lseek(output, 0, SEEK_SET) == 0 else { throw FSError(errno) }
+    var offset = off_t(0)
+    var left = Int64(st.st_size)
+    while left > 0 {
+      let n = sendfile(output, input, &offset, Int(min(left, 1 << 30)))
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { throw FSError(n < 0 ? errno : EIO) }
+      left -= Int64(n)
+    }
+  }
+
+  // MARK: what the mount shows
+
+  /// `name` as the queued changes leave it: nil when no change of it is queued.
+  func view(_ name: String) -> LocalView? {
+    let last = state.withLock { s in
+      s.changes.values.filter { $0.name == name && $0.state != .done && $0.conflictName == nil }.max(by: { $0.sequence < $1.sequence })
+    }
+    guard let last else { return nil }
+    if last.kind == .delete { return .deleted }
+    if name.hasSuffix("/") { return .folder }
+    var st = stat()
+    let path = dataPath(last)
+    guard stat(path, &st) == 0 else { return nil }
+    return .file(dataPath: path, size: Int64(st.st_size), mtime: last.mtime ?? Double(st.st_mtim.tv_sec))
+  }
+
+  /// Names with queued changes directly in folder `dir` ("" or ending in "/").
+  func names(in dir: String) -> Set<String> {
+    state.withLock { s in
+      var out = Set<String>()
+      for change in s.changes.values where change.name.hasPrefix(dir) {
+        let rest = change.name.dropFirst(dir.count)
+        guard let first = rest.split(separator: "/", omittingEmptySubsequences: false).first, !first.isEmpty else { continue }
+        // "a/b" in dir "" makes folder "a" appear; "a/" is the placeholder of folder "a".
+        out.insert(rest.contains("/") ? String(first) + "/" : String(first))
+      }
+      return out
+    }
+  }
+
+  /// `user.sync_state` of `name`: nil when nothing of it is queued (synced).
+  func syncState(_ name: String) -> (state: String, error: String?)? {
+    state.withLock { s in
+      let mine = s.changes.values.filter { $0.name == name && $0.state != .done }
+      guard let last = mine.max(by: { $0.sequence < $1.sequence }) else { return nil }
+      if last.state == .failed { return ("failed", last.error) }
+      if mine.contains(where: { $0.state == .started }) { return ("uploading", nil) }
+      let head = s.changes.values.filter { $0.state == .pending || $0.state == .started }.min(by: { $0.sequence < $1.sequence })
+      return ("pending", head?.name == name ? s.lastError : nil)
+    }
+  }
+
+  /// Changes queued (not failed), their bytes, and those that failed for good.
+  var totals: (count: Int, bytes: Int64, failed: Int, applied: Int, conflicts: Int) {
+    let (changes, applied, conflicts) = state.withLock { ($0.changes.values.filter { $0.state != .done }, $0.applied, $0.conflicts) }
+    var bytes: Int64 = 0
+    for change in changes where change.kind == .upload {
+      var st = stat()
+      if stat(dataPath(change), &st) == 0 { bytes += Int64(st.st_size) }
+    }
+    let failed = changes.filter { $0.state == .failed }.count
+    return (changes.count - failed, bytes, failed, applied, conflicts)
+  }
+
+  /// What is left, one line per change, for `bucketfs sync`.
+  func describe() -> String {
+    let (changes, lastError) = state.withLock { ($0.changes.values.filter { $0.state != .done }.sorted { $0.sequence < $1.sequence }, $0.lastError) }
+    var lines: [String] = []
+    for (i, c) in changes.enumerated() {
+      var line = "\(c.kind.rawValue)\t\(c.name)\t\(c.state.rawValue)"
+      if let error = c.error ?? (i == 0 ? lastError : nil) { line += "\t" + error }
+      lines.append(line)
+    }
+    return lines.joined(separator: "\n") + (lines.isEmpty ? "" : "\n")
+  }
+
+  /// Waits until change `sequence` is carried out, fails, or cannot be for lack of a server.
+  func wait(for sequence: UInt64, within seconds: Double) async -> Outcome {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while true {
+      let (change, lastError, isHead) = state.withLock { s -> (PendingChange?, String?, Bool) in
+        let head = s.changes.values.filter { $0.state != .done && $0.state != .failed }.min { $0.sequence < $1.sequence }
+        return (s.changes[sequence], s.lastError, head?.sequence == sequence)
+      }
+      guard let change else { return .applied }
+      switch change.state {
+      case .done: return change.conflictName == nil ? .applied : .conflict
+      case .failed: return .failed(change.error ?? "refused")
+      default: break
+      }
+      // The server is away (the last attempt said so): the change is safe on disk, and waits.
+      if let lastError, isHead || change.state == .pending { return .waiting(lastError) }
+      if ContinuousClock.now >= deadline { return .waiting(lastError ?? "not carried out yet") }
+      try? await Task.sleep(for: .milliseconds(20))
+    }
+  }
+
+  // MARK: carrying changes out
+
+  /// Starts the worker. `applied` is told each change carried out (with the object's new
+  /// attributes after an upload), so that the mount's caches show the bucket as it is now.
+  func start(client: any ObjectClient, applied: @escaping @Sendable (PendingChange, StorageMetadata?) -> Void) {
+    onApplied.withLock { $0 = applied }
+    let task = Task.detached { [self] in
+      var backoff = 0.25
+      while !Task.isCancelled {
+        guard let change = takeNext() else {
+          try? await Task.sleep(for: .milliseconds(25))
+          continue
+        }
+        switch await carryOut(change, client: client) {
+        case .applied(let metadata):
+          backoff = 0.25
+          _ = metadata
+          state.withLock { $0.lastError = nil }
+        case .retryLater(let reason):
+          state.withLock { s in
+            s.changes[change.sequence]?.state = .pending
+            s.lastError = reason
+          }
+          try? await Task.sleep(for: .milliseconds(Int(backoff * 1000)))
+          backoff = min(backoff * 2, 15)
+        }
+      }
+    }
+    worker.withLock { $0 = task }
+  }
+
+  func stop() {
+    worker.withLock { $0?.cancel() }
+  }
+
+  /// The oldest change that can go now, marked started.
+  private func takeNext() -> PendingChange? {
+    state.withLock { s in
+      guard let next = s.changes.values.filter({ $0.state == .pending || $0.state == .started }).min(by: { $0.sequence < $1.sequence }),
+        next.state == .pending
+      else { return nil }
+      s.changes[next.sequence]!.state = .started
+      return s.changes[next.sequence]
+    }
+  }
+
+  private enum Result {
+    case applied(StorageMetadata?)
+    case retryLater(String)
+  }
+
+  private func carryOut(_ change: PendingChange, client: any ObjectClient) async -> Result {
+    let base: Int64?
+    var toConflict = false
+    switch change.base {
+    case .generation(let g): base = g
+    case .any: base = nil
+    case .previous:
+      // What the previous change of the name left (it may have finished just before this one
+      // was added); nothing, when it went beside the object: then this one follows it there.
+      if let left = state.withLock({ $0.produced[change.name] }), let generation = left {
+        base = generation
+      } else {
+        base = nil
+        toConflict = true
+      }
+    }
+    do throws(StorageError) {
+      switch change.kind {
+      case .upload:
+        if toConflict { return try await conflict(change, client: client) }
+        var custom: [String: String] = [:]
+        if let mtime = change.mtime { custom["mtime"] = Self.rfc3339(mtime) }
+        let m = try await client.upload(
+          change.name, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name),
+          custom: custom, ifGenerationMatch: base)
+        var done = change
+        done.produced = m.generation
+        try finishDurably(done, m)
+        return .applied(m)
+      case .delete:
+        if toConflict {
+          log("write-back: \(change.name.debugDescription) not deleted: it changed on the server since it was read")
+          var done = change
+          done.produced = nil
+          try finishDurably(done)
+          return .applied(nil)
+        }
+        do throws(StorageError) {
+          try await client.delete(change.name, ifGenerationMatch: base)
+        } catch where error.code == .objectNotFound {
+          // Gone already: what the change wanted.
+        }
+        var done = change
+        done.produced = 0
+        try finishDurably(done)
+        return .applied(nil)
+      }
+    } catch where error.code == .preconditionFailed {
+      if change.name.hasSuffix("/") {
+        // A folder placeholder someone else made (or removed) meanwhile: the folder is as wanted.
+        var done = change
+        done.produced = nil
+        try? finishDurably(done)
+        return .applied(nil)
+      }
+      if change.kind == .delete {
+        log("write-back: \(change.name.debugDescription) not deleted: it changed on the server since it was read")
+        var done = change
+        done.produced = nil
+        try? finishDurably(done)
+        return .applied(nil)
+      }
+      do throws(StorageError) {
+        return try await conflict(change, client: client)
+      } catch {
+        return failedOrLater(change, error)
+      }
+    } catch {
+      return failedOrLater(change, error)
+    }
+  }
+
+  /// Our bytes beside the object, whose version in the bucket was not the one they were based on.
+  private func conflict(_ change: PendingChange, client: any ObjectClient) async throws(StorageError) -> Result {
+    var target = Self.conflictName(change.name, at: Date())
+    var custom = ["bucketfs-conflict-of": change.name]
+    if let mtime = change.mtime { custom["mtime"] = Self.rfc3339(mtime) }
+    var m: StorageMetadata
+    do throws(StorageError) {
+      m = try await client.upload(
+        target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
+        ifGenerationMatch: 0)
+    } catch where error.code == .preconditionFailed {
+      target += "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+      m = try await client.upload(
+        target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
+        ifGenerationMatch: 0)
+    }
+    log("write-back: \(change.name.debugDescription) changed on the server since it was read; our version is \(target.debugDescription)")
+    var done = change
+    done.produced = nil
+    done.conflictName = target
+    state.withLock { $0.conflicts += 1 }
+    try? finishDurably(done, m)
+    return .applied(m)
+  }
+
+  private func failedOrLater(_ change: PendingChange, _ error: StorageError) -> Result {
+    if ErrnoMapping.isServerGone(error) || error.code == .unknown || error.code == .unauthenticated {
+      return .retryLater(error.detail)
+    }
+    var failed = change
+    failed.state = .failed
+    failed.error = error.detail
+    try? persist(failed)
+    state.withLock { $0.changes[change.sequence] = failed }
+    log("write-back: \(change.kind.rawValue) of \(change.name.debugDescription) refused: \(error.detail); kept in \(folder.path)")
+    return .applied(nil)
+  }
+
+  private func finishDurably(_ done: PendingChange, _ metadata: StorageMetadata? = nil) throws(StorageError) {
+    var record = done
+    record.state = .done
+    do throws(FSError) {
+      try persist(record)
+    } catch {
+      // The bucket has the change; only the record of it could not be written.
+      log("write-back: cannot record that \(done.name.debugDescription) was written: errno \(error.errno)")
+    }
+    // The mount's caches learn the bucket's answer before the queue stops showing the change.
+    if let applied = onApplied.withLock({ $0 }) { applied(record, metadata) }
+    state.withLock { $0.changes[done.sequence] = record }
+    finish(record)
+  }
+
+  /// A done change: the changes of the same name based on it get its generation, then it goes.
+  private func finish(_ done: PendingChange) {
+    let successors = state.withLock { s -> [PendingChange] in
+      s.applied += 1
+      s.produced[done.name] = .some(done.produced)
+      guard let next = s.changes.values.filter({ $0.name == done.name && $0.sequence > done.sequence && $0.state != .done })
+        .min(by: { $0.sequence < $1.sequence }), next.base == .previous
+      else { return [] }
+      return [next]
+    }
+    for var next in successors {
+      if let produced = done.produced {
+        next.base = .generation(produced)
+        try? persist(next)
+        state.withLock { $0.changes[next.sequence]?.base = next.base }
+      }
+      // No generation (a conflict): `.previous` stays, and sends the change beside the object too.
+    }
+    remove(done)
+  }
+
+  static func conflictName(_ name: String, at date: Date) -> String {
+    let f = DateFormatter()
+    f.locale = Locale(identifier: "en_US_POSIX")
+    f.timeZone = TimeZone(identifier: "UTC")
+    f.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+    return name + ".conflict-" + f.string(from: date)
+  }
+
+  static func rfc3339(_ seconds: Double) -> String {
+    let whole = Int(seconds.rounded(.down))
+    let nanos = Int(((seconds - Double(whole)) * 1e9).rounded())
+    var t = time_t(whole)
+    var parts = tm()
+    gmtime_r(&t, &parts)
+    return String(
+      format: "%04d-%02d-%02dT%02d:%02d:%02d.%09dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour,
+      parts.tm_min, parts.tm_sec, nanos)
+  }
+}

@@ -1,0 +1,48 @@
+import BucketFS
+import Foundation
+
+/// `bucketfs sync MOUNTPOINT [--timeout S]`: waits until the mount's write-back queue is empty,
+/// reading it from an extended attribute of the mount's root.
+enum SyncCommand {
+  static let usage = """
+    usage: bucketfs sync MOUNTPOINT [--timeout SECONDS]
+
+    Waits until every change made through the writable mount at MOUNTPOINT is in the bucket
+    (default: at most 600 s). Exits 0 when the queue is empty; otherwise prints what is left, one
+    change a line (what, object, state, and why it waits or failed), and exits 1.
+    """
+
+  private typealias GetXattr = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
+
+  static func run(_ args: inout Arguments) throws(CommandError) -> Int32 {
+    let timeout = try args.seconds("--timeout") ?? 600
+    let paths = try args.positionals()
+    guard paths.count == 1 else { throw .usage(usage) }
+    let mountpoint = paths[0]
+    guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "getxattr") else {
+      throw .failed("cannot find getxattr in the C library", status: ExitStatus.failure)
+    }
+    let getxattr = unsafeBitCast(symbol, to: GetXattr.self)
+    let deadline = Date().addingTimeInterval(timeout)
+    while true {
+      var buffer = [UInt8](repeating: 0, count: 1 << 20)
+      let n = buffer.withUnsafeMutableBytes { getxattr(mountpoint, BucketFilesystem.queueAttribute, $0.baseAddress, $0.count) }
+      guard n >= 0 else {
+        let reason = errno == ENODATA || errno == ENOTSUP ? "not a bucketfs mount" : String(cString: strerror(errno))
+        throw .local(mountpoint, reason)
+      }
+      let text = String(decoding: buffer[0..<n], as: UTF8.self)
+      let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+      let counts = lines.first?.split(separator: " ").compactMap { Int($0) } ?? []
+      let (waiting, failed) = (counts.first ?? 0, counts.count > 1 ? counts[1] : 0)
+      if waiting == 0 && failed == 0 { return 0 }
+      // Failed changes do not go by themselves: no point waiting for them alone.
+      if waiting == 0 || Date() >= deadline {
+        let left = lines.dropFirst().joined(separator: "\n")
+        FileHandle.standardError.write(Data("bucketfs sync: \(waiting) changes waiting, \(failed) failed\n\(left)".utf8))
+        return 1
+      }
+      Thread.sleep(forTimeInterval: 0.1)
+    }
+  }
+}

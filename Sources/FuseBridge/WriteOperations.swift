@@ -1,0 +1,164 @@
+// The operations that change the bucket, for a writable mount (`-o writable`); a read-only mount
+// answers each with EROFS (the filesystem says so). Changes wait on the local disk only: the
+// queue carries them to the bucket later, so none of these waits on the network, except fsync
+// (which waits for its file's upload) and what must read an object first (an open for writing
+// of a file not staged, a rename).
+internal import CFuse
+import BucketFS
+import Foundation
+
+extension FuseOperations {
+  static func addWrites(_ ops: inout fuse_lowlevel_ops) {
+    ops.create = { req, parent, name, _, fi in
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "create")
+      let name = String(cString: name!)
+      var info = fi!.pointee
+      let flags = CFuseShims_fi_flags(fi)
+      Task {
+        do {
+          let (attrs, handle) = try await fs.create(parent: parent, name: name, flags: flags)
+          var e = FuseOperations.entryParam(attrs, ttl: fs.options.metadataTTL)
+          CFuseShims_set_fh(&info, handle)
+          if !reply.create(&e, &info) {
+            fs.release(handle: handle)
+            fs.inodes.forget(attrs.ino, count: 1)
+          }
+        } catch {
+          reply.fail(error)
+        }
+      }
+    }
+
+    // The bytes are only valid during the callback: written to the local file here.
+    ops.write = { req, _, buf, size, offset, fi in
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "write")
+      do {
+        let n = try fs.write(handle: CFuseShims_fi_fh(fi), offset: Int64(offset), data: UnsafeRawBufferPointer(start: buf, count: size))
+        reply.written(n)
+      } catch {
+        reply.fail(error)
+      }
+    }
+
+    ops.fsync = { req, _, _, fi in
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "fsync")
+      let handle = CFuseShims_fi_fh(fi)
+      Task {
+        do {
+          try await fs.fsync(handle: handle)
+          reply.error(0)
+        } catch {
+          reply.fail(error)
+        }
+      }
+    }
+
+    ops.setattr = { req, ino, attr, toSet, fi in
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "setattr")
+      let st = attr!.pointee
+      let size: Int64? = toSet & FUSE_SET_ATTR_SIZE != 0 ? Int64(st.st_size) : nil
+      var mtime: Double? = nil
+      if toSet & FUSE_SET_ATTR_MTIME_NOW != 0 {
+        mtime = Date().timeIntervalSince1970
+      } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
+        mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
+      }
+      let handle = fi.map { CFuseShims_fi_fh($0) }
+      if (size != nil || mtime != nil) && !fs.options.writable { return reply.error(EROFS) }
+      Task {
+        do {
+          let attrs = try await fs.setattr(ino, size: size, mtime: mtime, handle: handle)
+          var out = FuseOperations.fill(attrs)
+          reply.attr(&out, timeout: FuseOperations.attrTimeout(attrs, fs))
+        } catch {
+          reply.fail(error)
+        }
+      }
+    }
+
+    ops.unlink = { req, parent, name in
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "unlink")
+      let name = String(cString: name!)
+      Task {
+        do {
+          try await fs.unlink(parent: parent, name: name)
+          reply.error(0)
+        } catch {
+          reply.fail(error)
+        }
+      }
+    }
+
+    ops.mkdir = { req, parent, name, _ in
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "mkdir")
+      let name = String(cString: name!)
+      Task {
+        do {
+          let attrs = try await fs.mkdir(parent: parent, name: name)
+          var e = FuseOperations.entryParam(attrs, ttl: fs.options.metadataTTL)
+          if !reply.entry(&e) { fs.inodes.forget(attrs.ino, count: 1) }
+        } catch {
+          reply.fail(error)
+        }
+      }
+    }
+
+    ops.rmdir = { req, parent, name in
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "rmdir")
+      let name = String(cString: name!)
+      Task {
+        do {
+          try await fs.rmdir(parent: parent, name: name)
+          reply.error(0)
+        } catch {
+          reply.fail(error)
+        }
+      }
+    }
+
+    ops.rename = { req, parent, name, newParent, newName, flags in
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "rename")
+      let name = String(cString: name!)
+      let newName = String(cString: newName!)
+      Task {
+        do {
+          try await fs.rename(parent: parent, name: name, newParent: newParent, newName: newName, flags: flags)
+          reply.error(0)
+        } catch {
+          reply.fail(error)
+        }
+      }
+    }
+
+    // No hard links, symbolic links, device nodes or extended attributes written: a bucket
+    // has none of them.
+    ops.mknod = { req, _, _, _, _ in
+      let fs = FuseOperations.filesystem(req)
+      fuse_reply_err(req, fs.options.writable ? EPERM : EROFS)
+    }
+    ops.symlink = { req, _, _, _ in
+      let fs = FuseOperations.filesystem(req)
+      fuse_reply_err(req, fs.options.writable ? EPERM : EROFS)
+    }
+    ops.link = { req, _, _, _ in
+      let fs = FuseOperations.filesystem(req)
+      fuse_reply_err(req, fs.options.writable ? EPERM : EROFS)
+    }
+    ops.setxattr = { req, _, _, _, _, _ in
+      let fs = FuseOperations.filesystem(req)
+      fuse_reply_err(req, fs.options.writable ? ENOTSUP : EROFS)
+    }
+    ops.removexattr = { req, _, _ in
+      let fs = FuseOperations.filesystem(req)
+      fuse_reply_err(req, fs.options.writable ? ENOTSUP : EROFS)
+    }
+  }
+}

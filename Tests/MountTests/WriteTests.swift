@@ -1,0 +1,186 @@
+import Foundation
+import StorageCore
+import StorageEmulator
+import Testing
+
+/// Writes through a writable mount (`-o writable`), done with ordinary tools and checked from the
+/// bucket's side with the Swift API.
+@Suite(.serialized) struct WriteTests {
+  func shell(_ script: String, in m: MountedBucket) -> (Int32, String) {
+    runTool("/bin/sh", ["-c", "set -e; cd '\(m.mountpoint.path)'; " + script])
+  }
+
+  func bucketSync(_ m: MountedBucket, timeout: Int = 30) -> (Int32, String) {
+    runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", String(timeout)])
+  }
+
+  func object(_ fx: MountFixture, _ name: String) async -> Data? {
+    try? await fx.storage.reference(withPath: name).data(maxSize: 64 << 20)
+  }
+
+  func names(_ fx: MountFixture, under prefix: String = "") async throws -> [String] {
+    var out: [String] = []
+    var token: String? = nil
+    repeat {
+      let page = try await fx.storage.reference(withPath: prefix).listPage(delimiter: nil, pageToken: token)
+      out += page.items
+      token = page.nextPageToken
+    } while token != nil
+    return out.sorted()
+  }
+
+  @Test(arguments: ["firebase", "gcs"]) func everydayToolsWriteThroughTheMount(api: String) async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("docs/readme.txt", Data("first line\n".utf8))
+    _ = try await fx.put("docs/old.txt", Data("to be renamed".utf8))
+    _ = try await fx.put("docs/gone.txt", Data("to be removed".utf8))
+    let source = try fx.folder("tree")
+    for i in 0..<20 { try randomData(1000 + i * 997, seed: UInt64(900 + i)).write(to: source.appendingPathComponent("f\(i).bin")) }
+    let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
+
+    var (status, output) = shell(
+      """
+      echo 'second line' >> docs/readme.txt
+      cp '\(source.path)/f3.bin' docs/copied.bin
+      cp -r '\(source.path)' tree
+      mv docs/old.txt docs/new.txt
+      rm docs/gone.txt
+      mkdir empty made
+      rmdir empty
+      printf 'draft' > made/note.txt
+      printf 'saved by an editor' > made/.note.txt.swp
+      mv made/.note.txt.swp made/note.txt
+      printf '0123456789' > made/cut.txt
+      truncate -s 4 made/cut.txt
+      touch -d '2021-02-03 04:05:06' made/cut.txt
+      """, in: m)
+    #expect(status == 0, "\(output)")
+    // The mount shows every change at once, before the bucket has it.
+    #expect(try String(contentsOfFile: m.path("docs/readme.txt"), encoding: .utf8) == "first line\nsecond line\n")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("docs")).sorted() == ["copied.bin", "new.txt", "readme.txt"])
+    var st = stat()
+    #expect(stat(m.path("made/cut.txt"), &st) == 0 && st.st_size == 4 && st.st_mtim.tv_sec == 1_612_325_106)
+
+    (status, output) = bucketSync(m)
+    #expect(status == 0, "\(output)")
+    #expect(await object(fx, "docs/readme.txt") == Data("first line\nsecond line\n".utf8))
+    #expect(await object(fx, "docs/copied.bin") == (try Data(contentsOf: source.appendingPathComponent("f3.bin"))))
+    for i in 0..<20 {
+      #expect(await object(fx, "tree/f\(i).bin") == (try Data(contentsOf: source.appendingPathComponent("f\(i).bin"))), "tree/f\(i).bin")
+    }
+    #expect(await object(fx, "docs/new.txt") == Data("to be renamed".utf8))
+    #expect(await object(fx, "made/note.txt") == Data("saved by an editor".utf8))
+    #expect(await object(fx, "made/cut.txt") == Data("0123".utf8))
+    let all = try await names(fx)
+    #expect(!all.contains("docs/old.txt") && !all.contains("docs/gone.txt") && !all.contains("empty/"))
+    #expect(!all.contains { $0.contains(".swp") || $0.contains("conflict") }, "\(all)")
+    // The time `touch` set is kept in the object's metadata (rclone's `mtime` key), so a new
+    // mount shows it too.
+    let kept = try await fx.storage.reference(withPath: "made/cut.txt").getMetadata()
+    #expect(kept.customMetadata?["mtime"]?.hasPrefix("2021-02-03T04:05:06") == true, "\(String(describing: kept.customMetadata))")
+    let again = try fx.mount(options: ["writable"], extra: ["--api", api], name: api + "-again")
+    #expect(stat(again.path("made/cut.txt"), &st) == 0 && st.st_size == 4 && st.st_mtim.tv_sec == 1_612_325_106)
+    #expect(try getxattr(again.path("made/cut.txt"), "user.sync_state").get() == "synced")
+  }
+
+  /// rsync -a into the mount, twice: the second run finds sizes and times equal and sends nothing.
+  @Test func rsyncTwiceSendsNothingTheSecondTime() async throws {
+    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/rsync") else {
+      Issue.record("rsync is not installed (scripts/install-deps.sh installs it)")
+      return
+    }
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let source = try fx.folder("site")
+    try FileManager.default.createDirectory(at: source.appendingPathComponent("css"), withIntermediateDirectories: true)
+    for i in 0..<10 { try randomData(500 + i * 100, seed: UInt64(950 + i)).write(to: source.appendingPathComponent("page\(i).html")) }
+    try Data("body {}".utf8).write(to: source.appendingPathComponent("css/site.css"))
+    let m = try fx.mount(options: ["writable"])
+    var (status, output) = runTool("/usr/bin/rsync", ["-a", "--stats", source.path + "/", m.path("site") + "/"])
+    #expect(status == 0, "\(output)")
+    (status, output) = bucketSync(m)
+    #expect(status == 0, "\(output)")
+    (status, output) = runTool("/usr/bin/rsync", ["-a", "--stats", source.path + "/", m.path("site") + "/"])
+    #expect(status == 0 && output.contains("Number of regular files transferred: 0"), "\(output)")
+    #expect(await object(fx, "site/css/site.css") == Data("body {}".utf8))
+  }
+
+  /// Someone else changes an object while it is open for writing here: their version keeps the
+  /// name, ours goes beside it under a conflict name, and nothing is lost.
+  @Test(arguments: ["firebase", "gcs"]) func aChangeMadeElsewhereIsNeverOverwritten(api: String) async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("shared/plan.txt", Data("v1".utf8))
+    let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
+    let fd = open(m.path("shared/plan.txt"), O_WRONLY | O_APPEND)
+    #expect(fd >= 0)
+    _ = try await fx.put("shared/plan.txt", Data("theirs".utf8))
+    #expect(write(fd, "+ours", 5) == 5)
+    #expect(close(fd) == 0)
+    let (status, output) = bucketSync(m)
+    #expect(status == 0, "\(output)")
+    #expect(await object(fx, "shared/plan.txt") == Data("theirs".utf8))
+    let conflicts = try await names(fx, under: "shared").filter { $0.hasPrefix("shared/plan.txt.conflict-") }
+    #expect(conflicts.count == 1)
+    if let name = conflicts.first {
+      #expect(await object(fx, name) == Data("v1+ours".utf8))
+      let shown = m.path(name)
+      #expect(try getxattr(shown, "user.sync_state").get() == "conflict")
+    }
+    #expect(m.log.contains("changed on the server since it was read"))
+  }
+
+  /// Changes made while the server fails wait in the queue, which `bucketfs sync` reports, and go
+  /// out when it answers again; the queue survives `kill -9` and a new mount carries it out.
+  @Test func theQueueWaitsForTheServerAndOutlivesTheDaemon() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("notes/a.txt", Data("a".utf8))
+    let m = try fx.mount(options: ["writable", "read_timeout=2", "metadata_ttl=60"])
+    // Seen with its attributes (its generation) before the server fails: a delete names it.
+    var seen = stat()
+    #expect(stat(m.path("notes/a.txt"), &seen) == 0)
+    var failing = Faults()
+    failing.errorStatus = 503
+    failing.errorFraction = 1
+    fx.emulator!.setFaults(failing)
+    var (status, output) = shell("printf 'written while the server fails' > notes/b.txt; rm notes/a.txt", in: m)
+    #expect(status == 0, "\(output)")
+    // fsync returns once the bytes are safe locally when the server cannot take them.
+    let fd = open(m.path("notes/c.txt"), O_CREAT | O_WRONLY, 0o644)
+    #expect(fd >= 0 && write(fd, "synced locally", 14) == 14)
+    #expect(fsync(fd) == 0)
+    close(fd)
+    (status, output) = bucketSync(m, timeout: 1)
+    #expect(status == 1 && output.contains("notes/b.txt"), "\(output)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("notes")).sorted() == ["b.txt", "c.txt"])
+    #expect(["pending", "uploading"].contains(try getxattr(m.path("notes/b.txt"), "user.sync_state").get()))
+
+    // The daemon dies with the changes still queued.
+    kill(m.process.processIdentifier, SIGKILL)
+    m.process.waitUntilExit()
+    m.unmount()
+    fx.emulator!.setFaults(Faults())
+    #expect(await object(fx, "notes/b.txt") == nil)
+    let next = try fx.mount(options: ["writable"], name: "next")
+    (status, output) = bucketSync(next)
+    #expect(status == 0, "\(output)")
+    #expect(await object(fx, "notes/b.txt") == Data("written while the server fails".utf8))
+    #expect(await object(fx, "notes/c.txt") == Data("synced locally".utf8))
+    #expect(await object(fx, "notes/a.txt") == nil)
+    #expect(next.log.contains("from an earlier mount are queued"))
+  }
+
+  @Test func aReadOnlyMountRefusesEveryChange() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("ro/a.txt", Data("a".utf8))
+    let m = try fx.mount()
+    for script in ["echo x > ro/new.txt", "echo x >> ro/a.txt", "rm ro/a.txt", "mkdir ro/d", "mv ro/a.txt ro/b.txt", "touch ro/a.txt"] {
+      let (status, output) = shell(script, in: m)
+      #expect(status != 0 && output.contains("Read-only file system"), "\(script): \(output)")
+    }
+    #expect(await object(fx, "ro/a.txt") == Data("a".utf8))
+  }
+}
