@@ -245,7 +245,9 @@ extension BucketFilesystem {
 
   @discardableResult
   private func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
-    guard let writeBack, let (name, base, mtime) = edit.takeChanges() else { return edit.lastQueued }
+    guard let writeBack, var (name, base, mtime) = edit.takeChanges() else { return edit.lastQueued }
+    // Bytes of this edit went to the queue before: these are based on what those produce.
+    if edit.lastQueued != nil { base = .previous }
     do throws(FSError) {
       let sequence = try writeBack.queue.upload(
         name, from: edit.file.fd, contentType: ContentType.infer(fromName: name), mtime: mtime ?? edit.modified, base: base)
@@ -311,22 +313,27 @@ extension BucketFilesystem {
     let writeBack = try writable()
     guard let dir = inodes.node(parent) else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
-    let entry = try await resolveForChange(dir.path, name)
+    let (entry, base) = try await resolveForChange(dir.path, name)
     guard !entry.isDirectory else { throw FSError(EISDIR) }
     writeBack.edits[path]?.unlinked()
-    try writeBack.queue.delete(entry.objectName ?? path, base: .generation(entry.metadata?.generation ?? 0))
+    try writeBack.queue.delete(entry.objectName ?? path, base: base)
   }
 
-  /// What `name` in `dir` is now, this mount's own changes first.
-  private func resolveForChange(_ dir: String, _ name: String) async throws(FSError) -> DirectoryEntry {
+  /// What `name` in `dir` is now, this mount's own changes first, and what a change of it is
+  /// based on: the generation the bucket has, or (for a name this mount changed) whatever the
+  /// queue's changes of it leave.
+  private func resolveForChange(_ dir: String, _ name: String) async throws(FSError) -> (DirectoryEntry, PendingChange.Base) {
     let path = Namespace.join(dir, name)
     if let local = localEntry(path) {
       guard let entry = local else { throw FSError(ENOENT) }
-      return entry
+      return (entry, .previous)
     }
     // Attributes the kernel's lookup fetched a moment ago (a folder listing may be older).
-    if let m = namespace.files.get(path) { return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: m) }
-    return try await namespace.resolve(dir: dir, name: name)
+    if let m = namespace.files.get(path) {
+      return (DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: m), .generation(m.generation))
+    }
+    let entry = try await namespace.resolve(dir: dir, name: name)
+    return (entry, .generation(entry.metadata?.generation ?? 0))
   }
 
   public func mkdir(parent: UInt64, name: String) async throws(FSError) -> FileAttributes {
@@ -347,7 +354,7 @@ extension BucketFilesystem {
     let writeBack = try writable()
     guard let dir = inodes.node(parent) else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
-    let entry = try await resolveForChange(dir.path, name)
+    let (entry, _) = try await resolveForChange(dir.path, name)
     guard entry.isDirectory else { throw FSError(ENOTDIR) }
     let inside = mergedListing(path, try await namespace.listing(path))
     guard inside.isEmpty else { throw FSError(ENOTEMPTY) }
@@ -365,13 +372,14 @@ extension BucketFilesystem {
     let source = Namespace.join(from.path, name)
     let target = Namespace.join(to.path, newName)
     if source == target { return }
-    let entry = try await resolveForChange(from.path, name)
+    let (entry, sourceBase) = try await resolveForChange(from.path, name)
     if entry.isDirectory { throw FSError(EXDEV) }
     if writeBack.edits[source] != nil || writeBack.edits[target] != nil { throw FSError(EBUSY) }
-    let existing = try? await resolveForChange(to.path, newName)
-    if let existing {
+    var targetBase = PendingChange.Base.generation(0)
+    if let (existing, base) = try? await resolveForChange(to.path, newName) {
       if flags & Self.renameNoReplace != 0 { throw FSError(EEXIST) }
       if existing.isDirectory { throw FSError(EISDIR) }
+      targetBase = base
     }
     // The source's bytes, from the queue or the bucket.
     let edit = try await self.edit(source, truncate: false)
@@ -379,10 +387,10 @@ extension BucketFilesystem {
     let mtime = entry.metadata?.customMetadata?["mtime"].flatMap(Self.parseTime) ?? entry.metadata?.updated?.timeIntervalSince1970
     try writeBack.queue.upload(
       target, from: edit.file.fd, contentType: entry.metadata?.contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
-      base: .generation(existing?.metadata?.generation ?? 0))
+      base: targetBase)
     _ = edit.takeChanges()
     edit.unlinked()
-    try writeBack.queue.delete(source, base: .generation(entry.metadata?.generation ?? 0))
+    try writeBack.queue.delete(source, base: sourceBase)
     inodes.move(path: source, to: target)
     namespace.missing.remove(target)
   }
@@ -421,7 +429,7 @@ extension BucketFilesystem {
   public func queueText() -> String {
     guard let writeBack else { return "0\n" }
     let t = writeBack.queue.totals
-    return "\(t.count) \(t.failed)\n" + writeBack.queue.describe()
+    return "\(t.changes) \(t.failed)\n" + writeBack.queue.describe()
   }
 }
 

@@ -386,7 +386,7 @@ public final class BucketFilesystem: Sendable {
       cacheBytes: cache.bytesCached, cacheEvictions: cache.evictions, stagingBytes: stagedBytes, stagingFiles: stagedFiles,
       openHandles: openFiles.count, retries: TransferCounters.retries.load(ordering: .relaxed),
       tokenRefreshes: tokenRefreshes(), transferLoopAge: transferLoopAge(),
-      stagingBuffersFree: staging?.buffersFree ?? StagingWriter.poolSize)
+      stagingBuffersFree: staging?.buffersFree ?? StagingWriter.poolSize, queue: writeBack?.queue.totals)
   }
 
   /// The extended attribute of the mount's root that `bucketfs stats` reads.

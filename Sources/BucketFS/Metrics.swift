@@ -62,6 +62,8 @@ public final class Metrics: Sendable {
     /// Seconds since the transfer loop last began a turn.
     var transferLoopAge: Double
     var stagingBuffersFree: Int
+    /// The write-back queue (nil on a read-only mount).
+    var queue: (changes: Int, bytes: Int64, failed: Int, applied: Int, conflicts: Int)? = nil
   }
 
   private static func label(_ text: String) -> String {
@@ -112,6 +114,13 @@ public final class Metrics: Sendable {
     single(
       "bucketfs_transfer_loop_stalls_total", "counter", "Times the transfer loop was held up for more than a second.",
       transferLoopStalls.load(ordering: .relaxed))
+    if let q = r.queue {
+      single("bucketfs_writeback_queued_changes", "gauge", "Changes made through the mount and not in the bucket yet.", q.changes)
+      single("bucketfs_writeback_queued_bytes", "gauge", "Bytes of the queued uploads.", q.bytes)
+      single("bucketfs_writeback_failed_changes", "gauge", "Changes the bucket refused, kept in the queue.", q.failed)
+      single("bucketfs_writeback_applied_total", "counter", "Changes carried out.", q.applied)
+      single("bucketfs_writeback_conflicts_total", "counter", "Uploads that went beside an object changed elsewhere.", q.conflicts)
+    }
     family("bucketfs_fuse_operation_seconds", "histogram", "FUSE operations by type, by time to answer.")
     for (op, h) in s.fuse.sorted(by: { $0.key < $1.key }) {
       for (i, bound) in Self.buckets.enumerated() {
@@ -132,7 +141,7 @@ public final class Metrics: Sendable {
     let ops = s.fuse.values.reduce(UInt64(0)) { $0 + $1.count }
     let hits = cacheHits.load(ordering: .relaxed)
     let misses = cacheMisses.load(ordering: .relaxed)
-    return [
+    var lines = [
       ("requests to the bucket", "\(requests) (\(failed) failed)"),
       ("bytes fetched", "\(bytesFetched.load(ordering: .relaxed))"),
       ("block cache", "\(r.cacheBytes) bytes held, \(hits) hits, \(misses) misses, \(r.cacheEvictions) evictions"),
@@ -145,5 +154,9 @@ public final class Metrics: Sendable {
       ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),
       ("transfer loop", String(format: "last turned %.2f s ago, %d stalls", r.transferLoopAge, transferLoopStalls.load(ordering: .relaxed))),
     ]
+    if let q = r.queue {
+      lines.append(("write-back queue", "\(q.changes) changes, \(q.bytes) bytes, \(q.failed) failed, \(q.applied) done, \(q.conflicts) conflicts"))
+    }
+    return lines
   }
 }

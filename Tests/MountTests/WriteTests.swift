@@ -106,6 +106,44 @@ import Testing
     #expect(await object(fx, "site/css/site.css") == Data("body {}".utf8))
   }
 
+  /// git clone into the mount, then a clean `git status` and `git fsck`; SQLite with
+  /// transactions (its journal made, fsynced and deleted): after `bucketfs sync` a new mount
+  /// reads both back, and no change of this mount's own was taken for a conflict.
+  @Test func gitAndSQLiteWorkInTheMount() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let repo = try fx.folder("origin")
+    var (status, output) = runTool(
+      "/bin/sh",
+      ["-c", "set -e; cd '\(repo.path)'; git init -q .; for i in 1 2 3; do echo \"line $i\" > f$i.txt; git add f$i.txt; git -c user.email=t@example.com -c user.name=t commit -qm c$i; done"])
+    #expect(status == 0, "\(output)")
+    let m = try fx.mount(options: ["writable"])
+    (status, output) = shell(
+      """
+      git clone -q '\(repo.path)' repo
+      cd repo
+      test -z "$(git status --porcelain)"
+      git fsck --no-progress
+      cd ..
+      sqlite3 notes.db "create table t(a text); begin; insert into t values('one'); insert into t values('two'); commit; begin; insert into t values('three'); commit;"
+      test "$(sqlite3 notes.db 'select count(*) from t')" = 3
+      """, in: m)
+    #expect(status == 0, "\(output)")
+    (status, output) = bucketSync(m, timeout: 60)
+    #expect(status == 0, "\(output)")
+    let all = try await names(fx)
+    #expect(!all.contains { $0.contains(".conflict-") }, "\(all.filter { $0.contains(".conflict-") })")
+    #expect(!m.log.contains("changed on the server"), "\(m.log)")
+    m.unmount()
+    let again = try fx.mount(options: ["writable"], name: "again")
+    (status, output) = shell(
+      """
+      cd repo && test -z "$(git status --porcelain)" && git log --oneline | wc -l | grep -q 3 && cd ..
+      test "$(sqlite3 notes.db 'select group_concat(a) from t')" = "one,two,three"
+      """, in: again)
+    #expect(status == 0, "\(output)")
+  }
+
   /// Someone else changes an object while it is open for writing here: their version keeps the
   /// name, ours goes beside it under a conflict name, and nothing is lost.
   @Test(arguments: ["firebase", "gcs"]) func aChangeMadeElsewhereIsNeverOverwritten(api: String) async throws {

@@ -270,7 +270,7 @@ public final class WriteBackQueue: Sendable {
   }
 
   /// Changes queued (not failed), their bytes, and those that failed for good.
-  var totals: (count: Int, bytes: Int64, failed: Int, applied: Int, conflicts: Int) {
+  var totals: (changes: Int, bytes: Int64, failed: Int, applied: Int, conflicts: Int) {
     let (changes, applied, conflicts) = state.withLock { ($0.changes.values.filter { $0.state != .done }, $0.applied, $0.conflicts) }
     var bytes: Int64 = 0
     for change in changes where change.kind == .upload {

@@ -91,12 +91,12 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     if let g = preconditions.ifGenerationMatch, g != current.generation {
       throw StorageError(
         code: .preconditionFailed, object: reference.description, httpStatus: 412,
-        detail: "the object's generation is \(current.generation), not \(g) (checked before the upload: the Firebase API does not promise to)")
+        detail: "precondition failed (412): the object's generation is \(current.generation), not \(g) (checked before the upload: the Firebase API does not promise to)")
     }
     if let m = preconditions.ifMetagenerationMatch, m != current.metageneration {
       throw StorageError(
         code: .preconditionFailed, object: reference.description, httpStatus: 412,
-        detail: "the object's metageneration is \(current.metageneration), not \(m) (checked before the upload: the Firebase API does not promise to)")
+        detail: "precondition failed (412): the object's metageneration is \(current.metageneration), not \(m) (checked before the upload: the Firebase API does not promise to)")
     }
   }
 
