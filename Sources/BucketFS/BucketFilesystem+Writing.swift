@@ -175,6 +175,8 @@ extension BucketFilesystem {
     {
       return
     }
+    // Offline, only a staged copy can give the bytes.
+    if options.offline { throw FSError(EIO) }
     ftruncate(fd, 0)
     let chunk: Int64 = 8 << 20
     var offset: Int64 = 0

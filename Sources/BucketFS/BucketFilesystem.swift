@@ -78,7 +78,8 @@ public final class BucketFilesystem: Sendable {
     self.log = log
     namespace = Namespace(client: self.client, prefix: p, options: options, staging: staging, log: log)
     writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, log: log) } : nil
-    if let writeBack {
+    // An offline mount talks to no server: its changes wait in the queue for a mount that does.
+    if let writeBack, !options.offline {
       writeBack.queue.start(client: self.client) { [namespace] change, metadata in
         namespace.applied(change, metadata)
       }

@@ -210,6 +210,35 @@ import Testing
     #expect(next.log.contains("from an earlier mount are queued"))
   }
 
+  /// An offline mount (`--offline`) accepts changes and talks to no server; the next mount that
+  /// does carries them out. A name the bucket refuses is kept as failed, said by `bucketfs sync`
+  /// and the log, and nothing else waits behind it.
+  @Test func offlineChangesWaitAndRefusedNamesAreKept() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("box/seen.txt", Data("seen".utf8))
+    let first = try fx.mount(options: ["writable"], name: "first")
+    #expect(try readFile(first.path("box/seen.txt")).get() == Data("seen".utf8))
+    first.unmount()
+    let offline = try fx.mount(options: ["writable", "offline"], name: "offline")
+    let before = fx.emulator!.requestsServed
+    var (status, output) = shell("printf 'made offline' > box/offline.txt", in: offline)
+    #expect(status == 0, "\(output)")
+    (status, output) = bucketSync(offline, timeout: 1)
+    #expect(status == 1 && output.contains("box/offline.txt"), "\(output)")
+    #expect(fx.emulator!.requestsServed == before, "an offline mount sent \(fx.emulator!.requestsServed - before) requests")
+    offline.unmount()
+    let online = try fx.mount(options: ["writable"], name: "online")
+    (status, output) = shell("printf 'bad' > 'box/bad\nname.txt'; printf 'good' > box/after.txt", in: online)
+    #expect(status == 0, "\(output)")
+    (status, output) = bucketSync(online, timeout: 30)
+    #expect(status == 1 && output.contains("failed"), "\(output)")
+    #expect(await object(fx, "box/offline.txt") == Data("made offline".utf8))
+    #expect(await object(fx, "box/after.txt") == Data("good".utf8))
+    #expect(online.log.contains("refused"), "\(online.log)")
+    #expect(try getxattr(online.path("box/bad\nname.txt"), "user.sync_state").get() == "failed")
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }

@@ -45,7 +45,7 @@ public final class WriteBackQueue: Sendable {
   let folder: URL
   private let state = Mutex(State())
   private let log: @Sendable (String) -> Void
-  private let worker = Mutex<Task<Void, Never>?>(nil)
+  private let worker = Mutex<[Task<Void, Never>]>([])
   private let onApplied = Mutex<(@Sendable (PendingChange, StorageMetadata?) -> Void)?>(nil)
 
   init(folder: URL, log: @escaping @Sendable (String) -> Void) throws {
@@ -247,7 +247,7 @@ public final class WriteBackQueue: Sendable {
   func names(in dir: String) -> Set<String> {
     state.withLock { s in
       var out = Set<String>()
-      for change in s.changes.values where change.name.hasPrefix(dir) {
+      for change in s.changes.values where change.name.hasPrefix(dir) && change.state != .done {
         let rest = change.name.dropFirst(dir.count)
         guard let first = rest.split(separator: "/", omittingEmptySubsequences: false).first, !first.isEmpty else { continue }
         // "a/b" in dir "" makes folder "a" appear; "a/" is the placeholder of folder "a".
@@ -320,43 +320,62 @@ public final class WriteBackQueue: Sendable {
   /// attributes after an upload), so that the mount's caches show the bucket as it is now.
   func start(client: any ObjectClient, applied: @escaping @Sendable (PendingChange, StorageMetadata?) -> Void) {
     onApplied.withLock { $0 = applied }
-    let task = Task.detached { [self] in
-      var backoff = 0.25
-      while !Task.isCancelled {
-        guard let change = takeNext() else {
-          try? await Task.sleep(for: .milliseconds(25))
-          continue
-        }
-        switch await carryOut(change, client: client) {
-        case .applied(let metadata):
-          backoff = 0.25
-          _ = metadata
-          state.withLock { $0.lastError = nil }
-        case .retryLater(let reason):
-          state.withLock { s in
-            s.changes[change.sequence]?.state = .pending
-            s.lastError = reason
+    var tasks: [Task<Void, Never>] = []
+    for _ in 0..<Self.workers {
+      tasks.append(Task.detached { [self] in
+        var backoff = 0.25
+        while !Task.isCancelled {
+          guard let change = takeNext() else {
+            try? await Task.sleep(for: .milliseconds(25))
+            continue
           }
-          try? await Task.sleep(for: .milliseconds(Int(backoff * 1000)))
-          backoff = min(backoff * 2, 15)
+          switch await carryOut(change, client: client) {
+          case .applied:
+            backoff = 0.25
+            state.withLock { $0.lastError = nil }
+          case .retryLater(let reason):
+            state.withLock { s in
+              s.changes[change.sequence]?.state = .pending
+              s.lastError = reason
+            }
+            try? await Task.sleep(for: .milliseconds(Int(backoff * 1000)))
+            backoff = min(backoff * 2, 15)
+          }
         }
-      }
+      })
     }
-    worker.withLock { $0 = task }
+    worker.withLock { $0 = tasks }
   }
+
+  /// Changes carried out at once: a bucket 20 ms away takes a round trip or more per change, so
+  /// one at a time would leave a folder copied into the mount waiting for minutes.
+  static let workers = 8
 
   func stop() {
-    worker.withLock { $0?.cancel() }
+    worker.withLock { for task in $0 { task.cancel() } }
   }
 
-  /// The oldest change that can go now, marked started.
+  /// The oldest change that can go now, marked started. Changes of one name go in order, and
+  /// uploads and deletes do not pass each other (a rename is an upload, then a delete, and the
+  /// old name must not go before the new one is there); uploads of different names go at once,
+  /// and so do deletes.
   private func takeNext() -> PendingChange? {
     state.withLock { s in
-      guard let next = s.changes.values.filter({ $0.state == .pending || $0.state == .started }).min(by: { $0.sequence < $1.sequence }),
-        next.state == .pending
-      else { return nil }
-      s.changes[next.sequence]!.state = .started
-      return s.changes[next.sequence]
+      let unfinished = s.changes.values.filter { $0.state == .pending || $0.state == .started }.sorted { $0.sequence < $1.sequence }
+      var names = Set<String>()
+      var uploadBefore = false
+      var deleteBefore = false
+      for change in unfinished {
+        let free = !names.contains(change.name) && (change.kind == .upload ? !deleteBefore : !uploadBefore)
+        if change.state == .pending && free {
+          s.changes[change.sequence]!.state = .started
+          return s.changes[change.sequence]
+        }
+        names.insert(change.name)
+        if change.kind == .upload { uploadBefore = true } else { deleteBefore = true }
+        if uploadBefore && deleteBefore { break }
+      }
+      return nil
     }
   }
 
@@ -463,7 +482,10 @@ public final class WriteBackQueue: Sendable {
   }
 
   private func failedOrLater(_ change: PendingChange, _ error: StorageError) -> Result {
-    if ErrnoMapping.isServerGone(error) || error.code == .unknown || error.code == .unauthenticated {
+    // The server's word on the request itself (a refused name, a denied write) is final; the
+    // server away, a transient status or a broken connection is not.
+    let transient = error.httpStatus.map { $0 == 408 || $0 == 429 || $0 >= 500 || $0 == 401 } ?? true
+    if ErrnoMapping.isServerGone(error) || (transient && (error.code == .unknown || error.code == .unauthenticated)) {
       return .retryLater(error.detail)
     }
     var failed = change
