@@ -348,6 +348,9 @@ extension BucketFilesystem {
     defer { close(empty) }
     try writeBack.queue.upload(path + "/", from: empty, contentType: "application/x-directory", mtime: nil, base: .generation(0))
     namespace.missing.remove(path)
+    // Nothing was under it a moment ago (else it would exist): names looked up in it, as a copy
+    // into it does for each file it creates, are answered without a request.
+    namespace.listings.store(path, [])
     let ino = inodes.ino(for: InodeTable.Node(path: path, isDirectory: true), lookup: true)
     return attributes(ino: ino, directory: true, metadata: nil)
   }

@@ -12,24 +12,11 @@ enum StatsCommand {
     token refreshes. The same numbers, and more, are on the -o metrics= page.
     """
 
-  // Glibc's module map leaves out <sys/xattr.h>: getxattr is found at run time.
-  private typealias GetXattr = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
-
   static func run(_ args: inout Arguments) throws(CommandError) -> Int32 {
     let paths = try args.positionals()
     guard paths.count == 1 else { throw .usage(usage) }
-    let mountpoint = paths[0]
-    guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "getxattr") else {
-      throw .failed("cannot find getxattr in the C library", status: ExitStatus.failure)
-    }
-    let getxattr = unsafeBitCast(symbol, to: GetXattr.self)
-    var buffer = [UInt8](repeating: 0, count: 64 << 10)
-    let n = buffer.withUnsafeMutableBytes { getxattr(mountpoint, BucketFilesystem.statsAttribute, $0.baseAddress, $0.count) }
-    guard n >= 0 else {
-      let reason = errno == ENODATA || errno == ENOTSUP ? "not a bucketfs mount" : String(cString: strerror(errno))
-      throw .local(mountpoint, reason)
-    }
-    let rows = String(decoding: buffer[0..<n], as: UTF8.self).split(separator: "\n").map { line -> (String, String) in
+    let text = try MountAttribute.read(paths[0], BucketFilesystem.statsAttribute)
+    let rows = text.split(separator: "\n").map { line -> (String, String) in
       let parts = line.split(separator: "\t", maxSplits: 1).map(String.init)
       return (parts[0], parts.count > 1 ? parts[1] : "")
     }

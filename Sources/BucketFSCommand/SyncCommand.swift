@@ -12,26 +12,14 @@ enum SyncCommand {
     change a line (what, object, state, and why it waits or failed), and exits 1.
     """
 
-  private typealias GetXattr = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
-
   static func run(_ args: inout Arguments) throws(CommandError) -> Int32 {
     let timeout = try args.seconds("--timeout") ?? 600
     let paths = try args.positionals()
     guard paths.count == 1 else { throw .usage(usage) }
     let mountpoint = paths[0]
-    guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "getxattr") else {
-      throw .failed("cannot find getxattr in the C library", status: ExitStatus.failure)
-    }
-    let getxattr = unsafeBitCast(symbol, to: GetXattr.self)
     let deadline = Date().addingTimeInterval(timeout)
     while true {
-      var buffer = [UInt8](repeating: 0, count: 1 << 20)
-      let n = buffer.withUnsafeMutableBytes { getxattr(mountpoint, BucketFilesystem.queueAttribute, $0.baseAddress, $0.count) }
-      guard n >= 0 else {
-        let reason = errno == ENODATA || errno == ENOTSUP ? "not a bucketfs mount" : String(cString: strerror(errno))
-        throw .local(mountpoint, reason)
-      }
-      let text = String(decoding: buffer[0..<n], as: UTF8.self)
+      let text = try MountAttribute.read(mountpoint, BucketFilesystem.queueAttribute)
       let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
       let counts = lines.first?.split(separator: " ").compactMap { Int($0) } ?? []
       let (waiting, failed) = (counts.first ?? 0, counts.count > 1 ? counts[1] : 0)

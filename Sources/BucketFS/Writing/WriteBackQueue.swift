@@ -348,8 +348,9 @@ public final class WriteBackQueue: Sendable {
   }
 
   /// Changes carried out at once: a bucket 20 ms away takes a round trip or more per change, so
-  /// one at a time would leave a folder copied into the mount waiting for minutes.
-  static let workers = 8
+  /// one at a time would leave a folder copied into the mount waiting for minutes (as many as
+  /// `bucketfs cp -r` uploads at once).
+  static let workers = 16
 
   func stop() {
     worker.withLock { for task in $0 { task.cancel() } }
