@@ -125,11 +125,13 @@ extension BucketFilesystem {
     let (file, localPath) = try writeBack.edits.newFile()
     var base: PendingChange.Base = .generation(0)
     var dirty = truncate || created
+    var startMetadata: (contentType: String?, custom: [String: String]?)? = nil
     do throws(FSError) {
       switch writeBack.queue.view(path) {
       case .file(let dataPath, _, _):
         if !truncate { try Self.copy(from: dataPath, to: file.fd) }
         base = .previous
+        startMetadata = writeBack.queue.queuedMetadata(path)
       case .deleted:
         base = .previous
         dirty = true
@@ -145,6 +147,9 @@ extension BucketFilesystem {
           }
           if let m {
             base = .generation(m.generation)
+            var custom = m.customMetadata ?? [:]
+            custom.removeValue(forKey: "mtime")
+            startMetadata = (m.contentType, custom)
             if !truncate { try await download(path, m, into: file.fd) }
           } else {
             dirty = true
@@ -156,6 +161,7 @@ extension BucketFilesystem {
       throw error
     }
     let fresh = LocalEdits.Edit(file: file, path: localPath, name: path, base: base, dirty: dirty)
+    if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom) }
     return try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
   }
 
@@ -220,6 +226,9 @@ extension BucketFilesystem {
 
   public func write(handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(FSError) -> Int {
     guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { throw FSError(EBADF) }
+    // Queued bytes are never evicted: past the staging budget a write fails, and nothing queued
+    // is lost.
+    if writeBack.queue.queuedBytes + max(edit.size, offset + Int64(data.count)) > options.stagingSize { throw FSError(ENOSPC) }
     let n = pwrite(edit.file.fd, data.baseAddress, data.count, off_t(offset))
     guard n >= 0 else { throw FSError(errno) }
     edit.changed()
@@ -247,12 +256,14 @@ extension BucketFilesystem {
 
   @discardableResult
   private func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
-    guard let writeBack, var (name, base, mtime) = edit.takeChanges() else { return edit.lastQueued }
+    guard let writeBack, var changes = edit.takeChanges() else { return edit.lastQueued }
+    let name = changes.name
     // Bytes of this edit went to the queue before: these are based on what those produce.
-    if edit.lastQueued != nil { base = .previous }
+    if edit.lastQueued != nil { changes.base = .previous }
     do throws(FSError) {
       let sequence = try writeBack.queue.upload(
-        name, from: edit.file.fd, contentType: ContentType.infer(fromName: name), mtime: mtime ?? edit.modified, base: base)
+        name, from: edit.file.fd, contentType: changes.contentType ?? ContentType.infer(fromName: name),
+        mtime: changes.mtime ?? edit.modified, custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
       edit.queued(sequence)
       return sequence
     } catch {
@@ -390,9 +401,11 @@ extension BucketFilesystem {
     let edit = try await self.edit(source, truncate: false)
     defer { writeBack.edits.close(edit) }
     let mtime = entry.metadata?.customMetadata?["mtime"].flatMap(Self.parseTime) ?? entry.metadata?.updated?.timeIntervalSince1970
+    var custom = entry.metadata?.customMetadata ?? [:]
+    custom.removeValue(forKey: "mtime")
     try writeBack.queue.upload(
       target, from: edit.file.fd, contentType: entry.metadata?.contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
-      base: targetBase)
+      custom: custom.isEmpty ? nil : custom, base: targetBase)
     _ = edit.takeChanges()
     edit.unlinked()
     try writeBack.queue.delete(source, base: sourceBase)
@@ -415,6 +428,39 @@ extension BucketFilesystem {
       let whole = f.date(from: String(text[..<dot]) + String(text[z...])), let fraction = Double("0" + text[dot..<z])
     else { return nil }
     return whole.timeIntervalSince1970 + fraction
+  }
+
+  /// `setfattr -n user.content_type` or `user.meta.KEY`: the object's metadata, through the
+  /// queue. Other names are the object's own (size, hashes…: EPERM) or not ours (ENOTSUP).
+  public func setXattr(_ ino: UInt64, name: String, value: String) async throws(FSError) {
+    let writeBack = try writable()
+    guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
+    // A folder is a name prefix: it has no metadata of its own.
+    guard !node.isDirectory else { throw FSError(EPERM) }
+    var contentType: String? = nil
+    var custom: [String: String] = [:]
+    if name == "user.content_type" {
+      guard !value.isEmpty else { throw FSError(EINVAL) }
+      contentType = value
+    } else if name.hasPrefix("user.meta."), name.count > "user.meta.".count {
+      custom[String(name.dropFirst("user.meta.".count))] = value
+    } else if name.hasPrefix("user.") {
+      throw FSError(EPERM)
+    } else {
+      throw FSError(ENOTSUP)
+    }
+    let path = node.objectName ?? node.path
+    if writeBack.edits[path] != nil || localEntry(path) != nil {
+      // The bytes are local: the metadata goes with their upload.
+      let edit = try await self.edit(path, truncate: false)
+      edit.setMetadata(contentType: contentType, custom: custom)
+      defer { writeBack.edits.close(edit) }
+      try queue(edit)
+      return
+    }
+    let dir = Self.parent(of: path)
+    let (_, base) = try await resolveForChange(dir, (path as NSString).lastPathComponent)
+    try writeBack.queue.metadata(path, contentType: contentType, custom: custom, base: base)
   }
 
   /// `user.sync_state` and `user.sync_error` of `path`.

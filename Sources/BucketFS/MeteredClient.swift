@@ -72,4 +72,12 @@ public struct MeteredClient: ObjectClient {
       try await inner.delete(name, ifGenerationMatch: ifGenerationMatch)
     }
   }
+
+  public func updateMetadata(
+    _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
+  ) async throws(StorageError) -> StorageMetadata {
+    try await count("metadata_update") { () async throws(StorageError) -> StorageMetadata in
+      try await inner.updateMetadata(name, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
+    }
+  }
 }

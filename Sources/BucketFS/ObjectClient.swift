@@ -27,6 +27,11 @@ public protocol ObjectClient: Sendable {
   ) async throws(StorageError) -> StorageMetadata
   /// Deletes object `name`, only while its generation is `ifGenerationMatch` (nil: any).
   func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError)
+  /// Sets the content type (when given) and custom metadata entries of object `name`, only while
+  /// its generation is `ifGenerationMatch`.
+  func updateMetadata(
+    _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
+  ) async throws(StorageError) -> StorageMetadata
 }
 
 extension ObjectClient {
@@ -39,6 +44,12 @@ extension ObjectClient {
 
   public func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
     throw StorageError(code: .unauthorized, object: name, detail: "this client cannot delete")
+  }
+
+  public func updateMetadata(
+    _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
+  ) async throws(StorageError) -> StorageMetadata {
+    throw StorageError(code: .unauthorized, object: name, detail: "this client cannot change metadata")
   }
 
   /// For clients that hold bytes in memory anyway: one delivery of the whole range.
@@ -116,5 +127,14 @@ public struct StorageObjectClient: ObjectClient {
 
   public func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
     try await ref(name).delete(preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+  }
+
+  public func updateMetadata(
+    _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
+  ) async throws(StorageError) -> StorageMetadata {
+    let metadata = StorageMetadata()
+    if let contentType { metadata.contentType = contentType }
+    if !custom.isEmpty { metadata.customMetadata = custom }
+    return try await ref(name).updateMetadata(metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
   }
 }

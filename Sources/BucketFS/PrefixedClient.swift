@@ -52,4 +52,10 @@ struct PrefixedClient: ObjectClient {
   func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
     try await inner.delete(prefix + name, ifGenerationMatch: ifGenerationMatch)
   }
+
+  func updateMetadata(
+    _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
+  ) async throws(StorageError) -> StorageMetadata {
+    try await inner.updateMetadata(prefix + name, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
+  }
 }

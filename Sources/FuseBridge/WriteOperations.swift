@@ -152,9 +152,24 @@ extension FuseOperations {
       let fs = FuseOperations.filesystem(req)
       fuse_reply_err(req, fs.options.writable ? EPERM : EROFS)
     }
-    ops.setxattr = { req, _, _, _, _, _ in
+    // `user.content_type` and `user.meta.KEY` change the object's metadata.
+    ops.setxattr = { req, ino, name, value, size, _ in
       let fs = FuseOperations.filesystem(req)
-      fuse_reply_err(req, fs.options.writable ? ENOTSUP : EROFS)
+      guard fs.options.writable else {
+        fuse_reply_err(req, EROFS)
+        return
+      }
+      let reply = PendingReply(req, fs, "setxattr")
+      let name = String(cString: name!)
+      let text = String(decoding: UnsafeRawBufferPointer(start: value, count: size), as: UTF8.self)
+      Task {
+        do {
+          try await fs.setXattr(ino, name: name, value: text)
+          reply.error(0)
+        } catch {
+          reply.fail(error)
+        }
+      }
     }
     ops.removexattr = { req, _, _ in
       let fs = FuseOperations.filesystem(req)

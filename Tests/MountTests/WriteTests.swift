@@ -239,6 +239,55 @@ import Testing
     #expect(try getxattr(online.path("box/bad\nname.txt"), "user.sync_state").get() == "failed")
   }
 
+  /// `setfattr -n user.content_type` and `user.meta.KEY` set the object's metadata, on a file in
+  /// the bucket and on one still queued; an overwrite keeps the content type it had.
+  @Test func setfattrChangesTheObjectsMetadata() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("meta/page.bin", Data("<html></html>".utf8), contentType: "application/octet-stream")
+    let m = try fx.mount(options: ["writable"])
+    var (status, output) = shell(
+      """
+      setfattr -n user.content_type -v text/html meta/page.bin
+      setfattr -n user.meta.owner -v alice meta/page.bin
+      printf 'new' > meta/new.dat
+      setfattr -n user.content_type -v application/x-new meta/new.dat
+      setfattr -n user.meta.stage -v draft meta/new.dat
+      """, in: m)
+    #expect(status == 0, "\(output)")
+    (status, output) = shell("setfattr -n user.size -v 1 meta/page.bin", in: m)
+    #expect(status != 0 && output.contains("Operation not permitted"), "\(output)")
+    (status, output) = bucketSync(m)
+    #expect(status == 0, "\(output)")
+    let page = try await fx.storage.reference(withPath: "meta/page.bin").getMetadata()
+    #expect(page.contentType == "text/html" && page.customMetadata?["owner"] == "alice")
+    #expect(await object(fx, "meta/page.bin") == Data("<html></html>".utf8))
+    let new = try await fx.storage.reference(withPath: "meta/new.dat").getMetadata()
+    #expect(new.contentType == "application/x-new" && new.customMetadata?["stage"] == "draft")
+    (status, output) = shell("printf '<p>changed</p>' > meta/page.bin", in: m)
+    #expect(status == 0, "\(output)")
+    (status, output) = bucketSync(m)
+    #expect(status == 0, "\(output)")
+    let rewritten = try await fx.storage.reference(withPath: "meta/page.bin").getMetadata()
+    #expect(rewritten.contentType == "text/html" && rewritten.customMetadata?["owner"] == "alice")
+  }
+
+  /// Queued bytes count against `staging_size` and are never evicted: past it a write fails with
+  /// ENOSPC, and what was queued before still reaches the bucket.
+  @Test func aFullQueueRefusesWritesAndLosesNothing() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let m = try fx.mount(options: ["writable", "staging_size=1M"])
+    var (status, output) = shell("printf 'kept' > small.txt && head -c 600000 /dev/zero > half.bin", in: m)
+    #expect(status == 0, "\(output)")
+    (status, output) = shell("head -c 2000000 /dev/zero > big.bin", in: m)
+    #expect(status != 0 && output.contains("No space left on device"), "\(output)")
+    (status, output) = bucketSync(m)
+    #expect(status == 0, "\(output)")
+    #expect(await object(fx, "small.txt") == Data("kept".utf8))
+    #expect(await object(fx, "half.bin")?.count == 600_000)
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }

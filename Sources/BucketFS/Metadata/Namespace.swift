@@ -313,6 +313,10 @@ final class Namespace: Sendable {
     case (.delete, _):
       listings.update(dir, name: name, entry: nil)
       if isFolder { listings.remove(path) }
+    case (.metadata, _):
+      guard let metadata else { return listings.remove(dir) }
+      files.set(path, metadata)
+      listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata))
     }
   }
 

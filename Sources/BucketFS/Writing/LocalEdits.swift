@@ -8,12 +8,34 @@ final class LocalEdits: Sendable {
   final class Edit: Sendable {
     let file: FileDescriptor
     let path: String
-    private let state: Mutex<(name: String, base: PendingChange.Base, opens: Int, dirty: Bool, mtime: Double?, gone: Bool, queued: UInt64?)>
+
+    private struct State {
+      var name: String
+      var base: PendingChange.Base
+      var opens = 1
+      var dirty: Bool
+      var mtime: Double?
+      var contentType: String?
+      var custom: [String: String] = [:]
+      var gone = false
+      var queued: UInt64?
+    }
+
+    /// What a close queues: the name, its base, and the metadata the bytes go with.
+    struct Changes {
+      var name: String
+      var base: PendingChange.Base
+      var mtime: Double?
+      var contentType: String?
+      var custom: [String: String]
+    }
+
+    private let state: Mutex<State>
 
     init(file: FileDescriptor, path: String, name: String, base: PendingChange.Base, dirty: Bool) {
       self.file = file
       self.path = path
-      state = Mutex((name, base, 1, dirty, nil, false, nil))
+      state = Mutex(State(name: name, base: base, dirty: dirty))
     }
 
     var name: String { state.withLock { $0.name } }
@@ -22,15 +44,30 @@ final class LocalEdits: Sendable {
     var lastQueued: UInt64? { state.withLock { $0.queued } }
     func changed() { state.withLock { $0.dirty = true } }
     func setMtime(_ t: Double) { state.withLock { $0.mtime = t; $0.dirty = true } }
+    /// `user.content_type` / `user.meta.KEY` set while the bytes are local: they go with them.
+    func setMetadata(contentType: String?, custom: [String: String]) {
+      state.withLock { s in
+        if let contentType { s.contentType = contentType }
+        s.custom.merge(custom) { _, new in new }
+        s.dirty = true
+      }
+    }
+    /// Metadata the edit started from (a queued version's), kept unless set again.
+    func startMetadata(contentType: String?, custom: [String: String]?) {
+      state.withLock { s in
+        s.contentType = contentType
+        s.custom = custom ?? [:]
+      }
+    }
     /// Unlinked while open: its bytes are queued no more.
     func unlinked() { state.withLock { $0.gone = true } }
 
-    /// The bytes to queue now, if any changed since the last time: (name, base, mtime).
-    func takeChanges() -> (name: String, base: PendingChange.Base, mtime: Double?)? {
+    /// What to queue now, if anything changed since the last time.
+    func takeChanges() -> Changes? {
       state.withLock { s in
         guard s.dirty, !s.gone else { return nil }
         s.dirty = false
-        return (s.name, s.base, s.mtime)
+        return Changes(name: s.name, base: s.base, mtime: s.mtime, contentType: s.contentType, custom: s.custom)
       }
     }
 

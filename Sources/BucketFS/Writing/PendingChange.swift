@@ -4,7 +4,11 @@ import Foundation
 /// (`NNNNNNNNNNNN.json`, with the bytes of an upload beside it in `NNNNNNNNNNNN.data`).
 struct PendingChange: Codable, Sendable, Equatable {
   enum Kind: String, Codable, Sendable {
-    case upload, delete
+    /// The bytes (and content type, custom metadata and time) of a new version.
+    case upload
+    case delete
+    /// Content type and custom metadata of the object as it is (`setfattr`).
+    case metadata
   }
 
   /// What the object must be for the change to apply: nothing overwrites or deletes a version
@@ -37,6 +41,8 @@ struct PendingChange: Codable, Sendable, Equatable {
   var contentType: String?
   /// Seconds since 1970; kept in the object's custom metadata (`mtime`, as rclone writes it).
   var mtime: Double?
+  /// Custom metadata entries to set (`user.meta.KEY`).
+  var custom: [String: String]?
   var state: State = .pending
   var error: String?
   /// The generation an upload made (0 after a delete); nil after a conflict, so that the

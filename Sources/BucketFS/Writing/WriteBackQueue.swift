@@ -40,6 +40,9 @@ public final class WriteBackQueue: Sendable {
     /// What the last change carried out of each name left there (nil: it went beside, a
     /// conflict), for a change based on "whatever the queue left" made after it was done.
     var produced: [String: Int64?] = [:]
+    /// Bytes of the queued uploads.
+    var bytes: Int64 = 0
+    var sizes: [UInt64: Int64] = [:]
   }
 
   let folder: URL
@@ -79,8 +82,15 @@ public final class WriteBackQueue: Sendable {
       }
       changes[change.sequence] = change
     }
+    var sizes: [UInt64: Int64] = [:]
+    for change in changes.values where change.kind == .upload {
+      var st = stat()
+      if stat(dataPath(change), &st) == 0 { sizes[change.sequence] = Int64(st.st_size) }
+    }
     state.withLock { s in
       s.changes = changes
+      s.sizes = sizes
+      s.bytes = sizes.values.reduce(0, +)
       s.next = (changes.keys.max() ?? 0) + 1
       for key in changes.keys where changes[key]!.state == .started { s.changes[key]!.state = .pending }
     }
@@ -122,7 +132,10 @@ public final class WriteBackQueue: Sendable {
   private func remove(_ change: PendingChange) {
     unlink(dataPath(change))
     unlink(recordPath(change))
-    _ = state.withLock { $0.changes.removeValue(forKey: change.sequence) }
+    state.withLock { s in
+      s.changes.removeValue(forKey: change.sequence)
+      s.bytes -= s.sizes.removeValue(forKey: change.sequence) ?? 0
+    }
   }
 
   // MARK: making changes
@@ -131,12 +144,14 @@ public final class WriteBackQueue: Sendable {
   /// is based on when no earlier change of the name is queued (then it is the previous one's
   /// result). An upload of the name still waiting its turn is replaced: only the last bytes go.
   @discardableResult
-  func upload(_ name: String, from fd: Int32, contentType: String, mtime: Double?, base: PendingChange.Base) throws(FSError) -> UInt64 {
+  func upload(
+    _ name: String, from fd: Int32, contentType: String, mtime: Double?, custom: [String: String]? = nil, base: PendingChange.Base
+  ) throws(FSError) -> UInt64 {
     let sequence = state.withLock { s -> UInt64 in
       defer { s.next += 1 }
       return s.next
     }
-    var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime)
+    var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
     let data = dataPath(change)
     let temporary = data + ".tmp"
     try Self.copyDurably(from: fd, to: temporary)
@@ -145,6 +160,18 @@ public final class WriteBackQueue: Sendable {
       unlink(temporary)
       throw FSError(e)
     }
+    try add(&change)
+    return sequence
+  }
+
+  /// Queues new metadata (content type, custom entries) for `name` as it is in the bucket.
+  @discardableResult
+  func metadata(_ name: String, contentType: String?, custom: [String: String], base: PendingChange.Base) throws(FSError) -> UInt64 {
+    let sequence = state.withLock { s -> UInt64 in
+      defer { s.next += 1 }
+      return s.next
+    }
+    var change = PendingChange(sequence: sequence, kind: .metadata, name: name, base: base, contentType: contentType, custom: custom)
     try add(&change)
     return sequence
   }
@@ -189,9 +216,19 @@ public final class WriteBackQueue: Sendable {
       unlink(dataPath(change))
       throw error
     }
-    state.withLock { $0.changes[change.sequence] = change }
+    var st = stat()
+    let size = change.kind == .upload && stat(dataPath(change), &st) == 0 ? Int64(st.st_size) : 0
+    state.withLock { s in
+      s.changes[change.sequence] = change
+      s.sizes[change.sequence] = size
+      s.bytes += size
+    }
     if let replaced { remove(replaced) }
   }
+
+  /// Bytes of the queued uploads (they count against the staging folder's size and are never
+  /// evicted).
+  var queuedBytes: Int64 { state.withLock { $0.bytes } }
 
   /// Copies what `fd` holds into a new file at `path`, fsynced.
   static func copyDurably(from fd: Int32, to path: String) throws(FSError) {
@@ -232,7 +269,8 @@ public final class WriteBackQueue: Sendable {
   /// `name` as the queued changes leave it: nil when no change of it is queued.
   func view(_ name: String) -> LocalView? {
     let last = state.withLock { s in
-      s.changes.values.filter { $0.name == name && $0.state != .done && $0.conflictName == nil }.max(by: { $0.sequence < $1.sequence })
+      s.changes.values.filter { $0.name == name && $0.state != .done && $0.conflictName == nil && $0.kind != .metadata }
+        .max(by: { $0.sequence < $1.sequence })
     }
     guard let last else { return nil }
     if last.kind == .delete { return .deleted }
@@ -241,6 +279,14 @@ public final class WriteBackQueue: Sendable {
     let path = dataPath(last)
     guard stat(path, &st) == 0 else { return nil }
     return .file(dataPath: path, size: Int64(st.st_size), mtime: last.mtime ?? Double(st.st_mtim.tv_sec))
+  }
+
+  /// The content type and custom metadata the last queued upload of `name` goes with.
+  func queuedMetadata(_ name: String) -> (contentType: String?, custom: [String: String]?)? {
+    state.withLock { s in
+      s.changes.values.filter { $0.name == name && $0.kind == .upload && $0.state != .done }.max { $0.sequence < $1.sequence }
+        .map { ($0.contentType, $0.custom) }
+    }
   }
 
   /// Names with queued changes directly in folder `dir` ("" or ending in "/").
@@ -271,12 +317,7 @@ public final class WriteBackQueue: Sendable {
 
   /// Changes queued (not failed), their bytes, and those that failed for good.
   var totals: (changes: Int, bytes: Int64, failed: Int, applied: Int, conflicts: Int) {
-    let (changes, applied, conflicts) = state.withLock { ($0.changes.values.filter { $0.state != .done }, $0.applied, $0.conflicts) }
-    var bytes: Int64 = 0
-    for change in changes where change.kind == .upload {
-      var st = stat()
-      if stat(dataPath(change), &st) == 0 { bytes += Int64(st.st_size) }
-    }
+    let (changes, applied, conflicts, bytes) = state.withLock { ($0.changes.values.filter { $0.state != .done }, $0.applied, $0.conflicts, $0.bytes) }
     let failed = changes.filter { $0.state == .failed }.count
     return (changes.count - failed, bytes, failed, applied, conflicts)
   }
@@ -405,11 +446,24 @@ public final class WriteBackQueue: Sendable {
       switch change.kind {
       case .upload:
         if toConflict { return try await conflict(change, client: client) }
-        var custom: [String: String] = [:]
+        var custom = change.custom ?? [:]
         if let mtime = change.mtime { custom["mtime"] = Self.rfc3339(mtime) }
         let m = try await client.upload(
           change.name, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name),
           custom: custom, ifGenerationMatch: base)
+        var done = change
+        done.produced = m.generation
+        try finishDurably(done, m)
+        return .applied(m)
+      case .metadata:
+        if toConflict {
+          log("write-back: metadata of \(change.name.debugDescription) not changed: the object changed on the server since it was read")
+          var done = change
+          done.produced = nil
+          try finishDurably(done)
+          return .applied(nil)
+        }
+        let m = try await client.updateMetadata(change.name, contentType: change.contentType, custom: change.custom ?? [:], ifGenerationMatch: base)
         var done = change
         done.produced = m.generation
         try finishDurably(done, m)
@@ -440,8 +494,8 @@ public final class WriteBackQueue: Sendable {
         try? finishDurably(done)
         return .applied(nil)
       }
-      if change.kind == .delete {
-        log("write-back: \(change.name.debugDescription) not deleted: it changed on the server since it was read")
+      if change.kind != .upload {
+        log("write-back: \(change.kind == .delete ? "\(change.name.debugDescription) not deleted" : "metadata of \(change.name.debugDescription) not changed"): it changed on the server since it was read")
         var done = change
         done.produced = nil
         try? finishDurably(done)
@@ -460,7 +514,8 @@ public final class WriteBackQueue: Sendable {
   /// Our bytes beside the object, whose version in the bucket was not the one they were based on.
   private func conflict(_ change: PendingChange, client: any ObjectClient) async throws(StorageError) -> Result {
     var target = Self.conflictName(change.name, at: Date())
-    var custom = ["bucketfs-conflict-of": change.name]
+    var custom = change.custom ?? [:]
+    custom["bucketfs-conflict-of"] = change.name
     if let mtime = change.mtime { custom["mtime"] = Self.rfc3339(mtime) }
     var m: StorageMetadata
     do throws(StorageError) {
@@ -509,7 +564,12 @@ public final class WriteBackQueue: Sendable {
     }
     // The mount's caches learn the bucket's answer before the queue stops showing the change.
     if let applied = onApplied.withLock({ $0 }) { applied(record, metadata) }
-    state.withLock { $0.changes[done.sequence] = record }
+    state.withLock { s in
+      // Under one lock: a change of the same name may start as soon as this one reads as done,
+      // and must find what it left.
+      s.changes[done.sequence] = record
+      s.produced[done.name] = .some(done.produced)
+    }
     finish(record)
   }
 
