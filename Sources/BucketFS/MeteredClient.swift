@@ -60,10 +60,12 @@ public struct MeteredClient: ObjectClient {
   public func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: name, token: token) }
 
   public func upload(
-    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?
+    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
+    session: UploadSession?
   ) async throws(StorageError) -> StorageMetadata {
     try await count("upload") { () async throws(StorageError) -> StorageMetadata in
-      try await inner.upload(name, file: path, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
+      try await inner.upload(
+        name, file: path, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch, session: session)
     }
   }
 

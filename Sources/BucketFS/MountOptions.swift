@@ -14,6 +14,8 @@ public struct MountOptions: Sendable {
   public var stagingSize: Int64 = 10 << 30
   public var stageMaxFile: Int64 = 2 << 30
   public var readTimeout: Double = 30
+  /// The size of a large upload's chunks (the write-back queue's); nil: the client's (32M).
+  public var uploadChunk: Int64?
   public var offline = false
   public var allowOther = false
   public var debug = false
@@ -109,6 +111,7 @@ public struct MountOptions: Sendable {
       case "token_file": tokenFile = try need()
       case "staging_size": stagingSize = try Self.size(need(), key)
       case "stage_max_file": stageMaxFile = try Self.size(need(), key)
+      case "upload_chunk": uploadChunk = try Self.size(need(), key)
       case "default_permissions", "noatime", "atime", "nosuid", "nodev", "exec", "noexec", "suid", "dev":
         fuseOptions.append(item)
       default:

@@ -23,7 +23,8 @@ public protocol ObjectClient: Sendable {
   /// Stores the file at `path` as object `name` — only while the object's generation is
   /// `ifGenerationMatch` (0: only if there is none; nil: whatever is there).
   func upload(
-    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?
+    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
+    session: UploadSession?
   ) async throws(StorageError) -> StorageMetadata
   /// Deletes object `name`, only while its generation is `ifGenerationMatch` (nil: any).
   func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError)
@@ -37,7 +38,8 @@ public protocol ObjectClient: Sendable {
 extension ObjectClient {
   /// A client that cannot change the bucket (a read-only test double) refuses.
   public func upload(
-    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?
+    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
+    session: UploadSession?
   ) async throws(StorageError) -> StorageMetadata {
     throw StorageError(code: .unauthorized, object: name, detail: "this client cannot write")
   }
@@ -116,13 +118,15 @@ public struct StorageObjectClient: ObjectClient {
   }
 
   public func upload(
-    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?
+    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
+    session: UploadSession?
   ) async throws(StorageError) -> StorageMetadata {
     let metadata = StorageMetadata()
     metadata.contentType = contentType
     if !custom.isEmpty { metadata.customMetadata = custom }
     return try await ref(name).putFileAsync(
-      from: URL(fileURLWithPath: path), metadata: metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+      from: URL(fileURLWithPath: path), metadata: metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch),
+      session: session)
   }
 
   public func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {

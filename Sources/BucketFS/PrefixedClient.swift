@@ -44,9 +44,11 @@ struct PrefixedClient: ObjectClient {
   func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: prefix + name, token: token) }
 
   func upload(
-    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?
+    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
+    session: UploadSession?
   ) async throws(StorageError) -> StorageMetadata {
-    try await inner.upload(prefix + name, file: path, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
+    try await inner.upload(
+      prefix + name, file: path, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch, session: session)
   }
 
   func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {

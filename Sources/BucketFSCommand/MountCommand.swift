@@ -73,6 +73,7 @@ enum MountCommand {
     // The write-back queue retries by itself, for as long as it takes: one attempt gives up as
     // soon as a read would, so that the queue can say the server is away.
     storage.maxUploadRetryTime = options.readTimeout
+    if let chunk = options.uploadChunk { storage.uploadChunkSize = chunk }
     storage.maxOperationRetryTime = options.readTimeout
     let metrics = Metrics()
     let objectClient = MeteredClient(StorageObjectClient(storage: storage), metrics: metrics)

@@ -15,7 +15,7 @@ public struct Faults: Sendable {
   public var stallAfterBytes: Int64? = nil
   /// How many faults to inject before behaving again (nil = no limit).
   public var limit: Int? = nil
-  /// Only requests whose path contains this text are affected (nil = all).
+  /// Only requests whose target (path and query) contains this text are affected (nil = all).
   public var pathFilter: String? = nil
   /// A request whose target (path and query) contains this text is carried out, and then its
   /// connection is reset instead of answered: the client never learns that it succeeded

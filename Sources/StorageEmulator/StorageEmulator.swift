@@ -88,6 +88,9 @@ public final class StorageEmulator: Sendable {
   /// Response body bytes sent so far (what a test counts to see that nothing is fetched twice).
   public var bodyBytesSent: Int { server.bodyBytesSent.load(ordering: .relaxed) }
 
+  /// Request body bytes taken so far: an upload that resumes does not send its bytes twice.
+  public var bodyBytesReceived: Int { server.bodyBytesReceived.load(ordering: .relaxed) }
+
   /// Connections accepted so far: a client that reuses its connections opens few.
   public var connectionsAccepted: Int { server.connectionsAccepted.load(ordering: .relaxed) }
 
@@ -124,6 +127,7 @@ final class RoutesBox: @unchecked Sendable {
       return .json(200, [
         "requests": server?.requestsServed.load(ordering: .relaxed) ?? 0,
         "bodyBytesSent": server?.bodyBytesSent.load(ordering: .relaxed) ?? 0,
+        "bodyBytesReceived": server?.bodyBytesReceived.load(ordering: .relaxed) ?? 0,
         "tokenGrants": authority?.grants ?? 0,
         "connectionsAccepted": server?.connectionsAccepted.load(ordering: .relaxed) ?? 0,
       ])

@@ -288,6 +288,59 @@ import Testing
     #expect(await object(fx, "half.bin")?.count == 600_000)
   }
 
+  /// A large upload cut short by `kill -9` continues where the server has it: its resumable
+  /// session is kept with the queued change, and the next mount sends only the rest.
+  @Test(arguments: ["firebase", "gcs"]) func aLargeUploadCutByACrashContinuesWhereItWas(api: String) async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let data = randomData(3 << 20, seed: 4242)
+    let m = try fx.mount(options: ["writable", "upload_chunk=256K"], extra: ["--api", api], name: api)
+    // Each chunk takes a while to arrive, so the crash comes mid-upload.
+    var slow = Faults()
+    slow.latency = .milliseconds(300)
+    slow.pathFilter = "upload_id="
+    fx.emulator!.setFaults(slow)
+    // cp, not Data.write: Foundation fsyncs, and fsync waits for the upload.
+    let local = fx.root.appendingPathComponent("large.bin")
+    try data.write(to: local)
+    let (copied, copyOutput) = runTool("/bin/cp", [local.path, m.path("large.bin")])
+    #expect(copied == 0, "\(copyOutput)")
+    // The session is on disk with the change; wait until the server holds some chunks of it.
+    let queue = fx.root.appendingPathComponent("staging")
+    var session: String? = nil
+    var received: Int64 = 0
+    for _ in 0..<400 where received < 512 << 10 {
+      try await Task.sleep(for: .milliseconds(25))
+      let records = ((try? FileManager.default.subpathsOfDirectory(atPath: queue.path)) ?? []).filter { $0.hasSuffix(".json") && $0.contains("queue/") }
+      for record in records {
+        guard let json = FileManager.default.contents(atPath: queue.appendingPathComponent(record).path),
+          let object = try? JSONSerialization.jsonObject(with: json) as? [String: Any], let url = object["sessionURL"] as? String
+        else { continue }
+        session = url
+      }
+      guard let session else { continue }
+      let answer = try await HTTPClient.shared.send(HTTPRequest(
+        method: api == "gcs" ? "PUT" : "POST", url: session,
+        headers: api == "gcs" ? [("Content-Range", "bytes */\(data.count)")] : [("X-Goog-Upload-Command", "query")]))
+      if let text = answer.head["x-goog-upload-size-received"], let n = Int64(text) { received = n }
+      if let range = answer.head["range"], let end = range.split(separator: "-").last.flatMap({ Int64($0) }) { received = end + 1 }
+    }
+    #expect(
+      session != nil && received >= 512 << 10 && received < data.count,
+      "session \(String(describing: session)), \(received) bytes; \((try? FileManager.default.subpathsOfDirectory(atPath: queue.path)) ?? []); \(m.log)")
+    kill(m.process.processIdentifier, SIGKILL)
+    m.process.waitUntilExit()
+    m.unmount()
+    fx.emulator!.setFaults(Faults())
+    let before = fx.emulator!.bodyBytesReceived
+    let next = try fx.mount(options: ["writable", "upload_chunk=256K"], extra: ["--api", api], name: api + "-next")
+    let (status, output) = bucketSync(next)
+    #expect(status == 0, "\(output)")
+    #expect(await object(fx, "large.bin") == data)
+    let sent = fx.emulator!.bodyBytesReceived - before
+    #expect(sent <= data.count - Int(received) + (256 << 10), "\(sent) bytes sent again after \(received) were received")
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }

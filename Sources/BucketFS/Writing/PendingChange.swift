@@ -43,6 +43,9 @@ struct PendingChange: Codable, Sendable, Equatable {
   var mtime: Double?
   /// Custom metadata entries to set (`user.meta.KEY`).
   var custom: [String: String]?
+  /// The resumable session of a large upload, kept so that an upload cut short by a crash
+  /// continues where the server has it instead of starting over.
+  var sessionURL: String?
   var state: State = .pending
   var error: String?
   /// The generation an upload made (0 after a delete); nil after a conflict, so that the

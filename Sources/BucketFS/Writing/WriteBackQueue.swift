@@ -448,9 +448,17 @@ public final class WriteBackQueue: Sendable {
         if toConflict { return try await conflict(change, client: client) }
         var custom = change.custom ?? [:]
         if let mtime = change.mtime { custom["mtime"] = Self.rfc3339(mtime) }
+        // The session goes on disk with the change as soon as the server opens it.
+        let session = UploadSession(url: change.sessionURL) { [self] url in
+          var kept = change
+          kept.sessionURL = url
+          kept.state = .pending
+          try? persist(kept)
+          state.withLock { $0.changes[change.sequence]?.sessionURL = url }
+        }
         let m = try await client.upload(
           change.name, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name),
-          custom: custom, ifGenerationMatch: base)
+          custom: custom, ifGenerationMatch: base, session: session)
         var done = change
         done.produced = m.generation
         try finishDurably(done, m)
@@ -521,12 +529,12 @@ public final class WriteBackQueue: Sendable {
     do throws(StorageError) {
       m = try await client.upload(
         target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
-        ifGenerationMatch: 0)
+        ifGenerationMatch: 0, session: nil)
     } catch where error.code == .preconditionFailed {
       target += "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
       m = try await client.upload(
         target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
-        ifGenerationMatch: 0)
+        ifGenerationMatch: 0, session: nil)
     }
     log("write-back: \(change.name.debugDescription) changed on the server since it was read; our version is \(target.debugDescription)")
     var done = change

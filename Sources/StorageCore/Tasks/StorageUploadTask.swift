@@ -34,11 +34,19 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
   /// The chunk granularity the server asked for (X-Goog-Upload-Chunk-Granularity), else 256 KiB.
   private let granularity = Mutex<Int64>(Storage.chunkGranularity)
 
-  init(reference: StorageReference, source: Source, metadata: StorageMetadata, preconditions: Preconditions = Preconditions()) {
+  /// Where the session is kept beyond this task, when the caller asked.
+  let keptSession: UploadSession?
+
+  init(
+    reference: StorageReference, source: Source, metadata: StorageMetadata, preconditions: Preconditions = Preconditions(),
+    session kept: UploadSession? = nil
+  ) {
     self.source = source
     self.uploadMetadata = metadata
     self.preconditions = preconditions
+    self.keptSession = kept
     super.init(reference: reference)
+    if let url = kept?.url { session.withLock { $0 = url } }
     state.withLock {
       $0.total = source.size
       $0.metadata = metadata
@@ -131,11 +139,19 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     var sessionURL = session.withLock { $0 }
     var offset: Int64 = 0
     if let existing = sessionURL {
-      switch try await queryOffset(existing, runner: runner) {
-      case .received(let bytes): offset = bytes
-      case .finished(let metadata): return metadata
+      do throws(StorageError) {
+        switch try await queryOffset(existing, runner: runner) {
+        case .received(let bytes): offset = bytes
+        case .finished(let metadata): return metadata
+        }
+      } catch where keptSession != nil && [400, 404, 410].contains(error.httpStatus ?? 0) {
+        // A kept session the server no longer knows (expired, or from another server): anew.
+        sessionURL = nil
+        session.withLock { $0 = nil }
+        keptSession?.opened(nil)
       }
-    } else {
+    }
+    if sessionURL == nil {
       let start = try await runner.run(
         wire.startResumableUpload(
           reference.path, metadataJSON: json, contentType: metadata.contentType!, length: source.size,
@@ -150,6 +166,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       }
       sessionURL = url
       session.withLock { $0 = url }
+      keptSession?.opened(url)
     }
     let url = sessionURL!
     let (configuredChunk, timeouts, budget) = reference.storage.settings.withLock {
@@ -263,13 +280,13 @@ extension StorageReference {
 
   /// Uploads a local file; the content type is inferred from its extension when not given.
   @discardableResult
-  public func putFile(from fileURL: URL, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions())
-    -> StorageUploadTask
-  {
+  public func putFile(
+    from fileURL: URL, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions(), session: UploadSession? = nil
+  ) -> StorageUploadTask {
     let size = (try? FileManager.default.attributesOfItem(atPath: fileURL.path)[.size] as? NSNumber)?.int64Value
     let task = StorageUploadTask(
       reference: self, source: .file(path: fileURL.path, size: size ?? 0), metadata: metadata?.copy() ?? StorageMetadata(),
-      preconditions: preconditions)
+      preconditions: preconditions, session: session)
     if size == nil {
       task.finish(.failed, error: StorageError(code: .unknown, object: fileURL.path, detail: "cannot read the file"))
     } else {
@@ -292,9 +309,10 @@ extension StorageReference {
   /// Async form of `putFile(from:metadata:)`.
   public func putFileAsync(
     from fileURL: URL, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions(),
-    onProgress: (@Sendable (Progress?) -> Void)? = nil
+    session: UploadSession? = nil, onProgress: (@Sendable (Progress?) -> Void)? = nil
   ) async throws(StorageError) -> StorageMetadata {
-    try await Self.metadata(of: putFile(from: fileURL, metadata: metadata, preconditions: preconditions), onProgress, description)
+    try await Self.metadata(
+      of: putFile(from: fileURL, metadata: metadata, preconditions: preconditions, session: session), onProgress, description)
   }
 
   private static func metadata(

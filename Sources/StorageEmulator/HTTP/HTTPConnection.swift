@@ -83,7 +83,7 @@ struct HTTPConnection {
         return
       }
       let body = RequestBody(reader: reader, contentLength: contentLength, chunked: chunked)
-      let plan = server.faultPlan(path: path)
+      let plan = server.faultPlan(path: target)
       if let plan, plan.latency > .zero { Thread.sleep(forTimeInterval: plan.latency.seconds) }
       if let plan, plan.errorFraction > 0 {
         try? body.discard()
@@ -101,6 +101,7 @@ struct HTTPConnection {
       }
       var request = ServerRequest(method: String(parts[0]), rawPath: path, query: query, headers: headers, body: body)
       let response = server.handle(&request)
+      server.bodyBytesReceived.add(Int(body.consumed), ordering: .relaxed)
       if server.losesAnswer(target: target) {
         try? body.discard()
         reset()

@@ -24,6 +24,8 @@ final class HTTPServer: @unchecked Sendable {
   let connectionsAccepted = Atomic<Int>(0)
   /// Response body bytes written so far.
   let bodyBytesSent = Atomic<Int>(0)
+  /// Request body bytes taken so far (uploads).
+  let bodyBytesReceived = Atomic<Int>(0)
 
   enum StartError: Error, CustomStringConvertible {
     case socket(String)
