@@ -138,11 +138,19 @@ extension BucketFilesystem {
       case .folder:
         throw FSError(EISDIR)
       case nil:
-        if !created {
+        // A create is for a name the kernel found absent a moment ago, which the listing or the
+        // cache of missing names usually confirm without a request; but another process may
+        // have made it since, and the bytes must then be based on what is there.
+        let knownAbsent = created && (namespace.resolveIfCached(dir: Self.parent(of: path), name: (path as NSString).lastPathComponent).map {
+          if case .failure(let e) = $0, e.errno == ENOENT { return true } else { return false }
+        } ?? false)
+        if !knownAbsent {
           let m: StorageMetadata?
           do throws(FSError) {
             m = try await namespace.fileMetadata(path)
-          } catch where error.errno == ENOENT {
+          } catch where error.errno == ENOENT || (created && error.cause.map(ErrnoMapping.isServerGone) == true) {
+            // A new file while the server is away is new as far as anyone here can tell; if
+            // someone made it meanwhile, the upload's precondition fails and ours goes beside.
             m = nil
           }
           if let m {
@@ -209,7 +217,9 @@ extension BucketFilesystem {
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
     guard Namespace.isValidName(name) else { throw FSError(EINVAL) }
     let path = Namespace.join(dir.path, name)
-    let edit = try await edit(path, truncate: true, created: true)
+    // O_CREAT on a name another process made meanwhile opens it (truncated only with O_TRUNC).
+    let exists = writeBack.edits[path] != nil || localEntry(path) != nil
+    let edit = try await edit(path, truncate: !exists || flags & O_TRUNC != 0, created: !exists)
     let handle = writeBack.handles.add(.edit(edit))
     namespace.missing.remove(path)
     return (localAttributes(path, edit: edit, lookup: true), handle)
@@ -256,6 +266,10 @@ extension BucketFilesystem {
 
   @discardableResult
   private func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
+    // One close of a file at a time: two processes closing it at once must queue their copies
+    // in the order they were taken, or an older copy could land last.
+    edit.queueing.lock()
+    defer { edit.queueing.unlock() }
     guard let writeBack, var changes = edit.takeChanges() else { return edit.lastQueued }
     let name = changes.name
     // Bytes of this edit went to the queue before: these are based on what those produce.
@@ -379,7 +393,8 @@ extension BucketFilesystem {
 
   /// Renames a file: its bytes go under the new name (based on what is there now) and the old
   /// name is deleted (based on what it was), both through the queue, in that order. A folder is
-  /// not renamed (EXDEV: `mv` copies it instead); nor is a file open for writing (EBUSY).
+  /// renamed file by file the same way, up to `folderRenameLimit` files (beyond: EXDEV, and `mv`
+  /// copies it); a file open for writing is not renamed (EBUSY).
   public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(FSError) {
     let writeBack = try writable()
     guard let from = inodes.node(parent), let to = inodes.node(newParent), to.isDirectory else { throw FSError(ENOENT) }
@@ -389,15 +404,33 @@ extension BucketFilesystem {
     let target = Namespace.join(to.path, newName)
     if source == target { return }
     let (entry, sourceBase) = try await resolveForChange(from.path, name)
-    if entry.isDirectory { throw FSError(EXDEV) }
+    let existing = try? await resolveForChange(to.path, newName)
+    if existing != nil && flags & Self.renameNoReplace != 0 { throw FSError(EEXIST) }
+    if entry.isDirectory {
+      if target.hasPrefix(source + "/") { throw FSError(EINVAL) }
+      if let (other, _) = existing {
+        guard other.isDirectory else { throw FSError(ENOTDIR) }
+        guard mergedListing(target, try await namespace.listing(target)).isEmpty else { throw FSError(ENOTEMPTY) }
+      }
+      return try await renameFolder(source, to: target, writeBack)
+    }
     if writeBack.edits[source] != nil || writeBack.edits[target] != nil { throw FSError(EBUSY) }
     var targetBase = PendingChange.Base.generation(0)
-    if let (existing, base) = try? await resolveForChange(to.path, newName) {
-      if flags & Self.renameNoReplace != 0 { throw FSError(EEXIST) }
-      if existing.isDirectory { throw FSError(EISDIR) }
+    if let (other, base) = existing {
+      if other.isDirectory { throw FSError(EISDIR) }
       targetBase = base
     }
-    // The source's bytes, from the queue or the bucket.
+    try await moveFile(source, entry, sourceBase, to: target, targetBase, writeBack)
+    inodes.move(path: source, to: target)
+    namespace.missing.remove(target)
+  }
+
+  /// The bytes of `source` (from the queue or the bucket) queued under `target`, then `source`
+  /// queued for deletion.
+  private func moveFile(
+    _ source: String, _ entry: DirectoryEntry, _ sourceBase: PendingChange.Base, to target: String, _ targetBase: PendingChange.Base,
+    _ writeBack: WriteBack
+  ) async throws(FSError) {
     let edit = try await self.edit(source, truncate: false)
     defer { writeBack.edits.close(edit) }
     let mtime = entry.metadata?.customMetadata?["mtime"].flatMap(Self.parseTime) ?? entry.metadata?.updated?.timeIntervalSince1970
@@ -409,7 +442,44 @@ extension BucketFilesystem {
     _ = edit.takeChanges()
     edit.unlinked()
     try writeBack.queue.delete(source, base: sourceBase)
-    inodes.move(path: source, to: target)
+  }
+
+  /// How many files a folder rename moves at most; a larger folder answers EXDEV, and `mv`
+  /// copies it through the mount instead (the same uploads and deletes, one file at a time).
+  public static let folderRenameLimit = 1000
+
+  /// A folder renamed file by file: every folder under it gets its placeholder under the new
+  /// name, every file is moved as `moveFile` moves one, and the old placeholders are deleted.
+  /// Not atomic: another client listing both names meanwhile sees files in both.
+  private func renameFolder(_ source: String, to target: String, _ writeBack: WriteBack) async throws(FSError) {
+    var folders: [String] = []
+    var files: [(path: String, entry: DirectoryEntry)] = []  // entries as listed
+    var pending = [source]
+    while let dir = pending.popLast() {
+      folders.append(dir)
+      for entry in mergedListing(dir, try await namespace.listing(dir)) {
+        let path = Namespace.join(dir, entry.name)
+        if entry.isDirectory {
+          pending.append(path)
+        } else {
+          files.append((path, entry))
+          if files.count > Self.folderRenameLimit { throw FSError(EXDEV) }
+          if writeBack.edits[entry.objectName ?? path] != nil { throw FSError(EBUSY) }
+        }
+      }
+    }
+    let empty = Foundation.open("/dev/null", O_RDONLY | O_CLOEXEC)
+    defer { close(empty) }
+    for dir in folders {
+      let moved = target + dir.dropFirst(source.count)
+      try writeBack.queue.upload(moved + "/", from: empty, contentType: "application/x-directory", mtime: nil, base: .generation(0))
+    }
+    for (path, _) in files {
+      let (entry, base) = try await resolveForChange(Self.parent(of: path), (path as NSString).lastPathComponent)
+      try await moveFile(entry.objectName ?? path, entry, base, to: target + path.dropFirst(source.count), .generation(0), writeBack)
+    }
+    for dir in folders.reversed() { try writeBack.queue.delete(dir + "/", base: .any) }
+    inodes.move(prefix: source, to: target)
     namespace.missing.remove(target)
   }
 

@@ -341,6 +341,73 @@ import Testing
     #expect(sent <= data.count - Int(received) + (256 << 10), "\(sent) bytes sent again after \(received) were received")
   }
 
+  /// Faults while the queue works: connections reset in the middle of uploads, two processes
+  /// writing one file, and an object deleted on the server while it was being changed here.
+  /// Every byte ends in the bucket (or beside the object), and nothing is mixed.
+  @Test func faultsDuringUploadsLoseNothing() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("f/doomed.txt", Data("v1".utf8))
+    let m = try fx.mount(options: ["writable", "upload_chunk=256K"])
+    // Uploads cut after 100 KB, three times: the queue tries again and gets them through.
+    var resets = Faults()
+    resets.resetAfterBytes = 100_000
+    resets.pathFilter = "upload"
+    resets.limit = 3
+    fx.emulator!.setFaults(resets)
+    let big = randomData(900_000, seed: 4343)
+    let local = fx.root.appendingPathComponent("big.bin")
+    try big.write(to: local)
+    var (status, output) = runTool("/bin/cp", [local.path, m.path("f/big.bin")])
+    #expect(status == 0, "\(output)")
+    // Two processes append to one file at once: both writes are in the one version uploaded.
+    let appends = await withTaskGroup(of: Int32.self) { group in
+      for letter in ["A", "B"] {
+        group.addTask { runTool("/bin/sh", ["-c", "printf '\(letter)' >> '\(m.path("f/shared.txt"))'"]).0 }
+      }
+      return await group.reduce(into: [Int32]()) { $0.append($1) }
+    }
+    #expect(appends == [0, 0])
+    // Deleted on the server while open for writing here: ours goes beside it, nothing is lost.
+    let fd = open(m.path("f/doomed.txt"), O_WRONLY | O_APPEND)
+    #expect(fd >= 0)
+    try await fx.storage.reference(withPath: "f/doomed.txt").delete()
+    #expect(write(fd, "+mine", 5) == 5)
+    #expect(close(fd) == 0)
+    (status, output) = bucketSync(m)
+    #expect(status == 0, "\(output)")
+    #expect(await object(fx, "f/big.bin") == big)
+    let shared = await object(fx, "f/shared.txt")
+    #expect(shared == Data("AB".utf8) || shared == Data("BA".utf8), "\(String(describing: shared))")
+    let kept = try await names(fx, under: "f").filter { $0.hasPrefix("f/doomed.txt.conflict-") }
+    #expect(kept.count == 1)
+    if let name = kept.first { #expect(await object(fx, name) == Data("v1+mine".utf8)) }
+    #expect(await object(fx, "f/doomed.txt") == nil)
+  }
+
+  /// `mv` of a folder renames it file by file through the queue (one rename(2), no copy through
+  /// the kernel); a folder above the limit answers EXDEV and `mv` copies it instead.
+  @Test func aFolderRenameMovesEveryFile() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("proj/a.txt", Data("a".utf8))
+    _ = try await fx.put("proj/sub/b.txt", Data("b".utf8))
+    let m = try fx.mount(options: ["writable"])
+    var (status, output) = shell("printf 'c' > proj/sub/c.txt; mkdir proj/empty; mv proj renamed", in: m)
+    #expect(status == 0, "\(output)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("renamed")).sorted() == ["a.txt", "empty", "sub"])
+    #expect(try readFile(m.path("renamed/sub/c.txt")).get() == Data("c".utf8))
+    #expect(!FileManager.default.fileExists(atPath: m.path("proj")))
+    (status, output) = bucketSync(m)
+    #expect(status == 0, "\(output)")
+    let all = try await names(fx)
+    #expect(all.filter { $0.hasPrefix("proj") }.isEmpty, "\(all)")
+    #expect(await object(fx, "renamed/a.txt") == Data("a".utf8))
+    #expect(await object(fx, "renamed/sub/b.txt") == Data("b".utf8))
+    #expect(await object(fx, "renamed/sub/c.txt") == Data("c".utf8))
+    #expect(all.contains("renamed/empty/"))
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }

@@ -74,6 +74,22 @@ public final class InodeTable: Sendable {
     }
   }
 
+  /// A folder renamed through the mount: it and everything under it keep their inodes under
+  /// the new path.
+  public func move(prefix: String, to newPrefix: String) {
+    state.withLock { s in
+      for (key, ino) in s.byKey where key.path == prefix || key.path.hasPrefix(prefix + "/") {
+        let newPath = newPrefix + key.path.dropFirst(prefix.count)
+        s.byKey.removeValue(forKey: key)
+        s.byKey[Key(path: newPath, isDirectory: key.isDirectory)] = ino
+        s.nodes[ino]?.node.path = newPath
+        if let object = s.nodes[ino]?.node.objectName, object == key.path || object.hasPrefix(prefix + "/") {
+          s.nodes[ino]?.node.objectName = newPrefix + object.dropFirst(prefix.count)
+        }
+      }
+    }
+  }
+
   /// The inode of `node` when it has one; never makes one.
   public func existing(_ node: Node) -> UInt64? {
     state.withLock { $0.byKey[Key(path: node.path, isDirectory: node.isDirectory)] }

@@ -5,9 +5,12 @@ import Synchronization
 /// of the name shares; a close queues a copy of its bytes (`WriteBackQueue.upload`), and the
 /// last close removes it.
 final class LocalEdits: Sendable {
-  final class Edit: Sendable {
+  final class Edit: @unchecked Sendable {
     let file: FileDescriptor
     let path: String
+    /// Held while a copy of the bytes is queued (a local disk's time; only closes of this file
+    /// wait on it).
+    let queueing = NSLock()
 
     private struct State {
       var name: String

@@ -443,9 +443,11 @@ public final class WriteBackQueue: Sendable {
       }
     }
     do throws(StorageError) {
+      // Based on a change that went beside the object: this one is not carried out on it.
+      if toConflict && change.kind == .upload { return try await conflict(change, client: client) }
+      if toConflict { return try done(change, produced: nil, skipped: "it changed on the server since it was read") }
       switch change.kind {
       case .upload:
-        if toConflict { return try await conflict(change, client: client) }
         var custom = change.custom ?? [:]
         if let mtime = change.mtime { custom["mtime"] = Self.rfc3339(mtime) }
         // The session goes on disk with the change as soon as the server opens it.
@@ -459,55 +461,25 @@ public final class WriteBackQueue: Sendable {
         let m = try await client.upload(
           change.name, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name),
           custom: custom, ifGenerationMatch: base, session: session)
-        var done = change
-        done.produced = m.generation
-        try finishDurably(done, m)
-        return .applied(m)
+        return try done(change, produced: m.generation, metadata: m)
       case .metadata:
-        if toConflict {
-          log("write-back: metadata of \(change.name.debugDescription) not changed: the object changed on the server since it was read")
-          var done = change
-          done.produced = nil
-          try finishDurably(done)
-          return .applied(nil)
-        }
         let m = try await client.updateMetadata(change.name, contentType: change.contentType, custom: change.custom ?? [:], ifGenerationMatch: base)
-        var done = change
-        done.produced = m.generation
-        try finishDurably(done, m)
-        return .applied(m)
+        return try done(change, produced: m.generation, metadata: m)
       case .delete:
-        if toConflict {
-          log("write-back: \(change.name.debugDescription) not deleted: it changed on the server since it was read")
-          var done = change
-          done.produced = nil
-          try finishDurably(done)
-          return .applied(nil)
-        }
         do throws(StorageError) {
           try await client.delete(change.name, ifGenerationMatch: base)
         } catch where error.code == .objectNotFound {
           // Gone already: what the change wanted.
         }
-        var done = change
-        done.produced = 0
-        try finishDurably(done)
-        return .applied(nil)
+        return try done(change, produced: 0)
       }
     } catch where error.code == .preconditionFailed {
       if change.name.hasSuffix("/") {
         // A folder placeholder someone else made (or removed) meanwhile: the folder is as wanted.
-        var done = change
-        done.produced = nil
-        try? finishDurably(done)
-        return .applied(nil)
+        return (try? done(change, produced: nil)) ?? .applied(nil)
       }
       if change.kind != .upload {
-        log("write-back: \(change.kind == .delete ? "\(change.name.debugDescription) not deleted" : "metadata of \(change.name.debugDescription) not changed"): it changed on the server since it was read")
-        var done = change
-        done.produced = nil
-        try? finishDurably(done)
-        return .applied(nil)
+        return (try? done(change, produced: nil, skipped: "it changed on the server since it was read")) ?? .applied(nil)
       }
       do throws(StorageError) {
         return try await conflict(change, client: client)
@@ -517,6 +489,20 @@ public final class WriteBackQueue: Sendable {
     } catch {
       return failedOrLater(change, error)
     }
+  }
+
+  /// `change` is carried out (or, with `skipped`, given up on with a log line saying why).
+  private func done(
+    _ change: PendingChange, produced: Int64?, metadata: StorageMetadata? = nil, skipped: String? = nil
+  ) throws(StorageError) -> Result {
+    if let skipped {
+      let what = change.kind == .delete ? "\(change.name.debugDescription) not deleted" : "metadata of \(change.name.debugDescription) not changed"
+      log("write-back: \(what): \(skipped)")
+    }
+    var record = change
+    record.produced = produced
+    try finishDurably(record, metadata)
+    return .applied(metadata)
   }
 
   /// Our bytes beside the object, whose version in the bucket was not the one they were based on.
