@@ -18,31 +18,25 @@ extension BucketFilesystem {
 
   // MARK: the local view
 
-  /// `path` as this mount's own changes show it: nil when none is queued or open.
+  /// `path` as this mount's own changes show it: nil when none is queued or open (the bucket's
+  /// answer stands), `.some(nil)` when they removed it.
   func localEntry(_ path: String) -> DirectoryEntry?? {
     guard let writeBack else { return nil }
     let name = (path as NSString).lastPathComponent
     if let edit = writeBack.edits[path] {
       return .some(localFile(name: name, path: path, size: edit.size, mtime: edit.modified))
     }
-    switch writeBack.queue.view(path) {
-    case .file(_, let size, let mtime):
+    let view = writeBack.queue.view(path)
+    if case .file(_, let size, let mtime) = view {
       return .some(localFile(name: name, path: path, size: size, mtime: mtime))
-    case .deleted:
-      if !writeBack.queue.names(in: path + "/").isEmpty || writeBack.queue.view(path + "/") == .folder {
-        return .some(DirectoryEntry(name: name, isDirectory: true))
-      }
-      return .some(nil)
-    case .folder, nil:
-      break
     }
-    let inside = writeBack.queue.names(in: path + "/")
-    if writeBack.queue.view(path + "/") == .folder || !inside.isEmpty {
-      if writeBack.queue.view(path + "/") == .deleted && inside.subtracting([""]).allSatisfy({ writeBack.queue.view(path + "/" + $0) == .deleted }) {
-        return .some(nil)
-      }
+    // A folder this mount made or put something in (a queued upload under it) shows; one whose
+    // placeholder it deleted, with nothing uploaded under it, does not.
+    if writeBack.queue.hasUploads(under: path + "/") || !writeBack.edits.names(in: path + "/").isEmpty {
       return .some(DirectoryEntry(name: name, isDirectory: true))
     }
+    if view == .deleted || writeBack.queue.view(path + "/") == .deleted { return .some(nil) }
+    if writeBack.queue.view(path + "/") == .folder { return .some(DirectoryEntry(name: name, isDirectory: true)) }
     return nil
   }
 
@@ -58,8 +52,10 @@ extension BucketFilesystem {
     WriteBackQueue.rfc3339(seconds).replacingOccurrences(of: #"\.(\d{3})\d*Z"#, with: ".$1Z", options: .regularExpression)
   }
 
-  /// Folder `dir`'s listing with this mount's own changes merged in.
-  func mergedListing(_ dir: String, _ entries: [DirectoryEntry]) -> [DirectoryEntry] {
+  /// Folder `dir`'s listing with this mount's own changes merged in. A listed sub-folder whose
+  /// contents this mount is deleting (the bucket still has them until the queue gets there) is
+  /// left out when nothing else is left in it, so that `rm -r` and `mv` can remove it.
+  func mergedListing(_ dir: String, _ entries: [DirectoryEntry]) async throws(FSError) -> [DirectoryEntry] {
     guard let writeBack else { return entries }
     let base = dir.isEmpty ? "" : dir + "/"
     var names = writeBack.queue.names(in: base)
@@ -84,7 +80,12 @@ extension BucketFilesystem {
       case .some(.none):
         if let i = byName[name] { removed.insert(i) }
       case .none:
-        break
+        // Listed by the bucket, touched here only by deletes: gone if nothing is left in it.
+        if let i = byName[name], out[i].isDirectory, raw.hasSuffix("/"),
+          try await mergedListing(base + name, try await namespace.listing(base + name)).isEmpty
+        {
+          removed.insert(i)
+        }
       }
     }
     return out.enumerated().filter { !removed.contains($0.offset) }.map(\.element)
@@ -386,7 +387,7 @@ extension BucketFilesystem {
     let path = Namespace.join(dir.path, name)
     let (entry, _) = try await resolveForChange(dir.path, name)
     guard entry.isDirectory else { throw FSError(ENOTDIR) }
-    let inside = mergedListing(path, try await namespace.listing(path))
+    let inside = try await mergedListing(path, try await namespace.listing(path))
     guard inside.isEmpty else { throw FSError(ENOTEMPTY) }
     try writeBack.queue.delete(path + "/", base: .any)
   }
@@ -410,7 +411,7 @@ extension BucketFilesystem {
       if target.hasPrefix(source + "/") { throw FSError(EINVAL) }
       if let (other, _) = existing {
         guard other.isDirectory else { throw FSError(ENOTDIR) }
-        guard mergedListing(target, try await namespace.listing(target)).isEmpty else { throw FSError(ENOTEMPTY) }
+        guard try await mergedListing(target, try await namespace.listing(target)).isEmpty else { throw FSError(ENOTEMPTY) }
       }
       return try await renameFolder(source, to: target, writeBack)
     }
@@ -457,7 +458,7 @@ extension BucketFilesystem {
     var pending = [source]
     while let dir = pending.popLast() {
       folders.append(dir)
-      for entry in mergedListing(dir, try await namespace.listing(dir)) {
+      for entry in try await mergedListing(dir, try await namespace.listing(dir)) {
         let path = Namespace.join(dir, entry.name)
         if entry.isDirectory {
           pending.append(path)

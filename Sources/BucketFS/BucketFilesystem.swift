@@ -164,7 +164,7 @@ public final class BucketFilesystem: Sendable {
   public func openDirectory(_ ino: UInt64) async throws(FSError) -> UInt64 {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     guard node.isDirectory else { throw FSError(ENOTDIR) }
-    return openDirs.add(mergedListing(node.path, try await namespace.listing(node.path)))
+    return openDirs.add(try await mergedListing(node.path, try await namespace.listing(node.path)))
   }
 
   /// Hands out the entries from `offset` on, one by one, until `emit` says the reply is full;

@@ -54,6 +54,9 @@ import Testing
       printf '0123456789' > made/cut.txt
       truncate -s 4 made/cut.txt
       touch -d '2021-02-03 04:05:06' made/cut.txt
+      tar -C '\(source.path)' -cf - f1.bin f2.bin | tar -C made -xf -
+      mkdir -p scratch/deep/er && printf 'x' > scratch/deep/er/x.txt && printf 'y' > scratch/y.txt
+      rm -r scratch
       """, in: m)
     #expect(status == 0, "\(output)")
     // The mount shows every change at once, before the bucket has it.
@@ -72,9 +75,10 @@ import Testing
     #expect(await object(fx, "docs/new.txt") == Data("to be renamed".utf8))
     #expect(await object(fx, "made/note.txt") == Data("saved by an editor".utf8))
     #expect(await object(fx, "made/cut.txt") == Data("0123".utf8))
+    #expect(await object(fx, "made/f2.bin") == (try Data(contentsOf: source.appendingPathComponent("f2.bin"))))
     let all = try await names(fx)
     #expect(!all.contains("docs/old.txt") && !all.contains("docs/gone.txt") && !all.contains("empty/"))
-    #expect(!all.contains { $0.contains(".swp") || $0.contains("conflict") }, "\(all)")
+    #expect(!all.contains { $0.contains(".swp") || $0.contains("conflict") || $0.hasPrefix("scratch") }, "\(all)")
     // The time `touch` set is kept in the object's metadata (rclone's `mtime` key), so a new
     // mount shows it too.
     let kept = try await fx.storage.reference(withPath: "made/cut.txt").getMetadata()

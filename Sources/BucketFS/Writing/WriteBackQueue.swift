@@ -289,6 +289,19 @@ public final class WriteBackQueue: Sendable {
     }
   }
 
+  /// Whether some name under `prefix` is last changed by an upload (a file or placeholder this
+  /// mount is putting there).
+  func hasUploads(under prefix: String) -> Bool {
+    state.withLock { s in
+      var last: [String: PendingChange] = [:]
+      for change in s.changes.values where change.name.hasPrefix(prefix) && change.state != .done && change.kind != .metadata {
+        if let other = last[change.name], other.sequence > change.sequence { continue }
+        last[change.name] = change
+      }
+      return last.values.contains { $0.kind == .upload && $0.conflictName == nil }
+    }
+  }
+
   /// Names with queued changes directly in folder `dir` ("" or ending in "/").
   func names(in dir: String) -> Set<String> {
     state.withLock { s in
