@@ -343,7 +343,7 @@ extension BucketFilesystem {
     let path = Namespace.join(dir.path, name)
     let (entry, base) = try await resolveForChange(dir.path, name)
     guard !entry.isDirectory else { throw FSError(EISDIR) }
-    writeBack.edits[path]?.unlinked()
+    if let edit = writeBack.edits[path] { writeBack.edits.detach(edit) }
     try writeBack.queue.delete(entry.objectName ?? path, base: base)
   }
 
@@ -395,7 +395,7 @@ extension BucketFilesystem {
   /// Renames a file: its bytes go under the new name (based on what is there now) and the old
   /// name is deleted (based on what it was), both through the queue, in that order. A folder is
   /// renamed file by file the same way, up to `folderRenameLimit` files (beyond: EXDEV, and `mv`
-  /// copies it); a file open for writing is not renamed (EBUSY).
+  /// copies it). A file still open follows its rename, as on a disk.
   public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(FSError) {
     let writeBack = try writable()
     guard let from = inodes.node(parent), let to = inodes.node(newParent), to.isDirectory else { throw FSError(ENOENT) }
@@ -415,7 +415,8 @@ extension BucketFilesystem {
       }
       return try await renameFolder(source, to: target, writeBack)
     }
-    if writeBack.edits[source] != nil || writeBack.edits[target] != nil { throw FSError(EBUSY) }
+    // A file a process still has open over the target is unlinked by the rename, as on a disk.
+    if let replaced = writeBack.edits[target] { writeBack.edits.detach(replaced) }
     var targetBase = PendingChange.Base.generation(0)
     if let (other, base) = existing {
       if other.isDirectory { throw FSError(EISDIR) }
@@ -432,6 +433,8 @@ extension BucketFilesystem {
     _ source: String, _ entry: DirectoryEntry, _ sourceBase: PendingChange.Base, to target: String, _ targetBase: PendingChange.Base,
     _ writeBack: WriteBack
   ) async throws(FSError) {
+    // Bytes written and not yet queued (a close whose release has not come) go first.
+    if let open = writeBack.edits[source] { try queue(open) }
     let edit = try await self.edit(source, truncate: false)
     defer { writeBack.edits.close(edit) }
     let mtime = entry.metadata?.customMetadata?["mtime"].flatMap(Self.parseTime) ?? entry.metadata?.updated?.timeIntervalSince1970
@@ -441,8 +444,13 @@ extension BucketFilesystem {
       target, from: edit.file.fd, contentType: entry.metadata?.contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
       custom: custom.isEmpty ? nil : custom, base: targetBase)
     _ = edit.takeChanges()
-    edit.unlinked()
     try writeBack.queue.delete(source, base: sourceBase)
+    // Still open elsewhere: the open file follows the rename; else it is done with.
+    if edit.isShared {
+      writeBack.edits.move(edit, from: source, to: target)
+    } else {
+      edit.unlinked()
+    }
   }
 
   /// How many files a folder rename moves at most; a larger folder answers EXDEV, and `mv`
@@ -465,7 +473,6 @@ extension BucketFilesystem {
         } else {
           files.append((path, entry))
           if files.count > Self.folderRenameLimit { throw FSError(EXDEV) }
-          if writeBack.edits[entry.objectName ?? path] != nil { throw FSError(EBUSY) }
         }
       }
     }

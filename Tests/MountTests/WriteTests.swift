@@ -412,6 +412,21 @@ import Testing
     #expect(all.contains("renamed/empty/"))
   }
 
+  /// A shell's `>` closes the new file once before the command writes it: the empty copy waits
+  /// a moment, the command's copy replaces it, and the file goes up once.
+  @Test func aShellRedirectionUploadsOnce() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    let m = try fx.mount(options: ["writable"])
+    var (status, output) = shell("printf 'hello' > once.txt", in: m)
+    #expect(status == 0, "\(output)")
+    (status, output) = bucketSync(m)
+    #expect(status == 0, "\(output)")
+    #expect(await object(fx, "once.txt") == Data("hello".utf8))
+    (status, output) = runTool(bucketfsBinary, ["stats", m.mountpoint.path])
+    #expect(status == 0 && output.contains("0 changes, 0 bytes, 0 failed, 1 done, 0 conflicts"), "\(output)")
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }

@@ -64,6 +64,15 @@ final class LocalEdits: Sendable {
     }
     /// Unlinked while open: its bytes are queued no more.
     func unlinked() { state.withLock { $0.gone = true } }
+    /// Renamed while open: later closes queue its bytes under the new name, based on what the
+    /// rename queued there.
+    func renamed(to name: String) {
+      state.withLock { s in
+        s.name = name
+        s.base = .previous
+      }
+    }
+    var isShared: Bool { state.withLock { $0.opens > 1 } }
 
     /// What to queue now, if anything changed since the last time.
     func takeChanges() -> Changes? {
@@ -143,6 +152,26 @@ final class LocalEdits: Sendable {
       if e[edit.name] === edit { e.removeValue(forKey: edit.name) }
     }
     unlink(edit.path)
+  }
+
+  /// The name was unlinked while the file is still open (a process's close reaches us before
+  /// its release): the edit leaves the map at once, so the name shows as gone and a new file of
+  /// that name starts anew; the open handles keep writing to the edit's own file.
+  func detach(_ edit: Edit) {
+    edit.unlinked()
+    edits.withLock { e in
+      if e[edit.name] === edit { e.removeValue(forKey: edit.name) }
+    }
+  }
+
+  /// The edit of `from`, open elsewhere too, follows a rename to `to`.
+  func move(_ edit: Edit, from: String, to: String) {
+    edits.withLock { e in
+      guard e[from] === edit else { return }
+      e.removeValue(forKey: from)
+      edit.renamed(to: to)
+      e[to] = edit
+    }
   }
 
   /// Names with an edit directly in folder `dir` ("" or ending in "/").

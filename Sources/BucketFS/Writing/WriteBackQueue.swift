@@ -1,7 +1,7 @@
 // The changes a writable mount has accepted and the bucket does not have yet, in the order they
 // were made. A change is on disk (fsynced, its folder too) before the operation that made it
-// returns, so it survives `kill -9` and a power loss; one worker carries the changes out in
-// order, each with a precondition naming the generation it was based on, so nothing is
+// returns, so it survives `kill -9` and a power loss; workers carry the changes out (each name's
+// in order), each with a precondition naming the generation it was based on, so nothing is
 // overwritten or deleted that the change did not see. While the server cannot be reached the
 // changes wait; a new mount of the same bucket and staging folder picks them up.
 //
@@ -40,6 +40,8 @@ public final class WriteBackQueue: Sendable {
     /// What the last change carried out of each name left there (nil: it went beside, a
     /// conflict), for a change based on "whatever the queue left" made after it was done.
     var produced: [String: Int64?] = [:]
+    /// When each change queued by this mount may start (see `settle`).
+    var readyAt: [UInt64: ContinuousClock.Instant] = [:]
     /// Bytes of the queued uploads.
     var bytes: Int64 = 0
     var sizes: [UInt64: Int64] = [:]
@@ -134,6 +136,7 @@ public final class WriteBackQueue: Sendable {
     unlink(recordPath(change))
     state.withLock { s in
       s.changes.removeValue(forKey: change.sequence)
+      s.readyAt.removeValue(forKey: change.sequence)
       s.bytes -= s.sizes.removeValue(forKey: change.sequence) ?? 0
     }
   }
@@ -220,6 +223,7 @@ public final class WriteBackQueue: Sendable {
     let size = change.kind == .upload && stat(dataPath(change), &st) == 0 ? Int64(st.st_size) : 0
     state.withLock { s in
       s.changes[change.sequence] = change
+      s.readyAt[change.sequence] = .now + Self.settle
       s.sizes[change.sequence] = size
       s.bytes += size
     }
@@ -401,6 +405,11 @@ public final class WriteBackQueue: Sendable {
     worker.withLock { $0 = tasks }
   }
 
+  /// How long a new upload waits before it may start: a shell's `>` closes the file once before
+  /// the command writes it, and an editor may close it twice; a newer copy queued within this
+  /// time replaces the waiting one, so such a file goes up once.
+  static let settle: Duration = .milliseconds(50)
+
   /// Changes carried out at once: a bucket 20 ms away takes a round trip or more per change, so
   /// one at a time would leave a folder copied into the mount waiting for minutes (as many as
   /// `bucketfs cp -r` uploads at once).
@@ -420,9 +429,12 @@ public final class WriteBackQueue: Sendable {
       var names = Set<String>()
       var uploadBefore = false
       var deleteBefore = false
+      let now = ContinuousClock.now
       for change in unfinished {
         let free = !names.contains(change.name) && (change.kind == .upload ? !deleteBefore : !uploadBefore)
-        if change.state == .pending && free {
+        let settled = s.readyAt[change.sequence].map { $0 <= now } ?? true
+        if change.state == .pending && free && settled {
+          s.readyAt.removeValue(forKey: change.sequence)
           s.changes[change.sequence]!.state = .started
           return s.changes[change.sequence]
         }
