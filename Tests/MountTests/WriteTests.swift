@@ -427,6 +427,46 @@ import Testing
     #expect(status == 0 && output.contains("0 changes, 0 bytes, 0 failed, 1 done, 0 conflicts"), "\(output)")
   }
 
+  /// A stalled upload gives up within read_timeout and goes again; a rename queued when the
+  /// daemon is killed (the server failing, so nothing of it went out; the bytes come from the
+  /// staged copy) is carried out by the next mount: the new name has the bytes, the old is gone.
+  @Test func aStallAndAKilledRenameLoseNothing() async throws {
+    let fx = try MountFixture()
+    defer { withExtendedLifetime(fx) {} }
+    _ = try await fx.put("r/old.txt", Data("renamed bytes".utf8))
+    let m = try fx.mount(options: ["writable", "read_timeout=2", "metadata_ttl=60"])
+    var stall = Faults()
+    stall.stallAfterBytes = 10
+    stall.pathFilter = "upload"
+    stall.limit = 1
+    fx.emulator!.setFaults(stall)
+    var (status, output) = shell("printf 'after a stall' > r/stalled.txt", in: m)
+    #expect(status == 0, "\(output)")
+    (status, output) = bucketSync(m)
+    #expect(status == 0, "\(output)")
+    #expect(await object(fx, "r/stalled.txt") == Data("after a stall".utf8))
+
+    // Read once, so its staged copy can give its bytes while the server fails.
+    #expect(try readFile(m.path("r/old.txt")).get() == Data("renamed bytes".utf8))
+    try await waitStaged(m.path("r/old.txt"))
+    var failing = Faults()
+    failing.errorStatus = 503
+    failing.errorFraction = 1
+    fx.emulator!.setFaults(failing)
+    (status, output) = shell("mv r/old.txt r/new.txt", in: m)
+    #expect(status == 0, "\(output)")
+    kill(m.process.processIdentifier, SIGKILL)
+    m.process.waitUntilExit()
+    m.unmount()
+    fx.emulator!.setFaults(Faults())
+    #expect(await object(fx, "r/old.txt") == Data("renamed bytes".utf8))
+    let next = try fx.mount(options: ["writable"], name: "next")
+    (status, output) = bucketSync(next)
+    #expect(status == 0, "\(output)")
+    #expect(await object(fx, "r/new.txt") == Data("renamed bytes".utf8))
+    #expect(await object(fx, "r/old.txt") == nil)
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     let fx = try MountFixture()
     defer { withExtendedLifetime(fx) {} }
