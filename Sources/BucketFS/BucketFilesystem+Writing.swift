@@ -12,10 +12,6 @@ extension BucketFilesystem {
     return writeBack
   }
 
-  private static func parent(of path: String) -> String {
-    path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : ""
-  }
-
   // MARK: the local view
 
   /// `path` as this mount's own changes show it: nil when none is queued or open (the bucket's
@@ -35,21 +31,19 @@ extension BucketFilesystem {
     if writeBack.queue.hasUploads(under: path + "/") || !writeBack.edits.names(in: path + "/").isEmpty {
       return .some(DirectoryEntry(name: name, isDirectory: true))
     }
-    if view == .deleted || writeBack.queue.view(path + "/") == .deleted { return .some(nil) }
-    if writeBack.queue.view(path + "/") == .folder { return .some(DirectoryEntry(name: name, isDirectory: true)) }
+    let placeholder = writeBack.queue.view(path + "/")
+    if view == .deleted || placeholder == .deleted { return .some(nil) }
+    if placeholder == .folder { return .some(DirectoryEntry(name: name, isDirectory: true)) }
     return nil
   }
 
   private func localFile(name: String, path: String, size: Int64, mtime: Double) -> DirectoryEntry {
+    let when = Date(timeIntervalSince1970: mtime)
     let metadata = StorageMetadata(dictionary: [
       "name": prefix + path, "bucket": client.bucket, "size": String(size), "generation": "0",
-      "updated": Self.isoTime(mtime), "timeCreated": Self.isoTime(mtime),
+      "updated": StorageMetadata.formatDate(when), "timeCreated": StorageMetadata.formatDate(when),
     ])
     return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata)
-  }
-
-  static func isoTime(_ seconds: Double) -> String {
-    WriteBackQueue.rfc3339(seconds).replacingOccurrences(of: #"\.(\d{3})\d*Z"#, with: ".$1Z", options: .regularExpression)
   }
 
   /// Folder `dir`'s listing with this mount's own changes merged in. A listed sub-folder whose
@@ -96,11 +90,11 @@ extension BucketFilesystem {
   /// A handle on `path` for writing (`truncate`: start empty), or for reading what this mount
   /// wrote and the bucket does not have yet. Nil when the path has nothing local to read.
   func openLocal(_ path: String, flags: Int32) async throws(FSError) -> UInt64? {
+    let writing = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
     guard let writeBack else {
-      if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { throw FSError(EROFS) }
+      if writing { throw FSError(EROFS) }
       return nil
     }
-    let writing = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
     if !writing {
       if let edit = writeBack.edits[path] {
         edit.opened()
@@ -142,9 +136,9 @@ extension BucketFilesystem {
         // A create is for a name the kernel found absent a moment ago, which the listing or the
         // cache of missing names usually confirm without a request; but another process may
         // have made it since, and the bytes must then be based on what is there.
-        let knownAbsent = created && (namespace.resolveIfCached(dir: Self.parent(of: path), name: (path as NSString).lastPathComponent).map {
-          if case .failure(let e) = $0, e.errno == ENOENT { return true } else { return false }
-        } ?? false)
+        let (dir, name) = Namespace.split(path)
+        var knownAbsent = false
+        if created, case .failure(let e)? = namespace.resolveIfCached(dir: dir, name: name), e.errno == ENOENT { knownAbsent = true }
         if !knownAbsent {
           let m: StorageMetadata?
           do throws(FSError) {
@@ -219,7 +213,7 @@ extension BucketFilesystem {
     guard Namespace.isValidName(name) else { throw FSError(EINVAL) }
     let path = Namespace.join(dir.path, name)
     // O_CREAT on a name another process made meanwhile opens it (truncated only with O_TRUNC).
-    let exists = writeBack.edits[path] != nil || localEntry(path) != nil
+    let exists = localEntry(path) != nil
     let edit = try await edit(path, truncate: !exists || flags & O_TRUNC != 0, created: !exists)
     let handle = writeBack.handles.add(.edit(edit))
     namespace.missing.remove(path)
@@ -370,9 +364,7 @@ extension BucketFilesystem {
     guard Namespace.isValidName(name) else { throw FSError(EINVAL) }
     let path = Namespace.join(dir.path, name)
     if (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
-    let empty = Foundation.open("/dev/null", O_RDONLY | O_CLOEXEC)
-    defer { close(empty) }
-    try writeBack.queue.upload(path + "/", from: empty, contentType: "application/x-directory", mtime: nil, base: .generation(0))
+    try writeBack.queue.folder(path)
     namespace.missing.remove(path)
     // Nothing was under it a moment ago (else it would exist): names looked up in it, as a copy
     // into it does for each file it creates, are answered without a request.
@@ -462,7 +454,7 @@ extension BucketFilesystem {
   /// Not atomic: another client listing both names meanwhile sees files in both.
   private func renameFolder(_ source: String, to target: String, _ writeBack: WriteBack) async throws(FSError) {
     var folders: [String] = []
-    var files: [(path: String, entry: DirectoryEntry)] = []  // entries as listed
+    var files: [String] = []
     var pending = [source]
     while let dir = pending.popLast() {
       folders.append(dir)
@@ -471,19 +463,15 @@ extension BucketFilesystem {
         if entry.isDirectory {
           pending.append(path)
         } else {
-          files.append((path, entry))
+          files.append(path)
           if files.count > Self.folderRenameLimit { throw FSError(EXDEV) }
         }
       }
     }
-    let empty = Foundation.open("/dev/null", O_RDONLY | O_CLOEXEC)
-    defer { close(empty) }
-    for dir in folders {
-      let moved = target + dir.dropFirst(source.count)
-      try writeBack.queue.upload(moved + "/", from: empty, contentType: "application/x-directory", mtime: nil, base: .generation(0))
-    }
-    for (path, _) in files {
-      let (entry, base) = try await resolveForChange(Self.parent(of: path), (path as NSString).lastPathComponent)
+    for dir in folders { try writeBack.queue.folder(target + dir.dropFirst(source.count)) }
+    for path in files {
+      let (dir, name) = Namespace.split(path)
+      let (entry, base) = try await resolveForChange(dir, name)
       try await moveFile(entry.objectName ?? path, entry, base, to: target + path.dropFirst(source.count), .generation(0), writeBack)
     }
     for dir in folders.reversed() { try writeBack.queue.delete(dir + "/", base: .any) }
@@ -495,15 +483,14 @@ extension BucketFilesystem {
   static let renameNoReplace: UInt32 = 1
   static let renameExchange: UInt32 = 2
 
+  /// RFC 3339 with any number of fractional digits (rclone and gcsfuse write nanoseconds, which
+  /// ISO8601DateFormatter cannot read): the whole seconds by the formatter, the fraction added.
   static func parseTime(_ text: String) -> Double? {
     let f = ISO8601DateFormatter()
-    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-    if let d = f.date(from: text) { return d.timeIntervalSince1970 }
     f.formatOptions = [.withInternetDateTime]
-    if let d = f.date(from: text) { return d.timeIntervalSince1970 }
-    // Nanoseconds (rclone, gcsfuse): keep what ISO8601DateFormatter can read, then add the rest.
-    guard let dot = text.firstIndex(of: "."), let z = text.lastIndex(where: { $0 == "Z" || $0 == "+" || $0 == "-" }), z > dot,
-      let whole = f.date(from: String(text[..<dot]) + String(text[z...])), let fraction = Double("0" + text[dot..<z])
+    guard let dot = text.firstIndex(of: ".") else { return f.date(from: text)?.timeIntervalSince1970 }
+    guard let zone = text[dot...].firstIndex(where: { $0 == "Z" || $0 == "+" || $0 == "-" }),
+      let whole = f.date(from: String(text[..<dot]) + String(text[zone...])), let fraction = Double("0" + text[dot..<zone])
     else { return nil }
     return whole.timeIntervalSince1970 + fraction
   }
@@ -528,7 +515,7 @@ extension BucketFilesystem {
       throw FSError(ENOTSUP)
     }
     let path = node.objectName ?? node.path
-    if writeBack.edits[path] != nil || localEntry(path) != nil {
+    if localEntry(path) != nil {
       // The bytes are local: the metadata goes with their upload.
       let edit = try await self.edit(path, truncate: false)
       edit.setMetadata(contentType: contentType, custom: custom)
@@ -536,8 +523,8 @@ extension BucketFilesystem {
       try queue(edit)
       return
     }
-    let dir = Self.parent(of: path)
-    let (_, base) = try await resolveForChange(dir, (path as NSString).lastPathComponent)
+    let (dir, name) = Namespace.split(path)
+    let (_, base) = try await resolveForChange(dir, name)
     try writeBack.queue.metadata(path, contentType: contentType, custom: custom, base: base)
   }
 

@@ -46,7 +46,7 @@ public final class BucketFilesystem: Sendable {
     }
   }
 
-  let openFiles = HandleTable<OpenFile>()
+  private let openFiles = HandleTable<OpenFile>()
   /// Changes through a writable mount (nil: read-only).
   let writeBack: WriteBack?
   private let folderReadAhead = FolderReadAhead()
@@ -132,17 +132,25 @@ public final class BucketFilesystem: Sendable {
     guard Namespace.isValidName(name) else { throw FSError(ENOENT) }
     if let local = localEntry(Namespace.join(dir.path, name)) {
       guard let entry = local else { throw FSError(ENOENT) }
-      return linked(entry, in: dir.path)
+      return linked(entry, in: dir.path, local: true)
     }
     return linked(try await namespace.resolve(dir: dir.path, name: name), in: dir.path)
   }
 
   /// The entry's attributes, with an inode that counts one kernel reference.
-  private func linked(_ entry: DirectoryEntry, in dir: String) -> FileAttributes {
+  /// `local`: the entry is this mount's own change (nil: look).
+  private func linked(_ entry: DirectoryEntry, in dir: String, local: Bool? = nil) -> FileAttributes {
     let node = InodeTable.Node(path: Namespace.join(dir, entry.name), isDirectory: entry.isDirectory, objectName: entry.objectName)
     let ino = inodes.ino(for: node, lookup: true)
     var a = attributes(ino: ino, directory: entry.isDirectory, metadata: entry.metadata)
-    a.volatile = writeBack != nil && !entry.isDirectory && localEntry(node.path) != nil
+    a.volatile = !entry.isDirectory && (local ?? (writeBack != nil && localEntry(node.path) != nil))
+    return a
+  }
+
+  /// Attributes of a name this mount changed; a file's are volatile (the kernel keeps nothing).
+  private func localAttributes(_ ino: UInt64, _ entry: DirectoryEntry) -> FileAttributes {
+    var a = attributes(ino: ino, directory: entry.isDirectory, metadata: entry.metadata)
+    a.volatile = !entry.isDirectory
     return a
   }
 
@@ -151,9 +159,7 @@ public final class BucketFilesystem: Sendable {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if let local = localEntry(node.path) {
       guard let entry = local else { throw FSError(ENOENT) }
-      var a = attributes(ino: ino, directory: entry.isDirectory, metadata: entry.metadata)
-      a.volatile = !entry.isDirectory
-      return a
+      return localAttributes(ino, entry)
     }
     let m = try await namespace.fileMetadata(node.objectName ?? node.path)
     return attributes(ino: ino, directory: false, metadata: m)
@@ -240,8 +246,7 @@ public final class BucketFilesystem: Sendable {
   /// into their staged copies instead.
   private func readAhead(after node: InodeTable.Node) {
     guard !options.offline, node.objectName != nil else { return }
-    let dir = node.path.contains("/") ? String(node.path[..<node.path.lastIndex(of: "/")!]) : ""
-    let name = String(node.path.split(separator: "/").last ?? "")
+    let (dir, name) = Namespace.split(node.path)
     guard let found = namespace.position(dir: dir, name: name) else { return }
     let (entries, index) = (found.entries, found.index)
     let wanted = folderReadAhead.opened(dir: dir, index: index, count: entries.count)
@@ -334,14 +339,17 @@ public final class BucketFilesystem: Sendable {
     guard let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return nil }
     if let local = localEntry(Namespace.join(dir.path, name)) {
       guard let entry = local else { return .failure(FSError(ENOENT)) }
-      return .success(linked(entry, in: dir.path))
+      return .success(linked(entry, in: dir.path, local: true))
     }
     return namespace.resolveIfCached(dir: dir.path, name: name)?.map { linked($0, in: dir.path) }
   }
 
   public func getattrIfCached(_ ino: UInt64) -> FileAttributes? {
     guard let node = inodes.node(ino) else { return nil }
-    if writeBack != nil, localEntry(node.path) != nil { return nil }
+    if writeBack != nil, let local = localEntry(node.path) {
+      // Removed here: the async path answers ENOENT.
+      return local.map { localAttributes(ino, $0) }
+    }
     if node.isDirectory { return attributes(ino: ino, directory: true, metadata: nil) }
     guard let m = namespace.files.get(node.objectName ?? node.path) else { return nil }
     return attributes(ino: ino, directory: false, metadata: m)

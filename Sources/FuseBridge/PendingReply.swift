@@ -73,6 +73,18 @@ final class PendingReply: @unchecked Sendable {
     return true
   }
 
+  /// Answers success once `work` has run, or its failure (operations whose reply is only an errno).
+  func succeed(after work: @escaping @Sendable () async throws -> Void) {
+    Task {
+      do {
+        try await work()
+        error(0)
+      } catch {
+        fail(error)
+      }
+    }
+  }
+
   func written(_ count: Int) {
     if claim() { fuse_reply_write(req, count) }
   }

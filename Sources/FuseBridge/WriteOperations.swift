@@ -46,14 +46,7 @@ extension FuseOperations {
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "fsync")
       let handle = CFuseShims_fi_fh(fi)
-      Task {
-        do {
-          try await fs.fsync(handle: handle)
-          reply.error(0)
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.succeed { try await fs.fsync(handle: handle) }
     }
 
     ops.setattr = { req, ino, attr, toSet, fi in
@@ -84,14 +77,7 @@ extension FuseOperations {
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "unlink")
       let name = String(cString: name!)
-      Task {
-        do {
-          try await fs.unlink(parent: parent, name: name)
-          reply.error(0)
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.succeed { try await fs.unlink(parent: parent, name: name) }
     }
 
     ops.mkdir = { req, parent, name, _ in
@@ -113,14 +99,7 @@ extension FuseOperations {
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "rmdir")
       let name = String(cString: name!)
-      Task {
-        do {
-          try await fs.rmdir(parent: parent, name: name)
-          reply.error(0)
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.succeed { try await fs.rmdir(parent: parent, name: name) }
     }
 
     ops.rename = { req, parent, name, newParent, newName, flags in
@@ -128,14 +107,7 @@ extension FuseOperations {
       let reply = PendingReply(req, fs, "rename")
       let name = String(cString: name!)
       let newName = String(cString: newName!)
-      Task {
-        do {
-          try await fs.rename(parent: parent, name: name, newParent: newParent, newName: newName, flags: flags)
-          reply.error(0)
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.succeed { try await fs.rename(parent: parent, name: name, newParent: newParent, newName: newName, flags: flags) }
     }
 
     // No hard links, symbolic links, device nodes or extended attributes written: a bucket
@@ -162,14 +134,7 @@ extension FuseOperations {
       let reply = PendingReply(req, fs, "setxattr")
       let name = String(cString: name!)
       let text = String(decoding: UnsafeRawBufferPointer(start: value, count: size), as: UTF8.self)
-      Task {
-        do {
-          try await fs.setXattr(ino, name: name, value: text)
-          reply.error(0)
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.succeed { try await fs.setXattr(ino, name: name, value: text) }
     }
     ops.removexattr = { req, _, _ in
       let fs = FuseOperations.filesystem(req)

@@ -87,6 +87,21 @@ import Testing
     #expect(try await ref.getMetadata().size == Int64(stored.count))
   }
 
+  /// A download of `ref` into `destination`, paused before any answer came (the server is slow
+  /// for a moment), whose partial file then holds `bytes`: resumed, it asks from their end.
+  func pausedDownload(_ fx: EmulatorFixture, _ ref: StorageReference, into destination: URL, holding bytes: Data) throws
+    -> StorageDownloadTask
+  {
+    var slow = Faults()
+    slow.latency = .milliseconds(400)
+    fx.emulator.setFaults(slow)
+    let task = ref.write(toFile: destination)
+    task.pause()
+    fx.emulator.setFaults(Faults())
+    try bytes.write(to: URL(fileURLWithPath: task.partialFilePath))
+    return task
+  }
+
   /// A download paused after its last byte and resumed asks for `Range: bytes=SIZE-`. GCS
   /// answers 416 (`Content-Range: bytes */SIZE`); the official emulator the whole object with
   /// 200 (firebase-tools `apis/shared.ts`: Express's `req.range` finds the range unsatisfiable and
@@ -98,15 +113,9 @@ import Testing
     let data = randomData(700_000, seed: 92)
     let ref = fx.storage.reference(withPath: "end/whole.bin")
     _ = try await ref.putDataAsync(data)
-    var slow = Faults()
-    slow.latency = .milliseconds(400)
-    fx.emulator.setFaults(slow)
     let destination = fx.scratch("whole.bin")
-    let task = ref.write(toFile: destination)
-    task.pause()
-    fx.emulator.setFaults(Faults())
     // Every byte is on disk when the task resumes.
-    try data.write(to: URL(fileURLWithPath: task.partialFilePath))
+    let task = try pausedDownload(fx, ref, into: destination, holding: data)
     let sentBefore = fx.emulator.bodyBytesSent
     task.resume()
     try await task.result()
@@ -128,16 +137,10 @@ import Testing
     let data = randomData(300_000, seed: 93)
     let ref = fx.storage.reference(withPath: "end/checked.bin")
     _ = try await ref.putDataAsync(data)
-    var slow = Faults()
-    slow.latency = .milliseconds(400)
-    fx.emulator.setFaults(slow)
     let destination = fx.scratch("checked.bin")
-    let task = ref.write(toFile: destination)
-    task.pause()
-    fx.emulator.setFaults(Faults())
     var wrong = data
     wrong[1000] ^= 0xff
-    try wrong.write(to: URL(fileURLWithPath: task.partialFilePath))
+    let task = try pausedDownload(fx, ref, into: destination, holding: wrong)
     task.resume()
     await #expect(throws: StorageError.self) { try await task.result() }
     #expect(!FileManager.default.fileExists(atPath: destination.path))

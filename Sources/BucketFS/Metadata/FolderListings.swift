@@ -147,10 +147,6 @@ final class FolderListings: Sendable {
     _ = state.withLock { $0.listings.removeValue(forKey: dir) }
   }
 
-  func removeAll() {
-    state.withLock { $0.listings.removeAll() }
-  }
-
   private static func filled(_ l: Listing, _ i: Int) -> DirectoryEntry {
     let e = l.entries[i]
     guard e.metadata == nil, let name = e.objectName, let m = l.attributes[name] else { return e }
@@ -162,9 +158,7 @@ final class FolderListings: Sendable {
   private static func renewAncestors(of dir: String, in s: inout State, until expires: Double) {
     var child = dir
     while !child.isEmpty {
-      let slash = child.lastIndex(of: "/")
-      let parent = slash.map { String(child[..<$0]) } ?? ""
-      let name = slash.map { String(child[child.index(after: $0)...]) } ?? child
+      let (parent, name) = Namespace.split(child)
       guard var l = s.listings[parent], l.cursor >= 0, l.cursor < l.entries.count, l.entries[l.cursor].name == name else { return }
       l.expires = max(l.expires, expires)
       s.listings[parent] = l

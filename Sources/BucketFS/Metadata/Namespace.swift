@@ -41,6 +41,12 @@ final class Namespace: Sendable {
 
   static func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }
 
+  /// `join` undone: the folder of `path` ("" at the root) and its last name.
+  static func split(_ path: String) -> (dir: String, name: String) {
+    guard let slash = path.lastIndex(of: "/") else { return ("", path) }
+    return (String(path[..<slash]), String(path[path.index(after: slash)...]))
+  }
+
   /// A name the kernel can show: not empty, not `.`/`..`, no `/` or NUL, at most 255 bytes.
   static func isValidName(_ name: String) -> Bool {
     // Bytes, not Foundation's string search: this runs for every name of every listing.
@@ -293,8 +299,7 @@ final class Namespace: Sendable {
   func applied(_ change: PendingChange, _ metadata: StorageMetadata?) {
     let isFolder = change.name.hasSuffix("/")
     let path = isFolder ? String(change.name.dropLast()) : change.name
-    let dir = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : ""
-    let name = path.contains("/") ? String(path[path.index(after: path.lastIndex(of: "/")!)...]) : path
+    let (dir, name) = Self.split(path)
     missing.remove(path)
     files.remove(path)
     if let conflict = change.conflictName {
@@ -306,17 +311,13 @@ final class Namespace: Sendable {
     switch (change.kind, isFolder) {
     case (.upload, true):
       listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: true))
-    case (.upload, false):
+    case (.upload, false), (.metadata, _):
       guard let metadata else { return listings.remove(dir) }
       files.set(path, metadata)
       listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata))
     case (.delete, _):
       listings.update(dir, name: name, entry: nil)
       if isFolder { listings.remove(path) }
-    case (.metadata, _):
-      guard let metadata else { return listings.remove(dir) }
-      files.set(path, metadata)
-      listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata))
     }
   }
 

@@ -42,7 +42,6 @@ final class LocalEdits: Sendable {
     }
 
     var name: String { state.withLock { $0.name } }
-    var base: PendingChange.Base { state.withLock { $0.base } }
     var mtime: Double? { state.withLock { $0.mtime } }
     var lastQueued: UInt64? { state.withLock { $0.queued } }
     func changed() { state.withLock { $0.dirty = true } }
@@ -148,9 +147,7 @@ final class LocalEdits: Sendable {
   /// The handle is closed; the last one removes the edit.
   func close(_ edit: Edit) {
     guard edit.closed() else { return }
-    edits.withLock { e in
-      if e[edit.name] === edit { e.removeValue(forKey: edit.name) }
-    }
+    forget(edit)
     unlink(edit.path)
   }
 
@@ -159,6 +156,10 @@ final class LocalEdits: Sendable {
   /// that name starts anew; the open handles keep writing to the edit's own file.
   func detach(_ edit: Edit) {
     edit.unlinked()
+    forget(edit)
+  }
+
+  private func forget(_ edit: Edit) {
     edits.withLock { e in
       if e[edit.name] === edit { e.removeValue(forKey: edit.name) }
     }

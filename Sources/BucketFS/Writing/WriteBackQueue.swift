@@ -34,7 +34,6 @@ public final class WriteBackQueue: Sendable {
     var next: UInt64 = 1
     /// Why the change at the head last failed to go out (the server gone, say).
     var lastError: String?
-    var stopped = false
     var applied = 0
     var conflicts = 0
     /// What the last change carried out of each name left there (nil: it went beside, a
@@ -50,7 +49,6 @@ public final class WriteBackQueue: Sendable {
   let folder: URL
   private let state = Mutex(State())
   private let log: @Sendable (String) -> Void
-  private let worker = Mutex<[Task<Void, Never>]>([])
   private let onApplied = Mutex<(@Sendable (PendingChange, StorageMetadata?) -> Void)?>(nil)
 
   init(folder: URL, log: @escaping @Sendable (String) -> Void) throws {
@@ -95,6 +93,9 @@ public final class WriteBackQueue: Sendable {
       s.bytes = sizes.values.reduce(0, +)
       s.next = (changes.keys.max() ?? 0) + 1
       for key in changes.keys where changes[key]!.state == .started { s.changes[key]!.state = .pending }
+      for done in changes.values.sorted(by: { $0.sequence < $1.sequence }) where done.state == .done {
+        s.produced[done.name] = .some(done.produced)
+      }
     }
     // Changes that were done when the last mount ended: their successors learn the generation.
     for done in changes.values.filter({ $0.state == .done }).sorted(by: { $0.sequence < $1.sequence }) {
@@ -143,6 +144,13 @@ public final class WriteBackQueue: Sendable {
 
   // MARK: making changes
 
+  private func nextSequence() -> UInt64 {
+    state.withLock { s in
+      defer { s.next += 1 }
+      return s.next
+    }
+  }
+
   /// Queues the bytes of open file `fd` as the next version of `name`. `base` is what the change
   /// is based on when no earlier change of the name is queued (then it is the previous one's
   /// result). An upload of the name still waiting its turn is replaced: only the last bytes go.
@@ -150,30 +158,32 @@ public final class WriteBackQueue: Sendable {
   func upload(
     _ name: String, from fd: Int32, contentType: String, mtime: Double?, custom: [String: String]? = nil, base: PendingChange.Base
   ) throws(FSError) -> UInt64 {
-    let sequence = state.withLock { s -> UInt64 in
-      defer { s.next += 1 }
-      return s.next
-    }
+    let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
     let data = dataPath(change)
     let temporary = data + ".tmp"
-    try Self.copyDurably(from: fd, to: temporary)
+    let size = try Self.copyDurably(from: fd, to: temporary)
     guard rename(temporary, data) == 0 else {
       let e = errno
       unlink(temporary)
       throw FSError(e)
     }
-    try add(&change)
+    try add(&change, size: size)
     return sequence
+  }
+
+  /// Queues the placeholder of folder `path` (an empty object named `path/`).
+  func folder(_ path: String) throws(FSError) {
+    let empty = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    guard empty >= 0 else { throw FSError(errno) }
+    defer { close(empty) }
+    try upload(path + "/", from: empty, contentType: "application/x-directory", mtime: nil, base: .generation(0))
   }
 
   /// Queues new metadata (content type, custom entries) for `name` as it is in the bucket.
   @discardableResult
   func metadata(_ name: String, contentType: String?, custom: [String: String], base: PendingChange.Base) throws(FSError) -> UInt64 {
-    let sequence = state.withLock { s -> UInt64 in
-      defer { s.next += 1 }
-      return s.next
-    }
+    let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .metadata, name: name, base: base, contentType: contentType, custom: custom)
     try add(&change)
     return sequence
@@ -182,16 +192,13 @@ public final class WriteBackQueue: Sendable {
   /// Queues the deletion of `name` (a folder placeholder when it ends with "/").
   @discardableResult
   func delete(_ name: String, base: PendingChange.Base) throws(FSError) -> UInt64 {
-    let sequence = state.withLock { s -> UInt64 in
-      defer { s.next += 1 }
-      return s.next
-    }
+    let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .delete, name: name, base: base)
     try add(&change)
     return sequence
   }
 
-  private func add(_ change: inout PendingChange) throws(FSError) {
+  private func add(_ change: inout PendingChange, size: Int64 = 0) throws(FSError) {
     // An earlier upload of the name that has not started is replaced by this change, which
     // takes over its base; any other earlier change of the name is this one's base.
     let (replaced, hasEarlier) = state.withLock { s -> (PendingChange?, Bool) in
@@ -219,8 +226,6 @@ public final class WriteBackQueue: Sendable {
       unlink(dataPath(change))
       throw error
     }
-    var st = stat()
-    let size = change.kind == .upload && stat(dataPath(change), &st) == 0 ? Int64(st.st_size) : 0
     state.withLock { s in
       s.changes[change.sequence] = change
       s.readyAt[change.sequence] = .now + Self.settle
@@ -234,14 +239,16 @@ public final class WriteBackQueue: Sendable {
   /// evicted).
   var queuedBytes: Int64 { state.withLock { $0.bytes } }
 
-  /// Copies what `fd` holds into a new file at `path`, fsynced.
-  static func copyDurably(from fd: Int32, to path: String) throws(FSError) {
+  /// Copies what `fd` holds into a new file at `path`, fsynced; returns its size.
+  @discardableResult
+  static func copyDurably(from fd: Int32, to path: String) throws(FSError) -> Int64 {
     unlink(path)
     let out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard out >= 0 else { throw FSError(errno) }
     defer { close(out) }
+    let size: Int64
     do throws(FSError) {
-      try copyAll(from: fd, to: out)
+      size = try copyAll(from: fd, to: out)
     } catch {
       unlink(path)
       throw error
@@ -251,10 +258,13 @@ public final class WriteBackQueue: Sendable {
       unlink(path)
       throw FSError(e)
     }
+    return size
   }
 
-  /// Everything `input` holds into `output` from its start (in the kernel: sendfile).
-  static func copyAll(from input: Int32, to output: Int32) throws(FSError) {
+  /// Everything `input` holds into `output` from its start (in the kernel: sendfile); returns
+  /// how many bytes that was.
+  @discardableResult
+  static func copyAll(from input: Int32, to output: Int32) throws(FSError) -> Int64 {
     var st = stat()
     guard fstat(input, &st) == 0 else { throw FSError(errno) }
     guard ftruncate(output, 0) == 0, lseek(output, 0, SEEK_SET) == 0 else { throw FSError(errno) }
@@ -266,23 +276,21 @@ public final class WriteBackQueue: Sendable {
       guard n > 0 else { throw FSError(n < 0 ? errno : EIO) }
       left -= Int64(n)
     }
+    return Int64(st.st_size)
   }
 
   // MARK: what the mount shows
 
   /// `name` as the queued changes leave it: nil when no change of it is queued.
   func view(_ name: String) -> LocalView? {
-    let last = state.withLock { s in
+    let found = state.withLock { s -> (PendingChange, Int64)? in
       s.changes.values.filter { $0.name == name && $0.state != .done && $0.conflictName == nil && $0.kind != .metadata }
-        .max(by: { $0.sequence < $1.sequence })
+        .max(by: { $0.sequence < $1.sequence }).map { ($0, s.sizes[$0.sequence] ?? 0) }
     }
-    guard let last else { return nil }
+    guard let (last, size) = found else { return nil }
     if last.kind == .delete { return .deleted }
     if name.hasSuffix("/") { return .folder }
-    var st = stat()
-    let path = dataPath(last)
-    guard stat(path, &st) == 0 else { return nil }
-    return .file(dataPath: path, size: Int64(st.st_size), mtime: last.mtime ?? Double(st.st_mtim.tv_sec))
+    return .file(dataPath: dataPath(last), size: size, mtime: last.mtime ?? 0)
   }
 
   /// The content type and custom metadata the last queued upload of `name` goes with.
@@ -378,9 +386,9 @@ public final class WriteBackQueue: Sendable {
   /// attributes after an upload), so that the mount's caches show the bucket as it is now.
   func start(client: any ObjectClient, applied: @escaping @Sendable (PendingChange, StorageMetadata?) -> Void) {
     onApplied.withLock { $0 = applied }
-    var tasks: [Task<Void, Never>] = []
+    // They live as long as the mount's process.
     for _ in 0..<Self.workers {
-      tasks.append(Task.detached { [self] in
+      Task.detached { [self] in
         var backoff = 0.25
         while !Task.isCancelled {
           guard let change = takeNext() else {
@@ -400,9 +408,8 @@ public final class WriteBackQueue: Sendable {
             backoff = min(backoff * 2, 15)
           }
         }
-      })
+      }
     }
-    worker.withLock { $0 = tasks }
   }
 
   /// How long a new upload waits before it may start: a shell's `>` closes the file once before
@@ -414,10 +421,6 @@ public final class WriteBackQueue: Sendable {
   /// one at a time would leave a folder copied into the mount waiting for minutes (as many as
   /// `bucketfs cp -r` uploads at once).
   static let workers = 16
-
-  func stop() {
-    worker.withLock { for task in $0 { task.cancel() } }
-  }
 
   /// The oldest change that can go now, marked started. Changes of one name go in order, and
   /// uploads and deletes do not pass each other (a rename is an upload, then a delete, and the
@@ -532,20 +535,22 @@ public final class WriteBackQueue: Sendable {
 
   /// Our bytes beside the object, whose version in the bucket was not the one they were based on.
   private func conflict(_ change: PendingChange, client: any ObjectClient) async throws(StorageError) -> Result {
-    var target = Self.conflictName(change.name, at: Date())
     var custom = change.custom ?? [:]
     custom["bucketfs-conflict-of"] = change.name
     if let mtime = change.mtime { custom["mtime"] = Self.rfc3339(mtime) }
+    let stamped = Self.conflictName(change.name, at: Date())
+    // The stamped name, else (taken by a conflict in the same second) one more random suffix.
+    var target = stamped
     var m: StorageMetadata
-    do throws(StorageError) {
-      m = try await client.upload(
-        target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
-        ifGenerationMatch: 0, session: nil)
-    } catch where error.code == .preconditionFailed {
-      target += "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
-      m = try await client.upload(
-        target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
-        ifGenerationMatch: 0, session: nil)
+    while true {
+      do throws(StorageError) {
+        m = try await client.upload(
+          target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
+          ifGenerationMatch: 0, session: nil)
+        break
+      } catch where error.code == .preconditionFailed && target == stamped {
+        target += "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+      }
     }
     log("write-back: \(change.name.debugDescription) changed on the server since it was read; our version is \(target.debugDescription)")
     var done = change
@@ -596,7 +601,6 @@ public final class WriteBackQueue: Sendable {
   private func finish(_ done: PendingChange) {
     let successors = state.withLock { s -> [PendingChange] in
       s.applied += 1
-      s.produced[done.name] = .some(done.produced)
       guard let next = s.changes.values.filter({ $0.name == done.name && $0.sequence > done.sequence && $0.state != .done })
         .min(by: { $0.sequence < $1.sequence }), next.base == .previous
       else { return [] }

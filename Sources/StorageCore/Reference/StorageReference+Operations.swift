@@ -117,7 +117,7 @@ extension StorageReference {
         // Fewer bytes than asked: the object ends before the range does, or the body broke.
         if let total = sink.total, from + Int64(sink.received - before) >= total { return Int64(sink.received) }
         failure = StorageError(code: .unknown, object: description, detail: "short body: \(sink.received) of \(range.count) bytes")
-      case .success(let head) where head.status == 416 && Self.unsatisfiable(head, from: from):
+      case .success(let head) where head.status == 416 && head.contentRangeTotal.map({ from >= $0 }) == true:
         // The range starts at or past the end (GCS's answer; the official emulator sends the
         // whole object instead, handled above): the object ended first, as for a short read.
         return Int64(sink.received)
@@ -144,14 +144,6 @@ extension StorageReference {
       try await retries.wait(after: failure, retryAfter: retryAfter)
       if Task.isCancelled { throw StorageError(code: .cancelled, object: description, detail: "cancelled") }
     }
-  }
-
-  /// A 416 whose `Content-Range: bytes */SIZE` puts `from` at or past the end.
-  static func unsatisfiable(_ head: HTTPResponseHead, from: Int64) -> Bool {
-    guard let range = head["content-range"], let slash = range.lastIndex(of: "/"),
-      let size = Int64(range[range.index(after: slash)...].trimmingCharacters(in: .whitespaces))
-    else { return false }
-    return from >= size
   }
 
   func checkGeneration(_ head: HTTPResponseHead, expected: Int64?) throws(StorageError) {
@@ -319,8 +311,8 @@ final class RangeSink: @unchecked Sendable {
       return false
     }
     if generation == nil { generation = served }
-    if let range = head["content-range"], let slash = range.lastIndex(of: "/") {
-      total = Int64(range[range.index(after: slash)...])
+    if head["content-range"] != nil {
+      total = head.contentRangeTotal
     } else if head.status == 200 {
       total = head["content-length"].flatMap { Int64($0) }
     }

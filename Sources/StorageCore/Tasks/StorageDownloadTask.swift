@@ -317,10 +317,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   }
 
   private func totalSize(_ head: HTTPResponseHead) -> Int64? {
-    if let range = head["content-range"], let slash = range.lastIndex(of: "/") {
-      return Int64(range[range.index(after: slash)...])
-    }
-    return head["content-length"].flatMap { Int64($0) }
+    head["content-range"] != nil ? head.contentRangeTotal : head["content-length"].flatMap { Int64($0) }
   }
 
   /// Compares the bytes with `x-goog-hash` (CRC32C when given, else MD5); nil when they agree.

@@ -87,11 +87,10 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
   /// the upload, and a mismatch fails as the server's 412 would. What remains is the window
   /// between this check and the upload's commit (one round trip plus the upload's own time),
   /// in which another writer's change can still be overwritten; the GCS API closes it.
-  private func checkOverFirebase(_ runner: RequestRunner) async throws(StorageError) {
+  private func checkOverFirebase() async throws(StorageError) {
     let current: (generation: Int64, metageneration: Int64)
     do {
-      let response = try await runner.run(reference.storage.wire.getMetadata(reference.path))
-      let m = try StorageMetadata(data: response.body)
+      let m = try await reference.getMetadata()
       current = (m.generation, m.metageneration)
     } catch where error.code == .objectNotFound {
       current = (0, 0)
@@ -117,7 +116,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     let runner = RequestRunner(storage: reference.storage, budget: reference.storage.maxUploadRetryTime, object: object)
     let json = metadata.writableJSON(name: reference.fullPath)
     if reference.storage.api == .firebase && preconditions != Preconditions() && session.withLock({ $0 }) == nil {
-      try await checkOverFirebase(runner)
+      try await checkOverFirebase()
     }
 
     if source.size <= Self.multipartLimit && session.withLock({ $0 }) == nil {

@@ -46,6 +46,12 @@ public struct HTTPResponseHead: Sendable {
   }
 
   public subscript(name: String) -> String? { headers[name.lowercased()] }
+
+  /// The object's size from `Content-Range: bytes S-E/SIZE` (or `bytes */SIZE`).
+  var contentRangeTotal: Int64? {
+    guard let range = self["content-range"], let slash = range.lastIndex(of: "/") else { return nil }
+    return Int64(range[range.index(after: slash)...].trimmingCharacters(in: .whitespaces))
+  }
 }
 
 /// A complete response whose body was collected in memory.

@@ -162,17 +162,10 @@ struct FirebaseRoutes {
     }
   }
 
+  /// The whole file behind `fd` (the generation opened, even if overwritten since).
   private func readAll(_ fd: Int32) -> Data? {
     guard lseek(fd, 0, SEEK_SET) == 0 else { return nil }
-    var out = Data()
-    var buffer = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-      let n = read(fd, &buffer, buffer.count)
-      if n < 0 && errno == EINTR { continue }
-      if n < 0 { return nil }
-      if n == 0 { return out }
-      out.append(buffer, count: n)
-    }
+    return try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() ?? Data()
   }
 
   /// Stored bytes that are not gzip after all are served as stored (with their encoding).
