@@ -23,7 +23,7 @@ extension BucketFilesystem {
       return .some(localFile(name: name, path: path, size: edit.size, mtime: edit.modified))
     }
     let view = writeBack.queue.view(path)
-    if case .file(_, let size, let mtime) = view {
+    if let (size, mtime) = view?.fileAttributes {
       return .some(localFile(name: name, path: path, size: size, mtime: mtime))
     }
     // A folder this mount made or put something in (a queued upload under it) shows; one whose
@@ -127,6 +127,10 @@ extension BucketFilesystem {
         if !truncate { try Self.copy(from: dataPath, to: file.fd) }
         base = .previous
         startMetadata = writeBack.queue.queuedMetadata(path)
+      case .copied(let source, _):
+        base = .previous
+        startMetadata = writeBack.queue.queuedMetadata(path)
+        if !truncate { try await download(source.name, try await copySource(source), into: file.fd) }
       case .deleted:
         base = .previous
         dirty = true
@@ -166,6 +170,14 @@ extension BucketFilesystem {
     let fresh = LocalEdits.Edit(file: file, path: localPath, name: path, base: base, dirty: dirty)
     if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom) }
     return try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
+  }
+
+  /// The attributes of the version a queued copy puts under a name, for reading it meanwhile
+  /// (from the server or a staged copy); ESTALE when the bucket has moved on from it.
+  func copySource(_ source: PendingChange.Source) async throws(FSError) -> StorageMetadata {
+    let m = try await namespace.fileMetadata(source.name)
+    guard m.generation == source.generation else { throw FSError(ESTALE) }
+    return m
   }
 
   private static func copy(from source: String, to fd: Int32) throws(FSError) {
@@ -425,13 +437,23 @@ extension BucketFilesystem {
     _ source: String, _ entry: DirectoryEntry, _ sourceBase: PendingChange.Base, to target: String, _ targetBase: PendingChange.Base,
     _ writeBack: WriteBack
   ) async throws(FSError) {
+    let mtime = entry.metadata?.customMetadata?["mtime"].flatMap(Self.parseTime) ?? entry.metadata?.updated?.timeIntervalSince1970
+    var custom = entry.metadata?.customMetadata ?? [:]
+    custom.removeValue(forKey: "mtime")
+    // A file as the bucket has it, where the bucket copies: the server copies it, so nothing is
+    // downloaded and the rename works with the server away too.
+    if bucketClient.copiesOnServer, writeBack.edits[source] == nil, writeBack.queue.view(source) == nil, case .generation(let g) = sourceBase, g > 0,
+      let m = entry.metadata
+    {
+      let from = PendingChange.Source(name: source, generation: g, size: m.size, crc32c: m.crc32c, md5Hash: m.md5Hash)
+      try writeBack.queue.copy(target, from: from, contentType: m.contentType, mtime: mtime, custom: custom.isEmpty ? nil : custom, base: targetBase)
+      try writeBack.queue.delete(source, base: sourceBase)
+      return
+    }
     // Bytes written and not yet queued (a close whose release has not come) go first.
     if let open = writeBack.edits[source] { try queue(open) }
     let edit = try await self.edit(source, truncate: false)
     defer { writeBack.edits.close(edit) }
-    let mtime = entry.metadata?.customMetadata?["mtime"].flatMap(Self.parseTime) ?? entry.metadata?.updated?.timeIntervalSince1970
-    var custom = entry.metadata?.customMetadata ?? [:]
-    custom.removeValue(forKey: "mtime")
     try writeBack.queue.upload(
       target, from: edit.file.fd, contentType: entry.metadata?.contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
       custom: custom.isEmpty ? nil : custom, base: targetBase)

@@ -216,8 +216,16 @@ public final class BucketFilesystem: Sendable {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
       return (local, false)
     }
-    let m = try await namespace.fileMetadata(node.objectName ?? node.path)
-    let objectName = prefix + (node.objectName ?? node.path)
+    // A name this mount renamed, whose copy the bucket has not made yet, reads the source's bytes.
+    var path = node.objectName ?? node.path
+    let m: StorageMetadata
+    if case .copied(let source, _)? = writeBack?.queue.view(path) {
+      m = try await copySource(source)
+      path = source.name
+    } else {
+      m = try await namespace.fileMetadata(path)
+    }
+    let objectName = prefix + path
     let reader = ObjectReader(client: bucketClient, cache: cache, name: objectName, generation: m.generation, size: m.size)
     let copy = staging?.begin(objectName, metadata: m, client: bucketClient, offline: options.offline) {
       try? await reader.read(offset: 0, count: Int(m.size))

@@ -82,4 +82,14 @@ public struct MeteredClient: ObjectClient {
       try await inner.updateMetadata(name, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
     }
   }
+
+  public var copiesOnServer: Bool { inner.copiesOnServer }
+
+  public func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
+    -> StorageMetadata
+  {
+    try await count("copy") { () async throws(StorageError) -> StorageMetadata in
+      try await inner.copy(source, generation: generation, to: target, ifGenerationMatch: ifGenerationMatch)
+    }
+  }
 }

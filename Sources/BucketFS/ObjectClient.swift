@@ -33,6 +33,12 @@ public protocol ObjectClient: Sendable {
   func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
   ) async throws(StorageError) -> StorageMetadata
+  /// Whether `copy` works: the bucket copies objects itself, without the bytes passing here.
+  var copiesOnServer: Bool { get }
+  /// Copies generation `generation` of `source` to `target` on the server (bytes and metadata),
+  /// only while `target`'s generation is `ifGenerationMatch`; a generation no longer kept fails
+  /// with `objectNotFound`.
+  func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError) -> StorageMetadata
 }
 
 extension ObjectClient {
@@ -52,6 +58,14 @@ extension ObjectClient {
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
   ) async throws(StorageError) -> StorageMetadata {
     throw StorageError(code: .unauthorized, object: name, detail: "this client cannot change metadata")
+  }
+
+  public var copiesOnServer: Bool { false }
+
+  public func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
+    -> StorageMetadata
+  {
+    throw StorageError(code: .invalidArgument, object: source, detail: "this client cannot copy on the server")
   }
 
   /// For clients that hold bytes in memory anyway: one delivery of the whole range.
@@ -140,5 +154,14 @@ public struct StorageObjectClient: ObjectClient {
     if let contentType { metadata.contentType = contentType }
     if !custom.isEmpty { metadata.customMetadata = custom }
     return try await ref(name).updateMetadata(metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+  }
+
+  /// Only the GCS JSON API copies; Firebase Storage REST has no copy.
+  public var copiesOnServer: Bool { storage.api == .gcs }
+
+  public func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
+    -> StorageMetadata
+  {
+    try await ref(source).copy(to: ref(target), generation: generation, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
   }
 }

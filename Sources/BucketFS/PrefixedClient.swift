@@ -60,4 +60,10 @@ struct PrefixedClient: ObjectClient {
   ) async throws(StorageError) -> StorageMetadata {
     try await inner.updateMetadata(prefix + name, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
   }
+
+  var copiesOnServer: Bool { inner.copiesOnServer }
+
+  func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError) -> StorageMetadata {
+    try await inner.copy(prefix + source, generation: generation, to: prefix + target, ifGenerationMatch: ifGenerationMatch)
+  }
 }

@@ -28,6 +28,43 @@ import Testing
     }
   }
 
+  /// rewriteTo: bytes and metadata copied by the server; the target's preconditions hold; a
+  /// source generation the bucket no longer has is not found; the Firebase API has no copy.
+  @Test func theServerCopiesAnObject() async throws {
+    let fx = try fixture()
+    defer { withExtendedLifetime(fx) {} }
+    let bytes = randomData(300_000, seed: 41)
+    let source = fx.storage.reference(withPath: "c/source name.bin")
+    let meta = StorageMetadata()
+    meta.contentType = "application/x-test"
+    meta.customMetadata = ["k": "v"]
+    let m = try await source.putDataAsync(bytes, metadata: meta)
+    let target = fx.storage.reference(withPath: "c/a/target.bin")
+    let copied = try await source.copy(to: target, generation: m.generation, preconditions: Preconditions(ifGenerationMatch: 0))
+    #expect(copied.path == "c/a/target.bin" && copied.size == m.size && copied.crc32c == m.crc32c && copied.generation > m.generation)
+    #expect(copied.contentType == "application/x-test" && copied.customMetadata?["k"] == "v")
+    #expect(try await target.data(maxSize: 1 << 20) == bytes)
+    do {
+      _ = try await source.copy(to: target, generation: m.generation, preconditions: Preconditions(ifGenerationMatch: 0))
+      Issue.record("copied over an object with ifGenerationMatch=0")
+    } catch {
+      #expect(error.code == .preconditionFailed)
+    }
+    do {
+      _ = try await source.copy(to: fx.storage.reference(withPath: "c/other"), generation: m.generation + 1, preconditions: Preconditions())
+      Issue.record("copied a generation that does not exist")
+    } catch {
+      #expect(error.code == .objectNotFound)
+    }
+    fx.storage.api = .firebase
+    do {
+      _ = try await source.copy(to: target, generation: nil, preconditions: Preconditions())
+      Issue.record("copied over the Firebase API")
+    } catch {
+      #expect(error.code == .invalidArgument)
+    }
+  }
+
   @Test func listCarriesMetadataAndPages() async throws {
     let fx = try fixture()
     defer { withExtendedLifetime(fx) {} }

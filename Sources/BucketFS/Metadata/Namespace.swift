@@ -311,7 +311,7 @@ final class Namespace: Sendable {
     switch (change.kind, isFolder) {
     case (.upload, true):
       listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: true))
-    case (.upload, false), (.metadata, _):
+    case (.upload, false), (.copy, _), (.metadata, _):
       guard let metadata else { return listings.remove(dir) }
       files.set(path, metadata)
       listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata))

@@ -1,4 +1,5 @@
 import Foundation
+import StorageCore
 
 /// One change made through a writable mount and not yet in the bucket, as it is kept on disk
 /// (`NNNNNNNNNNNN.json`, with the bytes of an upload beside it in `NNNNNNNNNNNN.data`).
@@ -9,6 +10,21 @@ struct PendingChange: Codable, Sendable, Equatable {
     case delete
     /// Content type and custom metadata of the object as it is (`setfattr`).
     case metadata
+    /// Another object's version (`source`) copied under this name by the server: a rename
+    /// where the bucket can copy, so the bytes need not be here.
+    case copy
+
+    /// Whether the change puts a new version under its name.
+    var putsVersion: Bool { self == .upload || self == .copy }
+  }
+
+  /// The object version a `.copy` puts under `name`.
+  struct Source: Codable, Sendable, Equatable {
+    var name: String
+    var generation: Int64
+    var size: Int64
+    var crc32c: String?
+    var md5Hash: String?
   }
 
   /// What the object must be for the change to apply: nothing overwrites or deletes a version
@@ -46,6 +62,7 @@ struct PendingChange: Codable, Sendable, Equatable {
   /// The resumable session of a large upload, kept so that an upload cut short by a crash
   /// continues where the server has it instead of starting over.
   var sessionURL: String?
+  var source: Source?
   var state: State = .pending
   var error: String?
   /// The generation an upload made (0 after a delete); nil after a conflict, so that the
@@ -55,4 +72,14 @@ struct PendingChange: Codable, Sendable, Equatable {
   var conflictName: String?
 
   var fileName: String { String(format: "%012llu", sequence) }
+}
+
+extension StorageMetadata {
+  /// Whether this version has the bytes of `source` (same size and hash).
+  func holdsBytes(of source: PendingChange.Source?) -> Bool {
+    guard let source, size == source.size else { return false }
+    if let crc = source.crc32c, let mine = crc32c { return crc == mine }
+    if let md5 = source.md5Hash, let mine = md5Hash { return md5 == mine }
+    return false
+  }
 }

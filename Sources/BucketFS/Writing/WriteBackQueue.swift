@@ -15,8 +15,19 @@ public final class WriteBackQueue: Sendable {
   /// What a name looks like from the changes still queued for it.
   enum LocalView: Sendable, Equatable {
     case file(dataPath: String, size: Int64, mtime: Double)
+    /// A version the server will copy here; its bytes are the source object's.
+    case copied(PendingChange.Source, mtime: Double)
     case folder
     case deleted
+
+    /// Size and modification time of a file the queue puts there.
+    var fileAttributes: (size: Int64, mtime: Double)? {
+      switch self {
+      case .file(_, let size, let mtime): (size, mtime)
+      case .copied(let source, let mtime): (source.size, mtime)
+      case .folder, .deleted: nil
+      }
+    }
   }
 
   /// How a wait for a change ended.
@@ -172,6 +183,19 @@ public final class WriteBackQueue: Sendable {
     return sequence
   }
 
+  /// Queues a server-side copy of `source` as the next version of `name` (a rename where the
+  /// bucket copies): nothing local is needed, so it works with the server away too.
+  @discardableResult
+  func copy(
+    _ name: String, from source: PendingChange.Source, contentType: String?, mtime: Double?, custom: [String: String]?, base: PendingChange.Base
+  ) throws(FSError) -> UInt64 {
+    var change = PendingChange(
+      sequence: nextSequence(), kind: .copy, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
+    change.source = source
+    try add(&change)
+    return change.sequence
+  }
+
   /// Queues the placeholder of folder `path` (an empty object named `path/`).
   func folder(_ path: String) throws(FSError) {
     let empty = open("/dev/null", O_RDONLY | O_CLOEXEC)
@@ -208,7 +232,7 @@ public final class WriteBackQueue: Sendable {
         if change.base == .previous, let left = s.produced[change.name], let generation = left { change.base = .generation(generation) }
         return (nil, false)
       }
-      if last.kind == .upload && last.state == .pending && change.kind == .upload {
+      if last.kind.putsVersion && last.state == .pending && change.kind.putsVersion {
         s.changes[last.sequence]!.state = .done  // taken: the worker must not start it now
         return (last, earlier.count > 1)
       }
@@ -290,13 +314,14 @@ public final class WriteBackQueue: Sendable {
     guard let (last, size) = found else { return nil }
     if last.kind == .delete { return .deleted }
     if name.hasSuffix("/") { return .folder }
+    if let source = last.source { return .copied(source, mtime: last.mtime ?? 0) }
     return .file(dataPath: dataPath(last), size: size, mtime: last.mtime ?? 0)
   }
 
   /// The content type and custom metadata the last queued upload of `name` goes with.
   func queuedMetadata(_ name: String) -> (contentType: String?, custom: [String: String]?)? {
     state.withLock { s in
-      s.changes.values.filter { $0.name == name && $0.kind == .upload && $0.state != .done }.max { $0.sequence < $1.sequence }
+      s.changes.values.filter { $0.name == name && $0.kind.putsVersion && $0.state != .done }.max { $0.sequence < $1.sequence }
         .map { ($0.contentType, $0.custom) }
     }
   }
@@ -310,7 +335,7 @@ public final class WriteBackQueue: Sendable {
         if let other = last[change.name], other.sequence > change.sequence { continue }
         last[change.name] = change
       }
-      return last.values.contains { $0.kind == .upload && $0.conflictName == nil }
+      return last.values.contains { $0.kind.putsVersion && $0.conflictName == nil }
     }
   }
 
@@ -434,7 +459,7 @@ public final class WriteBackQueue: Sendable {
       var deleteBefore = false
       let now = ContinuousClock.now
       for change in unfinished {
-        let free = !names.contains(change.name) && (change.kind == .upload ? !deleteBefore : !uploadBefore)
+        let free = !names.contains(change.name) && (change.kind.putsVersion ? !deleteBefore : !uploadBefore)
         let settled = s.readyAt[change.sequence].map { $0 <= now } ?? true
         if change.state == .pending && free && settled {
           s.readyAt.removeValue(forKey: change.sequence)
@@ -442,7 +467,7 @@ public final class WriteBackQueue: Sendable {
           return s.changes[change.sequence]
         }
         names.insert(change.name)
-        if change.kind == .upload { uploadBefore = true } else { deleteBefore = true }
+        if change.kind.putsVersion { uploadBefore = true } else { deleteBefore = true }
         if uploadBefore && deleteBefore { break }
       }
       return nil
@@ -472,7 +497,7 @@ public final class WriteBackQueue: Sendable {
     }
     do throws(StorageError) {
       // Based on a change that went beside the object: this one is not carried out on it.
-      if toConflict && change.kind == .upload { return try await conflict(change, client: client) }
+      if toConflict && change.kind.putsVersion { return try await conflict(change, client: client) }
       if toConflict { return try done(change, produced: nil, skipped: "it changed on the server since it was read") }
       switch change.kind {
       case .upload:
@@ -490,10 +515,17 @@ public final class WriteBackQueue: Sendable {
           change.name, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name),
           custom: custom, ifGenerationMatch: base, session: session)
         return try done(change, produced: m.generation, metadata: m)
+      case .copy:
+        let m = try await copied(change, to: change.name, ifGenerationMatch: base, client: client)
+        return try done(change, produced: m.generation, metadata: m)
       case .metadata:
         let m = try await client.updateMetadata(change.name, contentType: change.contentType, custom: change.custom ?? [:], ifGenerationMatch: base)
         return try done(change, produced: m.generation, metadata: m)
       case .delete:
+        if let copy = failedCopy(of: change.name) {
+          // A rename whose copy the bucket refused: the old name keeps the only bytes there are.
+          return try done(change, produced: nil, skipped: "its copy to \(copy.name.debugDescription) was refused, so it stays")
+        }
         do throws(StorageError) {
           try await client.delete(change.name, ifGenerationMatch: base)
         } catch where error.code == .objectNotFound {
@@ -501,12 +533,20 @@ public final class WriteBackQueue: Sendable {
         }
         return try done(change, produced: 0)
       }
+    } catch where error.code == .objectNotFound && change.kind == .copy {
+      let source = change.source.map { "\($0.name.debugDescription) (generation \($0.generation))" } ?? "the source"
+      return failedOrLater(
+        change, StorageError(code: .objectNotFound, object: change.name, detail: "\(source) is no longer in the bucket: it changed or was deleted there"))
     } catch where error.code == .preconditionFailed {
       if change.name.hasSuffix("/") {
         // A folder placeholder someone else made (or removed) meanwhile: the folder is as wanted.
         return (try? done(change, produced: nil)) ?? .applied(nil)
       }
-      if change.kind != .upload {
+      if change.kind == .copy, let m = try? await client.metadata(of: change.name), m.holdsBytes(of: change.source) {
+        // A retried copy whose first try went through: the name holds what the copy put there.
+        return (try? done(change, produced: m.generation, metadata: m)) ?? .applied(m)
+      }
+      if !change.kind.putsVersion {
         return (try? done(change, produced: nil, skipped: "it changed on the server since it was read")) ?? .applied(nil)
       }
       do throws(StorageError) {
@@ -517,6 +557,11 @@ public final class WriteBackQueue: Sendable {
     } catch {
       return failedOrLater(change, error)
     }
+  }
+
+  /// A copy from `name` that failed for good, if any.
+  private func failedCopy(of name: String) -> PendingChange? {
+    state.withLock { s in s.changes.values.first { $0.kind == .copy && $0.state == .failed && $0.source?.name == name } }
   }
 
   /// `change` is carried out (or, with `skipped`, given up on with a log line saying why).
@@ -544,9 +589,13 @@ public final class WriteBackQueue: Sendable {
     var m: StorageMetadata
     while true {
       do throws(StorageError) {
-        m = try await client.upload(
-          target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
-          ifGenerationMatch: 0, session: nil)
+        if change.kind == .copy {
+          m = try await copied(change, to: target, ifGenerationMatch: 0, client: client)
+        } else {
+          m = try await client.upload(
+            target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
+            ifGenerationMatch: 0, session: nil)
+        }
         break
       } catch where error.code == .preconditionFailed && target == stamped {
         target += "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
@@ -559,6 +608,17 @@ public final class WriteBackQueue: Sendable {
     state.withLock { $0.conflicts += 1 }
     try? finishDurably(done, m)
     return .applied(m)
+  }
+
+  /// Carries out the server-side copy of `change` to `target`. The copy takes the source's
+  /// metadata; a source that kept no time of its own gets the one the mount showed.
+  private func copied(_ change: PendingChange, to target: String, ifGenerationMatch: Int64?, client: any ObjectClient) async throws(StorageError)
+    -> StorageMetadata
+  {
+    guard let source = change.source else { throw StorageError(code: .internalError, object: change.name, detail: "a copy without a source") }
+    let m = try await client.copy(source.name, generation: source.generation, to: target, ifGenerationMatch: ifGenerationMatch)
+    guard let mtime = change.mtime, m.customMetadata?["mtime"] == nil else { return m }
+    return (try? await client.updateMetadata(target, contentType: nil, custom: ["mtime": Self.rfc3339(mtime)], ifGenerationMatch: m.generation)) ?? m
   }
 
   private func failedOrLater(_ change: PendingChange, _ error: StorageError) -> Result {

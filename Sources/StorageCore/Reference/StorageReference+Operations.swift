@@ -362,3 +362,32 @@ final class StreamCounter: @unchecked Sendable {
   var delivered: Int64 = 0
   var errorBody = Data()
 }
+
+extension StorageReference {
+  /// Copies generation `generation` of this object (nil: the live one) to `target` on the server,
+  /// with `preconditions` on the target; a large object may take several rewrite calls, each
+  /// continuing where the last stopped. Fails with `invalidArgument` where the protocol has no copy.
+  package func copy(to target: StorageReference, generation: Int64?, preconditions: Preconditions) async throws(StorageError)
+    -> StorageMetadata
+  {
+    try requireObject("copy")
+    var token: String?
+    while true {
+      guard let request = storage.wire.copy(path, generation: generation, to: target.path, preconditions: preconditions, rewriteToken: token)
+      else { throw StorageError(code: .invalidArgument, object: description, detail: "this API has no server-side copy") }
+      let response = try await runnerForOperations.run(request)
+      guard let json = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] else {
+        throw StorageError(code: .unknown, object: description, detail: "the copy's answer is not JSON")
+      }
+      // copyTo answers the object; rewriteTo a progress report holding it once done.
+      if json["kind"] as? String != "storage#rewriteResponse" || json["done"] as? Bool == true {
+        let resource = json["resource"] as? [String: Any] ?? json
+        return StorageMetadata(dictionary: resource).through(target)
+      }
+      guard let next = json["rewriteToken"] as? String, !next.isEmpty else {
+        throw StorageError(code: .unknown, object: description, detail: "the rewrite is not done and gave no token to go on")
+      }
+      token = next
+    }
+  }
+}

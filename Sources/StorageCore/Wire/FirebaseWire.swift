@@ -48,6 +48,13 @@ struct FirebaseWire: ObjectWire {
   }
 
   /// One-request upload: a JSON metadata part and the bytes, as the JS SDK's `uploadBytes` sends.
+  /// Firebase Storage REST has no copy: the bytes go through the client.
+  func copy(_ source: StoragePath, generation: Int64?, to target: StoragePath, preconditions: Preconditions, rewriteToken: String?)
+    -> HTTPRequest?
+  {
+    nil
+  }
+
   func multipartUpload(_ path: StoragePath, metadataJSON: Data, contentType: String, bytes: Data, preconditions: Preconditions)
     -> HTTPRequest
   {

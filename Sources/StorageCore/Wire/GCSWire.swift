@@ -48,6 +48,18 @@ struct GCSWire: ObjectWire {
     HTTPRequest(method: "DELETE", url: objectURL(path, preconditions.query), headers: authHeaders)
   }
 
+  func copy(_ source: StoragePath, generation: Int64?, to target: StoragePath, preconditions: Preconditions, rewriteToken: String?)
+    -> HTTPRequest?
+  {
+    var query = preconditions.query
+    if let generation { query.append(("sourceGeneration", String(generation))) }
+    if let rewriteToken { query.append(("rewriteToken", rewriteToken)) }
+    let url = objectURL(source) + "/rewriteTo/b/\(PercentEncoding.encode(target.bucket))/o/\(PercentEncoding.encode(target.object))"
+    return HTTPRequest(
+      method: "POST", url: query.isEmpty ? url : url + "?" + PercentEncoding.query(query),
+      headers: authHeaders + [("Content-Type", "application/json; charset=utf-8")], body: .data(Data("{}".utf8)))
+  }
+
   func multipartUpload(_ path: StoragePath, metadataJSON: Data, contentType: String, bytes: Data, preconditions: Preconditions)
     -> HTTPRequest
   {

@@ -46,6 +46,10 @@ protocol ObjectWire: Sendable {
   func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?) -> HTTPRequest
   func updateMetadata(_ path: StoragePath, json: Data, preconditions: Preconditions) -> HTTPRequest
   func delete(_ path: StoragePath, preconditions: Preconditions) -> HTTPRequest
+  /// A server-side copy of generation `generation` of `source` to `target` (one step of a
+  /// rewrite, continued with `rewriteToken`); nil where the protocol has none (v0).
+  func copy(_ source: StoragePath, generation: Int64?, to target: StoragePath, preconditions: Preconditions, rewriteToken: String?)
+    -> HTTPRequest?
   func multipartUpload(_ path: StoragePath, metadataJSON: Data, contentType: String, bytes: Data, preconditions: Preconditions)
     -> HTTPRequest
   func startResumableUpload(

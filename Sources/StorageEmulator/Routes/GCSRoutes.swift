@@ -59,6 +59,9 @@ struct GCSRoutes {
       guard request.method == "POST" else { return Self.error(405, "invalid", "uploads are POSTed") }
       return upload(bucket: bucket, request: &request)
     }
+    if request.method == "POST", let copy = Self.parseCopy(request.rawPath) {
+      return self.copy(copy, request: &request)
+    }
     guard let name = route.object else {
       guard request.method == "GET" else { return Self.error(405, "invalid", "method not allowed") }
       return list(bucket: bucket, query: request.query, base: request.publicBase)
@@ -95,6 +98,62 @@ struct GCSRoutes {
     default:
       return Self.error(405, "invalid", "method not allowed")
     }
+  }
+
+  /// A server-side copy's route: `/storage/v1/b/B/o/SOURCE/{rewriteTo,copyTo}/b/B2/o/TARGET`.
+  struct CopyRoute {
+    var bucket: String
+    var source: String
+    var targetBucket: String
+    var target: String
+    /// `rewriteTo` answers a rewrite response around the object; `copyTo` the object.
+    var rewrite: Bool
+  }
+
+  static func parseCopy(_ path: String) -> CopyRoute? {
+    let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+    guard segments.count >= 10, segments[0] == "storage", segments[1] == "v1", segments[2] == "b", segments[4] == "o" else { return nil }
+    // Object names in these paths have their slashes encoded, so the verb is one segment.
+    guard let verb = segments.indices.dropFirst(5).first(where: { segments[$0] == "rewriteTo" || segments[$0] == "copyTo" }),
+      segments.count > verb + 4, segments[verb + 1] == "b", segments[verb + 3] == "o",
+      let bucket = segments[3].removingPercentEncoding,
+      let source = segments[5..<verb].joined(separator: "/").removingPercentEncoding,
+      let targetBucket = segments[verb + 2].removingPercentEncoding,
+      let target = segments[(verb + 4)...].joined(separator: "/").removingPercentEncoding,
+      !source.isEmpty, !target.isEmpty
+    else { return nil }
+    return CopyRoute(bucket: bucket, source: source, targetBucket: targetBucket, target: target, rewrite: segments[verb] == "rewriteTo")
+  }
+
+  /// A server-side copy, done in one call (`done: true`): `sourceGeneration` names the version
+  /// to copy (only the live one is kept here), `ifSourceGeneration*` are checked against it,
+  /// the other preconditions against the target; the JSON body overrides the copied metadata.
+  private func copy(_ route: CopyRoute, request: inout ServerRequest) -> ServerResponse {
+    guard let source = store.get(route.bucket, route.source), generationMatches(source, ["generation": request.query["sourceGeneration"] ?? String(source.generation)])
+    else { return Self.error(404, "notFound", "No such object: \(route.bucket)/\(route.source)") }
+    var sourceQuery: [String: String] = [:]
+    for (key, value) in request.query where key.hasPrefix("ifSource") {
+      sourceQuery["if" + key.dropFirst("ifSource".count)] = value
+    }
+    if let failed = preconditionFailure(source, sourceQuery) { return failed }
+    if let failed = preconditionFailure(store.get(route.targetBucket, route.target), request.query) { return failed }
+    guard let body = try? request.body.readAll(limit: 1 << 20),
+      let json = (body.isEmpty ? [:] : try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+    else { return Self.error(400, "invalid", "the body must be a JSON object") }
+    let record: ObjectRecord
+    do {
+      record = try store.copy(source, bucket: route.targetBucket, name: route.target, metadata: json)
+    } catch ObjectStore.Refusal.invalidName(let why) {
+      return Self.error(400, "invalid", why)
+    } catch {
+      return Self.error(500, "internalError", "cannot store the copy")
+    }
+    let resource = record.gcsResource(base: request.publicBase)
+    guard route.rewrite else { return .json(200, resource) }
+    return .json(200, [
+      "kind": "storage#rewriteResponse", "totalBytesRewritten": String(record.size), "objectSize": String(record.size), "done": true,
+      "resource": resource,
+    ])
   }
 
   private func generationMatches(_ record: ObjectRecord, _ query: [String: String]) -> Bool {

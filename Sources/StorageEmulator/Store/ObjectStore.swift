@@ -143,9 +143,10 @@ final class ObjectStore: @unchecked Sendable {
     case invalidName(String)
   }
 
-  /// Makes a finished upload visible as the newest generation of `name`.
+  /// Makes a finished upload (or a copy's bytes, with the `copied` object's hashes and metadata)
+  /// visible as the newest generation of `name`.
   func commit(
-    bucket: String, name: String, temporaryPath: String, size: Int64, hashes: ObjectHashes,
+    bucket: String, name: String, temporaryPath: String, size: Int64, hashes: ObjectHashes? = nil, copied: ObjectRecord? = nil,
     metadata: [String: Any]
   ) throws -> ObjectRecord {
     if let problem = Self.nameProblem(name) { throw Refusal.invalidName(problem) }
@@ -153,13 +154,21 @@ final class ObjectStore: @unchecked Sendable {
     try FileManager.default.createDirectory(
       at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     let generation = nextGeneration()
-    let (md5, crc) = hashes.finish()
+    let (md5, crc) = hashes?.finish() ?? (copied?.md5Hash ?? "", copied?.crc32c ?? "")
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     let dataFile = ObjectHashes.sha256Hex(name) + "-\(generation).bin"
-    var record = ObjectRecord(
+    var record = copied ?? ObjectRecord(
       name: name, bucket: bucket, generation: generation, metageneration: 1, size: size,
       contentType: "application/octet-stream", md5Hash: md5, crc32c: crc, timeCreated: now, updated: now,
       metadata: [:], downloadTokens: [UUID().uuidString.lowercased()], dataFile: dataFile)
+    // A copy keeps the source's content type, custom metadata and tokens, as GCS's does.
+    record.name = name
+    record.bucket = bucket
+    record.generation = generation
+    record.metageneration = 1
+    record.timeCreated = now
+    record.updated = now
+    record.dataFile = dataFile
     record.apply(metadata)
     if rename(temporaryPath, folder.appendingPathComponent(dataFile).path) != 0 {
       throw CocoaError(.fileWriteUnknown)
