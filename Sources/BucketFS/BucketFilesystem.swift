@@ -35,7 +35,6 @@ public final class BucketFilesystem: Sendable {
     let copy: PartialCopy?
     /// Staging of a large object starts after the first read is answered, so that its download
     /// does not delay the first byte.
-    let stagingStarted = Atomic<Bool>(false)
     /// When a read of this handle last ran out of time.
     let lastTimeout = Mutex<ContinuousClock.Instant?>(nil)
     init(objectName: String, metadata: StorageMetadata, reader: ObjectReader, copy: PartialCopy?) {
@@ -238,13 +237,6 @@ public final class BucketFilesystem: Sendable {
     let file = OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy)
     let fh = openFiles.add(file)
     readAhead(after: node)
-    if copy != nil {
-      // Opened but not read soon (or read only after a while): stage anyway.
-      Task {
-        try? await Task.sleep(for: .milliseconds(300))
-        startStaging(file)
-      }
-    }
     return (fh, keep)
   }
 
@@ -259,7 +251,7 @@ public final class BucketFilesystem: Sendable {
     let (entries, index) = (found.entries, found.index)
     let wanted = folderReadAhead.opened(dir: dir, index: index, count: entries.count)
     guard !wanted.isEmpty else { return }
-    let largest = staging == nil ? Int64(1 << 20) : StagingArea.smallObject
+    let largest = StagingArea.readAheadLimit(staging: staging)
     let candidates = entries[wanted].filter { !$0.isDirectory && $0.objectName != nil && ($0.metadata?.size ?? 0) <= largest }
     metrics.readAheadFiles.add(candidates.count, ordering: .relaxed)
     Task { [self] in
@@ -284,13 +276,6 @@ public final class BucketFilesystem: Sendable {
     }
   }
 
-  /// Starts filling `file`'s staged copy once: the gaps its reads leave are fetched in the
-  /// background, so that the whole object ends up staged.
-  private func startStaging(_ file: OpenFile) {
-    guard !file.stagingStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
-    file.copy?.startFilling()
-  }
-
   public func read(handle: UInt64, offset: Int64, count: Int) async throws(FSError) -> ReadReply {
     if WriteBack.isLocal(handle) { return try readLocal(handle: handle, offset: offset, count: count) }
     if let cached = readIfCached(handle: handle, offset: offset, count: count) { return cached }
@@ -308,7 +293,7 @@ public final class BucketFilesystem: Sendable {
       let reply = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(StorageError) -> ReadReply in
         try await self.fetch(file, offset: offset, end: end)
       }
-      startStaging(file)
+      staging?.served(file.copy)
       return reply
     } catch {
       if error.code == .timedOut || error.code == .retryLimitExceeded { file.lastTimeout.withLock { $0 = .now } }
