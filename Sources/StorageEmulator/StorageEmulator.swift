@@ -99,7 +99,7 @@ public final class StorageEmulator: Sendable {
 
   /// Changes the injected faults from now on.
   public func setFaults(_ faults: Faults) {
-    server.faults.withLock { $0 = faults }
+    server.setFaults(faults)
   }
 
   /// Stops listening and closes every connection.

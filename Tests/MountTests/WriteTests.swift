@@ -501,9 +501,10 @@ import Testing
     #expect(try getxattr(m.path("g/moved.bin"), "user.sync_state").get() != "synced")
     #expect(await object(fx, "g/big.bin") == big)
 
-    // The first copy's answer is lost: the copy was made, and its retry must see that.
+    // The answer to the file's copy is lost: the copy was made, and its retry must see that
+    // (and still give the copy the file's time).
     var losing = Faults()
-    losing.loseAnswerTo = "rewriteTo"
+    losing.loseAnswerTo = "rewriteTo/b/\(fx.bucket)/o/g%2Fmoved.bin?"
     losing.limit = 1
     emulator.setFaults(losing)
     (status, output) = bucketSync(m)

@@ -542,8 +542,9 @@ public final class WriteBackQueue: Sendable {
         // A folder placeholder someone else made (or removed) meanwhile: the folder is as wanted.
         return (try? done(change, produced: nil)) ?? .applied(nil)
       }
-      if change.kind == .copy, let m = try? await client.metadata(of: change.name), m.holdsBytes(of: change.source) {
+      if change.kind == .copy, let found = try? await client.metadata(of: change.name), found.holdsBytes(of: change.source) {
         // A retried copy whose first try went through: the name holds what the copy put there.
+        let m = await keepTime(change, found, at: change.name, client: client)
         return (try? done(change, produced: m.generation, metadata: m)) ?? .applied(m)
       }
       if !change.kind.putsVersion {
@@ -617,6 +618,12 @@ public final class WriteBackQueue: Sendable {
   {
     guard let source = change.source else { throw StorageError(code: .internalError, object: change.name, detail: "a copy without a source") }
     let m = try await client.copy(source.name, generation: source.generation, to: target, ifGenerationMatch: ifGenerationMatch)
+    return await keepTime(change, m, at: target, client: client)
+  }
+
+  /// A copy whose source kept no time of its own gets the one the mount showed (best effort:
+  /// the bytes are in place either way).
+  private func keepTime(_ change: PendingChange, _ m: StorageMetadata, at target: String, client: any ObjectClient) async -> StorageMetadata {
     guard let mtime = change.mtime, m.customMetadata?["mtime"] == nil else { return m }
     return (try? await client.updateMetadata(target, contentType: nil, custom: ["mtime": Self.rfc3339(mtime)], ifGenerationMatch: m.generation)) ?? m
   }

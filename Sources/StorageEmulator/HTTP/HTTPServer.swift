@@ -151,6 +151,12 @@ final class HTTPServer: @unchecked Sendable {
     return handler(&request)
   }
 
+  /// New faults, counted from now (`Faults.limit`).
+  func setFaults(_ new: Faults) {
+    faults.withLock { $0 = new }
+    faultCounter.withLock { $0 = (0, 0) }
+  }
+
   /// True when the answer to the request for `target` is to be lost (see `Faults.loseAnswerTo`).
   func losesAnswer(target: String) -> Bool {
     let f = faults.withLock { $0 }
