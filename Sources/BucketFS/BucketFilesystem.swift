@@ -33,10 +33,7 @@ public final class BucketFilesystem: Sendable {
     /// The staged copy being filled, which reads are answered from (nil: staging is off, the
     /// object is staged completely already, small or too large, or the copy broke).
     let copy: PartialCopy?
-    /// Staging of a large object starts after the first read is answered, so that its download
-    /// does not delay the first byte.
-    /// When a read of this handle last ran out of time.
-    let lastTimeout = Mutex<ContinuousClock.Instant?>(nil)
+    let opened = ContinuousClock.now
     init(objectName: String, metadata: StorageMetadata, reader: ObjectReader, copy: PartialCopy?) {
       self.objectName = objectName
       self.metadata = metadata
@@ -55,8 +52,8 @@ public final class BucketFilesystem: Sendable {
   /// The generation each inode had when last opened: when it is unchanged the kernel may keep
   /// its page cache across opens.
   private let openedGenerations = Mutex<[UInt64: Int64]>([:])
-  /// How long a timed-out read makes the next reads of the handle fail at once.
-  static let timeoutEcho: Duration = .seconds(1)
+  /// Reads that just ran out of time make the next reads of the object fail at once, for 1 s.
+  private let recentTimeouts = RecentTimeouts(echo: .seconds(1))
 
   public init(
     client: any ObjectClient, prefix: String, options: MountOptions, staging: StagingArea?,
@@ -282,12 +279,7 @@ public final class BucketFilesystem: Sendable {
     guard let file = openFiles[handle] else { throw FSError(EBADF) }
     let end = min(file.metadata.size, offset + Int64(count))
     if options.offline { throw FSError(EIO) }
-    // A read that just failed for lack of an answer fails again at once for a moment: the
-    // kernel retries a failed readahead page by page, and each retry would wait the whole
-    // read_timeout again before the reader sees the error.
-    if let failed = file.lastTimeout.withLock({ $0 }), ContinuousClock.now - failed < Self.timeoutEcho {
-      throw FSError(EIO)
-    }
+    if recentTimeouts.isFresh(file.objectName, generation: file.metadata.generation, openedAt: file.opened) { throw FSError(EIO) }
     metrics.cacheMisses.add(1, ordering: .relaxed)
     do {
       let reply = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(StorageError) -> ReadReply in
@@ -296,7 +288,7 @@ public final class BucketFilesystem: Sendable {
       staging?.served(file.copy)
       return reply
     } catch {
-      if error.code == .timedOut || error.code == .retryLimitExceeded { file.lastTimeout.withLock { $0 = .now } }
+      if error.code == .timedOut || error.code == .retryLimitExceeded { recentTimeouts.timedOut(file.objectName, generation: file.metadata.generation) }
       throw FSError(error)
     }
   }
