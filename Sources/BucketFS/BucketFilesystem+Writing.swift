@@ -40,7 +40,7 @@ extension BucketFilesystem {
   private func localFile(name: String, path: String, size: Int64, mtime: Double) -> DirectoryEntry {
     let when = Date(timeIntervalSince1970: mtime)
     let metadata = StorageMetadata(dictionary: [
-      "name": prefix + path, "bucket": client.bucket, "size": String(size), "generation": "0",
+      "name": client.bucketName(path), "bucket": client.bucket, "size": String(size), "generation": "0",
       "updated": StorageMetadata.formatDate(when), "timeCreated": StorageMetadata.formatDate(when),
     ])
     return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata)
@@ -190,7 +190,7 @@ extension BucketFilesystem {
   /// The object's bytes into `fd`: from its complete staged copy when there is one, else from
   /// the server (pinned to the generation the edit is based on).
   private func download(_ path: String, _ m: StorageMetadata, into fd: Int32) async throws(FSError) {
-    let full = prefix + path
+    let full = client.bucketName(path)
     if let staged = staging?.completeEntries()[full], staged.metadata.generation == m.generation,
       (try? Self.copy(from: staged.dataPath, to: fd)) != nil
     {
@@ -205,7 +205,7 @@ extension BucketFilesystem {
       let end = min(m.size, offset + chunk)
       let data: Data
       do throws(StorageError) {
-        data = try await bucketClient.read(full, range: offset..<end, generation: m.generation)
+        data = try await client.read(path, range: offset..<end, generation: m.generation)
       } catch {
         throw FSError(error)
       }
@@ -219,7 +219,7 @@ extension BucketFilesystem {
   // MARK: the operations
 
   /// Creates file `name` in folder `parent` and opens it for writing.
-  public func create(parent: UInt64, name: String, flags: Int32) async throws(FSError) -> (FileAttributes, UInt64) {
+  package func create(parent: UInt64, name: String, flags: Int32) async throws(FSError) -> (FileAttributes, UInt64) {
     let writeBack = try writable()
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
     guard Namespace.isValidName(name) else { throw FSError(EINVAL) }
@@ -241,7 +241,7 @@ extension BucketFilesystem {
     return a
   }
 
-  public func write(handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(FSError) -> Int {
+  package func write(handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(FSError) -> Int {
     guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { throw FSError(EBADF) }
     // Queued bytes are never evicted: past the staging budget a write fails, and nothing queued
     // is lost.
@@ -266,7 +266,7 @@ extension BucketFilesystem {
   }
 
   /// A close of a handle: the bytes written so far are queued (durably) before it returns.
-  public func flush(handle: UInt64) throws(FSError) {
+  package func flush(handle: UInt64) throws(FSError) {
     guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { return }
     try queue(edit)
   }
@@ -303,7 +303,7 @@ extension BucketFilesystem {
 
   /// fsync: the file's bytes are queued, then its upload is waited for; with the server out of
   /// reach the bytes on local disk are all there is to wait for.
-  public func fsync(handle: UInt64) async throws(FSError) {
+  package func fsync(handle: UInt64) async throws(FSError) {
     guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { return }
     guard let sequence = try queue(edit) else { return }
     switch await writeBack.queue.wait(for: sequence, within: 3600) {
@@ -314,7 +314,7 @@ extension BucketFilesystem {
   }
 
   /// Size and times. Mode and owner belong to the mount's options and are left as they are.
-  public func setattr(_ ino: UInt64, size: Int64?, mtime: Double?, handle: UInt64?) async throws(FSError) -> FileAttributes {
+  package func setattr(_ ino: UInt64, size: Int64?, mtime: Double?, handle: UInt64?) async throws(FSError) -> FileAttributes {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { return attributes(ino: ino, directory: true, metadata: nil) }
     guard size != nil || mtime != nil else { return try await getattr(ino) }
@@ -343,7 +343,7 @@ extension BucketFilesystem {
     return localAttributes(path, edit: edit, lookup: false)
   }
 
-  public func unlink(parent: UInt64, name: String) async throws(FSError) {
+  package func unlink(parent: UInt64, name: String) async throws(FSError) {
     let writeBack = try writable()
     guard let dir = inodes.node(parent) else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
@@ -370,7 +370,7 @@ extension BucketFilesystem {
     return (entry, .generation(entry.metadata?.generation ?? 0))
   }
 
-  public func mkdir(parent: UInt64, name: String) async throws(FSError) -> FileAttributes {
+  package func mkdir(parent: UInt64, name: String) async throws(FSError) -> FileAttributes {
     let writeBack = try writable()
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
     guard Namespace.isValidName(name) else { throw FSError(EINVAL) }
@@ -385,7 +385,7 @@ extension BucketFilesystem {
     return attributes(ino: ino, directory: true, metadata: nil)
   }
 
-  public func rmdir(parent: UInt64, name: String) async throws(FSError) {
+  package func rmdir(parent: UInt64, name: String) async throws(FSError) {
     let writeBack = try writable()
     guard let dir = inodes.node(parent) else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
@@ -400,7 +400,7 @@ extension BucketFilesystem {
   /// name is deleted (based on what it was), both through the queue, in that order. A folder is
   /// renamed file by file the same way, up to `folderRenameLimit` files (beyond: EXDEV, and `mv`
   /// copies it). A file still open follows its rename, as on a disk.
-  public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(FSError) {
+  package func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(FSError) {
     let writeBack = try writable()
     guard let from = inodes.node(parent), let to = inodes.node(newParent), to.isDirectory else { throw FSError(ENOENT) }
     guard Namespace.isValidName(newName) else { throw FSError(EINVAL) }
@@ -442,7 +442,7 @@ extension BucketFilesystem {
     custom.removeValue(forKey: "mtime")
     // A file as the bucket has it, where the bucket copies: the server copies it, so nothing is
     // downloaded and the rename works with the server away too.
-    if bucketClient.copiesOnServer, writeBack.edits[source] == nil, writeBack.queue.view(source) == nil, case .generation(let g) = sourceBase, g > 0,
+    if client.copiesOnServer, writeBack.edits[source] == nil, writeBack.queue.view(source) == nil, case .generation(let g) = sourceBase, g > 0,
       let m = entry.metadata
     {
       let from = PendingChange.Source(name: source, generation: g, size: m.size, crc32c: m.crc32c, md5Hash: m.md5Hash)
@@ -469,7 +469,7 @@ extension BucketFilesystem {
 
   /// How many files a folder rename moves at most; a larger folder answers EXDEV, and `mv`
   /// copies it through the mount instead (the same uploads and deletes, one file at a time).
-  public static let folderRenameLimit = 1000
+  package static let folderRenameLimit = 1000
 
   /// A folder renamed file by file: every folder under it gets its placeholder under the new
   /// name, every file is moved as `moveFile` moves one, and the old placeholders are deleted.
@@ -519,7 +519,7 @@ extension BucketFilesystem {
 
   /// `setfattr -n user.content_type` or `user.meta.KEY`: the object's metadata, through the
   /// queue. Other names are the object's own (size, hashes…: EPERM) or not ours (ENOTSUP).
-  public func setXattr(_ ino: UInt64, name: String, value: String) async throws(FSError) {
+  package func setXattr(_ ino: UInt64, name: String, value: String) async throws(FSError) {
     let writeBack = try writable()
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     // A folder is a name prefix: it has no metadata of its own.
@@ -562,9 +562,9 @@ extension BucketFilesystem {
   }
 
   /// The root's `user.bucketfs.queue`: how many changes wait, then one line per change.
-  public static let queueAttribute = "user.bucketfs.queue"
+  package static let queueAttribute = "user.bucketfs.queue"
 
-  public func queueText() -> String {
+  package func queueText() -> String {
     guard let writeBack else { return "0\n" }
     let t = writeBack.queue.totals
     return "\(t.changes) \(t.failed)\n" + writeBack.queue.describe()

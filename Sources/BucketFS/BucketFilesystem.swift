@@ -9,20 +9,18 @@ import Foundation
 import StorageCore
 import Synchronization
 
-public final class BucketFilesystem: Sendable {
-  /// The bucket as the mount sees it: names relative to the prefix.
-  public let client: any ObjectClient
-  /// The bucket itself, for reads and staged copies, which go by full object names.
-  let bucketClient: any ObjectClient
-  public let prefix: String
-  public let options: MountOptions
-  public let inodes = InodeTable()
+package final class BucketFilesystem: Sendable {
+  /// The bucket as the mount sees it: names relative to the prefix (`bucketWide` for reads and
+  /// staged copies, which go by names in the bucket, shared by every mount of it).
+  package let client: any ObjectClient
+  package let options: MountOptions
+  package let inodes = InodeTable()
   let namespace: Namespace
-  public let cache: BlockCache
-  public let staging: StagingArea?
+  package let cache: BlockCache
+  package let staging: StagingArea?
   let mountTime = Date().timeIntervalSince1970
   let log: @Sendable (String) -> Void
-  public let metrics: Metrics
+  package let metrics: Metrics
   let tokenRefreshes: @Sendable () -> Int
   let transferLoopAge: @Sendable () -> Double
 
@@ -55,7 +53,7 @@ public final class BucketFilesystem: Sendable {
   /// Reads that just ran out of time make the next reads of the object fail at once, for 1 s.
   private let recentTimeouts = RecentTimeouts(echo: .seconds(1))
 
-  public init(
+  package init(
     client: any ObjectClient, prefix: String, options: MountOptions, staging: StagingArea?,
     log: @escaping @Sendable (String) -> Void, metrics: Metrics = Metrics(), tokenRefreshes: @escaping @Sendable () -> Int = { 0 },
     transferLoopAge: @escaping @Sendable () -> Double = { 0 }
@@ -63,16 +61,12 @@ public final class BucketFilesystem: Sendable {
     self.metrics = metrics
     self.tokenRefreshes = tokenRefreshes
     self.transferLoopAge = transferLoopAge
-    var p = StoragePath.normalize(prefix)
-    if !p.isEmpty { p += "/" }
-    self.prefix = p
-    bucketClient = client
-    self.client = p.isEmpty ? client : PrefixedClient(client, prefix: p)
+    self.client = PrefixedClient.view(client, below: prefix)
     self.options = options
     cache = BlockCache(budget: options.cacheSize)
     self.staging = staging
     self.log = log
-    namespace = Namespace(client: self.client, prefix: p, options: options, staging: staging, log: log)
+    namespace = Namespace(client: self.client, options: options, staging: staging, log: log)
     writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, log: log) } : nil
     // An offline mount talks to no server: its changes wait in the queue for a mount that does.
     if let writeBack, !options.offline {
@@ -94,25 +88,25 @@ public final class BucketFilesystem: Sendable {
       mtime: mtime, ctime: ctime)
   }
 
-  func gsURL(_ objectPath: String) -> String { "gs://\(client.bucket)/\(prefix)\(objectPath)" }
+  func gsURL(_ objectPath: String) -> String { "gs://\(client.bucket)/\(client.bucketName(objectPath))" }
 
   /// The entries of folder `path` (relative to the mount root).
-  public func listing(_ path: String) async throws(FSError) -> [DirectoryEntry] {
+  package func listing(_ path: String) async throws(FSError) -> [DirectoryEntry] {
     try await namespace.listing(path)
   }
 
   /// Logs a failed operation once, with the object and the reason, when the failure has a cause
   /// worth a line (not a plain "no such file").
-  public func failed(_ operation: String, _ error: FSError) {
+  package func failed(_ operation: String, _ error: FSError) {
     guard let cause = error.cause, cause.code != .objectNotFound, cause.code != .cancelled else { return }
     log("\(operation) \(cause.object.isEmpty ? "" : cause.object + ": ")\(cause.detail)")
   }
 
   /// How long the bridge lets a request that waits on the server go unanswered.
-  public var requestTimeout: Double { options.readTimeout }
+  package var requestTimeout: Double { options.readTimeout }
 
   /// A request went unanswered for `seconds` and got EIO.
-  public func timedOut(_ operation: String, seconds: Double) {
+  package func timedOut(_ operation: String, seconds: Double) {
     metrics.fuseTimeouts.add(1, ordering: .relaxed)
     log("\(operation): no answer within \(seconds) s; answered EIO")
   }
@@ -120,7 +114,7 @@ public final class BucketFilesystem: Sendable {
   // MARK: lookup and getattr
 
   /// Resolves `name` in folder `parent`; the returned inode counts one kernel reference.
-  public func lookup(parent: UInt64, name: String) async throws(FSError) -> FileAttributes {
+  package func lookup(parent: UInt64, name: String) async throws(FSError) -> FileAttributes {
     if let cached = lookupIfCached(parent: parent, name: name) { return try cached.get() }
     guard let dir = inodes.node(parent) else { throw FSError(ESTALE) }
     guard dir.isDirectory else { throw FSError(ENOTDIR) }
@@ -150,7 +144,7 @@ public final class BucketFilesystem: Sendable {
     return a
   }
 
-  public func getattr(_ ino: UInt64) async throws(FSError) -> FileAttributes {
+  package func getattr(_ ino: UInt64) async throws(FSError) -> FileAttributes {
     if let cached = getattrIfCached(ino) { return cached }
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if let local = localEntry(node.path) {
@@ -163,7 +157,7 @@ public final class BucketFilesystem: Sendable {
 
   // MARK: directories
 
-  public func openDirectory(_ ino: UInt64) async throws(FSError) -> UInt64 {
+  package func openDirectory(_ ino: UInt64) async throws(FSError) -> UInt64 {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     guard node.isDirectory else { throw FSError(ENOTDIR) }
     return openDirs.add(try await mergedListing(node.path, try await namespace.listing(node.path)))
@@ -174,7 +168,7 @@ public final class BucketFilesystem: Sendable {
   /// `linked` entries carry an inode the kernel may keep (readdirplus: the caller counts a kernel
   /// reference when it hands one out); the others carry a listed-only number and no attributes
   /// worth caching — names first: a v0 listing has no attributes, and `lookup` fetches them.
-  public func readDirectory(
+  package func readDirectory(
     _ ino: UInt64, handle: UInt64, offset: Int, plus: Bool,
     emit: (DirectoryEntry, FileAttributes, _ linked: Bool) -> Bool
   ) {
@@ -197,7 +191,7 @@ public final class BucketFilesystem: Sendable {
     }
   }
 
-  public func releaseDirectory(_ handle: UInt64) {
+  package func releaseDirectory(_ handle: UInt64) {
     openDirs.remove(handle)
   }
 
@@ -205,7 +199,7 @@ public final class BucketFilesystem: Sendable {
 
   /// Opens a file for reading: pins its generation and starts staging it. Returns the handle and
   /// whether the kernel may keep cached pages from an earlier open (same generation).
-  public func open(_ ino: UInt64, flags: Int32) async throws(FSError) -> (handle: UInt64, keepCache: Bool) {
+  package func open(_ ino: UInt64, flags: Int32) async throws(FSError) -> (handle: UInt64, keepCache: Bool) {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { throw FSError(EISDIR) }
     if let local = try await openLocal(node.objectName ?? node.path, flags: flags) {
@@ -221,9 +215,9 @@ public final class BucketFilesystem: Sendable {
     } else {
       m = try await namespace.fileMetadata(path)
     }
-    let objectName = prefix + path
-    let reader = ObjectReader(client: bucketClient, cache: cache, name: objectName, generation: m.generation, size: m.size)
-    let copy = staging?.begin(objectName, metadata: m, client: bucketClient, offline: options.offline) {
+    let objectName = client.bucketName(path)
+    let reader = ObjectReader(client: client.bucketWide, cache: cache, name: objectName, generation: m.generation, size: m.size)
+    let copy = staging?.begin(objectName, metadata: m, client: client.bucketWide, offline: options.offline) {
       try? await reader.read(offset: 0, count: Int(m.size))
     }
     let keep = openedGenerations.withLock { g -> Bool in
@@ -262,18 +256,18 @@ public final class BucketFilesystem: Sendable {
             var known = entry.metadata
             if known == nil { known = try? await namespace.fileMetadata(entryName) }
             guard let m = known, m.size <= largest else { return }
-            let fullName = prefix + entryName
+            let fullName = client.bucketName(entryName)
             // Staged already, or cached: nothing to fetch.
             if staging?.status(fullName, generation: m.generation, size: m.size) == .complete { return }
             if cache.cached(BlockCache.Key(name: fullName, generation: m.generation, page: 0)) != nil { return }
-            await ObjectReader(client: bucketClient, cache: cache, name: fullName, generation: m.generation, size: m.size).fetchAhead()
+            await ObjectReader(client: client.bucketWide, cache: cache, name: fullName, generation: m.generation, size: m.size).fetchAhead()
           }
         }
       }
     }
   }
 
-  public func read(handle: UInt64, offset: Int64, count: Int) async throws(FSError) -> ReadReply {
+  package func read(handle: UInt64, offset: Int64, count: Int) async throws(FSError) -> ReadReply {
     if WriteBack.isLocal(handle) { return try readLocal(handle: handle, offset: offset, count: count) }
     if let cached = readIfCached(handle: handle, offset: offset, count: count) { return cached }
     guard let file = openFiles[handle] else { throw FSError(EBADF) }
@@ -309,7 +303,7 @@ public final class BucketFilesystem: Sendable {
     return try await file.reader.reply(offset: offset, count: Int(end - offset))
   }
 
-  public func release(handle: UInt64) {
+  package func release(handle: UInt64) {
     if WriteBack.isLocal(handle) { return releaseLocal(handle: handle) }
     guard let file = openFiles.remove(handle) else { return }
     // Read-ahead of a closed file is wasted: stop it, unless another handle reads the object.
@@ -320,7 +314,7 @@ public final class BucketFilesystem: Sendable {
 
   // MARK: answers from the caches, without a task hop (nil: ask the async function)
 
-  public func lookupIfCached(parent: UInt64, name: String) -> Result<FileAttributes, FSError>? {
+  package func lookupIfCached(parent: UInt64, name: String) -> Result<FileAttributes, FSError>? {
     guard let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return nil }
     if let local = localEntry(Namespace.join(dir.path, name)) {
       guard let entry = local else { return .failure(FSError(ENOENT)) }
@@ -329,7 +323,7 @@ public final class BucketFilesystem: Sendable {
     return namespace.resolveIfCached(dir: dir.path, name: name)?.map { linked($0, in: dir.path) }
   }
 
-  public func getattrIfCached(_ ino: UInt64) -> FileAttributes? {
+  package func getattrIfCached(_ ino: UInt64) -> FileAttributes? {
     guard let node = inodes.node(ino) else { return nil }
     if writeBack != nil, let local = localEntry(node.path) {
       // Removed here: the async path answers ENOENT.
@@ -340,7 +334,7 @@ public final class BucketFilesystem: Sendable {
     return attributes(ino: ino, directory: false, metadata: m)
   }
 
-  public func xattrsIfCached(_ ino: UInt64) -> [(String, String)]? {
+  package func xattrsIfCached(_ ino: UInt64) -> [(String, String)]? {
     guard let node = inodes.node(ino) else { return nil }
     if !node.isDirectory, writeBack != nil, let local = localEntry(node.path) {
       guard local != nil else { return nil }
@@ -353,7 +347,7 @@ public final class BucketFilesystem: Sendable {
 
   /// The bytes when they are at hand: in a complete staged copy, in the copy being filled, or
   /// in the block cache. Nil when the async path must fetch them.
-  public func readIfCached(handle: UInt64, offset: Int64, count: Int) -> ReadReply? {
+  package func readIfCached(handle: UInt64, offset: Int64, count: Int) -> ReadReply? {
     if WriteBack.isLocal(handle) { return try? readLocal(handle: handle, offset: offset, count: count) }
     guard let file = openFiles[handle] else { return nil }
     let end = min(file.metadata.size, offset + Int64(count))
@@ -374,7 +368,7 @@ public final class BucketFilesystem: Sendable {
 
   // MARK: metrics
 
-  public func readings() -> Metrics.Readings {
+  package func readings() -> Metrics.Readings {
     let (stagedBytes, stagedFiles) = staging?.totals ?? (0, 0)
     return Metrics.Readings(
       cacheBytes: cache.bytesCached, cacheEvictions: cache.evictions, stagingBytes: stagedBytes, stagingFiles: stagedFiles,
@@ -384,15 +378,15 @@ public final class BucketFilesystem: Sendable {
   }
 
   /// The extended attribute of the mount's root that `bucketfs stats` reads.
-  public static let statsAttribute = "user.bucketfs.stats"
+  package static let statsAttribute = "user.bucketfs.stats"
 
-  public func statsText() -> String {
+  package func statsText() -> String {
     metrics.summary(readings()).map { "\($0.0)\t\($0.1)" }.joined(separator: "\n") + "\n"
   }
 
   // MARK: extended attributes
 
-  public func xattrs(_ ino: UInt64) async throws(FSError) -> [(String, String)] {
+  package func xattrs(_ ino: UInt64) async throws(FSError) -> [(String, String)] {
     if let cached = xattrsIfCached(ino) { return cached }
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     return xattrs(node, try await namespace.fileMetadata(node.objectName ?? node.path))
@@ -402,7 +396,7 @@ public final class BucketFilesystem: Sendable {
     let objectName = node.objectName ?? node.path
     let token = m.downloadTokens?.split(separator: ",").first.map(String.init)
     let url = token.map { client.downloadURL(name: objectName, token: $0) }
-    let staged = staging?.status(prefix + objectName, generation: m.generation, size: m.size) ?? .none
+    let staged = staging?.status(client.bucketName(objectName), generation: m.generation, size: m.size) ?? .none
     return Xattrs.forFile(metadata: m, gsURL: gsURL(objectName), downloadURL: url, staged: staged) + syncAttributes(objectName, m)
   }
 }

@@ -2,8 +2,8 @@ import Foundation
 import StorageCore
 
 /// The one place where errors become errno values.
-public enum ErrnoMapping {
-  public static func errno(_ error: StorageError) -> Int32 {
+package enum ErrnoMapping {
+  package static func errno(_ error: StorageError) -> Int32 {
     switch error.code {
     case .objectNotFound, .bucketNotFound, .projectNotFound: return ENOENT
     case .unauthenticated, .unauthorized: return EACCES
@@ -17,7 +17,7 @@ public enum ErrnoMapping {
   }
 
   /// True when the server cannot be reached at all, so local copies should answer instead.
-  public static func isServerGone(_ error: StorageError) -> Bool {
+  package static func isServerGone(_ error: StorageError) -> Bool {
     switch error.code {
     case .serverUnreachable, .timedOut, .retryLimitExceeded: return true
     default: return false
@@ -27,18 +27,18 @@ public enum ErrnoMapping {
 
 /// A filesystem failure as an errno, for the bridge to reply with, and what caused it, for the
 /// one log line the bridge writes about a failed operation.
-public struct FSError: Error, Sendable, Equatable {
-  public let errno: Int32
+package struct FSError: Error, Sendable, Equatable {
+  package let errno: Int32
   /// The server's or the transport's failure, naming the object; nil for plain answers.
-  public let cause: StorageError?
-  public init(_ errno: Int32) {
+  package let cause: StorageError?
+  package init(_ errno: Int32) {
     self.errno = errno
     cause = nil
   }
-  public init(_ error: StorageError) {
+  package init(_ error: StorageError) {
     errno = ErrnoMapping.errno(error)
     cause = error
   }
   /// Equal when the errno is: the kernel sees nothing else.
-  public static func == (a: FSError, b: FSError) -> Bool { a.errno == b.errno }
+  package static func == (a: FSError, b: FSError) -> Bool { a.errno == b.errno }
 }

@@ -3,16 +3,16 @@ import StorageCore
 
 /// An object client that counts what goes through it: requests by operation and outcome, and
 /// the object bytes received.
-public struct MeteredClient: ObjectClient {
+package struct MeteredClient: ObjectClient {
   let inner: any ObjectClient
   let metrics: Metrics
 
-  public init(_ inner: any ObjectClient, metrics: Metrics) {
+  package init(_ inner: any ObjectClient, metrics: Metrics) {
     self.inner = inner
     self.metrics = metrics
   }
 
-  public var bucket: String { inner.bucket }
+  package var bucket: String { inner.bucket }
 
   /// The outcome label of a failure: the error's specific code.
   private static func outcome(_ error: StorageError) -> String { String(describing: error.code) }
@@ -28,17 +28,17 @@ public struct MeteredClient: ObjectClient {
     }
   }
 
-  public func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
+  package func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
     try await count("metadata") { () async throws(StorageError) -> StorageMetadata in try await inner.metadata(of: name) }
   }
 
-  public func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
+  package func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
     try await count("list") { () async throws(StorageError) -> ListPage in
       try await inner.listPage(prefix: prefix, pageToken: pageToken, maxResults: maxResults)
     }
   }
 
-  public func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
+  package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
     let data = try await count("read") { () async throws(StorageError) -> Data in
       try await inner.read(name, range: range, generation: generation)
     }
@@ -46,7 +46,7 @@ public struct MeteredClient: ObjectClient {
     return data
   }
 
-  public func read(
+  package func read(
     _ name: String, range: Range<Int64>, generation: Int64,
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64 {
@@ -57,9 +57,9 @@ public struct MeteredClient: ObjectClient {
     return count
   }
 
-  public func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: name, token: token) }
+  package func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: name, token: token) }
 
-  public func upload(
+  package func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
     session: UploadSession?
   ) async throws(StorageError) -> StorageMetadata {
@@ -69,13 +69,13 @@ public struct MeteredClient: ObjectClient {
     }
   }
 
-  public func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
+  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
     try await count("delete") { () async throws(StorageError) -> Void in
       try await inner.delete(name, ifGenerationMatch: ifGenerationMatch)
     }
   }
 
-  public func updateMetadata(
+  package func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
   ) async throws(StorageError) -> StorageMetadata {
     try await count("metadata_update") { () async throws(StorageError) -> StorageMetadata in
@@ -83,9 +83,9 @@ public struct MeteredClient: ObjectClient {
     }
   }
 
-  public var copiesOnServer: Bool { inner.copiesOnServer }
+  package var copiesOnServer: Bool { inner.copiesOnServer }
 
-  public func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
+  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
     -> StorageMetadata
   {
     try await count("copy") { () async throws(StorageError) -> StorageMetadata in

@@ -4,7 +4,7 @@
 import Foundation
 import Synchronization
 
-public final class Metrics: Sendable {
+package final class Metrics: Sendable {
   /// Upper bounds of the latency histogram buckets, in seconds.
   static let buckets: [Double] = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30]
 
@@ -28,19 +28,19 @@ public final class Metrics: Sendable {
   /// Files fetched ahead of their open because a process read their folder in order.
   let readAheadFiles = Atomic<Int>(0)
   /// Times the transfer loop was seen held up for more than a second.
-  public let transferLoopStalls = Atomic<Int>(0)
+  package let transferLoopStalls = Atomic<Int>(0)
 
-  public init() {}
+  package init() {}
 
   /// A request to the bucket ended: `outcome` is "ok" or the error code's name.
-  public func request(_ operation: String, outcome: String) {
+  package func request(_ operation: String, outcome: String) {
     state.withLock { $0.requests["\(operation)|\(outcome)", default: 0] += 1 }
   }
 
-  public func fetched(_ bytes: Int) { bytesFetched.add(bytes, ordering: .relaxed) }
+  package func fetched(_ bytes: Int) { bytesFetched.add(bytes, ordering: .relaxed) }
 
   /// A FUSE operation was answered after `seconds`.
-  public func fuse(_ operation: String, seconds: Double) {
+  package func fuse(_ operation: String, seconds: Double) {
     state.withLock { s in
       var h = s.fuse[operation] ?? Histogram()
       for (i, bound) in Self.buckets.enumerated() where seconds <= bound { h.counts[i] += 1 }
@@ -51,7 +51,7 @@ public final class Metrics: Sendable {
   }
 
   /// Gauges and counters kept elsewhere, read when the page is made.
-  public struct Readings: Sendable {
+  package struct Readings: Sendable {
     var cacheBytes: Int
     var cacheEvictions: Int
     var stagingBytes: Int64
@@ -75,7 +75,7 @@ public final class Metrics: Sendable {
   }
 
   /// The Prometheus text exposition format (version 0.0.4).
-  public func prometheus(_ r: Readings) -> String {
+  package func prometheus(_ r: Readings) -> String {
     let s = state.withLock { $0 }
     var out = ""
     func family(_ name: String, _ type: String, _ help: String) {
@@ -134,7 +134,7 @@ public final class Metrics: Sendable {
   }
 
   /// A few lines for a person.
-  public func summary(_ r: Readings) -> [(String, String)] {
+  package func summary(_ r: Readings) -> [(String, String)] {
     let s = state.withLock { $0 }
     let requests = s.requests.values.reduce(0, +)
     let failed = s.requests.filter { !$0.key.hasSuffix("|ok") }.values.reduce(0, +)

@@ -1,44 +1,44 @@
 import Foundation
 
 /// The mount's settings, from `-o` options.
-public struct MountOptions: Sendable {
-  public var uid: UInt32 = getuid()
-  public var gid: UInt32 = getgid()
-  public var fileMode: UInt32 = 0o444
-  public var dirMode: UInt32 = 0o555
+package struct MountOptions: Sendable {
+  package var uid: UInt32 = getuid()
+  package var gid: UInt32 = getgid()
+  package var fileMode: UInt32 = 0o444
+  package var dirMode: UInt32 = 0o555
   /// As gcsfuse's default: a walk over a tree lists each folder once however long it takes.
-  public var metadataTTL: Double = 60
+  package var metadataTTL: Double = 60
   /// 192 MiB keeps the daemon's peak RSS under 300 MiB with prefetch windows in flight.
-  public var cacheSize: Int = 192 << 20
-  public var stagingDir: URL = MountOptions.defaultStagingDir
-  public var stagingSize: Int64 = 10 << 30
-  public var stageMaxFile: Int64 = 2 << 30
-  public var readTimeout: Double = 30
+  package var cacheSize: Int = 192 << 20
+  package var stagingDir: URL = MountOptions.defaultStagingDir
+  package var stagingSize: Int64 = 10 << 30
+  package var stageMaxFile: Int64 = 2 << 30
+  package var readTimeout: Double = 30
   /// The size of a large upload's chunks (the write-back queue's); nil: the client's (32M).
-  public var uploadChunk: Int64?
-  public var offline = false
-  public var allowOther = false
-  public var debug = false
+  package var uploadChunk: Int64?
+  package var offline = false
+  package var allowOther = false
+  package var debug = false
   /// Credentials named in `-o` (the way fstab passes them): a key file or a token file.
-  public var keyFile: String?
+  package var keyFile: String?
   /// `HOST:PORT` where the Prometheus metrics page is served (`-o metrics=127.0.0.1:9464`).
-  public var metricsAddress: String?
+  package var metricsAddress: String?
   /// `log_level=error|warn|info|debug` and `log_format=text|json`.
-  public var logLevel: String?
-  public var logJSON = false
-  public var tokenFile: String?
+  package var logLevel: String?
+  package var logJSON = false
+  package var tokenFile: String?
   /// `rw` was among the options. mount(8) passes it to every mount it starts, so only
   /// `bucketfs mount -o rw` makes a mount writable; in fstab that is `writable`.
-  public var readWriteAsked = false
+  package var readWriteAsked = false
   /// Writes are accepted (`writable`, or `rw` on bucketfs's own command line).
-  public var writable = false
+  package var writable = false
   /// `ro` was among the options: read-only whatever else says.
-  public var readOnlyAsked = false
+  package var readOnlyAsked = false
   var modesGiven = false
 
   /// Settles what the options say together: `ro` wins over `writable`, and a writable mount's
   /// files and folders are writable by their owner unless modes were given.
-  public mutating func settle(writableByRW: Bool) {
+  package mutating func settle(writableByRW: Bool) {
     if writableByRW && readWriteAsked { writable = true }
     if readOnlyAsked { writable = false }
     if writable && !modesGiven {
@@ -47,24 +47,24 @@ public struct MountOptions: Sendable {
     }
   }
   /// Options passed on to libfuse untouched.
-  public var fuseOptions: [String] = []
+  package var fuseOptions: [String] = []
 
-  public init() {}
+  package init() {}
 
-  public static var defaultStagingDir: URL {
+  package static var defaultStagingDir: URL {
     let home = ProcessInfo.processInfo.environment["HOME"] ?? "/tmp"
     return URL(fileURLWithPath: home).appendingPathComponent(".cache/bucketfs/staging")
   }
 
-  public enum ParseError: Error, CustomStringConvertible {
+  package enum ParseError: Error, CustomStringConvertible {
     case bad(String)
-    public var description: String {
+    package var description: String {
       switch self { case .bad(let s): return s }
     }
   }
 
   /// Parses a comma-separated `-o` list into these options.
-  public mutating func apply(_ list: String) throws(ParseError) {
+  package mutating func apply(_ list: String) throws(ParseError) {
     for item in list.split(separator: ",").map(String.init) where !item.isEmpty {
       let kv = item.split(separator: "=", maxSplits: 1).map(String.init)
       let key = kv[0]
@@ -136,7 +136,7 @@ public struct MountOptions: Sendable {
 
   /// Seconds from outside (an option, a flag): finite, more than 0 (or 0 when allowed), at most a
   /// week. The one rule for every time a user gives.
-  public static func seconds(_ text: String, _ key: String, allowZero: Bool) throws(ParseError) -> Double {
+  package static func seconds(_ text: String, _ key: String, allowZero: Bool) throws(ParseError) -> Double {
     guard let v = Double(text), v.isFinite, allowZero ? v >= 0 : v > 0 else {
       throw .bad("\(key) takes seconds, such as 30 or 0.5")
     }
@@ -157,7 +157,7 @@ public struct MountOptions: Sendable {
   static let maxSize: Int64 = 1 << 50
 
   /// `1024`, `64K`, `256M`, `10G` (powers of 1024).
-  public static func size(_ text: String, _ key: String) throws(ParseError) -> Int64 {
+  package static func size(_ text: String, _ key: String) throws(ParseError) -> Int64 {
     let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
     var digits = text.uppercased()
     if digits.hasSuffix("B") { digits.removeLast() }

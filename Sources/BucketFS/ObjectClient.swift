@@ -3,7 +3,7 @@ import StorageCore
 
 /// What the filesystem needs from a bucket. The real one goes through StorageCore; tests use an
 /// in-memory one so that the filesystem logic runs without a kernel or a server.
-public protocol ObjectClient: Sendable {
+package protocol ObjectClient: Sendable {
   var bucket: String { get }
   func metadata(of name: String) async throws(StorageError) -> StorageMetadata
   /// One page of names under `prefix` with delimiter `/`.
@@ -35,6 +35,12 @@ public protocol ObjectClient: Sendable {
   ) async throws(StorageError) -> StorageMetadata
   /// Whether `copy` works: the bucket copies objects itself, without the bytes passing here.
   var copiesOnServer: Bool { get }
+  /// The name in the bucket of `name` as this client sees it (a view below a prefix adds it).
+  func bucketName(_ name: String) -> String
+  /// `bucketName` as this client sees it; nil when it is outside the client's view.
+  func viewName(_ bucketName: String) -> String?
+  /// The client for names in the bucket (itself, unless it is a view below a prefix).
+  var bucketWide: any ObjectClient { get }
   /// Copies generation `generation` of `source` to `target` on the server (bytes and metadata),
   /// only while `target`'s generation is `ifGenerationMatch`; a generation no longer kept fails
   /// with `objectNotFound`.
@@ -43,33 +49,36 @@ public protocol ObjectClient: Sendable {
 
 extension ObjectClient {
   /// A client that cannot change the bucket (a read-only test double) refuses.
-  public func upload(
+  package func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
     session: UploadSession?
   ) async throws(StorageError) -> StorageMetadata {
     throw StorageError(code: .unauthorized, object: name, detail: "this client cannot write")
   }
 
-  public func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
+  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
     throw StorageError(code: .unauthorized, object: name, detail: "this client cannot delete")
   }
 
-  public func updateMetadata(
+  package func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
   ) async throws(StorageError) -> StorageMetadata {
     throw StorageError(code: .unauthorized, object: name, detail: "this client cannot change metadata")
   }
 
-  public var copiesOnServer: Bool { false }
+  package var copiesOnServer: Bool { false }
+  package func bucketName(_ name: String) -> String { name }
+  package func viewName(_ bucketName: String) -> String? { bucketName }
+  package var bucketWide: any ObjectClient { self }
 
-  public func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
+  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
     -> StorageMetadata
   {
     throw StorageError(code: .invalidArgument, object: source, detail: "this client cannot copy on the server")
   }
 
   /// For clients that hold bytes in memory anyway: one delivery of the whole range.
-  public func read(
+  package func read(
     _ name: String, range: Range<Int64>, generation: Int64,
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64 {
@@ -97,41 +106,41 @@ extension ObjectClient {
 }
 
 /// The real client: StorageCore against a server.
-public struct StorageObjectClient: ObjectClient {
-  public let storage: Storage
+package struct StorageObjectClient: ObjectClient {
+  package let storage: Storage
 
-  public init(storage: Storage) { self.storage = storage }
+  package init(storage: Storage) { self.storage = storage }
 
-  public var bucket: String { storage.bucket }
+  package var bucket: String { storage.bucket }
 
   private func ref(_ name: String) -> StorageReference { storage.reference().object(named: name) }
 
-  public func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
+  package func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
     try await ref(name).getMetadata()
   }
 
-  public func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
+  package func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
     // A reference's list adds "/" itself; list the folder reference of the prefix.
     let folder = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
     return try await ref(folder).listPage(delimiter: "/", pageToken: pageToken, maxResults: maxResults)
   }
 
-  public func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
+  package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
     try await ref(name).data(range: range, generation: generation)
   }
 
-  public func read(
+  package func read(
     _ name: String, range: Range<Int64>, generation: Int64,
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64 {
     try await ref(name).read(range: range, generation: generation, valve: valve, into: deliver)
   }
 
-  public func downloadURL(name: String, token: String) -> String {
+  package func downloadURL(name: String, token: String) -> String {
     storage.downloadURL(bucket: bucket, name: name, token: token)
   }
 
-  public func upload(
+  package func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
     session: UploadSession?
   ) async throws(StorageError) -> StorageMetadata {
@@ -143,11 +152,11 @@ public struct StorageObjectClient: ObjectClient {
       session: session)
   }
 
-  public func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
+  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
     try await ref(name).delete(preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
   }
 
-  public func updateMetadata(
+  package func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
   ) async throws(StorageError) -> StorageMetadata {
     let metadata = StorageMetadata()
@@ -157,9 +166,9 @@ public struct StorageObjectClient: ObjectClient {
   }
 
   /// Only the GCS JSON API copies; Firebase Storage REST has no copy.
-  public var copiesOnServer: Bool { storage.api == .gcs }
+  package var copiesOnServer: Bool { storage.api == .gcs }
 
-  public func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
+  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
     -> StorageMetadata
   {
     try await ref(source).copy(to: ref(target), generation: generation, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))

@@ -3,23 +3,32 @@ import StorageCore
 
 /// A bucket seen from below a prefix: names in and out are relative to it, so the filesystem
 /// above never adds or strips the prefix itself.
-struct PrefixedClient: ObjectClient {
+package struct PrefixedClient: ObjectClient {
   let inner: any ObjectClient
   /// Ends with "/".
   let prefix: String
 
-  init(_ inner: any ObjectClient, prefix: String) {
+  private init(_ inner: any ObjectClient, prefix: String) {
     self.inner = inner
     self.prefix = prefix
   }
 
-  var bucket: String { inner.bucket }
+  /// `client` below `prefix` (slashes as the SDKs normalize them); `client` itself for none.
+  package static func view(_ client: any ObjectClient, below prefix: String) -> any ObjectClient {
+    let normalized = StoragePath.normalize(prefix)
+    return normalized.isEmpty ? client : PrefixedClient(client, prefix: normalized + "/")
+  }
 
-  func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
+  package var bucket: String { inner.bucket }
+  package func bucketName(_ name: String) -> String { prefix + name }
+  package func viewName(_ bucketName: String) -> String? { bucketName.hasPrefix(prefix) ? String(bucketName.dropFirst(prefix.count)) : nil }
+  package var bucketWide: any ObjectClient { inner }
+
+  package func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
     try await inner.metadata(of: prefix + name)
   }
 
-  func listPage(prefix listed: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
+  package func listPage(prefix listed: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
     let page = try await inner.listPage(prefix: prefix + listed, pageToken: pageToken, maxResults: maxResults)
     let strip = prefix.count
     // Every name the server returns starts with what was listed, and so with the prefix.
@@ -30,20 +39,20 @@ struct PrefixedClient: ObjectClient {
       metadata: metadata, nextPageToken: page.nextPageToken)
   }
 
-  func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
+  package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
     try await inner.read(prefix + name, range: range, generation: generation)
   }
 
-  func read(
+  package func read(
     _ name: String, range: Range<Int64>, generation: Int64,
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64 {
     try await inner.read(prefix + name, range: range, generation: generation, valve: valve, into: deliver)
   }
 
-  func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: prefix + name, token: token) }
+  package func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: prefix + name, token: token) }
 
-  func upload(
+  package func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
     session: UploadSession?
   ) async throws(StorageError) -> StorageMetadata {
@@ -51,19 +60,19 @@ struct PrefixedClient: ObjectClient {
       prefix + name, file: path, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch, session: session)
   }
 
-  func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
+  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
     try await inner.delete(prefix + name, ifGenerationMatch: ifGenerationMatch)
   }
 
-  func updateMetadata(
+  package func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
   ) async throws(StorageError) -> StorageMetadata {
     try await inner.updateMetadata(prefix + name, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
   }
 
-  var copiesOnServer: Bool { inner.copiesOnServer }
+  package var copiesOnServer: Bool { inner.copiesOnServer }
 
-  func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError) -> StorageMetadata {
+  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError) -> StorageMetadata {
     try await inner.copy(prefix + source, generation: generation, to: prefix + target, ifGenerationMatch: ifGenerationMatch)
   }
 }

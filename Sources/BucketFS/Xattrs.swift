@@ -1,8 +1,8 @@
 import StorageCore
 
 /// The extended attributes of a file or folder, in the order `getfattr -d` shows them.
-public enum Xattrs {
-  public static func forFile(
+package enum Xattrs {
+  package static func forFile(
     metadata m: StorageMetadata, gsURL: String, downloadURL: String?, staged: StagingArea.Status
   ) -> [(String, String)] {
     var out: [(String, String)] = []
@@ -32,7 +32,7 @@ public enum Xattrs {
     return out
   }
 
-  public static func forDirectory(gsURL: String) -> [(String, String)] {
+  package static func forDirectory(gsURL: String) -> [(String, String)] {
     [("user.gs_url", gsURL)]
   }
 }

@@ -80,7 +80,7 @@ enum MountCommand {
     let prefix = ref.fullPath
     if !options.offline {
       do {
-        _ = try await objectClient.listPage(prefix: prefix.isEmpty ? "" : prefix + "/", pageToken: nil, maxResults: 1)
+        _ = try await PrefixedClient.view(objectClient, below: prefix).listPage(prefix: "", pageToken: nil, maxResults: 1)
       } catch {
         throw .storage(error)
       }

@@ -3,14 +3,14 @@ import BucketFS
 import Foundation
 
 /// A mounted libfuse session serving a `BucketFilesystem`: the only libfuse user.
-public final class FuseSession: @unchecked Sendable {
+package final class FuseSession: @unchecked Sendable {
   /// The libfuse this process runs with (e.g. "3.14.0").
-  public static var libraryVersion: String { String(cString: fuse_pkgversion()) }
+  package static var libraryVersion: String { String(cString: fuse_pkgversion()) }
 
-  public enum Failure: Error, CustomStringConvertible {
+  package enum Failure: Error, CustomStringConvertible {
     case cannotCreate
     case cannotMount(String)
-    public var description: String {
+    package var description: String {
       switch self {
       case .cannotCreate: return "libfuse refused the options"
       case .cannotMount(let s): return s
@@ -23,12 +23,12 @@ public final class FuseSession: @unchecked Sendable {
   /// Guards `session` between the loop thread (destroy) and a signal handler (unmount).
   private let lock = NSLock()
   private var unmounted = false
-  public let mountpoint: String
+  package let mountpoint: String
   /// The filesystem the session serves: libfuse holds it as an unretained pointer.
   let filesystem: BucketFilesystem
 
   /// Creates the session and mounts it; `options` are libfuse `-o` options (fsname, ro, …).
-  public init(filesystem: BucketFilesystem, mountpoint: String, options: [String], debug: Bool) throws(Failure) {
+  package init(filesystem: BucketFilesystem, mountpoint: String, options: [String], debug: Bool) throws(Failure) {
     self.filesystem = filesystem
     self.mountpoint = mountpoint
     ops = FuseOperations.make()
@@ -50,7 +50,7 @@ public final class FuseSession: @unchecked Sendable {
   }
 
   /// Serves requests until unmounted (by `fusermount3 -u` or `stop()`), then cleans up.
-  public func run() -> Int32 {
+  package func run() -> Int32 {
     guard let session else { return 1 }
     let result = CFuseShims_loop_mt(session, 16)
     lock.lock()
@@ -64,7 +64,7 @@ public final class FuseSession: @unchecked Sendable {
 
   /// Ends the loop from another thread (a signal handler): unmounting makes the kernel close the
   /// connection, which wakes every worker blocked on /dev/fuse.
-  public func stop() {
+  package func stop() {
     lock.lock()
     defer { lock.unlock() }
     guard let session, !unmounted else { return }

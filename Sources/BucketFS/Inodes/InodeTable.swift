@@ -2,18 +2,18 @@ import Synchronization
 
 /// Inode numbers for paths. A path keeps its number while the kernel holds a reference to it
 /// (lookup count above zero), so the same file keeps the same inode across lookups.
-public final class InodeTable: Sendable {
-  public static let rootIno: UInt64 = 1
+package final class InodeTable: Sendable {
+  package static let rootIno: UInt64 = 1
 
-  public struct Node: Sendable, Equatable {
+  package struct Node: Sendable, Equatable {
     /// The path shown in the mount, relative to its root ("" for the root).
-    public var path: String
-    public var isDirectory: Bool
+    package var path: String
+    package var isDirectory: Bool
     /// The object behind a file, relative to the mount prefix (differs from `path` for the
     /// `name.object` alias of an object shadowed by a folder of the same name).
-    public var objectName: String?
+    package var objectName: String?
 
-    public init(path: String, isDirectory: Bool, objectName: String? = nil) {
+    package init(path: String, isDirectory: Bool, objectName: String? = nil) {
       self.path = path
       self.isDirectory = isDirectory
       self.objectName = objectName
@@ -33,15 +33,15 @@ public final class InodeTable: Sendable {
 
   private let state = Mutex(State())
 
-  public init() {}
+  package init() {}
 
   /// The inode for `node`, made if needed; `lookup` counts a reference handed to the kernel.
-  public func ino(for node: Node, lookup: Bool) -> UInt64 {
+  package func ino(for node: Node, lookup: Bool) -> UInt64 {
     register(node, lookup: lookup).ino
   }
 
   /// The inode for `node`, and whether it was made just now.
-  public func inoCreating(_ node: Node) -> (ino: UInt64, created: Bool) {
+  package func inoCreating(_ node: Node) -> (ino: UInt64, created: Bool) {
     register(node, lookup: false)
   }
 
@@ -62,7 +62,7 @@ public final class InodeTable: Sendable {
   }
 
   /// A file renamed through the mount keeps its inode under the new path.
-  public func move(path: String, to newPath: String) {
+  package func move(path: String, to newPath: String) {
     state.withLock { s in
       let key = Key(path: path, isDirectory: false)
       guard let ino = s.byKey.removeValue(forKey: key) else { return }
@@ -76,7 +76,7 @@ public final class InodeTable: Sendable {
 
   /// A folder renamed through the mount: it and everything under it keep their inodes under
   /// the new path.
-  public func move(prefix: String, to newPrefix: String) {
+  package func move(prefix: String, to newPrefix: String) {
     state.withLock { s in
       for (key, ino) in s.byKey where key.path == prefix || key.path.hasPrefix(prefix + "/") {
         let newPath = newPrefix + key.path.dropFirst(prefix.count)
@@ -91,12 +91,12 @@ public final class InodeTable: Sendable {
   }
 
   /// The inode of `node` when it has one; never makes one.
-  public func existing(_ node: Node) -> UInt64? {
+  package func existing(_ node: Node) -> UInt64? {
     state.withLock { $0.byKey[Key(path: node.path, isDirectory: node.isDirectory)] }
   }
 
   /// Forgets `ino` if the kernel holds no reference to it (one made for a reply that did not fit).
-  public func dropIfUnreferenced(_ ino: UInt64) {
+  package func dropIfUnreferenced(_ ino: UInt64) {
     guard ino != Self.rootIno else { return }
     state.withLock { s in
       guard let entry = s.nodes[ino], entry.lookups == 0 else { return }
@@ -110,7 +110,7 @@ public final class InodeTable: Sendable {
   /// increasing in listing order. Tools that read a folder in d_ino order (GNU cp, tar and du
   /// sort by it to read a disk in order) then open its files in listing order, which is what
   /// the read-ahead across files follows.
-  public static func listedIno(dir: String, index: Int) -> UInt64 {
+  package static func listedIno(dir: String, index: Int) -> UInt64 {
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
     for byte in dir.utf8 {
       hash ^= UInt64(byte)
@@ -120,16 +120,16 @@ public final class InodeTable: Sendable {
   }
 
   /// Counts one more kernel reference to an existing inode (readdirplus hands them out).
-  public func addLookup(_ ino: UInt64) {
+  package func addLookup(_ ino: UInt64) {
     state.withLock { s in s.nodes[ino]?.lookups += 1 }
   }
 
-  public func node(_ ino: UInt64) -> Node? {
+  package func node(_ ino: UInt64) -> Node? {
     state.withLock { $0.nodes[ino]?.node }
   }
 
   /// Drops `count` kernel references; the number is freed at zero.
-  public func forget(_ ino: UInt64, count: UInt64) {
+  package func forget(_ ino: UInt64, count: UInt64) {
     guard ino != Self.rootIno else { return }
     state.withLock { s in
       guard var entry = s.nodes[ino] else { return }
@@ -143,5 +143,5 @@ public final class InodeTable: Sendable {
     }
   }
 
-  public var count: Int { state.withLock { $0.nodes.count } }
+  package var count: Int { state.withLock { $0.nodes.count } }
 }

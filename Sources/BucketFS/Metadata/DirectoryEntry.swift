@@ -1,30 +1,30 @@
 import StorageCore
 
 /// One name in a folder listing.
-public struct DirectoryEntry: Sendable {
-  public var name: String
-  public var isDirectory: Bool
+package struct DirectoryEntry: Sendable {
+  package var name: String
+  package var isDirectory: Bool
   /// For files: the object, relative to the mount prefix.
-  public var objectName: String?
-  public var metadata: StorageMetadata?
+  package var objectName: String?
+  package var metadata: StorageMetadata?
 }
 
 /// Attributes as the bridge turns them into `struct stat`.
-public struct FileAttributes: Sendable, Equatable {
-  public var ino: UInt64
-  public var size: Int64
-  public var isDirectory: Bool
-  public var mode: UInt32
-  public var uid: UInt32
-  public var gid: UInt32
-  public var mtime: Double
-  public var ctime: Double
-  public var nlink: UInt32 { isDirectory ? 2 : 1 }
+package struct FileAttributes: Sendable, Equatable {
+  package var ino: UInt64
+  package var size: Int64
+  package var isDirectory: Bool
+  package var mode: UInt32
+  package var uid: UInt32
+  package var gid: UInt32
+  package var mtime: Double
+  package var ctime: Double
+  package var nlink: UInt32 { isDirectory ? 2 : 1 }
   /// Attributes of a file changed through the mount and not yet in the bucket: the kernel must
   /// not keep them.
-  public var volatile = false
+  package var volatile = false
 
-  public init(
+  package init(
     ino: UInt64, size: Int64, isDirectory: Bool, mode: UInt32, uid: UInt32, gid: UInt32, mtime: Double, ctime: Double
   ) {
     self.ino = ino

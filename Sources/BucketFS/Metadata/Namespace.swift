@@ -13,8 +13,6 @@ import Synchronization
 
 final class Namespace: Sendable {
   let client: any ObjectClient
-  /// The mount's prefix ("" or ending in "/"), for staged copies' full names.
-  let prefix: String
   let options: MountOptions
   let staging: StagingArea?
   let log: @Sendable (String) -> Void
@@ -27,9 +25,8 @@ final class Namespace: Sendable {
   /// How many entries after a looked-up one get their attributes fetched ahead.
   static let attributeBatch = 256
 
-  init(client: any ObjectClient, prefix: String, options: MountOptions, staging: StagingArea?, log: @escaping @Sendable (String) -> Void) {
+  init(client: any ObjectClient, options: MountOptions, staging: StagingArea?, log: @escaping @Sendable (String) -> Void) {
     self.client = client
-    self.prefix = prefix
     self.options = options
     self.staging = staging
     self.log = log
@@ -80,7 +77,7 @@ final class Namespace: Sendable {
   private func stagedCopies() -> [String: StagingArea.Entry] {
     guard let staging else { return [:] }
     var out: [String: StagingArea.Entry] = [:]
-    for (name, entry) in staging.completeEntries() where name.hasPrefix(prefix) { out[String(name.dropFirst(prefix.count))] = entry }
+    for (name, entry) in staging.completeEntries() { if let mine = client.viewName(name) { out[mine] = entry } }
     return out
   }
 
@@ -153,7 +150,7 @@ final class Namespace: Sendable {
 
   private func report(_ objectName: String, reason: String = "not a valid file name") {
     let first = reportedNames.withLock { $0.insert(objectName).inserted }
-    if first { log("leaving out \((prefix + objectName).debugDescription): \(reason)") }
+    if first { log("leaving out \(client.bucketName(objectName).debugDescription): \(reason)") }
   }
 
   func offlineListing(_ path: String) -> [DirectoryEntry] {

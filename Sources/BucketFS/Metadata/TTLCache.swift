@@ -3,7 +3,7 @@ import Synchronization
 
 /// A map whose entries expire after a time to live, bounded in entries (the oldest insertions go
 /// first when full). Time is passed in so that tests control it.
-public final class TTLCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+package final class TTLCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   private struct Entry {
     var value: Value
     var expires: Double
@@ -16,17 +16,17 @@ public final class TTLCache<Key: Hashable & Sendable, Value: Sendable>: Sendable
   }
 
   private let state = Mutex(State())
-  public let ttl: Double
-  public let capacity: Int
+  package let ttl: Double
+  package let capacity: Int
   private let clock: @Sendable () -> Double
 
-  public init(ttl: Double, capacity: Int, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+  package init(ttl: Double, capacity: Int, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
     self.ttl = ttl
     self.capacity = capacity
     self.clock = clock
   }
 
-  public func get(_ key: Key) -> Value? {
+  package func get(_ key: Key) -> Value? {
     let now = clock()
     return state.withLock { s in
       guard let e = s.entries[key] else { return nil }
@@ -38,7 +38,7 @@ public final class TTLCache<Key: Hashable & Sendable, Value: Sendable>: Sendable
     }
   }
 
-  public func set(_ key: Key, _ value: Value) {
+  package func set(_ key: Key, _ value: Value) {
     let expires = clock() + ttl
     state.withLock { s in
       s.order += 1
@@ -51,13 +51,13 @@ public final class TTLCache<Key: Hashable & Sendable, Value: Sendable>: Sendable
     }
   }
 
-  public func remove(_ key: Key) {
+  package func remove(_ key: Key) {
     _ = state.withLock { $0.entries.removeValue(forKey: key) }
   }
 
-  public func removeAll() {
+  package func removeAll() {
     state.withLock { $0.entries.removeAll() }
   }
 
-  public var count: Int { state.withLock { $0.entries.count } }
+  package var count: Int { state.withLock { $0.entries.count } }
 }

@@ -5,14 +5,14 @@ import Foundation
 import StorageCore
 import Synchronization
 
-public final class BlockCache: Sendable {
+package final class BlockCache: Sendable {
   /// The unit of caching and of alignment for random reads.
-  public static let pageSize: Int64 = 128 * 1024
+  package static let pageSize: Int64 = 128 * 1024
 
-  public struct Key: Hashable, Sendable {
-    public var name: String
-    public var generation: Int64
-    public var page: Int64
+  package struct Key: Hashable, Sendable {
+    package var name: String
+    package var generation: Int64
+    package var page: Int64
   }
 
   /// A ranged GET covering consecutive pages; readers of any of its pages wait for it.
@@ -57,16 +57,16 @@ public final class BlockCache: Sendable {
   }
 
   private let state = Mutex(State())
-  public let budget: Int
+  package let budget: Int
 
-  public init(budget: Int) {
+  package init(budget: Int) {
     self.budget = max(budget, Int(Self.pageSize) * 8)
   }
 
-  public var bytesCached: Int { state.withLock { $0.bytes } }
-  public var evictions: Int { state.withLock { $0.evictions } }
+  package var bytesCached: Int { state.withLock { $0.bytes } }
+  package var evictions: Int { state.withLock { $0.evictions } }
 
-  public func cached(_ key: Key) -> Data? {
+  package func cached(_ key: Key) -> Data? {
     state.withLock { $0.lru.get(key) }
   }
 

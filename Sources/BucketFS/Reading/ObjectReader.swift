@@ -5,7 +5,7 @@ import Foundation
 import StorageCore
 import Synchronization
 
-public final class ObjectReader: Sendable {
+package final class ObjectReader: Sendable {
   struct Stream {
     var next: Int64
     var window: Int64  // pages
@@ -22,7 +22,7 @@ public final class ObjectReader: Sendable {
   private let tasks = Mutex<[Task<Void, Never>]>([])
 
   /// Stops the fetches this reader started (when its file is closed and no other handle reads it).
-  public func cancelFetches() {
+  package func cancelFetches() {
     let running = tasks.withLock { t -> [Task<Void, Never>] in
       defer { t.removeAll() }
       return t
@@ -36,7 +36,7 @@ public final class ObjectReader: Sendable {
   let firstWindow: Int64
   let maxWindow: Int64
 
-  public init(client: any ObjectClient, cache: BlockCache, name: String, generation: Int64, size: Int64) {
+  package init(client: any ObjectClient, cache: BlockCache, name: String, generation: Int64, size: Int64) {
     self.client = client
     self.cache = cache
     self.name = name
@@ -52,7 +52,7 @@ public final class ObjectReader: Sendable {
 
   /// The bytes when every page they need is cached (the read is then answered without a task
   /// hop); nil otherwise, and nothing is recorded, so `reply` can run as usual.
-  public func replyIfCached(offset: Int64, count: Int) -> ReadReply? {
+  package func replyIfCached(offset: Int64, count: Int) -> ReadReply? {
     let end = min(size, offset + Int64(count))
     guard offset < end else { return .bytes(Data()) }
     let firstPage = offset / Self.pageSize
@@ -102,7 +102,7 @@ public final class ObjectReader: Sendable {
     }
   }
 
-  public func read(offset: Int64, count: Int) async throws(StorageError) -> Data {
+  package func read(offset: Int64, count: Int) async throws(StorageError) -> Data {
     guard let data = try await reply(offset: offset, count: count).data() else {
       throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
     }
@@ -110,7 +110,7 @@ public final class ObjectReader: Sendable {
   }
 
   /// Bytes `offset..<offset+count` as a reply that gathers them from the cached pages.
-  public func reply(offset: Int64, count: Int) async throws(StorageError) -> ReadReply {
+  package func reply(offset: Int64, count: Int) async throws(StorageError) -> ReadReply {
     let end = min(size, offset + Int64(count))
     guard offset < end else { return .bytes(Data()) }
     let firstPage = offset / Self.pageSize

@@ -4,7 +4,7 @@
 import Foundation
 import Synchronization
 
-public final class ReadBuffer: @unchecked Sendable {
+package final class ReadBuffer: @unchecked Sendable {
   /// The largest read the kernel sends (1 MiB) plus a checksum block on either side.
   static let capacity = (1 << 20) + 2 * BlockChecksums.blockSize
   /// Pooled memory: owned by the pool while in it, by one buffer while out.
@@ -14,7 +14,7 @@ public final class ReadBuffer: @unchecked Sendable {
 
   let memory: UnsafeMutableRawBufferPointer
   /// The bytes of the answer within `memory`.
-  public let range: Range<Int>
+  package let range: Range<Int>
 
   private init(memory: UnsafeMutableRawBufferPointer, range: Range<Int>) {
     self.memory = memory
@@ -47,5 +47,5 @@ public final class ReadBuffer: @unchecked Sendable {
 
   deinit { Self.giveBack(memory) }
 
-  public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: memory[range]) }
+  package var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: memory[range]) }
 }

@@ -2,7 +2,7 @@ import Foundation
 
 /// What a read is answered with: bytes in memory, or a range of a staged file, which libfuse
 /// can splice into the reply without the bytes passing through the daemon.
-public enum ReadReply: Sendable {
+package enum ReadReply: Sendable {
   case bytes(Data)
   case buffer(ReadBuffer)
   /// `count` bytes from `skip` on, across cached pages.
@@ -12,7 +12,7 @@ public enum ReadReply: Sendable {
 
 extension ReadReply {
   /// The bytes themselves (a file range is read); nil when the file cannot be read.
-  public func data() -> Data? {
+  package func data() -> Data? {
     switch self {
     case .bytes(let data):
       return data

@@ -5,9 +5,9 @@
 import Foundation
 import StorageCore
 
-public struct BlockChecksums: Sendable, Equatable {
-  public static let blockSize = 64 * 1024
-  public var crcs: [UInt32]
+package struct BlockChecksums: Sendable, Equatable {
+  package static let blockSize = 64 * 1024
+  package var crcs: [UInt32]
 
   /// Checksums of `bytes` (starting at a block boundary).
   static func of(_ bytes: UnsafeRawBufferPointer) -> BlockChecksums {

@@ -11,7 +11,7 @@ import Foundation
 import StorageCore
 import Synchronization
 
-public final class PartialCopy: Sendable {
+package final class PartialCopy: Sendable {
   static let blockSize = Int64(BlockChecksums.blockSize)
   /// Bytes per GET of the filler.
   static let fetchSize: Int64 = 4 << 20
@@ -485,8 +485,8 @@ final class BlockWriter: @unchecked Sendable {
 
 /// An open file descriptor, closed when the last holder lets go: a reply being spliced from a
 /// staged copy keeps it open even if the copy is dropped meanwhile.
-public final class FileDescriptor: Sendable {
-  public let fd: Int32
+package final class FileDescriptor: Sendable {
+  package let fd: Int32
   init(_ fd: Int32) { self.fd = fd }
   deinit { close(fd) }
 }

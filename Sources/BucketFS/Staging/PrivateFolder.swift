@@ -91,9 +91,9 @@ enum PrivateFolder {
 }
 
 /// Why a staging folder was refused, in words a person can act on.
-public enum PrivateFolderRefusal: Error, CustomStringConvertible {
+package enum PrivateFolderRefusal: Error, CustomStringConvertible {
   case unsafe(String)
-  public var description: String {
+  package var description: String {
     switch self { case .unsafe(let why): return why }
   }
 }

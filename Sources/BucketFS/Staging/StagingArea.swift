@@ -12,18 +12,18 @@
 import Foundation
 import StorageCore
 
-public final class StagingArea: Sendable {
-  public enum Status: Equatable, Sendable {
+package final class StagingArea: Sendable {
+  package enum Status: Equatable, Sendable {
     case none
     case partial(percent: Int)
     case complete
   }
 
   /// A complete copy, as the rest of the mount sees it.
-  public struct Entry: Sendable {
-    public var name: String
-    public var metadata: StorageMetadata
-    public var dataPath: String
+  package struct Entry: Sendable {
+    package var name: String
+    package var metadata: StorageMetadata
+    package var dataPath: String
   }
 
   let folder: URL
@@ -38,9 +38,9 @@ public final class StagingArea: Sendable {
   private let verifier = DispatchQueue(label: "bucketfs.staging.verifier")
 
   /// Staging buffers neither held by a GET nor being written (all of them when quiet).
-  public var buffersFree: Int { copyWriter.free }
+  package var buffersFree: Int { copyWriter.free }
 
-  public init(folder: URL, bucket: String, sizeLimit: Int64, maxFile: Int64, log: @escaping @Sendable (String) -> Void) throws {
+  package init(folder: URL, bucket: String, sizeLimit: Int64, maxFile: Int64, log: @escaping @Sendable (String) -> Void) throws {
     self.folder = folder.appendingPathComponent(StagingIndex.hash(bucket).prefix(16) + "", isDirectory: true)
     self.sizeLimit = sizeLimit
     self.maxFile = maxFile
@@ -63,25 +63,25 @@ public final class StagingArea: Sendable {
   }
 
   /// Where a writable mount keeps the changes it has not written to the bucket yet.
-  public var queueFolder: URL { folder.appendingPathComponent("queue", isDirectory: true) }
+  package var queueFolder: URL { folder.appendingPathComponent("queue", isDirectory: true) }
 
   // MARK: when staging starts (decided here only)
 
   /// Objects up to this size are fetched whole by their first read and staged from those bytes.
-  public static let smallObject = BlockCache.pageSize * 2
+  package static let smallObject = BlockCache.pageSize * 2
 
   /// A large object opened and not read within this time is staged anyway.
   static let fillAfterOpen: Duration = .milliseconds(300)
 
   /// The largest file a folder read-ahead fetches whole into the block cache: what a first read
   /// would stage whole (larger ones are read into their staged copies), or 1 MiB without staging.
-  public static func readAheadLimit(staging: StagingArea?) -> Int64 { staging == nil ? 1 << 20 : smallObject }
+  package static func readAheadLimit(staging: StagingArea?) -> Int64 { staging == nil ? 1 << 20 : smallObject }
 
   /// An object was opened: it is not evicted while open; a small one is staged from the bytes
   /// its first read fetches anyway (`readWhole`), a larger one gets a partial copy that its
   /// reads fill, returned for them to use, and whose filler starts at the first read served
   /// (`served`) or `fillAfterOpen` after the open. Nothing is fetched `offline`.
-  public func begin(
+  package func begin(
     _ name: String, metadata: StorageMetadata, client: any ObjectClient, offline: Bool,
     readWhole: @escaping @Sendable () async -> Data?
   ) -> PartialCopy? {
@@ -104,14 +104,14 @@ public final class StagingArea: Sendable {
   }
 
   /// A read of an open file was served from the server: its copy fills the rest in the background.
-  public func served(_ copy: PartialCopy?) { copy?.startFilling() }
+  package func served(_ copy: PartialCopy?) { copy?.startFilling() }
 
   // MARK: absent → filling → complete
 
   /// The copy of `name` at `metadata.generation` being filled, made now when there is none.
   /// Nil when the object is staged completely already, too large to stage, or its file cannot
   /// be made (reads then go to the server without it).
-  public func partialCopy(_ name: String, metadata: StorageMetadata, client: any ObjectClient) -> PartialCopy? {
+  package func partialCopy(_ name: String, metadata: StorageMetadata, client: any ObjectClient) -> PartialCopy? {
     guard metadata.size <= maxFile, metadata.size <= sizeLimit else { return nil }
     let key = index.key(name, metadata.generation)
     let paths = index.paths(key)
@@ -185,7 +185,7 @@ public final class StagingArea: Sendable {
 
   /// absent → complete for a small object, from bytes already read (no second download):
   /// checked against the object's CRC32C or MD5, written and renamed like any staged copy.
-  public func stage(_ name: String, metadata: StorageMetadata, bytes: Data) {
+  package func stage(_ name: String, metadata: StorageMetadata, bytes: Data) {
     // Disk writes run on the staging queue, never on a thread of the task pool that serves reads.
     writer.async { self.writeSmall(name, metadata: metadata, bytes: bytes) }
   }
@@ -223,7 +223,7 @@ public final class StagingArea: Sendable {
   /// Bytes `offset..<offset+count` of a complete staged copy, after checking the checksum of
   /// every block they touch. Nil when the object is not staged completely, or when the copy
   /// turned out damaged (it is then dropped). Partial copies answer through `PartialCopy`.
-  public func read(_ name: String, generation: Int64, offset: Int64, count: Int) -> ReadReply? {
+  package func read(_ name: String, generation: Int64, offset: Int64, count: Int) -> ReadReply? {
     let key = index.key(name, generation)
     guard var copy = index.use(key) else { return nil }
     if copy.checksums == nil {
@@ -279,7 +279,7 @@ public final class StagingArea: Sendable {
 
   // MARK: what the mount shows, and open counts
 
-  public func status(_ name: String, generation: Int64, size: Int64) -> Status {
+  package func status(_ name: String, generation: Int64, size: Int64) -> Status {
     switch index.copy(index.key(name, generation))?.state {
     case .complete?: return .complete
     case .filling(let partial)?:
@@ -290,19 +290,19 @@ public final class StagingArea: Sendable {
   }
 
   /// Bytes and count of complete copies.
-  public var totals: (bytes: Int64, files: Int) { index.totals }
+  package var totals: (bytes: Int64, files: Int) { index.totals }
 
   /// Open files are never evicted.
-  public func retain(_ name: String, generation: Int64) { index.retain(index.key(name, generation)) }
+  package func retain(_ name: String, generation: Int64) { index.retain(index.key(name, generation)) }
 
-  public func release(_ name: String, generation: Int64) {
+  package func release(_ name: String, generation: Int64) {
     index.release(index.key(name, generation))
     evictIfNeeded()
   }
 
   /// The newest complete copy of each object, for offline use.
-  public func completeEntries() -> [String: Entry] { index.newestComplete().mapValues(\.entry) }
+  package func completeEntries() -> [String: Entry] { index.newestComplete().mapValues(\.entry) }
 
   /// Stops every download in progress (at unmount).
-  public func cancelAll() { index.filling.forEach { $0.breakCopy(.abandoned) } }
+  package func cancelAll() { index.filling.forEach { $0.breakCopy(.abandoned) } }
 }

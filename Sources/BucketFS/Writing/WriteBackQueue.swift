@@ -11,7 +11,7 @@ import Foundation
 import StorageCore
 import Synchronization
 
-public final class WriteBackQueue: Sendable {
+package final class WriteBackQueue: Sendable {
   /// What a name looks like from the changes still queued for it.
   enum LocalView: Sendable, Equatable {
     case file(dataPath: String, size: Int64, mtime: Double)

@@ -2,14 +2,14 @@ import Foundation
 
 /// A bearer credential and when it stops working. Its text is never logged, printed or put in
 /// an error message.
-public struct AccessToken: Sendable, CustomStringConvertible {
-  public var value: String
+package struct AccessToken: Sendable, CustomStringConvertible {
+  package var value: String
   /// Nil when unknown (a static token): it is then used until the server refuses it.
-  public var expiry: Date?
+  package var expiry: Date?
   /// `Bearer` for OAuth access tokens, `Firebase` for Firebase Auth ID tokens.
-  public var scheme: String
+  package var scheme: String
 
-  public init(value: String, expiry: Date?, scheme: String = "Bearer") {
+  package init(value: String, expiry: Date?, scheme: String = "Bearer") {
     self.value = value
     self.expiry = expiry
     self.scheme = scheme
@@ -18,12 +18,12 @@ public struct AccessToken: Sendable, CustomStringConvertible {
   /// The header value.
   var authorization: String { "\(scheme) \(value)" }
 
-  public var description: String { "AccessToken(\(scheme), expires \(expiry.map { "\($0)" } ?? "unknown"))" }
+  package var description: String { "AccessToken(\(scheme), expires \(expiry.map { "\($0)" } ?? "unknown"))" }
 }
 
 /// Where tokens come from: a file, a key, the metadata server, a command, Firebase Auth, or
 /// nowhere (anonymous requests).
-public protocol CredentialSource: Sendable {
+package protocol CredentialSource: Sendable {
   /// The source, in words (`bucketfs auth` prints it): "service account key /path", …
   var source: String { get }
   /// Whose requests these are: a service account's email, "user", "metadata server", "anonymous".
@@ -37,13 +37,13 @@ public protocol CredentialSource: Sendable {
 }
 
 extension CredentialSource {
-  public var isVolatile: Bool { false }
+  package var isVolatile: Bool { false }
 }
 
 /// The scopes a client asks a token for.
-public enum StorageScope {
-  public static let readOnly = "https://www.googleapis.com/auth/devstorage.read_only"
-  public static let readWrite = "https://www.googleapis.com/auth/devstorage.read_write"
-  public static let fullControl = "https://www.googleapis.com/auth/devstorage.full_control"
-  public static let cloudPlatform = "https://www.googleapis.com/auth/cloud-platform"
+package enum StorageScope {
+  package static let readOnly = "https://www.googleapis.com/auth/devstorage.read_only"
+  package static let readWrite = "https://www.googleapis.com/auth/devstorage.read_write"
+  package static let fullControl = "https://www.googleapis.com/auth/devstorage.full_control"
+  package static let cloudPlatform = "https://www.googleapis.com/auth/cloud-platform"
 }

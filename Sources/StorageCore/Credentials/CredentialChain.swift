@@ -6,28 +6,28 @@
 // the machine) — GCE_METADATA_HOST still points the chain at one.
 import Foundation
 
-public struct CredentialOptions: Sendable {
-  public var tokenFile: String?
-  public var keyFile: String?
-  public var anonymous = false
+package struct CredentialOptions: Sendable {
+  package var tokenFile: String?
+  package var keyFile: String?
+  package var anonymous = false
   /// argv of a command whose standard output is a token (run without a shell).
-  public var tokenCommand: [String]?
+  package var tokenCommand: [String]?
   /// How long a command's token is used.
-  public var tokenLifetime: TimeInterval = 3000
-  public var firebaseRefreshTokenFile: String?
-  public var firebaseAPIKey: String?
-  public var secureTokenURL = "https://securetoken.googleapis.com/v1/token"
-  public var scopes: [String] = [StorageScope.readWrite]
+  package var tokenLifetime: TimeInterval = 3000
+  package var firebaseRefreshTokenFile: String?
+  package var firebaseAPIKey: String?
+  package var secureTokenURL = "https://securetoken.googleapis.com/v1/token"
+  package var scopes: [String] = [StorageScope.readWrite]
   /// The endpoint is an emulator (see above).
-  public var usingEmulator = false
+  package var usingEmulator = false
 
-  public init() {}
+  package init() {}
 }
 
-public enum CredentialChain {
+package enum CredentialChain {
   /// The source the options and the environment pick. `warn` hears warnings (key files other
   /// users can read).
-  public static func resolve(
+  package static func resolve(
     _ options: CredentialOptions, environment: [String: String], home: String, client: HTTPClient = .shared,
     warn: (String) -> Void = { _ in }
   ) async throws(StorageError) -> any CredentialSource {
@@ -66,7 +66,7 @@ public enum CredentialChain {
   }
 
   /// A key file's source, by its `type`.
-  public static func keyFileSource(_ path: String, scopes: [String], client: HTTPClient = .shared) throws(StorageError)
+  package static func keyFileSource(_ path: String, scopes: [String], client: HTTPClient = .shared) throws(StorageError)
     -> any CredentialSource
   {
     let data = try SecretFile.read(path, what: "key file")

@@ -7,15 +7,15 @@ import Synchronization
 
 /// A token read from a file, read again whenever the file changes (an external refresher may
 /// rotate it). The token is used until the server refuses it.
-public final class TokenFileSource: CredentialSource {
-  public let path: String
-  public let scopes: [String] = []
-  public var source: String { "token file \(path)" }
-  public var identity: String { "the token's owner" }
-  public var isVolatile: Bool { true }
+package final class TokenFileSource: CredentialSource {
+  package let path: String
+  package let scopes: [String] = []
+  package var source: String { "token file \(path)" }
+  package var identity: String { "the token's owner" }
+  package var isVolatile: Bool { true }
   private let cache = Mutex<(stamp: [Int], token: String?)>(([], nil))
 
-  public init(path: String) throws(StorageError) {
+  package init(path: String) throws(StorageError) {
     self.path = path
     _ = try read()
   }
@@ -30,7 +30,7 @@ public final class TokenFileSource: CredentialSource {
     try SecretFile.token(path, what: "token file")
   }
 
-  public func fetchToken() async throws(StorageError) -> AccessToken? {
+  package func fetchToken() async throws(StorageError) -> AccessToken? {
     let now = stamp()
     if let cached = cache.withLock({ $0.stamp == now ? $0.token : nil }) { return AccessToken(value: cached, expiry: nil, scheme: "") }
     let token = try read()
@@ -40,16 +40,16 @@ public final class TokenFileSource: CredentialSource {
 }
 
 /// A service account's key file: tokens from the JWT bearer grant (RFC 7523), signed RS256.
-public struct ServiceAccountSource: CredentialSource {
-  public let path: String
-  public let email: String
+package struct ServiceAccountSource: CredentialSource {
+  package let path: String
+  package let email: String
   let privateKey: String
   let keyID: String?
-  public let tokenURI: String
-  public let scopes: [String]
+  package let tokenURI: String
+  package let scopes: [String]
   let client: HTTPClient
-  public var source: String { "service account key \(path)" }
-  public var identity: String { email }
+  package var source: String { "service account key \(path)" }
+  package var identity: String { email }
 
   init(path: String, json: [String: Any], scopes: [String], client: HTTPClient) throws(StorageError) {
     guard let email = json["client_email"] as? String, let key = json["private_key"] as? String else {
@@ -100,7 +100,7 @@ public struct ServiceAccountSource: CredentialSource {
     return signed + "." + Self.base64URL(try Self.sign(Data(signed.utf8), key: privateKey, path: path))
   }
 
-  public func fetchToken() async throws(StorageError) -> AccessToken? {
+  package func fetchToken() async throws(StorageError) -> AccessToken? {
     let jwt = try assertion(now: Date())
     let endpoint = TokenEndpoint(url: tokenURI, client: client)
     let json = try await endpoint.post(
@@ -110,16 +110,16 @@ public struct ServiceAccountSource: CredentialSource {
 }
 
 /// A user's credentials (`gcloud auth application-default login`): the refresh-token grant.
-public struct AuthorizedUserSource: CredentialSource {
-  public let path: String
+package struct AuthorizedUserSource: CredentialSource {
+  package let path: String
   let clientID: String
   let clientSecret: String
   let refreshToken: String
   let tokenURI: String
-  public let scopes: [String]
+  package let scopes: [String]
   let client: HTTPClient
-  public var source: String { "user credentials \(path)" }
-  public var identity: String { "user" }
+  package var source: String { "user credentials \(path)" }
+  package var identity: String { "user" }
 
   init(path: String, json: [String: Any], scopes: [String], client: HTTPClient) throws(StorageError) {
     guard let id = json["client_id"] as? String, let secret = json["client_secret"] as? String,
@@ -136,7 +136,7 @@ public struct AuthorizedUserSource: CredentialSource {
     self.client = client
   }
 
-  public func fetchToken() async throws(StorageError) -> AccessToken? {
+  package func fetchToken() async throws(StorageError) -> AccessToken? {
     let endpoint = TokenEndpoint(url: tokenURI, client: client)
     let json = try await endpoint.post(
       [("grant_type", "refresh_token"), ("client_id", clientID), ("client_secret", clientSecret), ("refresh_token", refreshToken)],
@@ -146,14 +146,14 @@ public struct AuthorizedUserSource: CredentialSource {
 }
 
 /// The metadata server of a Google Cloud VM (GCE, GKE, Cloud Run).
-public struct MetadataServerSource: CredentialSource {
-  public let host: String
-  public let scopes: [String]
+package struct MetadataServerSource: CredentialSource {
+  package let host: String
+  package let scopes: [String]
   let client: HTTPClient
-  public var source: String { "metadata server \(host)" }
-  public var identity: String { "metadata server" }
+  package var source: String { "metadata server \(host)" }
+  package var identity: String { "metadata server" }
 
-  public init(host: String, scopes: [String], client: HTTPClient) {
+  package init(host: String, scopes: [String], client: HTTPClient) {
     self.host = host
     self.scopes = scopes
     self.client = client
@@ -169,7 +169,7 @@ public struct MetadataServerSource: CredentialSource {
     return response.head["metadata-flavor"] == "Google"
   }
 
-  public func fetchToken() async throws(StorageError) -> AccessToken? {
+  package func fetchToken() async throws(StorageError) -> AccessToken? {
     let url = "http://\(host)/computeMetadata/v1/instance/service-accounts/default/token"
     let endpoint = TokenEndpoint(url: url, client: client)
     let json = try await endpoint.send(
@@ -179,14 +179,14 @@ public struct MetadataServerSource: CredentialSource {
 }
 
 /// A command run without a shell whose standard output is the token, used for `lifetime`.
-public struct TokenCommandSource: CredentialSource {
-  public let command: [String]
-  public let lifetime: TimeInterval
-  public let scopes: [String] = []
-  public var source: String { "token command \(command.first ?? "")" }
-  public var identity: String { "the command's token" }
+package struct TokenCommandSource: CredentialSource {
+  package let command: [String]
+  package let lifetime: TimeInterval
+  package let scopes: [String] = []
+  package var source: String { "token command \(command.first ?? "")" }
+  package var identity: String { "the command's token" }
 
-  public init(command: [String], lifetime: TimeInterval) throws(StorageError) {
+  package init(command: [String], lifetime: TimeInterval) throws(StorageError) {
     guard let first = command.first, !first.isEmpty else {
       throw StorageError(code: .invalidArgument, object: "", detail: "--token-command needs a command")
     }
@@ -203,7 +203,7 @@ public struct TokenCommandSource: CredentialSource {
     return nil
   }
 
-  public func fetchToken() async throws(StorageError) -> AccessToken? {
+  package func fetchToken() async throws(StorageError) -> AccessToken? {
     guard let path = Self.resolve(command[0]) else {
       throw StorageError(code: .unauthenticated, object: command[0], detail: "the token command is not found")
     }
@@ -238,17 +238,17 @@ public struct TokenCommandSource: CredentialSource {
 
 /// A Firebase user: ID tokens from the secure-token endpoint with the user's refresh token,
 /// which the endpoint replaces on every refresh (the file is rewritten atomically, mode 0600).
-public final class FirebaseUserSource: CredentialSource {
-  public let refreshTokenFile: String
+package final class FirebaseUserSource: CredentialSource {
+  package let refreshTokenFile: String
   let apiKey: String
-  public let endpointURL: String
+  package let endpointURL: String
   let client: HTTPClient
   private let user = Mutex<String?>(nil)
-  public let scopes: [String] = []
-  public var source: String { "Firebase refresh token \(refreshTokenFile)" }
-  public var identity: String { "user" + (user.withLock { $0 }.map { " \($0)" } ?? "") }
+  package let scopes: [String] = []
+  package var source: String { "Firebase refresh token \(refreshTokenFile)" }
+  package var identity: String { "user" + (user.withLock { $0 }.map { " \($0)" } ?? "") }
 
-  public init(refreshTokenFile: String, apiKey: String, endpointURL: String, client: HTTPClient) throws(StorageError) {
+  package init(refreshTokenFile: String, apiKey: String, endpointURL: String, client: HTTPClient) throws(StorageError) {
     self.refreshTokenFile = refreshTokenFile
     self.apiKey = apiKey
     self.endpointURL = endpointURL
@@ -260,7 +260,7 @@ public final class FirebaseUserSource: CredentialSource {
     try SecretFile.token(refreshTokenFile, what: "refresh token file")
   }
 
-  public func fetchToken() async throws(StorageError) -> AccessToken? {
+  package func fetchToken() async throws(StorageError) -> AccessToken? {
     let refresh = try readRefreshToken()
     let separator = endpointURL.contains("?") ? "&" : "?"
     let url = endpointURL + separator + "key=" + (apiKey.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? apiKey)
@@ -276,10 +276,10 @@ public final class FirebaseUserSource: CredentialSource {
 }
 
 /// No credentials: requests go without a token (public buckets, the emulator).
-public struct AnonymousSource: CredentialSource {
-  public let scopes: [String] = []
-  public var source: String { "none (anonymous requests)" }
-  public var identity: String { "anonymous" }
-  public init() {}
-  public func fetchToken() async throws(StorageError) -> AccessToken? { nil }
+package struct AnonymousSource: CredentialSource {
+  package let scopes: [String] = []
+  package var source: String { "none (anonymous requests)" }
+  package var identity: String { "anonymous" }
+  package init() {}
+  package func fetchToken() async throws(StorageError) -> AccessToken? { nil }
 }

@@ -5,8 +5,8 @@
 import Foundation
 import Synchronization
 
-public final class Credentials: Sendable {
-  public let source: any CredentialSource
+package final class Credentials: Sendable {
+  package let source: any CredentialSource
 
   struct State {
     var token: AccessToken?
@@ -18,10 +18,10 @@ public final class Credentials: Sendable {
   private let state = Mutex(State())
   private let clock: @Sendable () -> Date
   /// Tokens fetched from the source so far.
-  public var refreshes: Int { refreshCount.load(ordering: .relaxed) }
+  package var refreshes: Int { refreshCount.load(ordering: .relaxed) }
   private let refreshCount = Atomic<Int>(0)
 
-  public init(source: any CredentialSource, clock: @escaping @Sendable () -> Date = { Date() }) {
+  package init(source: any CredentialSource, clock: @escaping @Sendable () -> Date = { Date() }) {
     self.source = source
     self.clock = clock
   }
@@ -35,7 +35,7 @@ public final class Credentials: Sendable {
   }
 
   /// The token for the next request (nil: send it without one).
-  public func token() async throws(StorageError) -> AccessToken? {
+  package func token() async throws(StorageError) -> AccessToken? {
     enum Next {
       /// The token in hand is still good (nil: anonymous).
       case current(AccessToken?)
@@ -81,7 +81,7 @@ public final class Credentials: Sendable {
   }
 
   /// The server refused `token`: the next request fetches a new one.
-  public func rejected(_ token: AccessToken?) {
+  package func rejected(_ token: AccessToken?) {
     state.withLock { s in
       guard s.refresh == nil, s.token?.value == token?.value else { return }
       s.fetched = false

@@ -1,6 +1,6 @@
 /// Runs `body` for each item with at most `limit` running at once and returns the non-nil results
 /// (in completion order). After the first error no new work starts, and that error is thrown.
-public func mapConcurrently<T: Sendable, R: Sendable>(
+package func mapConcurrently<T: Sendable, R: Sendable>(
   _ items: [T], limit: Int, _ body: @escaping @Sendable (T) async throws(StorageError) -> R?
 ) async throws(StorageError) -> [R] {
   let outcome: Result<[R], StorageError> = await withTaskGroup(of: Result<R?, StorageError>.self) { group in
@@ -29,7 +29,7 @@ public func mapConcurrently<T: Sendable, R: Sendable>(
 }
 
 /// `mapConcurrently` for work that returns nothing.
-public func forEachConcurrently<T: Sendable>(
+package func forEachConcurrently<T: Sendable>(
   _ items: [T], limit: Int, _ body: @escaping @Sendable (T) async throws(StorageError) -> Void
 ) async throws(StorageError) {
   _ = try await mapConcurrently(items, limit: limit) { (item: T) throws(StorageError) -> Void? in

@@ -2,15 +2,15 @@ internal import CCrypto
 import Foundation
 
 /// MD5 or SHA-256 over streamed bytes, through OpenSSL's libcrypto.
-public final class Digest: @unchecked Sendable {
-  public enum Kind: Int32, Sendable {
+package final class Digest: @unchecked Sendable {
+  package enum Kind: Int32, Sendable {
     case md5 = 0
     case sha256 = 1
   }
 
   private var context: OpaquePointer?
 
-  public init(_ kind: Kind) {
+  package init(_ kind: Kind) {
     context = CCrypto_digest_new(kind.rawValue)
   }
 
@@ -18,17 +18,17 @@ public final class Digest: @unchecked Sendable {
     if let context { CCrypto_digest_free(context) }
   }
 
-  public func update(_ bytes: UnsafeRawBufferPointer) {
+  package func update(_ bytes: UnsafeRawBufferPointer) {
     guard let context, let base = bytes.baseAddress, bytes.count > 0 else { return }
     CCrypto_digest_update(context, base, bytes.count)
   }
 
-  public func update(_ data: Data) {
+  package func update(_ data: Data) {
     data.withUnsafeBytes { update($0) }
   }
 
   /// The digest; the object cannot be updated afterwards.
-  public func finalize() -> Data {
+  package func finalize() -> Data {
     guard let context else { return Data() }
     self.context = nil
     var out = [UInt8](repeating: 0, count: 64)
@@ -36,7 +36,7 @@ public final class Digest: @unchecked Sendable {
     return Data(out.prefix(Int(length)))
   }
 
-  public static func hex(_ data: Data) -> String {
+  package static func hex(_ data: Data) -> String {
     // Not String(format:) per byte: staging names every read's copy by a digest in hex.
     let digits = Array("0123456789abcdef".utf8)
     var out = [UInt8]()
@@ -49,7 +49,7 @@ public final class Digest: @unchecked Sendable {
   }
 
   /// The digest of a file's first `length` bytes (all of it when nil).
-  public static func ofFile(_ path: String, kind: Kind, length: Int64? = nil) -> Data? {
+  package static func ofFile(_ path: String, kind: Kind, length: Int64? = nil) -> Data? {
     guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
     defer { try? handle.close() }
     let digest = Digest(kind)
@@ -65,18 +65,18 @@ public final class Digest: @unchecked Sendable {
 }
 
 /// CRC-32C (Castagnoli), as GCS computes it, with the CPU's CRC instruction where there is one.
-public struct CRC32C: Sendable {
-  public private(set) var value: UInt32 = 0
+package struct CRC32C: Sendable {
+  package private(set) var value: UInt32 = 0
 
-  public init() {}
+  package init() {}
 
-  public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+  package mutating func update(_ bytes: UnsafeRawBufferPointer) {
     guard let base = bytes.baseAddress, bytes.count > 0 else { return }
     value = CCrypto_crc32c(value, base, bytes.count)
   }
 
   /// The CRC of consecutive parts from theirs: `parts` gives each part's CRC and length.
-  public static func combining(_ parts: some Sequence<(crc: UInt32, length: Int)>) -> CRC32C {
+  package static func combining(_ parts: some Sequence<(crc: UInt32, length: Int)>) -> CRC32C {
     var whole = CRC32C()
     var shifts: [Int: UInt32] = [:]  // most parts have the same length
     for (i, part) in parts.enumerated() {
@@ -92,14 +92,14 @@ public struct CRC32C: Sendable {
   }
 
   /// Big-endian bytes in base64, the GCS JSON form.
-  public var base64: String {
+  package var base64: String {
     let v = value
     return Data([UInt8(v >> 24), UInt8((v >> 16) & 0xFF), UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)])
       .base64EncodedString()
   }
 
   /// True when `text` (decimal as the Firebase emulator writes it, or base64 as GCS does) is this CRC.
-  public func matches(_ text: String) -> Bool {
+  package func matches(_ text: String) -> Bool {
     if let decimal = UInt32(text) { return decimal == value }
     return text == base64
   }

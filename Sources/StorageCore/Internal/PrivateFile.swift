@@ -2,9 +2,9 @@ import Foundation
 
 /// Files that hold secrets (refresh tokens, the staging index with download tokens): written
 /// atomically under a temporary name, readable by the owner only.
-public enum PrivateFile {
+package enum PrivateFile {
   /// Replaces `path` with `data`; `sync` makes it durable before the rename.
-  public static func write(_ data: Data, to path: String, sync: Bool = true) throws(StorageError) {
+  package static func write(_ data: Data, to path: String, sync: Bool = true) throws(StorageError) {
     let tmp = path + ".tmp-\(getpid())"
     // Never written through a link someone left under the temporary name.
     unlink(tmp)

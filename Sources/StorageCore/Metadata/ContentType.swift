@@ -1,6 +1,6 @@
 /// Content types inferred from a file name's extension when an upload does not give one.
-public enum ContentType {
-  public static let fallback = "application/octet-stream"
+package enum ContentType {
+  package static let fallback = "application/octet-stream"
 
   static let byExtension: [String: String] = [
     "txt": "text/plain", "text": "text/plain", "md": "text/markdown", "csv": "text/csv",
@@ -28,7 +28,7 @@ public enum ContentType {
   ]
 
   /// The type for `name`'s extension (case-insensitive), or `application/octet-stream`.
-  public static func infer(fromName name: String) -> String {
+  package static func infer(fromName name: String) -> String {
     let last = name.split(separator: "/").last.map(String.init) ?? name
     guard let dot = last.lastIndex(of: "."), dot != last.startIndex else { return fallback }
     let ext = last[last.index(after: dot)...].lowercased()

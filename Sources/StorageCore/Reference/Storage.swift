@@ -29,7 +29,7 @@ public final class Storage: Sendable {
   public let bucket: String
   let settings: Mutex<Settings>
   /// The transport its requests go through.
-  public let client: HTTPClient
+  package let client: HTTPClient
 
   /// Where completion handlers and observers run. The SDK's default is the main queue; here it is
   /// a serial queue of the instance's own, because a Linux program seldom runs a main loop (one
@@ -40,7 +40,7 @@ public final class Storage: Sendable {
   }
 
   /// Creates a storage instance for `gs://bucket`, `gs://bucket/` or a bare bucket name.
-  public init(bucket: String, client: HTTPClient = .shared) {
+  package init(bucket: String, client: HTTPClient = .shared) {
     var name = bucket
     if name.hasPrefix("gs://") { name = String(name.dropFirst(5)) }
     while name.hasSuffix("/") { name.removeLast() }
@@ -156,7 +156,7 @@ public final class Storage: Sendable {
 
   /// Where tokens come from for the `bucketfs` commands and the mount: refreshed ahead of
   /// expiry, once more after a 401. `authTokenProvider`, when set, wins.
-  public var credentials: Credentials? {
+  package var credentials: Credentials? {
     get { settings.withLock { $0.credentials } }
     set { settings.withLock { $0.credentials = newValue } }
   }
@@ -247,7 +247,7 @@ public final class Storage: Sendable {
     set { settings.withLock { $0.retryInitialDelay = newValue } }
   }
   /// Connect and stall timeouts of every request.
-  public var timeouts: TransportTimeouts {
+  package var timeouts: TransportTimeouts {
     get { settings.withLock { $0.timeouts } }
     set { settings.withLock { $0.timeouts = newValue } }
   }

@@ -1,25 +1,25 @@
 import Foundation
 
 /// A bucket and an object name, and the SDK's rules for turning user text into them.
-public struct StoragePath: Sendable, Hashable {
-  public var bucket: String
+package struct StoragePath: Sendable, Hashable {
+  package var bucket: String
   /// The object name without a leading slash; "" for the root.
-  public var object: String
+  package var object: String
 
-  public init(bucket: String, object: String) {
+  package init(bucket: String, object: String) {
     self.bucket = bucket
     self.object = object
   }
 
   /// Collapses repeated slashes and drops leading and trailing ones, as the iOS and Android SDKs do.
-  public static func normalize(_ path: String) -> String {
+  package static func normalize(_ path: String) -> String {
     path.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
   }
 
   /// Parses the URL forms a reference can be made from: `gs://bucket/path`,
   /// `http(s)://host[:port]/v0/b/bucket/o/encoded-path[?…]`, and the GCS forms
   /// `https://storage.googleapis.com/bucket/path` and `…/storage/v1/b/bucket/o/encoded-path`.
-  public static func parse(url: String) throws(StorageError) -> StoragePath {
+  package static func parse(url: String) throws(StorageError) -> StoragePath {
     func bad(_ why: String) -> StorageError {
       StorageError(code: .invalidArgument, object: url, detail: why)
     }

@@ -75,7 +75,7 @@ extension StorageReference {
   /// `read(range:generation:into:)` for a consumer that may not take bytes at once: `deliver`
   /// answers `.pause` to leave them with the transfer (which then waits, alone) until `valve`
   /// is opened, when the same bytes are delivered again.
-  public func read(
+  package func read(
     range: Range<Int64>, generation: Int64? = nil, valve: DeliveryValve?,
     into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(StorageError) -> Int64 {

@@ -3,7 +3,7 @@
 // goes on with the others); whoever frees room opens the valve, from any thread.
 import Synchronization
 
-public final class DeliveryValve: Sendable {
+package final class DeliveryValve: Sendable {
   private struct State {
     /// Weak: the transfer holds the consumer, which holds this valve.
     weak var transfer: HTTPTransfer?
@@ -13,7 +13,7 @@ public final class DeliveryValve: Sendable {
   }
   private let state = Mutex(State())
 
-  public init() {}
+  package init() {}
 
   /// The transfer now delivering (a resumed read starts a new one). An opening that found no
   /// transfer is passed on to it, so that it cannot be lost.
@@ -27,7 +27,7 @@ public final class DeliveryValve: Sendable {
   }
 
   /// Lets a paused delivery go on.
-  public func open() {
+  package func open() {
     let (transfer, waiter) = state.withLock { s -> (HTTPTransfer?, CheckedContinuation<Void, Never>?) in
       let w = s.waiter
       s.waiter = nil
@@ -39,7 +39,7 @@ public final class DeliveryValve: Sendable {
   }
 
   /// For deliveries that hold their bytes themselves (no transfer): waits until opened.
-  public func waitUntilOpened() async {
+  package func waitUntilOpened() async {
     await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
       let now = state.withLock { s -> Bool in
         if s.opened {

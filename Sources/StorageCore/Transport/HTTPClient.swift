@@ -5,11 +5,11 @@ internal import CCurl
 import Foundation
 import Synchronization
 
-public final class HTTPClient: @unchecked Sendable {
-  public static let shared = HTTPClient()
+package final class HTTPClient: @unchecked Sendable {
+  package static let shared = HTTPClient()
 
   /// The libcurl this process runs with (e.g. "8.14.1").
-  public static var libraryVersion: String {
+  package static var libraryVersion: String {
     // curl_version() is "libcurl/8.14.1 OpenSSL/3.0 …": its first word, without the prefix.
     guard let text = curl_version() else { return "unknown" }
     let first = String(cString: text).split(separator: " ").first ?? "unknown"
@@ -28,13 +28,13 @@ public final class HTTPClient: @unchecked Sendable {
   static let idleTurn = 250
 
   /// Seconds since the transfer loop last began a turn; above `idleTurn` it is held up.
-  public var secondsSinceLastTurn: Double {
+  package var secondsSinceLastTurn: Double {
     let now = DispatchTime.now().uptimeNanoseconds
     let last = lastTurn.load(ordering: .relaxed)
     return now > last ? Double(now - last) / 1e9 : 0
   }
 
-  public init() {
+  package init() {
     curl_global_init(Int(CURL_GLOBAL_ALL))
     let thread = Thread { [unowned self] in self.run() }
     thread.name = "bucketfs-transfer"
@@ -45,7 +45,7 @@ public final class HTTPClient: @unchecked Sendable {
 
   /// Starts a request whose response streams through `onHead` and `onData`.
   @discardableResult
-  public func start(
+  package func start(
     _ request: HTTPRequest, timeouts: TransportTimeouts = TransportTimeouts(),
     onHead: @escaping HTTPTransfer.HeadHandler = { _ in true },
     onData: @escaping HTTPTransfer.DataHandler,
@@ -56,7 +56,7 @@ public final class HTTPClient: @unchecked Sendable {
 
   /// Starts a request whose body goes to `onFlow`, which may pause the transfer.
   @discardableResult
-  public func start(
+  package func start(
     _ request: HTTPRequest, timeouts: TransportTimeouts = TransportTimeouts(),
     onHead: @escaping HTTPTransfer.HeadHandler = { _ in true },
     onFlow: @escaping HTTPTransfer.FlowHandler,
@@ -84,7 +84,7 @@ public final class HTTPClient: @unchecked Sendable {
 
   /// Runs a request to completion, streaming the body through `onData`; cancelling the calling
   /// Swift task cancels the transfer.
-  public func stream(
+  package func stream(
     _ request: HTTPRequest, timeouts: TransportTimeouts = TransportTimeouts(),
     onHead: @escaping HTTPTransfer.HeadHandler = { _ in true },
     onData: @escaping HTTPTransfer.DataHandler
@@ -94,7 +94,7 @@ public final class HTTPClient: @unchecked Sendable {
 
   /// Runs a request to completion with a body handler that may pause the transfer; `started`
   /// gets the transfer, to resume it.
-  public func stream(
+  package func stream(
     _ request: HTTPRequest, timeouts: TransportTimeouts = TransportTimeouts(),
     onHead: @escaping HTTPTransfer.HeadHandler = { _ in true },
     onFlow: @escaping HTTPTransfer.FlowHandler,
@@ -120,7 +120,7 @@ public final class HTTPClient: @unchecked Sendable {
   }
 
   /// Sends a request and collects the body in memory, failing once it exceeds `maxBody` bytes.
-  public func send(
+  package func send(
     _ request: HTTPRequest, timeouts: TransportTimeouts = TransportTimeouts(), maxBody: Int = 64 << 20
   ) async throws(TransportError) -> HTTPResponse {
     let body = BodyCollector(limit: maxBody)

@@ -2,18 +2,18 @@ import Foundation
 import Synchronization
 
 /// One request in flight: its callbacks run on the transfer thread and must not block for long.
-public final class HTTPTransfer: @unchecked Sendable {
-  public typealias HeadHandler = @Sendable (HTTPResponseHead) -> Bool
-  public typealias DataHandler = @Sendable (UnsafeRawBufferPointer) -> Bool
+package final class HTTPTransfer: @unchecked Sendable {
+  package typealias HeadHandler = @Sendable (HTTPResponseHead) -> Bool
+  package typealias DataHandler = @Sendable (UnsafeRawBufferPointer) -> Bool
   /// What a handler that may not take bytes at once does with them.
-  public enum Flow: Sendable {
+  package enum Flow: Sendable {
     case accept
     case stop
     /// Not taken now: libcurl keeps them and hands them over again after `resumeReceiving()`.
     case pause
   }
-  public typealias FlowHandler = @Sendable (UnsafeRawBufferPointer) -> Flow
-  public typealias CompletionHandler = @Sendable (Result<HTTPResponseHead, TransportError>) -> Void
+  package typealias FlowHandler = @Sendable (UnsafeRawBufferPointer) -> Flow
+  package typealias CompletionHandler = @Sendable (Result<HTTPResponseHead, TransportError>) -> Void
 
   let request: HTTPRequest
   let timeouts: TransportTimeouts
@@ -54,13 +54,13 @@ public final class HTTPTransfer: @unchecked Sendable {
   }
 
   /// Lets a transfer paused by its data handler go on (from any thread).
-  public func resumeReceiving() {
+  package func resumeReceiving() {
     resumeRequested.store(true, ordering: .releasing)
     client?.wake()
   }
 
   /// Stops the transfer; its completion reports `.cancelled`.
-  public func cancel() {
+  package func cancel() {
     if cancelled.exchange(true, ordering: .acquiringAndReleasing) { return }
     client?.wake()
   }

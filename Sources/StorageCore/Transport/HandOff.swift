@@ -6,8 +6,8 @@
 import Foundation
 import Synchronization
 
-public final class HandOff: @unchecked Sendable {
-  public let limit: Int
+package final class HandOff: @unchecked Sendable {
+  package let limit: Int
   private let queue: DispatchQueue
   private let consume: @Sendable (UnsafeRawBufferPointer) -> Bool
   private struct State {
@@ -19,22 +19,22 @@ public final class HandOff: @unchecked Sendable {
   private let state = Mutex(State())
 
   /// `consume` runs on the hand-off's own thread, in order; false stops the transfer.
-  public init(limit: Int = 8 << 20, label: String, consume: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) {
+  package init(limit: Int = 8 << 20, label: String, consume: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) {
     self.limit = limit
     self.queue = DispatchQueue(label: label)
     self.consume = consume
   }
 
   /// The transfer to resume after a pause (call from `stream`'s `started`).
-  public func attach(_ transfer: HTTPTransfer) {
+  package func attach(_ transfer: HTTPTransfer) {
     state.withLock { $0.transfer = transfer }
   }
 
   /// True once the consumer refused bytes.
-  public var failed: Bool { state.withLock { $0.failed } }
+  package var failed: Bool { state.withLock { $0.failed } }
 
   /// For a flow handler, on the transfer thread: takes `bytes`, or pauses when too many wait.
-  public func offer(_ bytes: UnsafeRawBufferPointer) -> HTTPTransfer.Flow {
+  package func offer(_ bytes: UnsafeRawBufferPointer) -> HTTPTransfer.Flow {
     let verdict = state.withLock { s -> HTTPTransfer.Flow in
       if s.failed { return .stop }
       // Some bytes always go through, so a single chunk larger than the limit cannot wedge.
@@ -63,7 +63,7 @@ public final class HandOff: @unchecked Sendable {
   }
 
   /// Waits until every byte taken so far has been consumed.
-  public func drain() async {
+  package func drain() async {
     await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
       queue.async { cont.resume() }
     }

@@ -2,9 +2,9 @@ import Foundation
 import Synchronization
 
 /// Process-wide transfer counters, for the mount's metrics.
-public enum TransferCounters {
+package enum TransferCounters {
   /// Attempts made again after a failure.
-  public static let retries = Atomic<Int>(0)
+  package static let retries = Atomic<Int>(0)
 }
 
 /// The retry state of one logical operation: backoff with jitter until a deadline. Every retry

@@ -1,6 +1,6 @@
 /// A failure below HTTP: libcurl's code and text, classified for retry decisions.
-public struct TransportError: Error, Sendable, CustomStringConvertible {
-  public enum Kind: Sendable {
+package struct TransportError: Error, Sendable, CustomStringConvertible {
+  package enum Kind: Sendable {
     /// Nothing listens at the address, or the name does not resolve: retrying will not help soon.
     case unreachable
     /// No byte moved for the stall timeout, or the connect timed out.
@@ -18,15 +18,15 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     case other
   }
 
-  public var kind: Kind
-  public var curlCode: Int
-  public var message: String
+  package var kind: Kind
+  package var curlCode: Int
+  package var message: String
 
-  public init(kind: Kind, curlCode: Int = 0, message: String) {
+  package init(kind: Kind, curlCode: Int = 0, message: String) {
     self.kind = kind
     self.curlCode = curlCode
     self.message = message
   }
 
-  public var description: String { message }
+  package var description: String { message }
 }
