@@ -315,6 +315,7 @@ extension BucketFilesystem {
 
   /// Size and times. Mode and owner belong to the mount's options and are left as they are.
   package func setattr(_ ino: UInt64, size: Int64?, mtime: Double?, handle: UInt64?) async throws(FSError) -> FileAttributes {
+    if (size != nil || mtime != nil) && writeBack == nil { throw FSError(EROFS) }
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { return attributes(ino: ino, directory: true, metadata: nil) }
     guard size != nil || mtime != nil else { return try await getattr(ino) }

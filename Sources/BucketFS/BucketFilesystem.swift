@@ -105,6 +105,33 @@ package final class BucketFilesystem: Sendable {
   /// How long the bridge lets a request that waits on the server go unanswered.
   package var requestTimeout: Double { options.readTimeout }
 
+  // MARK: what the kernel is told to keep, and its references
+
+  /// How long the kernel may keep `a` (nothing of a file changed here and not in the bucket yet).
+  package func cacheTime(_ a: FileAttributes) -> Double { a.volatile ? 0 : options.metadataTTL }
+
+  /// How long the kernel may remember that a name is missing.
+  package var missCacheTime: Double { options.metadataTTL }
+
+  /// The kernel dropped `count` references to `ino` (forget), or never got one it was sent
+  /// (a reply that came too late).
+  package func forget(_ ino: UInt64, count: UInt64) { inodes.forget(ino, count: count) }
+
+  /// The kernel got a reference to `ino` from a readdirplus entry.
+  package func referenced(_ ino: UInt64) { inodes.addLookup(ino) }
+
+  /// The attributes of folder `ino` as listings show "." and "..".
+  package func folderAttributes(_ ino: UInt64) -> FileAttributes {
+    FileAttributes(ino: ino, size: 0, isDirectory: true, mode: options.dirMode, uid: options.uid, gid: options.gid, mtime: 0, ctime: 0)
+  }
+
+  /// access(2): writing is refused on a read-only mount; the mode bits answer the rest.
+  package func access(_ mask: Int32) -> Int32 { mask & W_OK != 0 && writeBack == nil ? EROFS : 0 }
+
+  /// What an operation a bucket cannot hold (links, device nodes) answers: `refusal` on a
+  /// writable mount, EROFS on a read-only one.
+  package func unsupported(_ refusal: Int32) -> Int32 { writeBack == nil ? EROFS : refusal }
+
   /// A request went unanswered for `seconds` and got EIO.
   package func timedOut(_ operation: String, seconds: Double) {
     metrics.fuseTimeouts.add(1, ordering: .relaxed)

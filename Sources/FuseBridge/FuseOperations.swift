@@ -41,8 +41,6 @@ enum FuseOperations {
     return e
   }
 
-  static func attrTimeout(_ a: FileAttributes, _ fs: BucketFilesystem) -> Double { a.volatile ? 0 : fs.options.metadataTTL }
-
   static func make() -> fuse_lowlevel_ops {
     var ops = fuse_lowlevel_ops()
 
@@ -56,14 +54,9 @@ enum FuseOperations {
       let name = String(cString: name!)
       switch fs.lookupIfCached(parent: parent, name: name) {
       case .success(let attrs):
-        var e = FuseOperations.entryParam(attrs, ttl: fs.options.metadataTTL)
-        reply.entry(&e)
-        return
+        return reply.entry(attrs)
       case .failure(let error) where error.errno == ENOENT:
-        var e = fuse_entry_param()
-        e.entry_timeout = fs.options.metadataTTL
-        reply.entry(&e)
-        return
+        return reply.missing()
       case .failure(let error):
         return reply.error(error.errno)
       case nil:
@@ -72,16 +65,9 @@ enum FuseOperations {
       reply.answer(within: fs.requestTimeout)
       Task {
         do {
-          let attrs = try await fs.lookup(parent: parent, name: name)
-          var e = FuseOperations.entryParam(attrs, ttl: fs.options.metadataTTL)
-          // Too late: the kernel never saw this reference.
-          if !reply.entry(&e) { fs.inodes.forget(attrs.ino, count: 1) }
+          reply.entry(try await fs.lookup(parent: parent, name: name))
         } catch let error as FSError where error.errno == ENOENT {
-          // A negative entry with a timeout: the kernel remembers the miss instead of asking again.
-          var e = fuse_entry_param()
-          e.ino = 0
-          e.entry_timeout = fs.options.metadataTTL
-          reply.entry(&e)
+          reply.missing()
         } catch {
           reply.fail(error)
         }
@@ -90,32 +76,29 @@ enum FuseOperations {
 
     ops.forget = { req, ino, nlookup in
       let fs = FuseOperations.filesystem(req)
-      fs.inodes.forget(ino, count: nlookup)
-      fuse_reply_none(req)
+      let reply = PendingReply(req, fs, "forget")
+      fs.forget(ino, count: nlookup)
+      reply.none()
     }
 
     ops.forget_multi = { req, count, forgets in
       let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "forget")
       for i in 0..<count {
         let f = forgets![i]
-        fs.inodes.forget(f.ino, count: f.nlookup)
+        fs.forget(f.ino, count: f.nlookup)
       }
-      fuse_reply_none(req)
+      reply.none()
     }
 
     ops.getattr = { req, ino, _ in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "getattr")
-      if let attrs = fs.getattrIfCached(ino) {
-        var st = FuseOperations.fill(attrs)
-        return reply.attr(&st, timeout: FuseOperations.attrTimeout(attrs, fs))
-      }
+      if let attrs = fs.getattrIfCached(ino) { return reply.attr(attrs) }
       reply.answer(within: fs.requestTimeout)
       Task {
         do {
-          let attrs = try await fs.getattr(ino)
-          var st = FuseOperations.fill(attrs)
-          reply.attr(&st, timeout: FuseOperations.attrTimeout(attrs, fs))
+          reply.attr(try await fs.getattr(ino))
         } catch {
           reply.fail(error)
         }
@@ -161,19 +144,21 @@ enum FuseOperations {
 
     ops.release = { req, _, fi in
       let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "release")
       fs.release(handle: CFuseShims_fi_fh(fi))
-      fuse_reply_err(req, 0)
+      reply.error(0)
     }
 
     // A close: the bytes written through this handle are queued, durably, before it returns
     // (a local disk's time, on this thread, as a staged read's splice is).
     ops.flush = { req, _, fi in
       let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "flush")
       do throws(FSError) {
         try fs.flush(handle: CFuseShims_fi_fh(fi))
-        fuse_reply_err(req, 0)
+        reply.error(0)
       } catch {
-        fuse_reply_err(req, error.errno)
+        reply.fail(error)
       }
     }
 
@@ -203,11 +188,13 @@ enum FuseOperations {
 
     ops.releasedir = { req, _, fi in
       let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "releasedir")
       fs.releaseDirectory(CFuseShims_fi_fh(fi))
-      fuse_reply_err(req, 0)
+      reply.error(0)
     }
 
     ops.statfs = { req, _ in
+      let reply = PendingReply(req, FuseOperations.filesystem(req), "statfs")
       var st = statvfs()
       st.f_bsize = 4096
       st.f_frsize = 4096
@@ -217,7 +204,7 @@ enum FuseOperations {
       st.f_files = 1 << 20
       st.f_ffree = 1 << 20
       st.f_namemax = 255
-      fuse_reply_statfs(req, &st)
+      reply.statfs(&st)
     }
 
     ops.getxattr = { req, ino, name, size in
@@ -275,7 +262,7 @@ enum FuseOperations {
 
     ops.access = { req, _, mask in
       let fs = FuseOperations.filesystem(req)
-      fuse_reply_err(req, mask & W_OK != 0 && !fs.options.writable ? EROFS : 0)
+      PendingReply(req, fs, "access").error(fs.access(mask))
     }
 
     FuseOperations.addWrites(&ops)
@@ -295,19 +282,18 @@ enum FuseOperations {
 
   static func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, _ handle: UInt64, plus: Bool) {
     let fs = filesystem(req)
+    let reply = PendingReply(req, fs, plus ? "readdirplus" : "readdir")
     // Offsets 0 and 1 are "." and ".."; entry i of the listing has offset i + 3 after it.
     var buffer = [CChar](repeating: 0, count: size)
     var used = 0
     var next = Int(offset)
-    let dirAttrs = FileAttributes(
-      ino: ino, size: 0, isDirectory: true, mode: fs.options.dirMode, uid: fs.options.uid, gid: fs.options.gid,
-      mtime: 0, ctime: 0)
+    let dirAttrs = fs.folderAttributes(ino)
     func add(_ name: String, _ attrs: FileAttributes, _ off: Int, linked: Bool = true) -> Bool {
       var st = fill(attrs)
       let remaining = size - used
       let needed: Int = buffer.withUnsafeMutableBufferPointer { buf in
         if plus {
-          var e = entryParam(attrs, ttl: fs.options.metadataTTL)
+          var e = entryParam(attrs, ttl: fs.cacheTime(attrs))
           // Node id 0: the kernel shows the name and looks it up when asked (no attributes yet).
           if !linked { e.ino = 0 }
           return fuse_add_direntry_plus(req, buf.baseAddress! + used, remaining, name, &e, off_t(off))
@@ -319,24 +305,19 @@ enum FuseOperations {
       return true
     }
     if next == 0 {
-      guard add(".", dirAttrs, 1) else { return finishReaddir(req, fs, buffer, used) }
+      guard add(".", dirAttrs, 1) else { return reply.directory(buffer, used) }
       next = 1
     }
     if next == 1 {
-      guard add("..", dirAttrs, 2) else { return finishReaddir(req, fs, buffer, used) }
+      guard add("..", dirAttrs, 2) else { return reply.directory(buffer, used) }
       next = 2
     }
     fs.readDirectory(ino, handle: handle, offset: next - 2, plus: plus) { entry, attrs, linked in
       guard add(entry.name, attrs, next + 1, linked: linked) else { return false }
-      if plus && linked { fs.inodes.addLookup(attrs.ino) }
+      if plus && linked { fs.referenced(attrs.ino) }
       next += 1
       return true
     }
-    finishReaddir(req, fs, buffer, used)
-  }
-
-  static func finishReaddir(_ req: fuse_req_t?, _ fs: BucketFilesystem, _ buffer: [CChar], _ used: Int) {
-    buffer.withUnsafeBufferPointer { fuse_reply_buf(req, $0.baseAddress, used) }
-    fs.metrics.fuse("readdir", seconds: 0)
+    reply.directory(buffer, used)
   }
 }

@@ -3,8 +3,9 @@ import BucketFS
 import Foundation
 import Synchronization
 
-/// A kernel request that must be answered exactly once: every reply goes through here, a second
-/// answer is dropped, and a request nobody answered gets EIO when this object goes away.
+/// A kernel request that must be answered exactly once: every reply of every operation goes
+/// through here (its latency recorded), a second answer is dropped, and a request nobody
+/// answered gets EIO when this object goes away.
 final class PendingReply: @unchecked Sendable {
   let req: fuse_req_t?
   let filesystem: BucketFilesystem
@@ -57,20 +58,31 @@ final class PendingReply: @unchecked Sendable {
     self.error(error.errno)
   }
 
-  /// False when the request was answered already (its deadline passed).
-  @discardableResult
-  func entry(_ e: inout fuse_entry_param) -> Bool {
-    guard claim() else { return false }
+  /// A name's entry. The lookup it counts is the kernel's; when the request was answered
+  /// already (its deadline passed), the kernel never got it, and it is given back.
+  func entry(_ attrs: FileAttributes) {
+    var e = FuseOperations.entryParam(attrs, ttl: filesystem.cacheTime(attrs))
+    guard claim() else { return filesystem.forget(attrs.ino, count: 1) }
     fuse_reply_entry(req, &e)
-    return true
   }
 
-  /// False when the request was answered already.
-  @discardableResult
-  func create(_ e: inout fuse_entry_param, _ fi: inout fuse_file_info) -> Bool {
-    guard claim() else { return false }
+  /// A name that does not exist, remembered by the kernel for a while instead of asked again.
+  func missing() {
+    var e = fuse_entry_param()
+    e.entry_timeout = filesystem.missCacheTime
+    if claim() { fuse_reply_entry(req, &e) }
+  }
+
+  /// A new file's entry and open handle; when too late, the handle is released and the
+  /// lookup given back.
+  func create(_ attrs: FileAttributes, handle: UInt64, _ fi: inout fuse_file_info) {
+    var e = FuseOperations.entryParam(attrs, ttl: filesystem.cacheTime(attrs))
+    CFuseShims_set_fh(&fi, handle)
+    guard claim() else {
+      filesystem.release(handle: handle)
+      return filesystem.forget(attrs.ino, count: 1)
+    }
     fuse_reply_create(req, &e, &fi)
-    return true
   }
 
   /// Answers success once `work` has run, or its failure (operations whose reply is only an errno).
@@ -89,8 +101,9 @@ final class PendingReply: @unchecked Sendable {
     if claim() { fuse_reply_write(req, count) }
   }
 
-  func attr(_ st: inout stat, timeout: Double) {
-    if claim() { fuse_reply_attr(req, &st, timeout) }
+  func attr(_ attrs: FileAttributes) {
+    var st = FuseOperations.fill(attrs)
+    if claim() { fuse_reply_attr(req, &st, filesystem.cacheTime(attrs)) }
   }
 
   /// False when the request was answered already (its deadline passed).
@@ -148,6 +161,11 @@ final class PendingReply: @unchecked Sendable {
 
   func statfs(_ st: inout statvfs) {
     if claim() { fuse_reply_statfs(req, &st) }
+  }
+
+  /// The first `used` bytes of a listing's buffer.
+  func directory(_ entries: [CChar], _ used: Int) {
+    entries.withUnsafeBytes { buffer(UnsafeRawBufferPointer(rebasing: $0[0..<used])) }
   }
 
   func none() {

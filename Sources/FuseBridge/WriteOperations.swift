@@ -18,12 +18,7 @@ extension FuseOperations {
       Task {
         do {
           let (attrs, handle) = try await fs.create(parent: parent, name: name, flags: flags)
-          var e = FuseOperations.entryParam(attrs, ttl: fs.options.metadataTTL)
-          CFuseShims_set_fh(&info, handle)
-          if !reply.create(&e, &info) {
-            fs.release(handle: handle)
-            fs.inodes.forget(attrs.ino, count: 1)
-          }
+          reply.create(attrs, handle: handle, &info)
         } catch {
           reply.fail(error)
         }
@@ -61,12 +56,9 @@ extension FuseOperations {
         mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
       }
       let handle = fi.map { CFuseShims_fi_fh($0) }
-      if (size != nil || mtime != nil) && !fs.options.writable { return reply.error(EROFS) }
       Task {
         do {
-          let attrs = try await fs.setattr(ino, size: size, mtime: mtime, handle: handle)
-          var out = FuseOperations.fill(attrs)
-          reply.attr(&out, timeout: FuseOperations.attrTimeout(attrs, fs))
+          reply.attr(try await fs.setattr(ino, size: size, mtime: mtime, handle: handle))
         } catch {
           reply.fail(error)
         }
@@ -86,9 +78,7 @@ extension FuseOperations {
       let name = String(cString: name!)
       Task {
         do {
-          let attrs = try await fs.mkdir(parent: parent, name: name)
-          var e = FuseOperations.entryParam(attrs, ttl: fs.options.metadataTTL)
-          if !reply.entry(&e) { fs.inodes.forget(attrs.ino, count: 1) }
+          reply.entry(try await fs.mkdir(parent: parent, name: name))
         } catch {
           reply.fail(error)
         }
@@ -114,23 +104,19 @@ extension FuseOperations {
     // has none of them.
     ops.mknod = { req, _, _, _, _ in
       let fs = FuseOperations.filesystem(req)
-      fuse_reply_err(req, fs.options.writable ? EPERM : EROFS)
+      PendingReply(req, fs, "mknod").error(fs.unsupported(EPERM))
     }
     ops.symlink = { req, _, _, _ in
       let fs = FuseOperations.filesystem(req)
-      fuse_reply_err(req, fs.options.writable ? EPERM : EROFS)
+      PendingReply(req, fs, "symlink").error(fs.unsupported(EPERM))
     }
     ops.link = { req, _, _, _ in
       let fs = FuseOperations.filesystem(req)
-      fuse_reply_err(req, fs.options.writable ? EPERM : EROFS)
+      PendingReply(req, fs, "link").error(fs.unsupported(EPERM))
     }
     // `user.content_type` and `user.meta.KEY` change the object's metadata.
     ops.setxattr = { req, ino, name, value, size, _ in
       let fs = FuseOperations.filesystem(req)
-      guard fs.options.writable else {
-        fuse_reply_err(req, EROFS)
-        return
-      }
       let reply = PendingReply(req, fs, "setxattr")
       let name = String(cString: name!)
       let text = String(decoding: UnsafeRawBufferPointer(start: value, count: size), as: UTF8.self)
@@ -138,7 +124,7 @@ extension FuseOperations {
     }
     ops.removexattr = { req, _, _ in
       let fs = FuseOperations.filesystem(req)
-      fuse_reply_err(req, fs.options.writable ? ENOTSUP : EROFS)
+      PendingReply(req, fs, "removexattr").error(fs.unsupported(ENOTSUP))
     }
   }
 }
