@@ -16,23 +16,26 @@ let package = Package(
     .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
     .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
     .target(name: "StorageCore", dependencies: ["CCurl", "CCrypto", "CZlib"]),
-    .target(name: "StorageEmulator", dependencies: ["CCrypto", "CZlib"]),
+    .target(name: "ListeningSocket"),
+    .target(name: "StorageEmulator", dependencies: ["CCrypto", "CZlib", "ListeningSocket"]),
     .target(name: "BucketFS", dependencies: ["StorageCore", "CCrypto"]),
     .target(name: "FuseBridge", dependencies: ["BucketFS", "CFuse"]),
     .target(
       name: "BucketFSCommand",
-      dependencies: ["StorageCore", "StorageEmulator", "BucketFS", "FuseBridge"]),
+      dependencies: ["StorageCore", "StorageEmulator", "BucketFS", "FuseBridge", "ListeningSocket"]),
     .executableTarget(name: "bucketfs", dependencies: ["BucketFSCommand"]),
-    .testTarget(name: "StorageCoreTests", dependencies: ["StorageCore", "StorageEmulator"]),
-    .testTarget(name: "StorageEmulatorTests", dependencies: ["StorageEmulator"]),
-    .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "StorageCore"]),
+    // What every test target shares: seeded random data, waiting for a condition, running a tool.
+    .target(name: "TestSupport", path: "Tests/TestSupport"),
+    .testTarget(name: "StorageCoreTests", dependencies: ["StorageCore", "StorageEmulator", "TestSupport"]),
+    .testTarget(name: "StorageEmulatorTests", dependencies: ["StorageEmulator", "TestSupport"]),
+    .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "StorageCore", "TestSupport"]),
     .testTarget(
-      name: "MountTests", dependencies: ["BucketFSCommand", "StorageCore", "StorageEmulator"]),
-    .testTarget(name: "CommandTests", dependencies: ["StorageEmulator"]),
+      name: "MountTests", dependencies: ["BucketFSCommand", "StorageCore", "StorageEmulator", "TestSupport"]),
+    .testTarget(name: "CommandTests", dependencies: ["StorageEmulator", "TestSupport"]),
     // The Firebase pages' Swift examples, unedited, in the Swift 5 mode the pages are written
     // for: building the tests proves they compile, and the suite runs them on the emulator.
     .testTarget(
-      name: "ExamplesTests", dependencies: ["StorageCore", "StorageEmulator"],
+      name: "ExamplesTests", dependencies: ["StorageCore", "StorageEmulator", "TestSupport"],
       swiftSettings: [.swiftLanguageMode(.v5)]),
   ],
   swiftLanguageModes: [.v6]

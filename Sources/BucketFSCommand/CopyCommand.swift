@@ -126,14 +126,9 @@ enum CopyCommand {
   }
 
   static func downloadTree(_ ref: StorageReference, to dst: String, quiet: Bool) async throws(CommandError) -> Int32 {
-    var names: [String] = []
+    let names: [String]
     do {
-      var token: String? = nil
-      repeat {
-        let page = try await ref.listPage(delimiter: nil, pageToken: token)
-        names += page.items
-        token = page.nextPageToken
-      } while token != nil
+      names = try await ListPage.all { token async throws(StorageError) in try await ref.listPage(delimiter: nil, pageToken: token) }.items
     } catch {
       throw .storage(error)
     }

@@ -1,5 +1,6 @@
 import BucketFS
 import Foundation
+import ListeningSocket
 import Synchronization
 
 /// Serves `GET /metrics` (Prometheus text format) on HOST:PORT for a mount: an accepting thread,
@@ -28,29 +29,16 @@ final class MetricsServer: @unchecked Sendable {
     }
     var host = String(address[..<colon])
     if host.hasPrefix("[") { host = String(host.dropFirst().dropLast()) }
-    var hints = addrinfo()
-    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST
-    var info: UnsafeMutablePointer<addrinfo>?
-    guard getaddrinfo(host, String(port), &hints, &info) == 0, let info else {
-      throw Failure.address("metrics: \(host) is not a numeric address such as 127.0.0.1")
-    }
-    defer { freeaddrinfo(info) }
-    let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), 0)
-    var one: Int32 = 1
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-    guard fd >= 0, bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(fd, 16) == 0 else {
-      let reason = String(cString: strerror(errno))
-      if fd >= 0 { close(fd) }
-      throw Failure.address("metrics: cannot listen on \(address): \(reason)")
+    let (fd, boundPort): (Int32, Int)
+    do throws(ListeningSocket.Failure) {
+      (fd, boundPort) = try ListeningSocket.open(host: host, port: Int(port), backlog: 16)
+    } catch {
+      switch error {
+      case .notNumeric(let host): throw Failure.address("metrics: \(host) is not a numeric address such as 127.0.0.1")
+      case .refused(let reason): throw Failure.address("metrics: cannot listen on \(address): \(reason)")
+      }
     }
     self.fd = fd
-    var bound = sockaddr_storage()
-    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-    _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    let boundPort = withUnsafePointer(to: &bound) { ptr -> UInt16 in
-      ptr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
-    }
     self.address = (host.contains(":") ? "[\(host)]" : host) + ":\(boundPort)"
     let thread = Thread { [self] in serve() }
     thread.name = "bucketfs-metrics"

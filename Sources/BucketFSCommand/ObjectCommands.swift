@@ -18,21 +18,15 @@ enum ObjectCommands {
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(lsUsage) }
     let ref = try await client.reference(urls[0])
-    var prefixes: [String] = []
-    var items: [String] = []
-    var given: [String: StorageMetadata] = [:]
-    var token: String? = nil
+    let listed: ListPage
     do {
-      repeat {
-        let page = try await ref.listPage(delimiter: recursive ? nil : "/", pageToken: token, maxResults: pageSize)
-        prefixes += page.prefixes
-        items += page.items
-        given.merge(page.metadata) { a, _ in a }
-        token = page.nextPageToken
-      } while token != nil
+      listed = try await ListPage.all { token async throws(StorageError) in
+        try await ref.listPage(delimiter: recursive ? nil : "/", pageToken: token, maxResults: pageSize)
+      }
     } catch {
       throw .storage(error)
     }
+    let (prefixes, items, given) = (listed.prefixes, listed.items, listed.metadata)
     var out = ""
     for p in Array(Set(prefixes)).sorted().map(visible) { out += long ? "\(pad("DIR", 12))  \(pad("", 24))  \(p)\n" : "\(p)\n" }
     if long {
@@ -186,13 +180,7 @@ enum ObjectCommands {
         try await ref.delete()
         return 0
       }
-      var names: [String] = []
-      var token: String? = nil
-      repeat {
-        let page = try await ref.listPage(delimiter: nil, pageToken: token)
-        names += page.items
-        token = page.nextPageToken
-      } while token != nil
+      let names = try await ListPage.all { token async throws(StorageError) in try await ref.listPage(delimiter: nil, pageToken: token) }.items
       if names.isEmpty { throw StorageError(code: .objectNotFound, object: ref.description, detail: "no objects under this prefix") }
       let root = ref.root()
       try await forEachConcurrently(names, limit: 16) { name throws(StorageError) in

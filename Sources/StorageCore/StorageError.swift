@@ -282,6 +282,22 @@ public enum StorageError: Error, CustomNSError, CustomStringConvertible, @unchec
       serverResponse: text.isEmpty ? nil : text)
   }
 
+  /// A read pinned to generation `expected` was answered with another one's bytes.
+  static func objectChanged(_ object: String, from expected: Int64?, to served: Int64) -> StorageError {
+    StorageError(code: .objectChanged, object: object, detail: "the object changed on the server (generation \(expected ?? 0) → \(served))")
+  }
+
+  /// A read pinned to `generation` found it gone (404).
+  static func generationGone(_ object: String, _ generation: Int64) -> StorageError {
+    StorageError(
+      code: .objectChanged, object: object, httpStatus: 404, detail: "generation \(generation) of the object is gone (overwritten or deleted)")
+  }
+
+  /// A body that ended before the bytes it announced.
+  static func shortBody(_ object: String, received: Int64, of expected: Int64) -> StorageError {
+    StorageError(code: .unknown, object: object, detail: "short body: \(received) of \(expected) bytes")
+  }
+
   static func from(transport: TransportError, object: String) -> StorageError {
     switch transport.kind {
     case .unreachable:

@@ -1,5 +1,6 @@
 import BucketFS
 import Foundation
+import TestSupport
 import StorageCore
 import Synchronization
 
@@ -121,15 +122,3 @@ final class FaultyObjectClient: ObjectClient, @unchecked Sendable {
 
 }
 
-/// SplitMix64: deterministic, so that a failing seed replays the same run.
-struct SeededGenerator: RandomNumberGenerator, Sendable {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}

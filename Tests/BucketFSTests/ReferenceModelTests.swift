@@ -1,5 +1,6 @@
 import BucketFS
 import Foundation
+import TestSupport
 import StorageCore
 import Testing
 

@@ -147,37 +147,6 @@ final class MountedBucket: @unchecked Sendable {
   }
 }
 
-func randomData(_ count: Int, seed: UInt64) -> Data {
-  var generator = SeededGenerator(seed: seed)
-  var data = Data(count: count)
-  data.withUnsafeMutableBytes { raw in
-    let bytes = raw.bindMemory(to: UInt8.self)
-    var i = 0
-    while i < count {
-      var z = generator.next()
-      for _ in 0..<8 where i < count {
-        bytes[i] = UInt8(truncatingIfNeeded: z)
-        z >>= 8
-        i += 1
-      }
-    }
-  }
-  return data
-}
-
-/// SplitMix64: the same numbers for the same seed, so a failing test can be run again.
-struct SeededGenerator: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 func sha256(_ data: Data) -> String {
   let d = Digest(.sha256)
   d.update(data)
@@ -243,23 +212,6 @@ func waitStaged(_ path: String) async throws {
     try await Task.sleep(for: .milliseconds(50))
   }
   Issue.record("\(path) was not staged")
-}
-
-/// Runs a tool to its end; its status and what it wrote (stdout and stderr together).
-func runTool(_ tool: String, _ args: [String], env: [String: String] = [:]) -> (Int32, String) {
-  let p = Process()
-  p.executableURL = URL(fileURLWithPath: tool)
-  p.arguments = args
-  var environment = ProcessInfo.processInfo.environment
-  for (k, v) in env { environment[k] = v }
-  p.environment = environment
-  let pipe = Pipe()
-  p.standardOutput = pipe
-  p.standardError = pipe
-  guard (try? p.run()) != nil else { return (-1, "cannot run \(tool)") }
-  let out = pipe.fileHandleForReading.readDataToEndOfFile()
-  p.waitUntilExit()
-  return (p.terminationStatus, String(decoding: out, as: UTF8.self))
 }
 
 /// The port of a mount's metrics page (mounted with `metrics=127.0.0.1:0`), from its log.

@@ -36,36 +36,6 @@ final class EmulatorFixture: @unchecked Sendable {
   }
 }
 
-func randomData(_ count: Int, seed: UInt64 = 42) -> Data {
-  var generator = SplitMix(seed: seed)
-  var data = Data(count: count)
-  data.withUnsafeMutableBytes { raw in
-    let words = raw.bindMemory(to: UInt8.self)
-    var i = 0
-    while i < count {
-      var v = generator.next()
-      for _ in 0..<8 where i < count {
-        words[i] = UInt8(truncatingIfNeeded: v)
-        v >>= 8
-        i += 1
-      }
-    }
-  }
-  return data
-}
-
-struct SplitMix: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 func sha256(_ data: Data) -> String {
   let d = Digest(.sha256)
   d.update(data)

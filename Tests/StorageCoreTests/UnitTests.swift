@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import StorageCore
 import Testing
 
@@ -171,7 +172,7 @@ import Testing
     let bytes = randomData(1 << 20 + 333, seed: 77)
     var whole = CRC32C()
     bytes.withUnsafeBytes { whole.update($0) }
-    var generator = SplitMix(seed: 5)
+    var generator = SeededGenerator(seed: 5)
     for round in 0..<20 {
       var cuts = [0, bytes.count]
       let extra = round == 0 ? Array(stride(from: 65_536, to: bytes.count, by: 65_536)) : (0..<Int(generator.next() % 12)).map { _ in Int(generator.next() % UInt64(bytes.count)) }

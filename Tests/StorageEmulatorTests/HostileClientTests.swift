@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import StorageEmulator
 import Testing
 
@@ -202,7 +203,7 @@ import Testing
   func binaryInputGets400Blocking() throws {
     let s = try Secured()
     defer { withExtendedLifetime(s) {} }
-    var rng = SeededRandom(seed: 7)
+    var rng = SeededGenerator(seed: 7)
     for size in [1, 100, 5000, 20_000, 70_000] {
       let bytes = Data((0..<size).map { _ in UInt8.random(in: 0...255, using: &rng) })
       let response = rawExchange(port: s.port, bytes)
@@ -227,15 +228,3 @@ func connectLoopback(port: Int) -> Int32 {
   return fd
 }
 
-/// A small deterministic generator (SplitMix64), so a failing input can be replayed.
-struct SeededRandom: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}

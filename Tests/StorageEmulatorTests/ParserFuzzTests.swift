@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import StorageEmulator
 import Testing
 
@@ -21,7 +22,7 @@ import Testing
     "GET /download/storage/v1/b/bk/o/%00?alt=media HTTP/1.1\r\nHost: x\r\n\r\n",
   ]
 
-  static func mutate(_ text: String, _ rng: inout SeededRandom) -> Data {
+  static func mutate(_ text: String, _ rng: inout SeededGenerator) -> Data {
     var bytes = Array(text.utf8)
     let interesting: [[UInt8]] = [
       Array("%".utf8), Array("%zz".utf8), Array("\r\n".utf8), Array("\n".utf8), Array(":".utf8), [0], [0xFF, 0xFE],
@@ -67,7 +68,7 @@ import Testing
     _ = rawExchange(
       port: emulator.port,
       Data("POST /v0/b/bk/o?name=file.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nConnection: close\r\n\r\n0123456789".utf8))
-    var rng = SeededRandom(seed: seed)
+    var rng = SeededGenerator(seed: seed)
     var failures: [String] = []
     for i in 0..<count {
       let input = i % 10 == 9

@@ -95,17 +95,10 @@ final class Namespace: Sendable {
 
   private func fetchListing(_ path: String) async throws(StorageError) -> [DirectoryEntry] {
     let listPrefix = path.isEmpty ? "" : path + "/"
-    var folderNames: [String] = []
-    var items: [String] = []
-    var given: [String: StorageMetadata] = [:]
-    var token: String? = nil
-    repeat {
-      let page = try await client.listPage(prefix: listPrefix, pageToken: token, maxResults: nil)
-      folderNames += page.prefixes
-      items += page.items
-      given.merge(page.metadata) { a, _ in a }
-      token = page.nextPageToken
-    } while token != nil
+    let listed = try await ListPage.all { token async throws(StorageError) in
+      try await client.listPage(prefix: listPrefix, pageToken: token, maxResults: nil)
+    }
+    let (folderNames, items, given) = (listed.prefixes, listed.items, listed.metadata)
 
     var entries: [DirectoryEntry] = []
     var dirNames = Set<String>()

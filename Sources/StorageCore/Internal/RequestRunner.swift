@@ -11,27 +11,12 @@ struct RequestRunner: Sendable {
     -> HTTPResponse
   {
     let timeouts = storage.settings.withLock { $0.timeouts }
-    var retries = RetryBudget(storage, seconds: budget)
-    while true {
-      var retryAfter: TimeInterval? = nil
-      let failure: StorageError
+    return try await RetryBudget.run(storage, seconds: budget, object: object) { () async throws(StorageError) -> Attempt<HTTPResponse> in
       let (signed, token) = try await storage.authorize(request)
       switch await attempt(signed, timeouts: timeouts, maxBody: maxBody) {
-      case .success(let response):
-        if accepting.contains(response.status) { return response }
-        // An expired or revoked token: fresh credentials, and one more try.
-        if retries.refreshCredentials(after: response.status, token: token) { continue }
-        let error = StorageError.from(status: response.status, object: object, body: response.body)
-        guard Backoff.isRetryable(status: response.status) else { throw error }
-        retryAfter = Backoff.retryAfter(response.head)
-        failure = error
-      case .failure(let error):
-        guard Backoff.isRetryable(error) else { throw StorageError.from(transport: error, object: object) }
-        failure = StorageError.from(transport: error, object: object)
-      }
-      try await retries.wait(after: failure, retryAfter: retryAfter)
-      if Task.isCancelled {
-        throw StorageError(code: .cancelled, object: object, detail: "cancelled")
+      case .success(let response) where accepting.contains(response.status): return .done(response)
+      case .success(let response): return .answered(response.head, body: response.body, token: token)
+      case .failure(let error): return .broken(error)
       }
     }
   }

@@ -50,3 +50,21 @@ public struct ListPage: Sendable {
       nextPageToken: (token?.isEmpty ?? true) ? nil : token)
   }
 }
+
+extension ListPage {
+  /// Every page `fetch` gives, following page tokens from the first (nil) on, as one page:
+  /// prefixes once each in the order first seen, items in order, metadata merged.
+  package static func all(_ fetch: (String?) async throws(StorageError) -> ListPage) async throws(StorageError) -> ListPage {
+    var all = ListPage(prefixes: [], items: [], nextPageToken: nil)
+    var seen = Set<String>()
+    var token: String? = nil
+    repeat {
+      let page = try await fetch(token)
+      for prefix in page.prefixes where seen.insert(prefix).inserted { all.prefixes.append(prefix) }
+      all.items += page.items
+      all.metadata.merge(page.metadata) { first, _ in first }
+      token = page.nextPageToken
+    } while token != nil
+    return all
+  }
+}

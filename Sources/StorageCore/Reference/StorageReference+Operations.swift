@@ -82,17 +82,16 @@ extension StorageReference {
     try requireObject("read(range:)")
     if range.isEmpty { return 0 }
     let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
-    var retries = RetryBudget(storage, seconds: budget)
     let sink = RangeSink(start: range.lowerBound, limit: Int(range.count), deliver: deliver)
     var pinned = generation
-    while true {
+    return try await RetryBudget.run(storage, seconds: budget, object: description) { () async throws(StorageError) -> Attempt<Int64> in
       let from = range.lowerBound + Int64(sink.received)
       let before = sink.received
       let (request, token) = try await storage.authorize(
         storage.wire.download(path, range: from..<range.upperBound, from: nil, generation: pinned))
       let expected = pinned
       let outcome: Result<HTTPResponseHead, TransportError>
-      do {
+      do throws(TransportError) {
         outcome = .success(try await storage.client.stream(
           request, timeouts: timeouts,
           onHead: { head in sink.begin(head, wantedFrom: from, expected: expected) },
@@ -102,56 +101,31 @@ extension StorageReference {
         outcome = .failure(error)
       }
       if let served = sink.changedTo {
-        throw StorageError(
-          code: .objectChanged, object: description,
-          detail: "the object changed on the server (generation \(expected ?? 0) → \(served))")
+        throw .objectChanged(description, from: expected, to: served)
       }
       // Complete, even if the transfer was stopped early because a server that ignores Range
       // went on past the end.
-      if (200..<300).contains(sink.status), sink.received >= Int(range.count) { return Int64(range.count) }
+      if (200..<300).contains(sink.status), sink.received >= Int(range.count) { return .done(Int64(range.count)) }
       if sink.refused { throw StorageError(code: .cancelled, object: description, detail: "cancelled") }
-      var failure: StorageError
-      var retryAfter: TimeInterval? = nil
+      // Later attempts must serve the same generation as the bytes already received.
+      if pinned == nil { pinned = sink.generation }
+      let progressed = sink.received > before
       switch outcome {
       case .success(let head) where (200..<300).contains(head.status):
         // Fewer bytes than asked: the object ends before the range does, or the body broke.
-        if let total = sink.total, from + Int64(sink.received - before) >= total { return Int64(sink.received) }
-        failure = StorageError(code: .unknown, object: description, detail: "short body: \(sink.received) of \(range.count) bytes")
+        if let total = sink.total, from + Int64(sink.received - before) >= total { return .done(Int64(sink.received)) }
+        return .retry(.shortBody(description, received: Int64(sink.received), of: Int64(range.count)), progressed: progressed)
       case .success(let head) where head.status == 416 && head.contentRangeTotal.map({ from >= $0 }) == true:
         // The range starts at or past the end (GCS's answer; the official emulator sends the
         // whole object instead, handled above): the object ended first, as for a short read.
-        return Int64(sink.received)
-      case .success(let head) where retries.refreshCredentials(after: head.status, token: token):
-        continue
+        return .done(Int64(sink.received))
       case .success(let head) where head.status == 404 && generation != nil:
-        throw StorageError(
-          code: .objectChanged, object: description, httpStatus: 404,
-          detail: "generation \(generation!) of the object is gone (overwritten or deleted)")
+        throw .generationGone(description, generation!)
       case .success(let head):
-        failure = StorageError.from(status: head.status, object: description, body: sink.errorBody)
-        guard Backoff.isRetryable(status: head.status) else { throw failure }
-        retryAfter = Backoff.retryAfter(head)
+        return .answered(head, body: sink.errorBody, token: token, progressed: progressed)
       case .failure(let error):
-        if error.kind == .cancelled || Task.isCancelled {
-          throw StorageError(code: .cancelled, object: description, detail: "cancelled")
-        }
-        failure = StorageError.from(transport: error, object: description)
-        guard Backoff.isRetryable(error) else { throw failure }
+        return .broken(error, progressed: progressed)
       }
-      // Later attempts must serve the same generation as the bytes already received.
-      if pinned == nil { pinned = sink.generation }
-      if sink.received > before { retries.progressed() }
-      try await retries.wait(after: failure, retryAfter: retryAfter)
-      if Task.isCancelled { throw StorageError(code: .cancelled, object: description, detail: "cancelled") }
-    }
-  }
-
-  func checkGeneration(_ head: HTTPResponseHead, expected: Int64?) throws(StorageError) {
-    guard let expected, let served = head["x-goog-generation"].flatMap({ Int64($0) }) else { return }
-    if served != expected {
-      throw StorageError(
-        code: .objectChanged, object: description,
-        detail: "the object changed on the server (generation \(expected) → \(served))")
     }
   }
 
@@ -185,15 +159,8 @@ extension StorageReference {
 
   /// Every item and prefix under this reference, following page tokens.
   public func listAll() async throws(StorageError) -> StorageListResult {
-    var result = StorageListResult(prefixes: [], items: [], pageToken: nil)
-    var token: String? = nil
-    repeat {
-      let page = StorageListResult(page: try await listPage(pageToken: token), root: root())
-      result.items += page.items
-      for p in page.prefixes where !result.prefixes.contains(p) { result.prefixes.append(p) }
-      token = page.pageToken
-    } while token != nil
-    return result
+    let all = try await ListPage.all { token async throws(StorageError) in try await listPage(pageToken: token) }
+    return StorageListResult(page: all, root: root())
   }
 }
 
@@ -226,53 +193,37 @@ extension StorageReference {
   ) async throws(StorageError) -> Int64 {
     try requireObject("stream")
     let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
-    var retries = RetryBudget(storage, seconds: budget)
     let counter = StreamCounter()
-    while true {
+    return try await RetryBudget.run(storage, seconds: budget, object: description) { () async throws(StorageError) -> Attempt<Int64> in
       let (request, token) = try await storage.authorize(storage.wire.download(path, range: range, from: nil, generation: nil))
-      var failure: StorageError
-      var retryAfter: TimeInterval?
+      counter.errorBody = Data()
       let handOff = HandOff(label: "bucketfs.stream") { bytes in onData(bytes) }
-      do {
-        let head: HTTPResponseHead
-        do {
-          head = try await storage.client.stream(
-            request, timeouts: timeouts,
-            onHead: { head in counter.status = head.status; return true },
-            onFlow: { bytes in
-              guard (200..<300).contains(counter.status) else {
-                counter.errorBody.append(contentsOf: bytes.prefix(4096))
-                return .accept
-              }
-              let flow = handOff.offer(bytes)
-              if flow == .accept { counter.delivered += Int64(bytes.count) }
-              return flow
-            },
-            started: { handOff.attach($0) })
-          await handOff.drain()
-        } catch {
-          await handOff.drain()
-          throw error
-        }
-        if handOff.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
-        if (200..<300).contains(head.status) { return counter.delivered }
-        if retries.refreshCredentials(after: head.status, token: token) {
-          counter.errorBody = Data()
-          continue
-        }
-        failure = StorageError.from(status: head.status, object: description, body: counter.errorBody)
-        guard Backoff.isRetryable(status: head.status) else { throw failure }
-        retryAfter = Backoff.retryAfter(head)
-        counter.errorBody = Data()
-      } catch let error as TransportError {
-        failure = StorageError.from(transport: error, object: description)
-        guard counter.delivered == 0, Backoff.isRetryable(error) else { throw failure }
-      } catch let error as StorageError {
-        throw error
+      let head: HTTPResponseHead
+      do throws(TransportError) {
+        head = try await storage.client.stream(
+          request, timeouts: timeouts,
+          onHead: { head in counter.status = head.status; return true },
+          onFlow: { bytes in
+            guard (200..<300).contains(counter.status) else {
+              counter.errorBody.append(contentsOf: bytes.prefix(4096))
+              return .accept
+            }
+            let flow = handOff.offer(bytes)
+            if flow == .accept { counter.delivered += Int64(bytes.count) }
+            return flow
+          },
+          started: { handOff.attach($0) })
+        await handOff.drain()
       } catch {
-        throw StorageError(code: .unknown, object: description, detail: "\(error)")
+        await handOff.drain()
+        if handOff.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
+        // Bytes handed on are never handed on again: a stream retries only before the first.
+        guard counter.delivered == 0 else { throw StorageError.from(transport: error, object: description) }
+        return .broken(error)
       }
-      try await retries.wait(after: failure, retryAfter: retryAfter)
+      if handOff.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
+      if (200..<300).contains(head.status) { return .done(counter.delivered) }
+      return .answered(head, body: counter.errorBody, token: token)
     }
   }
 }
@@ -305,17 +256,13 @@ final class RangeSink: @unchecked Sendable {
     status = head.status
     errorBody = Data()
     guard (200..<300).contains(head.status) else { return true }
-    let served = head["x-goog-generation"].flatMap { Int64($0) }
+    let served = head.generation
     if let expected, let served, served != expected {
       changedTo = served
       return false
     }
     if generation == nil { generation = served }
-    if head["content-range"] != nil {
-      total = head.contentRangeTotal
-    } else if head.status == 200 {
-      total = head["content-length"].flatMap { Int64($0) }
-    }
+    if head["content-range"] != nil || head.status == 200 { total = head.objectSize }
     skip = head.status == 200 ? wantedFrom : 0
     return true
   }

@@ -65,33 +65,25 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   override func drive() async {
     let storage = reference.storage
     let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
-    var retries = RetryBudget(reference.storage, seconds: budget)
-    while phase == .running && !Task.isCancelled {
-      let before = bytesOnDisk()
-      let outcome = await attempt(timeouts: timeouts)
-      switch outcome {
-      case .done:
-        return
-      case .stopped:
-        return
-      case .failed(let error):
-        fail(error)
-        return
-      case .unauthenticated(let error, let token):
-        // An expired token: fresh credentials, and one more try at once.
-        if retries.refreshCredentials(after: 401, token: token) { continue }
-        fail(error)
-        return
-      case .retry(let error, let retryAfter):
+    do {
+      try await RetryBudget.run(storage, seconds: budget, object: reference.description) { () async throws(StorageError) -> Attempt<Void> in
+        guard phase == .running && !Task.isCancelled else { return .done(()) }
+        let before = bytesOnDisk()
         // A connection that breaks every few hundred kilobytes still gets the file through.
-        if bytesOnDisk() > before { retries.progressed() }
-        do {
-          try await retries.wait(after: error, retryAfter: retryAfter)
-        } catch {
-          fail(error)
-          return
+        func progressed() -> Bool { bytesOnDisk() > before }
+        switch await attempt(timeouts: timeouts) {
+        case .done, .stopped: return .done(())
+        case .failed(let error): throw error
+        case .answered(let head, let body, let token): return .answered(head, body: body, token: token, progressed: progressed())
+        case .broken(let error): return .broken(error, progressed: progressed())
+        case .retry(let error): return .retry(error, progressed: progressed())
+        case .again(let error): return .retry(error, progressed: true)
         }
       }
+    } catch {
+      // A pause cancels the driver: that is no failure.
+      if Task.isCancelled || phase != .running { return }
+      fail(error)
     }
   }
 
@@ -105,12 +97,16 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     finish(.failed, error: error)
   }
 
+  /// How one GET ended; `drive` turns it into the retry rule's `Attempt`.
   enum Outcome {
     case done, stopped
     case failed(StorageError)
-    /// A 401 to a request that carried this token.
-    case unauthenticated(StorageError, AccessToken?)
-    case retry(StorageError, TimeInterval?)
+    /// The server answered a status that is not a success, to a request that carried `token`.
+    case answered(HTTPResponseHead, Data, token: AccessToken?)
+    case broken(TransportError)
+    case retry(StorageError)
+    /// Worth another attempt at once (the object changed before any byte was kept).
+    case again(StorageError)
   }
 
   /// One GET from the bytes already on disk to the end.
@@ -168,12 +164,12 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
         onHead: { [self] head in
           sink.head = head
           guard (200..<300).contains(head.status) else { return true }
-          let served = head["x-goog-generation"].flatMap { Int64($0) }
+          let served = head.generation
           if let expected, let served, served != expected {
             sink.changed = served
             return false
           }
-          if let maxSize, let total = totalSize(head), total > maxSize {
+          if let maxSize, let total = head.objectSize, total > maxSize {
             sink.tooLarge = total
             return false
           }
@@ -189,7 +185,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
             sink.crc = CRC32C()
             sink.wantsMD5 = !hasCRC
           }
-          updateProgress(completed: sink.offset, total: totalSize(head))
+          updateProgress(completed: sink.offset, total: head.objectSize)
           return true
         },
         onFlow: { [self] bytes in
@@ -218,10 +214,9 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
         return .failed(StorageError(
           code: .unknown, object: object, detail: "writing \(destination.path) failed: \(writeError)", localFile: true))
       }
-      let mapped = StorageError.from(transport: error, object: object)
-      return Backoff.isRetryable(error) ? .retry(mapped, nil) : .failed(mapped)
+      return .broken(error)
     }
-    if head.status == 416, have > 0, totalSize(head) == have {
+    if head.status == 416, have > 0, head.objectSize == have {
       // A resume at the end of the object (paused after its last byte): GCS answers 416, the
       // official emulator the whole body (which starts over, above). The bytes are all here.
       if Task.isCancelled || phase != .running { return .stopped }
@@ -229,13 +224,9 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     }
     guard (200..<300).contains(head.status) else {
       if head.status == 404, let pinned = pinnedGeneration {
-        return .failed(StorageError(
-          code: .objectChanged, object: object, httpStatus: 404,
-          detail: "generation \(pinned) of the object is gone (overwritten or deleted)"))
+        return .failed(.generationGone(object, pinned))
       }
-      let error = StorageError.from(status: head.status, object: object, body: sink.errorBody)
-      if head.status == 401 { return .unauthenticated(error, token) }
-      return Backoff.isRetryable(status: head.status) ? .retry(error, Backoff.retryAfter(head)) : .failed(error)
+      return .answered(head, sink.errorBody, token: token)
     }
     if Task.isCancelled || phase != .running { return .stopped }
     return complete(head: head, sink: sink, fd: fd)
@@ -248,7 +239,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     do {
       metadata = try await reference.getMetadata()
     } catch {
-      return Backoff.isRetryable(status: error.httpStatus ?? 0) || error.code == .serverUnreachable ? .retry(error, nil) : .failed(error)
+      return Backoff.isRetryable(status: error.httpStatus ?? 0) || error.code == .serverUnreachable ? .retry(error) : .failed(error)
     }
     if let expected, metadata.generation != expected { return changedObject(metadata.generation, expected: expected) }
     guard metadata.size == sink.offset else {
@@ -269,24 +260,22 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
 
   private func changedObject(_ served: Int64, expected: Int64?) -> Outcome {
     if pinnedGeneration != nil {
-      return .failed(StorageError(
-        code: .objectChanged, object: reference.description,
-        detail: "the object changed on the server (generation \(expected ?? 0) → \(served))"))
+      return .failed(.objectChanged(reference.description, from: expected, to: served))
     }
     // Not pinned: the bytes on disk belong to an older version; start over with the new one.
     unlink(temporaryPath)
     servedGeneration.withLock { $0 = nil }
-    return .retry(StorageError(code: .objectChanged, object: reference.description, detail: "object changed"), 0)
+    return .again(StorageError(code: .objectChanged, object: reference.description, detail: "object changed"))
   }
 
   private func complete(head: HTTPResponseHead, sink: DownloadSink, fd: Int32) -> Outcome {
     let object = reference.description
-    let total = totalSize(head) ?? sink.offset
-    if let generation = head["x-goog-generation"].flatMap({ Int64($0) }) {
+    let total = head.objectSize ?? sink.offset
+    if let generation = head.generation {
       servedGeneration.withLock { $0 = generation }
     }
     guard sink.offset == total else {
-      return .retry(StorageError(code: .unknown, object: object, detail: "short body (\(sink.offset) of \(total) bytes)"), nil)
+      return .retry(.shortBody(object, received: sink.offset, of: total))
     }
     if let problem = verify(hashHeader: head["x-goog-hash"], sink: sink) {
       unlink(temporaryPath)
@@ -314,10 +303,6 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     updateProgress(completed: total, total: total)
     finish(.succeeded)
     return .done
-  }
-
-  private func totalSize(_ head: HTTPResponseHead) -> Int64? {
-    head["content-range"] != nil ? head.contentRangeTotal : head["content-length"].flatMap { Int64($0) }
   }
 
   /// Compares the bytes with `x-goog-hash` (CRC32C when given, else MD5); nil when they agree.

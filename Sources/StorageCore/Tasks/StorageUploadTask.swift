@@ -173,57 +173,58 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     }
     // Every chunk but the last is a multiple of the granularity the server asked for.
     let chunkSize = Storage.roundedChunk(configuredChunk, granularity: granularity.withLock { $0 })
-    var retries = RetryBudget(reference.storage, seconds: budget)
     let size = source.size
-    while true {
-      if Task.isCancelled || phase != .running { return nil }
-      let end = min(size, offset + chunkSize)
-      let last = end == size
-      var request = wire.uploadChunk(sessionURL: url, offset: offset, total: size, body: source.body(offset..<end), finalize: last)
-      // Progress while the bytes go out, not once per chunk.
-      let chunkStart = offset
-      let lastFired = ProgressMark(offset)
-      request.onBodySent = { [self] sent in
-        let done = chunkStart + sent
-        updateProgress(completed: done)
-        if lastFired.advance(to: done, step: 256 * 1024) { fire([.progress]) }
-      }
-      var failure = StorageError(code: .unknown, object: object, detail: "upload failed")
-      var retryAfter: TimeInterval? = nil
-      do {
-        let (signed, token) = try await reference.storage.authorize(request)
-        let response = try await reference.storage.client.send(signed, timeouts: timeouts)
-        if retries.refreshCredentials(after: response.status, token: token) { continue }
-        switch wire.chunkOutcome(response.head, finalize: last) {
-        case .final:
-          return try StorageMetadata(data: response.body).through(reference)
-        case .accepted:
-          offset = end
+    // An attempt sends chunks from where the server has the bytes until the last one's answer
+    // or a failure; the next one asks the session where it stands first.
+    var failedBefore = false
+    do {
+      return try await RetryBudget.run(reference.storage, seconds: budget, object: object) {
+        () async throws(StorageError) -> Attempt<StorageMetadata?> in
+        if Task.isCancelled || phase != .running { return .done(nil) }
+        if failedBefore {
+          switch try await queryOffset(url, runner: runner) {
+          case .received(let bytes): offset = bytes
+          case .finished(let metadata): return .done(metadata)
+          }
           updateProgress(completed: offset)
-          fire([.progress])
-          continue
-        case .failed:
-          break
         }
-        failure = StorageError.from(status: response.status, object: object, body: response.body)
-        guard Backoff.isRetryable(status: response.status) else { throw failure }
-        retryAfter = Backoff.retryAfter(response.head)
-      } catch let error as TransportError {
-        if Task.isCancelled || phase != .running { return nil }
-        failure = StorageError.from(transport: error, object: object)
-        guard Backoff.isRetryable(error) else { throw failure }
-      } catch let error as StorageError {
-        throw error
-      } catch {
-        throw StorageError(code: .unknown, object: object, detail: "\(error)")
+        failedBefore = true
+        let attemptStart = offset
+        while true {
+          if Task.isCancelled || phase != .running { return .done(nil) }
+          let end = min(size, offset + chunkSize)
+          let last = end == size
+          var request = wire.uploadChunk(sessionURL: url, offset: offset, total: size, body: source.body(offset..<end), finalize: last)
+          // Progress while the bytes go out, not once per chunk.
+          let chunkStart = offset
+          let lastFired = ProgressMark(offset)
+          request.onBodySent = { [self] sent in
+            let done = chunkStart + sent
+            updateProgress(completed: done)
+            if lastFired.advance(to: done, step: 256 * 1024) { fire([.progress]) }
+          }
+          let (signed, token) = try await reference.storage.authorize(request)
+          let response: HTTPResponse
+          do throws(TransportError) {
+            response = try await reference.storage.client.send(signed, timeouts: timeouts)
+          } catch {
+            if Task.isCancelled || phase != .running { return .done(nil) }
+            return .broken(error, progressed: offset > attemptStart)
+          }
+          switch wire.chunkOutcome(response.head, finalize: last) {
+          case .final:
+            return .done(try StorageMetadata(data: response.body).through(reference))
+          case .accepted:
+            offset = end
+            updateProgress(completed: offset)
+            fire([.progress])
+          case .failed:
+            return .answered(response.head, body: response.body, token: token, progressed: offset > attemptStart)
+          }
+        }
       }
-      try await retries.wait(after: failure, retryAfter: retryAfter)
-      if Task.isCancelled || phase != .running { return nil }
-      switch try await queryOffset(url, runner: runner) {
-      case .received(let bytes): offset = bytes
-      case .finished(let metadata): return metadata
-      }
-      updateProgress(completed: offset)
+    } catch where error.code == .cancelled && (Task.isCancelled || phase != .running) {
+      return nil
     }
   }
 

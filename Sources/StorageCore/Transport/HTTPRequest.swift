@@ -52,6 +52,15 @@ package struct HTTPResponseHead: Sendable {
     guard let range = self["content-range"], let slash = range.lastIndex(of: "/") else { return nil }
     return Int64(range[range.index(after: slash)...].trimmingCharacters(in: .whitespaces))
   }
+
+  /// The object's size: from Content-Range when the answer has one, else its Content-Length
+  /// (a whole object's answer).
+  var objectSize: Int64? {
+    self["content-range"] != nil ? contentRangeTotal : self["content-length"].flatMap { Int64($0) }
+  }
+
+  /// The generation of the object whose bytes these are (`x-goog-generation`).
+  var generation: Int64? { self["x-goog-generation"].flatMap { Int64($0) } }
 }
 
 /// A complete response whose body was collected in memory.

@@ -4,6 +4,7 @@
 // (the longest-idle one makes room for a newcomer), idle and slow clients time out, and running
 // out of descriptors makes the accept loop back off rather than end.
 import Foundation
+import ListeningSocket
 import Synchronization
 
 final class HTTPServer: @unchecked Sendable {
@@ -42,42 +43,17 @@ final class HTTPServer: @unchecked Sendable {
     self.handler = handler
     self.host = host
     self.faults = Mutex(faults)
-    var hints = addrinfo()
-    hints.ai_family = AF_UNSPEC
-    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST
-    var info: UnsafeMutablePointer<addrinfo>?
-    guard getaddrinfo(host, String(port), &hints, &info) == 0, let info else {
-      throw StartError.socket("cannot use address \(host): expected a numeric IP such as 127.0.0.1")
-    }
-    defer { freeaddrinfo(info) }
-    let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, 0)
-    guard fd >= 0 else { throw StartError.socket("socket: \(String(cString: strerror(errno)))") }
-    var one: Int32 = 1
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-    guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
-      let reason = String(cString: strerror(errno))
-      close(fd)
-      throw StartError.socket("cannot listen on \(host):\(port): \(reason)")
-    }
-    guard listen(fd, 512) == 0 else {
-      close(fd)
-      throw StartError.socket("listen: \(String(cString: strerror(errno)))")
-    }
-    var storage = sockaddr_storage()
-    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-    withUnsafeMutablePointer(to: &storage) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) }
-    }
-    let family = storage.ss_family
-    let boundPort: UInt16 = withUnsafePointer(to: &storage) { ptr in
-      if family == sa_family_t(AF_INET6) {
-        return ptr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+    let (fd, boundPort): (Int32, Int)
+    do throws(ListeningSocket.Failure) {
+      (fd, boundPort) = try ListeningSocket.open(host: host, port: port, backlog: 512)
+    } catch {
+      switch error {
+      case .notNumeric(let host): throw StartError.socket("cannot use address \(host): expected a numeric IP such as 127.0.0.1")
+      case .refused(let reason): throw StartError.socket("cannot listen on \(host):\(port): \(reason)")
       }
-      return ptr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
     }
     self.listenFD = fd
-    self.port = Int(boundPort)
+    self.port = boundPort
   }
 
   func start() {
