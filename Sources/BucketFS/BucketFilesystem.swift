@@ -294,17 +294,27 @@ package final class BucketFilesystem: Sendable {
     }
   }
 
+  /// A read that `readIfCached` could not answer at once: down the same sources
+  /// (`ReadSource`), waiting for the server where they must, within `read_timeout`.
   package func read(handle: UInt64, offset: Int64, count: Int) async throws(FSError) -> ReadReply {
     if WriteBack.isLocal(handle) { return try readLocal(handle: handle, offset: offset, count: count) }
-    if let cached = readIfCached(handle: handle, offset: offset, count: count) { return cached }
     guard let file = openFiles[handle] else { throw FSError(EBADF) }
-    let end = min(file.metadata.size, offset + Int64(count))
-    if options.offline { throw FSError(EIO) }
+    let range = offset..<max(offset, min(file.metadata.size, offset + Int64(count)))
+    if range.isEmpty { return .bytes(Data()) }
+    if options.offline {
+      // Only what is here answers.
+      for source in ReadSource.allCases { if let reply = answerNow(source, file, range) { return reply } }
+      throw FSError(EIO)
+    }
     if recentTimeouts.isFresh(file.objectName, generation: file.metadata.generation, openedAt: file.opened) { throw FSError(EIO) }
     metrics.cacheMisses.add(1, ordering: .relaxed)
     do {
       let reply = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(StorageError) -> ReadReply in
-        try await self.fetch(file, offset: offset, end: end)
+        for source in ReadSource.allCases {
+          if let reply = try await self.answer(source, file, range) { return reply }
+        }
+        // The block cache answers or throws; this is never reached.
+        throw StorageError(code: .internalError, object: file.objectName, detail: "no read source answered")
       }
       staging?.served(file.copy)
       return reply
@@ -312,22 +322,6 @@ package final class BucketFilesystem: Sendable {
       if error.code == .timedOut || error.code == .retryLimitExceeded { recentTimeouts.timedOut(file.objectName, generation: file.metadata.generation) }
       throw FSError(error)
     }
-  }
-
-  /// Bytes `offset..<end` from the server: into the staged copy when there is one that works,
-  /// else through the block cache.
-  private func fetch(_ file: OpenFile, offset: Int64, end: Int64) async throws(StorageError) -> ReadReply {
-    if let copy = file.copy {
-      do {
-        try await copy.wait(offset: offset, end: end)
-        if let reply = copy.verifiedReply(offset: offset, end: end) { return reply }
-      } catch let error as StorageError {
-        throw error
-      } catch {
-        // The copy cannot be used (the disk is full, say): read without it.
-      }
-    }
-    return try await file.reader.reply(offset: offset, count: Int(end - offset))
   }
 
   package func release(handle: UInt64) {
@@ -377,20 +371,15 @@ package final class BucketFilesystem: Sendable {
   package func readIfCached(handle: UInt64, offset: Int64, count: Int) -> ReadReply? {
     if WriteBack.isLocal(handle) { return try? readLocal(handle: handle, offset: offset, count: count) }
     guard let file = openFiles[handle] else { return nil }
-    let end = min(file.metadata.size, offset + Int64(count))
-    guard offset < end else { return .bytes(Data()) }
-    if let reply = staging?.read(file.objectName, generation: file.metadata.generation, offset: offset, count: Int(end - offset)) {
-      metrics.cacheHits.add(1, ordering: .relaxed)
-      return reply
+    let range = offset..<max(offset, min(file.metadata.size, offset + Int64(count)))
+    if range.isEmpty { return .bytes(Data()) }
+    for source in ReadSource.allCases {
+      if let reply = answerNow(source, file, range) {
+        metrics.cacheHits.add(1, ordering: .relaxed)
+        return reply
+      }
     }
-    if let copy = file.copy, copy.holds(offset: offset, end: end), let reply = copy.verifiedReply(offset: offset, end: end) {
-      metrics.cacheHits.add(1, ordering: .relaxed)
-      return reply
-    }
-    if options.offline || file.copy.map({ !$0.isBroken }) == true { return nil }
-    guard let reply = file.reader.replyIfCached(offset: offset, count: Int(end - offset)) else { return nil }
-    metrics.cacheHits.add(1, ordering: .relaxed)
-    return reply
+    return nil
   }
 
   // MARK: metrics

@@ -71,18 +71,7 @@ enum CopyCommand {
     let bar = ProgressBar(label: ref.name)
     let task = ActiveDownloads.write(ref, toFile: target)
     defer { ActiveDownloads.finished(task) }
-    if !quiet {
-      task.observe(.progress) { snap in
-        if let p = snap.progress { bar.update(done: p.completedUnitCount, total: p.totalUnitCount) }
-      }
-    }
-    do {
-      try await task.result()
-      if !quiet { bar.finish() }
-    } catch {
-      if !quiet { bar.finish() }
-      throw .storage(error)
-    }
+    try await follow(task, bar: bar, quiet: quiet)
     return 0
   }
 
@@ -110,18 +99,7 @@ enum CopyCommand {
     if keepName || target.fullPath.isEmpty { target = target.child(name) }
     let bar = ProgressBar(label: name)
     let task = target.putFile(from: URL(fileURLWithPath: src), preconditions: preconditions)
-    if !quiet {
-      task.observe(.progress) { snap in
-        if let p = snap.progress { bar.update(done: p.completedUnitCount, total: p.totalUnitCount) }
-      }
-    }
-    do {
-      try await task.result()
-      if !quiet { bar.finish() }
-    } catch {
-      if !quiet { bar.finish() }
-      throw .storage(error)
-    }
+    try await follow(task, bar: bar, quiet: quiet)
     return 0
   }
 
@@ -201,6 +179,21 @@ enum CopyCommand {
     }
     if !quiet { bar.finish() }
     return 0
+  }
+
+  /// Waits for `task`, drawing its progress on `bar` unless `quiet`.
+  private static func follow(_ task: StorageTask, bar: ProgressBar, quiet: Bool) async throws(CommandError) {
+    if !quiet {
+      task.observe(.progress) { snap in
+        if let p = snap.progress { bar.update(done: p.completedUnitCount, total: p.totalUnitCount) }
+      }
+    }
+    defer { if !quiet { bar.finish() } }
+    do {
+      try await task.result()
+    } catch {
+      throw .storage(error)
+    }
   }
 }
 

@@ -96,21 +96,11 @@ package final class BlockCache: Sendable {
   /// are always fetched.
   func claim(name: String, generation: Int64, pages: Range<Int64>, prefetch: Bool = false) -> (Range<Int64>, Run)? {
     state.withLock { s in
-      var first: Int64? = nil
-      var end: Int64 = pages.lowerBound
-      for page in pages {
-        let key = Key(name: name, generation: generation, page: page)
-        let busy = s.inflight[key] != nil || s.lru.contains(key)
-        if first == nil {
-          if busy { continue }
-          first = page
-          end = page + 1
-        } else {
-          if busy { break }
-          end = page + 1
-        }
-      }
-      guard let first else { return nil }
+      guard let free = IndexRuns.first(in: Int(pages.lowerBound)..<Int(pages.upperBound), where: { page in
+        let key = Key(name: name, generation: generation, page: Int64(page))
+        return s.inflight[key] == nil && !s.lru.contains(key)
+      }) else { return nil }
+      let (first, end) = (Int64(free.lowerBound), Int64(free.upperBound))
       let bytes = Int(end - first) * Int(Self.pageSize)
       if prefetch && s.inflightBytes + bytes > budget / 2 { return nil }
       s.inflightBytes += bytes

@@ -150,25 +150,13 @@ package final class PartialCopy: Sendable {
 
   /// Claims the runs of blocks in `range` that are neither present nor being fetched.
   private static func claimGaps(_ s: inout State, in range: Range<Int>) -> [Range<Int>] {
-    var runs: [Range<Int>] = []
-    var i = range.lowerBound
-    while i < range.upperBound {
-      let run = claimRun(&s, from: i, below: range.upperBound)
-      runs += run.isEmpty ? [] : [run]
-      i = max(i + 1, run.upperBound)
-    }
+    let runs = IndexRuns.all(in: range) { i in !s.present[i] && !s.claimed[i] }
+    for run in runs { claim(run, &s) }
     return runs
   }
 
-  /// Claims the blocks from `start` on up to the first one present or being fetched (at most
-  /// to `end`); empty when `start` itself is.
-  private static func claimRun(_ s: inout State, from start: Int, below end: Int) -> Range<Int> {
-    var i = start
-    while i < end && !s.present[i] && !s.claimed[i] {
-      s.claimed[i] = true
-      i += 1
-    }
-    return start..<i
+  private static func claim(_ run: Range<Int>, _ s: inout State) {
+    for i in run { s.claimed[i] = true }
   }
 
   /// Starts the filler unless it runs or gave up: it fetches every gap, a few GETs at a time.
@@ -190,13 +178,13 @@ package final class PartialCopy: Sendable {
       while ok {
         let run = state.withLock { s -> Range<Int>? in
           guard s.broken == nil else { return nil }
-          // The first gap at or after the cursor, else the first one before it.
-          guard let first = (s.cursor..<blockCount).first(where: { !s.present[$0] && !s.claimed[$0] })
-            ?? (0..<min(s.cursor, blockCount)).first(where: { !s.present[$0] && !s.claimed[$0] })
+          // The first gap at or after the cursor, else the first one before it; one run, as one
+          // GET fetches it (claiming further gaps here would leave them claimed by nobody).
+          guard let run = IndexRuns.first(in: s.cursor..<blockCount, limit: perFetch, where: { !s.present[$0] && !s.claimed[$0] })
+            ?? IndexRuns.first(in: 0..<min(s.cursor, blockCount), limit: perFetch, where: { !s.present[$0] && !s.claimed[$0] })
           else { return nil }
-          // One run, as one GET fetches it: claiming further gaps here would leave them claimed
-          // by nobody.
-          return Self.claimRun(&s, from: first, below: min(blockCount, first + perFetch))
+          Self.claim(run, &s)
+          return run
         }
         guard let run else { break }
         if running == Self.fillerConcurrency {

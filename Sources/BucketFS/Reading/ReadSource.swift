@@ -1,0 +1,55 @@
+// Where a read of an open file is answered from, in order: the complete staged copy, the
+// partial copy being filled, the block cache with the server behind it. Each source answers or
+// falls through to the next, and the one list serves both paths: the answer without waiting
+// (asked first, on the libfuse thread) and the answer that may wait for the server (in a task,
+// under the read's deadline).
+import Foundation
+import StorageCore
+
+enum ReadSource: CaseIterable {
+  /// The complete staged copy, every block checked as it is read.
+  case stagedCopy
+  /// The partial copy being filled: its blocks, and GETs into it for the ones missing.
+  case partialCopy
+  /// The block cache, and ranged GETs into it (an object not staged, or whose copy broke).
+  case blockCache
+}
+
+extension BucketFilesystem {
+  /// `range` of `file` from `source` without waiting; nil when it does not hold it now.
+  func answerNow(_ source: ReadSource, _ file: OpenFile, _ range: Range<Int64>) -> ReadReply? {
+    switch source {
+    case .stagedCopy:
+      return staging?.read(file.objectName, generation: file.metadata.generation, offset: range.lowerBound, count: range.count)
+    case .partialCopy:
+      guard let copy = file.copy, copy.holds(offset: range.lowerBound, end: range.upperBound) else { return nil }
+      return copy.verifiedReply(offset: range.lowerBound, end: range.upperBound)
+    case .blockCache:
+      // A working partial copy is where this object's bytes go; offline nothing was fetched.
+      if options.offline || file.copy.map({ !$0.isBroken }) == true { return nil }
+      return file.reader.replyIfCached(offset: range.lowerBound, count: range.count)
+    }
+  }
+
+  /// `range` of `file` from `source`, fetching what it lacks; nil when the source cannot
+  /// answer (no copy, or the copy cannot be used: the disk is full, say). The server's error
+  /// for the bytes is thrown.
+  func answer(_ source: ReadSource, _ file: OpenFile, _ range: Range<Int64>) async throws(StorageError) -> ReadReply? {
+    switch source {
+    case .stagedCopy:
+      return answerNow(.stagedCopy, file, range)
+    case .partialCopy:
+      guard let copy = file.copy else { return nil }
+      do {
+        try await copy.wait(offset: range.lowerBound, end: range.upperBound)
+        return copy.verifiedReply(offset: range.lowerBound, end: range.upperBound)
+      } catch let error as StorageError {
+        throw error
+      } catch {
+        return nil
+      }
+    case .blockCache:
+      return try await file.reader.reply(offset: range.lowerBound, count: range.count)
+    }
+  }
+}
