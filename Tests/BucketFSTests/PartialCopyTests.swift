@@ -1,5 +1,6 @@
 @testable import BucketFS
 import Foundation
+import TestSupport
 import StorageCore
 import Synchronization
 import Testing
@@ -30,7 +31,7 @@ import Testing
     }
     let readsBefore = client.reads.load(ordering: .relaxed)
     copy.startFilling()
-    for _ in 0..<500 where ended.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
+    _ = await eventually(timeout: .seconds(5)) { ended.withLock { $0 } != nil }
     #expect(ended.withLock { $0 } == true, "the copy did not complete")
     #expect(copy.holds(offset: 0, end: Int64(size)))
     let fd = open(copy.path, O_RDONLY)

@@ -47,7 +47,7 @@ import Testing
     // Reads go to the server all along: no staging, a small cache, short metadata TTL.
     let m = try fx.mount(options: ["stage_max_file=0", "cache_size=4M", "metadata_ttl=1", "read_timeout=10"], extra: ["--key-file", keyFile])
     // The daemon logs its credentials just after the mount comes up.
-    for _ in 0..<50 where !m.log.contains("credentials: ") { try await Task.sleep(for: .milliseconds(100)) }
+    _ = await eventually(timeout: .seconds(5)) { m.log.contains("credentials: ") }
     #expect(m.log.contains("credentials: service account key"), "\(m.log)")
     let grantsBefore = fx.emulator?.tokenGrants ?? 0
     let failures = Mutex<[String]>([])

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 func runBucketfs(_ args: [String], home: URL) -> (Int32, String) {
@@ -83,7 +84,7 @@ func runBucketfs(_ args: [String], home: URL) -> (Int32, String) {
     defer { withExtendedLifetime(fx) {} }
     let m = try fx.mount()
     kill(m.process.processIdentifier, SIGTERM)
-    for _ in 0..<100 where m.process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+    _ = await eventually(timeout: .seconds(5)) { !m.process.isRunning }
     #expect(!m.process.isRunning)
     #expect(!m.isMounted)
   }

@@ -99,7 +99,7 @@ import Testing
       #expect(read == .failure(Errno(EIO)), "offline read of \(name) \(damage): \(read.map(\.count))")
       #expect(getxattr(offline.path(name), "user.staged") != .success("complete"), "\(name) \(damage) still says complete")
       // The request that found the damage logs it; another request may have answered EIO first.
-      for _ in 0..<30 where !offline.log.contains("dropped the staged copy") { try await Task.sleep(for: .milliseconds(100)) }
+      _ = await eventually(timeout: .seconds(3)) { offline.log.contains("dropped the staged copy") }
       #expect(offline.log.contains("dropped the staged copy"), "\(name) \(damage): nothing logged")
       offline.unmount()
       #expect(!FileManager.default.fileExists(atPath: path), "\(name) \(damage): the damaged copy was kept")

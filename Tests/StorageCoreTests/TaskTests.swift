@@ -36,7 +36,7 @@ final class EventLog: Sendable {
       if (snap.progress?.completedUnitCount ?? 0) > 0 { progressed.withLock { $0 = true } }
     }
     // Wait until some bytes arrived, then pause.
-    for _ in 0..<200 where !progressed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(20)) }
+    #expect(await eventually(timeout: .seconds(4)) { progressed.withLock { $0 } })
     task.pause()
     let pausedAt = task.snapshot.progress?.completedUnitCount ?? 0
     #expect(pausedAt > 0)
@@ -70,7 +70,8 @@ final class EventLog: Sendable {
     task.cancel()
     let error = await #expect(throws: StorageError.self) { try await task.result() }
     #expect(error?.code == .cancelled)
-    try await Task.sleep(for: .milliseconds(100))
+    // Every callback the cancel scheduled has run once the callback queue is drained.
+    fx.storage.callbackQueue.sync {}
     #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
     #expect(log.all == [.failure])
   }
@@ -125,7 +126,7 @@ final class EventLog: Sendable {
     let log = EventLog()
     let handle = task.observe(.success) { _ in log.add(.success) }
     #expect(!handle.isEmpty)
-    try await Task.sleep(for: .milliseconds(100))
+    fx.storage.callbackQueue.sync {}
     #expect(log.all == [.success])
   }
 }
