@@ -21,59 +21,59 @@ import Testing
   }
 
   @Test func aStagingFolderPreparedByAnotherUserIsRefused() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("secret.txt", Data("private bytes".utf8))
-    // A shared place, like /tmp.
-    let shared = try fx.folder("shared")
-    chmod(shared.path, 0o1777)
-    // Root's files the other user would like changed.
-    let victim = try fx.folder("root-only").appendingPathComponent("victim")
-    try Data("root's".utf8).write(to: victim)
-    chmod(victim.path, 0o644)
-    let bucketFolder = shared.appendingPathComponent(String(Digest.hex(sha256Bytes(fx.bucket)).prefix(16))).path
-    try withUser { user in
-      let script = "mkdir -m 777 '\(bucketFolder)' && ln -s '\(victim.path)' '\(bucketFolder)/x.json.tmp-1' "
-        + "&& for i in $(seq 1 64); do ln -s '\(victim.path)' \"\(bucketFolder)/$i.part\"; done"
-      let (status, output) = runTool("/usr/sbin/runuser", ["-u", user, "--", "/bin/sh", "-c", script])
-      try #require(status == 0, "as \(user): \(output)")
-      let refused = try? fx.mount(options: ["staging_dir=\(shared.path)"], name: "refused")
-      if let refused {
-        Issue.record("the mount came up on a staging folder another user controls")
-        refused.unmount()
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("secret.txt", Data("private bytes".utf8))
+      // A shared place, like /tmp.
+      let shared = try fx.folder("shared")
+      chmod(shared.path, 0o1777)
+      // Root's files the other user would like changed.
+      let victim = try fx.folder("root-only").appendingPathComponent("victim")
+      try Data("root's".utf8).write(to: victim)
+      chmod(victim.path, 0o644)
+      let bucketFolder = shared.appendingPathComponent(String(Digest.hex(sha256Bytes(fx.bucket)).prefix(16))).path
+      try withUser { user in
+        let script = "mkdir -m 777 '\(bucketFolder)' && ln -s '\(victim.path)' '\(bucketFolder)/x.json.tmp-1' "
+          + "&& for i in $(seq 1 64); do ln -s '\(victim.path)' \"\(bucketFolder)/$i.part\"; done"
+        let (status, output) = runTool("/usr/sbin/runuser", ["-u", user, "--", "/bin/sh", "-c", script])
+        try #require(status == 0, "as \(user): \(output)")
+        let refused = try? fx.mount(options: ["staging_dir=\(shared.path)"], name: "refused")
+        if let refused {
+          Issue.record("the mount came up on a staging folder another user controls")
+          refused.unmount()
+        }
+        #expect(mode(victim.path) == 0o644, "the victim's mode changed to \(String(mode(victim.path), radix: 8))")
+        #expect(try Data(contentsOf: victim) == Data("root's".utf8))
       }
-      #expect(mode(victim.path) == 0o644, "the victim's mode changed to \(String(mode(victim.path), radix: 8))")
-      #expect(try Data(contentsOf: victim) == Data("root's".utf8))
     }
   }
 
   @Test func aSharedStickyFolderNobodyPreparedIsUsedPrivately() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("secret.txt", Data("private bytes".utf8))
-    let shared = try fx.folder("sticky")
-    chmod(shared.path, 0o1777)
-    let m = try fx.mount(options: ["staging_dir=\(shared.path)"])
-    #expect(try readFile(m.path("secret.txt")).get() == Data("private bytes".utf8))
-    try await waitStaged(m.path("secret.txt"))
-    // The shared folder is left as it was; ours inside it is private.
-    #expect(mode(shared.path) == 0o1777)
-    let ours = try FileManager.default.contentsOfDirectory(atPath: shared.path)
-    #expect(ours.count == 1)
-    #expect(mode(shared.appendingPathComponent(ours[0]).path) == 0o700)
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("secret.txt", Data("private bytes".utf8))
+      let shared = try fx.folder("sticky")
+      chmod(shared.path, 0o1777)
+      let m = try fx.mount(options: ["staging_dir=\(shared.path)"])
+      #expect(try readFile(m.path("secret.txt")).get() == Data("private bytes".utf8))
+      try await waitStaged(m.path("secret.txt"))
+      // The shared folder is left as it was; ours inside it is private.
+      #expect(mode(shared.path) == 0o1777)
+      let ours = try FileManager.default.contentsOfDirectory(atPath: shared.path)
+      #expect(ours.count == 1)
+      #expect(mode(shared.appendingPathComponent(ours[0]).path) == 0o700)
+    }
   }
 
   @Test func aStagingFolderUnderOneOthersCanChangeIsRefused() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let open = try fx.folder("open")
-    chmod(open.path, 0o777)
-    do {
-      let m = try fx.mount(options: ["staging_dir=\(open.path)/staging"], name: "open")
-      Issue.record("the mount came up under a folder anyone can change")
-      m.unmount()
-    } catch let failure as MountedBucket.MountFailure {
-      #expect(failure.log.contains("can be changed by other users"), "\(failure.log)")
+    try await MountFixture.scope { fx in
+      let open = try fx.folder("open")
+      chmod(open.path, 0o777)
+      do {
+        let m = try fx.mount(options: ["staging_dir=\(open.path)/staging"], name: "open")
+        Issue.record("the mount came up under a folder anyone can change")
+        m.unmount()
+      } catch let failure as MountedBucket.MountFailure {
+        #expect(failure.log.contains("can be changed by other users"), "\(failure.log)")
+      }
     }
   }
 }

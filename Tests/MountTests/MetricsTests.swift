@@ -25,86 +25,86 @@ import Testing
 
   /// Port 0 picks a free port, and the log says which; idle connections hold up no scrape.
   @Test func aChosenPortIsLoggedAndIdleClientsDelayNothing() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let m = try fx.mount(options: ["metrics=127.0.0.1:0"])
-    let chosen = try await metricsPort(m)
-    #expect(chosen > 0)
-    // Three clients that connect and say nothing.
-    var idle: [Int32] = []
-    for _ in 0..<3 {
-      let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-      var addr = sockaddr_in()
-      addr.sin_family = sa_family_t(AF_INET)
-      addr.sin_port = UInt16(chosen).bigEndian
-      addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-      let connected = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["metrics=127.0.0.1:0"])
+      let chosen = try await metricsPort(m)
+      #expect(chosen > 0)
+      // Three clients that connect and say nothing.
+      var idle: [Int32] = []
+      for _ in 0..<3 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = UInt16(chosen).bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &addr) {
+          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(connected == 0)
+        idle.append(fd)
       }
-      #expect(connected == 0)
-      idle.append(fd)
+      defer { idle.forEach { close($0) } }
+      let started = Date()
+      let page = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(chosen)/metrics")).body, as: UTF8.self)
+      #expect(page.contains("bucketfs_fuse_timeouts_total"))
+      #expect(Date().timeIntervalSince(started) < 2, "a scrape behind idle clients took \(Date().timeIntervalSince(started)) s")
     }
-    defer { idle.forEach { close($0) } }
-    let started = Date()
-    let page = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(chosen)/metrics")).body, as: UTF8.self)
-    #expect(page.contains("bucketfs_fuse_timeouts_total"))
-    #expect(Date().timeIntervalSince(started) < 2, "a scrape behind idle clients took \(Date().timeIntervalSince(started)) s")
   }
 
   /// `-o a -o b`: both count (the first was dropped).
   @Test func everyDashOCounts() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("two/o.txt", Data("both".utf8))
-    // The fixture passes its own -o (staging_dir, read_timeout, …) first.
-    let m = try fx.mount(extra: ["-o", "metrics=127.0.0.1:0"])
-    #expect(try await metricsPort(m) > 0)
-    #expect(try readFile(m.path("two/o.txt")).get() == Data("both".utf8))
-    try await waitStaged(m.path("two/o.txt"))
-    let staging = fx.root.appendingPathComponent("staging").path
-    #expect(((try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []).count == 1, "the first -o's staging_dir was not used")
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("two/o.txt", Data("both".utf8))
+      // The fixture passes its own -o (staging_dir, read_timeout, …) first.
+      let m = try fx.mount(extra: ["-o", "metrics=127.0.0.1:0"])
+      #expect(try await metricsPort(m) > 0)
+      #expect(try readFile(m.path("two/o.txt")).get() == Data("both".utf8))
+      try await waitStaged(m.path("two/o.txt"))
+      let staging = fx.root.appendingPathComponent("staging").path
+      #expect(((try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []).count == 1, "the first -o's staging_dir was not used")
+    }
   }
 
   @Test func countersMoveAsFilesAreRead() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    for i in 0..<5 { _ = try await fx.put("m/f\(i).bin", randomData(300_000, seed: UInt64(300 + i))) }
-    let port = freePort()
-    let m = try fx.mount(options: ["metrics=127.0.0.1:\(port)", "log_format=json", "log_level=info"])
-    let url = "http://127.0.0.1:\(port)/metrics"
-    let before = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url)).body, as: UTF8.self)
-    for family in ["bucketfs_requests_total", "bucketfs_fetched_bytes_total", "bucketfs_block_cache_bytes", "bucketfs_staging_files",
-      "bucketfs_open_handles", "bucketfs_fuse_operation_seconds", "bucketfs_retries_total", "bucketfs_token_refreshes_total",
-      "bucketfs_fuse_timeouts_total", "bucketfs_transfer_loop_seconds_since_turn", "bucketfs_transfer_loop_stalls_total"]
-    {
-      #expect(before.contains("# TYPE \(family) "), "\(family) missing")
+    try await MountFixture.scope { fx in
+      for i in 0..<5 { _ = try await fx.put("m/f\(i).bin", randomData(300_000, seed: UInt64(300 + i))) }
+      let port = freePort()
+      let m = try fx.mount(options: ["metrics=127.0.0.1:\(port)", "log_format=json", "log_level=info"])
+      let url = "http://127.0.0.1:\(port)/metrics"
+      let before = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url)).body, as: UTF8.self)
+      for family in ["bucketfs_requests_total", "bucketfs_fetched_bytes_total", "bucketfs_block_cache_bytes", "bucketfs_staging_files",
+        "bucketfs_open_handles", "bucketfs_fuse_operation_seconds", "bucketfs_retries_total", "bucketfs_token_refreshes_total",
+        "bucketfs_fuse_timeouts_total", "bucketfs_transfer_loop_seconds_since_turn", "bucketfs_transfer_loop_stalls_total"]
+      {
+        #expect(before.contains("# TYPE \(family) "), "\(family) missing")
+      }
+      for i in 0..<5 { _ = try readFile(m.path("m/f\(i).bin")).get() }
+      let after = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url)).body, as: UTF8.self)
+      #expect(value(after, "bucketfs_fetched_bytes_total") >= value(before, "bucketfs_fetched_bytes_total") + 1_500_000)
+      #expect(value(after, "bucketfs_requests_total{operation=\"read\",outcome=\"ok\"}") > value(before, "bucketfs_requests_total{operation=\"read\",outcome=\"ok\"}"))
+      #expect(value(after, "bucketfs_fuse_operation_seconds_count{operation=\"read\"}") >= 5)
+      #expect(value(after, "bucketfs_fuse_operation_seconds_count{operation=\"open\"}") >= 5)
+      // The watchdog's view: a loop that turns, never held up.
+      #expect(value(after, "bucketfs_transfer_loop_seconds_since_turn") < 1)
+      #expect(value(after, "bucketfs_transfer_loop_stalls_total") == 0)
+      // For a person.
+      let stats = Process()
+      stats.executableURL = URL(fileURLWithPath: bucketfsBinary)
+      stats.arguments = ["stats", m.mountpoint.path]
+      let pipe = Pipe()
+      stats.standardOutput = pipe
+      try stats.run()
+      let table = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+      stats.waitUntilExit()
+      #expect(stats.terminationStatus == 0 && table.contains("bytes fetched") && table.contains("requests to the bucket"), "\(table)")
+      // JSON log lines.
+      let lines = m.log.split(separator: "\n").filter { $0.hasPrefix("{") }
+      #expect(!lines.isEmpty)
+      for line in lines {
+        let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        #expect(object?["level"] is String && object?["message"] is String, "\(line)")
+      }
+      #expect(lines.contains { $0.contains("mounted gs://") })
     }
-    for i in 0..<5 { _ = try readFile(m.path("m/f\(i).bin")).get() }
-    let after = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url)).body, as: UTF8.self)
-    #expect(value(after, "bucketfs_fetched_bytes_total") >= value(before, "bucketfs_fetched_bytes_total") + 1_500_000)
-    #expect(value(after, "bucketfs_requests_total{operation=\"read\",outcome=\"ok\"}") > value(before, "bucketfs_requests_total{operation=\"read\",outcome=\"ok\"}"))
-    #expect(value(after, "bucketfs_fuse_operation_seconds_count{operation=\"read\"}") >= 5)
-    #expect(value(after, "bucketfs_fuse_operation_seconds_count{operation=\"open\"}") >= 5)
-    // The watchdog's view: a loop that turns, never held up.
-    #expect(value(after, "bucketfs_transfer_loop_seconds_since_turn") < 1)
-    #expect(value(after, "bucketfs_transfer_loop_stalls_total") == 0)
-    // For a person.
-    let stats = Process()
-    stats.executableURL = URL(fileURLWithPath: bucketfsBinary)
-    stats.arguments = ["stats", m.mountpoint.path]
-    let pipe = Pipe()
-    stats.standardOutput = pipe
-    try stats.run()
-    let table = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    stats.waitUntilExit()
-    #expect(stats.terminationStatus == 0 && table.contains("bytes fetched") && table.contains("requests to the bucket"), "\(table)")
-    // JSON log lines.
-    let lines = m.log.split(separator: "\n").filter { $0.hasPrefix("{") }
-    #expect(!lines.isEmpty)
-    for line in lines {
-      let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
-      #expect(object?["level"] is String && object?["message"] is String, "\(line)")
-    }
-    #expect(lines.contains { $0.contains("mounted gs://") })
   }
 }

@@ -78,6 +78,16 @@ final class MountFixture: @unchecked Sendable {
     emulator = nil
   }
 
+  /// Runs `body` with a new fixture, which lives until `body` returns; then every mount it made
+  /// is unmounted and its emulator stopped, also when `body` throws.
+  static func scope(
+    token: String? = nil, tokens: TokenAuthority.Configuration? = nil, _ body: (MountFixture) async throws -> Void
+  ) async throws {
+    let fx = try MountFixture(token: token, tokens: tokens)
+    defer { withExtendedLifetime(fx) {} }
+    try await body(fx)
+  }
+
   deinit {
     for m in mounts { m.unmount() }
     emulator?.stop()

@@ -4,94 +4,94 @@ import Testing
 
 @Suite(.serialized) struct NamespaceTests {
   @Test func implicitFoldersPlaceholdersAndShadowedObjects() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("implicit/deep/file.txt", Data("deep".utf8))
-    _ = try await fx.put("placeholder/", Data())
-    _ = try await fx.put("a", Data("object a".utf8))
-    _ = try await fx.put("a/b", Data("object a/b".utf8))
-    _ = try await fx.put("bad//empty-segment", Data("x".utf8))
-    _ = try await fx.put(String(repeating: "n", count: 300), Data("long".utf8))
-    let m = try fx.mount()
-    let top = try FileManager.default.contentsOfDirectory(atPath: m.mountpoint.path).sorted()
-    #expect(top == ["a", "a.object", "bad", "implicit", "placeholder"])
-    var isDir: ObjCBool = false
-    #expect(FileManager.default.fileExists(atPath: m.path("implicit/deep"), isDirectory: &isDir) && isDir.boolValue)
-    #expect(FileManager.default.fileExists(atPath: m.path("placeholder"), isDirectory: &isDir) && isDir.boolValue)
-    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("placeholder")).isEmpty)
-    #expect(try readFile(m.path("a/b")).get() == Data("object a/b".utf8))
-    #expect(try readFile(m.path("a.object")).get() == Data("object a".utf8))
-    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("bad")).isEmpty)
-    #expect(m.log.contains("leaving out \"bad//empty-segment\"") || m.log.contains("leaving out \"bad//\""))
-    #expect(m.log.contains("not a valid file name"))
-    // A fresh lookup (no listing cached) finds the shadowed object too.
-    let m2 = try fx.mount(name: "fresh")
-    #expect(try readFile(m2.path("a.object")).get() == Data("object a".utf8))
-    #expect(access(m2.path("missing-name"), F_OK) != 0 && errno == ENOENT)
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("implicit/deep/file.txt", Data("deep".utf8))
+      _ = try await fx.put("placeholder/", Data())
+      _ = try await fx.put("a", Data("object a".utf8))
+      _ = try await fx.put("a/b", Data("object a/b".utf8))
+      _ = try await fx.put("bad//empty-segment", Data("x".utf8))
+      _ = try await fx.put(String(repeating: "n", count: 300), Data("long".utf8))
+      let m = try fx.mount()
+      let top = try FileManager.default.contentsOfDirectory(atPath: m.mountpoint.path).sorted()
+      #expect(top == ["a", "a.object", "bad", "implicit", "placeholder"])
+      var isDir: ObjCBool = false
+      #expect(FileManager.default.fileExists(atPath: m.path("implicit/deep"), isDirectory: &isDir) && isDir.boolValue)
+      #expect(FileManager.default.fileExists(atPath: m.path("placeholder"), isDirectory: &isDir) && isDir.boolValue)
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("placeholder")).isEmpty)
+      #expect(try readFile(m.path("a/b")).get() == Data("object a/b".utf8))
+      #expect(try readFile(m.path("a.object")).get() == Data("object a".utf8))
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("bad")).isEmpty)
+      #expect(m.log.contains("leaving out \"bad//empty-segment\"") || m.log.contains("leaving out \"bad//\""))
+      #expect(m.log.contains("not a valid file name"))
+      // A fresh lookup (no listing cached) finds the shadowed object too.
+      let m2 = try fx.mount(name: "fresh")
+      #expect(try readFile(m2.path("a.object")).get() == Data("object a".utf8))
+      #expect(access(m2.path("missing-name"), F_OK) != 0 && errno == ENOENT)
+    }
   }
 
   @Test func lsOf2500ObjectsMatchesTheBucket() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    var sizes: [String: Int] = [:]
-    let names = (0..<2500).map { String(format: "f%05d.txt", $0) }
-    try await withThrowingTaskGroup(of: Void.self) { group in
-      var next = 0
-      for _ in 0..<16 {
-        let name = names[next]
-        next += 1
-        group.addTask { _ = try await fx.put("big/" + name, Data(repeating: 65, count: name.hashValue & 0xFF)) }
+    try await MountFixture.scope { fx in
+      var sizes: [String: Int] = [:]
+      let names = (0..<2500).map { String(format: "f%05d.txt", $0) }
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        var next = 0
+        for _ in 0..<16 {
+          let name = names[next]
+          next += 1
+          group.addTask { _ = try await fx.put("big/" + name, Data(repeating: 65, count: name.hashValue & 0xFF)) }
+        }
+        while try await group.next() != nil {
+          guard next < names.count else { continue }
+          let name = names[next]
+          next += 1
+          group.addTask { _ = try await fx.put("big/" + name, Data(repeating: 65, count: name.hashValue & 0xFF)) }
+        }
       }
-      while try await group.next() != nil {
-        guard next < names.count else { continue }
-        let name = names[next]
-        next += 1
-        group.addTask { _ = try await fx.put("big/" + name, Data(repeating: 65, count: name.hashValue & 0xFF)) }
+      for name in names { sizes[name] = name.hashValue & 0xFF }
+      let m = try fx.mount()
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: "/bin/ls")
+      process.arguments = ["-l", "--time-style=+%s", m.path("big")]
+      let pipe = Pipe()
+      process.standardOutput = pipe
+      try process.run()
+      let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+      process.waitUntilExit()
+      #expect(process.terminationStatus == 0)
+      var seen = 0
+      for line in out.split(separator: "\n") where !line.hasPrefix("total") {
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        guard fields.count >= 7, let name = fields.last.map(String.init) else { continue }
+        #expect(fields[0] == "-r--r--r--")
+        #expect(Int(fields[4]) == sizes[name], "\(name)")
+        seen += 1
       }
+      #expect(seen == 2500)
+      // stat agrees with the object's metadata.
+      let meta = try await fx.storage.reference().object(named: "big/f00042.txt").getMetadata()
+      let attrs = try FileManager.default.attributesOfItem(atPath: m.path("big/f00042.txt"))
+      #expect((attrs[.size] as? NSNumber)?.int64Value == meta.size)
+      let mtime = (attrs[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+      #expect(abs(mtime - (meta.updated?.timeIntervalSince1970 ?? 0)) < 0.002)
     }
-    for name in names { sizes[name] = name.hashValue & 0xFF }
-    let m = try fx.mount()
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/ls")
-    process.arguments = ["-l", "--time-style=+%s", m.path("big")]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0)
-    var seen = 0
-    for line in out.split(separator: "\n") where !line.hasPrefix("total") {
-      let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-      guard fields.count >= 7, let name = fields.last.map(String.init) else { continue }
-      #expect(fields[0] == "-r--r--r--")
-      #expect(Int(fields[4]) == sizes[name], "\(name)")
-      seen += 1
-    }
-    #expect(seen == 2500)
-    // stat agrees with the object's metadata.
-    let meta = try await fx.storage.reference().object(named: "big/f00042.txt").getMetadata()
-    let attrs = try FileManager.default.attributesOfItem(atPath: m.path("big/f00042.txt"))
-    #expect((attrs[.size] as? NSNumber)?.int64Value == meta.size)
-    let mtime = (attrs[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-    #expect(abs(mtime - (meta.updated?.timeIntervalSince1970 ?? 0)) < 0.002)
   }
 
   @Test func oddNamesAreFiles() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let names = [
-      "with space.txt", "unicode-é-ü-ß.txt", "日本語/ファイル.txt", "emoji-🙂.txt", "percent%20literal", "100%",
-      "hash#tag", "question?mark", "plus+sign", "amp&ersand", "quote'single", "quote\"double", "back\\slash",
-      "star*", "colon:name", "tab\tname", "bell\u{07}name", "-dash-start", ".hidden", "...", String(repeating: "x", count: 255),
-    ]
-    for name in names { _ = try await fx.put("odd/" + name, Data(("content of " + name).utf8)) }
-    let m = try fx.mount()
-    let listed = Set(try FileManager.default.contentsOfDirectory(atPath: m.path("odd")))
-    for name in names {
-      let top = String(name.split(separator: "/").first!)
-      #expect(listed.contains(top), "\(name.debugDescription)")
-      #expect(try readFile(m.path("odd/" + name)).get() == Data(("content of " + name).utf8), "\(name.debugDescription)")
+    try await MountFixture.scope { fx in
+      let names = [
+        "with space.txt", "unicode-é-ü-ß.txt", "日本語/ファイル.txt", "emoji-🙂.txt", "percent%20literal", "100%",
+        "hash#tag", "question?mark", "plus+sign", "amp&ersand", "quote'single", "quote\"double", "back\\slash",
+        "star*", "colon:name", "tab\tname", "bell\u{07}name", "-dash-start", ".hidden", "...", String(repeating: "x", count: 255),
+      ]
+      for name in names { _ = try await fx.put("odd/" + name, Data(("content of " + name).utf8)) }
+      let m = try fx.mount()
+      let listed = Set(try FileManager.default.contentsOfDirectory(atPath: m.path("odd")))
+      for name in names {
+        let top = String(name.split(separator: "/").first!)
+        #expect(listed.contains(top), "\(name.debugDescription)")
+        #expect(try readFile(m.path("odd/" + name)).get() == Data(("content of " + name).utf8), "\(name.debugDescription)")
+      }
     }
   }
 }

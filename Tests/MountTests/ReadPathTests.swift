@@ -13,132 +13,132 @@ import Testing
   /// ranges and the staged copy's hash check agree with the bucket), on both APIs: the reads ask
   /// with `Accept-Encoding: gzip`, as gcsfuse and rclone do.
   @Test(arguments: ["firebase", "gcs"]) func aGzipObjectReadsAsStored(api: String) async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let plain = Data(String(repeating: "a line of a log that compresses well\n", count: 20_000).utf8)
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/gzip")
-    p.arguments = ["-c", "-n"]
-    let input = Pipe(), output = Pipe()
-    p.standardInput = input
-    p.standardOutput = output
-    try p.run()
-    input.fileHandleForWriting.write(plain)
-    try input.fileHandleForWriting.close()
-    let stored = output.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    let metadata = StorageMetadata()
-    metadata.contentEncoding = "gzip"
-    _ = try await fx.storage.reference(withPath: "gz/app.log").putDataAsync(stored, metadata: metadata)
-    let m = try fx.mount(extra: ["--api", api], name: api)
-    var st = stat()
-    #expect(stat(m.path("gz/app.log"), &st) == 0 && st.st_size == stored.count)
-    #expect(try readFile(m.path("gz/app.log")).get() == stored)
-    let fd = open(m.path("gz/app.log"), O_RDONLY)
-    #expect(fd >= 0)
-    defer { close(fd) }
-    var buffer = [UInt8](repeating: 0, count: 100)
-    #expect(pread(fd, &buffer, 100, 50) == 100 && Data(buffer) == stored[50..<150])
+    try await MountFixture.scope { fx in
+      let plain = Data(String(repeating: "a line of a log that compresses well\n", count: 20_000).utf8)
+      let p = Process()
+      p.executableURL = URL(fileURLWithPath: "/usr/bin/gzip")
+      p.arguments = ["-c", "-n"]
+      let input = Pipe(), output = Pipe()
+      p.standardInput = input
+      p.standardOutput = output
+      try p.run()
+      input.fileHandleForWriting.write(plain)
+      try input.fileHandleForWriting.close()
+      let stored = output.fileHandleForReading.readDataToEndOfFile()
+      p.waitUntilExit()
+      let metadata = StorageMetadata()
+      metadata.contentEncoding = "gzip"
+      _ = try await fx.storage.reference(withPath: "gz/app.log").putDataAsync(stored, metadata: metadata)
+      let m = try fx.mount(extra: ["--api", api], name: api)
+      var st = stat()
+      #expect(stat(m.path("gz/app.log"), &st) == 0 && st.st_size == stored.count)
+      #expect(try readFile(m.path("gz/app.log")).get() == stored)
+      let fd = open(m.path("gz/app.log"), O_RDONLY)
+      #expect(fd >= 0)
+      defer { close(fd) }
+      var buffer = [UInt8](repeating: 0, count: 100)
+      #expect(pread(fd, &buffer, 100, 50) == 100 && Data(buffer) == stored[50..<150])
+    }
   }
 
   @Test func aSequentialReadFetchesEachByteOnceAndStagesTheFile() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let size = 48 << 20
-    let data = randomData(size, seed: 901)
-    _ = try await fx.put("big/seq.bin", data)
-    let m = try fx.mount()
-    let before = sent(fx)
-    #expect(try readFile(m.path("big/seq.bin")).get() == data)
-    try await waitStaged(m.path("big/seq.bin"))
-    let fetched = sent(fx) - before
-    // The staged copy is filled by the reader's GETs and the filler: nothing twice. (Listing and
-    // metadata answers are a few kilobytes.)
-    #expect(fetched >= size)
-    #expect(Double(fetched) <= Double(size) * 1.05, "the server sent \(fetched) bytes for a \(size)-byte file")
-    // A second read comes from the staged copy (or the page cache): no object bytes at all.
-    let again = sent(fx)
-    #expect(try readFile(m.path("big/seq.bin"), chunk: 1 << 20).get() == data)
-    #expect(sent(fx) - again < 64 << 10)
+    try await MountFixture.scope { fx in
+      let size = 48 << 20
+      let data = randomData(size, seed: 901)
+      _ = try await fx.put("big/seq.bin", data)
+      let m = try fx.mount()
+      let before = sent(fx)
+      #expect(try readFile(m.path("big/seq.bin")).get() == data)
+      try await waitStaged(m.path("big/seq.bin"))
+      let fetched = sent(fx) - before
+      // The staged copy is filled by the reader's GETs and the filler: nothing twice. (Listing and
+      // metadata answers are a few kilobytes.)
+      #expect(fetched >= size)
+      #expect(Double(fetched) <= Double(size) * 1.05, "the server sent \(fetched) bytes for a \(size)-byte file")
+      // A second read comes from the staged copy (or the page cache): no object bytes at all.
+      let again = sent(fx)
+      #expect(try readFile(m.path("big/seq.bin"), chunk: 1 << 20).get() == data)
+      #expect(sent(fx) - again < 64 << 10)
+    }
   }
 
   @Test func scatteredReadsThenTheWholeFileAreRightAndFetchedOnce() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let size = 24 << 20 + 12_345
-    let data = randomData(size, seed: 902)
-    _ = try await fx.put("big/scattered.bin", data)
-    let m = try fx.mount()
-    let before = sent(fx)
-    let fd = open(m.path("big/scattered.bin"), O_RDONLY)
-    #expect(fd >= 0)
-    defer { close(fd) }
-    // The end, the middle, block edges, the start: each against the object.
-    for (offset, count) in [(size - 100, 4096), (size / 2, 200_000), (65_535, 2), (1 << 20, 1 << 20), (0, 10), (size - 1, 1)] {
-      let expected = data.subdata(in: offset..<min(size, offset + count))
-      #expect(try pread(fd, offset: Int64(offset), count: count).get() == expected, "pread \(offset)+\(count)")
+    try await MountFixture.scope { fx in
+      let size = 24 << 20 + 12_345
+      let data = randomData(size, seed: 902)
+      _ = try await fx.put("big/scattered.bin", data)
+      let m = try fx.mount()
+      let before = sent(fx)
+      let fd = open(m.path("big/scattered.bin"), O_RDONLY)
+      #expect(fd >= 0)
+      defer { close(fd) }
+      // The end, the middle, block edges, the start: each against the object.
+      for (offset, count) in [(size - 100, 4096), (size / 2, 200_000), (65_535, 2), (1 << 20, 1 << 20), (0, 10), (size - 1, 1)] {
+        let expected = data.subdata(in: offset..<min(size, offset + count))
+        #expect(try pread(fd, offset: Int64(offset), count: count).get() == expected, "pread \(offset)+\(count)")
+      }
+      #expect(try readFile(m.path("big/scattered.bin")).get() == data)
+      try await waitStaged(m.path("big/scattered.bin"))
+      let fetched = sent(fx) - before
+      #expect(Double(fetched) <= Double(size) * 1.05, "the server sent \(fetched) bytes for a \(size)-byte file")
     }
-    #expect(try readFile(m.path("big/scattered.bin")).get() == data)
-    try await waitStaged(m.path("big/scattered.bin"))
-    let fetched = sent(fx) - before
-    #expect(Double(fetched) <= Double(size) * 1.05, "the server sent \(fetched) bytes for a \(size)-byte file")
   }
 
   /// Random reads leave holes between the blocks they fetched; the filler fetches around them.
   /// (It once claimed every gap of a 4 MiB stretch but fetched only the first, and a read that
   /// needed one of the others waited for good.)
   @Test func randomReadsWhileTheFillerRunsAreAnsweredRightAndOnce() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let size = 64 << 20
-    let data = randomData(size, seed: 904)
-    _ = try await fx.put("big/random.bin", data)
-    let m = try fx.mount()
-    let before = sent(fx)
-    let fd = open(m.path("big/random.bin"), O_RDONLY)
-    #expect(fd >= 0)
-    defer { close(fd) }
-    // A fixed sequence of offsets (an LCG), so that a failure replays.
-    var state: UInt64 = 905
-    var wrong = 0
-    for _ in 0..<400 {
-      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-      let offset = Int((state >> 11) % UInt64(size - 4096))
-      guard let got = try? pread(fd, offset: Int64(offset), count: 4096).get(), got == data.subdata(in: offset..<(offset + 4096)) else {
-        wrong += 1
-        continue
+    try await MountFixture.scope { fx in
+      let size = 64 << 20
+      let data = randomData(size, seed: 904)
+      _ = try await fx.put("big/random.bin", data)
+      let m = try fx.mount()
+      let before = sent(fx)
+      let fd = open(m.path("big/random.bin"), O_RDONLY)
+      #expect(fd >= 0)
+      defer { close(fd) }
+      // A fixed sequence of offsets (an LCG), so that a failure replays.
+      var state: UInt64 = 905
+      var wrong = 0
+      for _ in 0..<400 {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        let offset = Int((state >> 11) % UInt64(size - 4096))
+        guard let got = try? pread(fd, offset: Int64(offset), count: 4096).get(), got == data.subdata(in: offset..<(offset + 4096)) else {
+          wrong += 1
+          continue
+        }
       }
+      #expect(wrong == 0, "\(wrong) of 400 random reads failed or were wrong; log: \(m.log)")
+      try await waitStaged(m.path("big/random.bin"))
+      #expect(try readFile(m.path("big/random.bin"), chunk: 1 << 20).get() == data)
+      let fetched = sent(fx) - before
+      #expect(Double(fetched) <= Double(size) * 1.05, "the server sent \(fetched) bytes for a \(size)-byte file")
     }
-    #expect(wrong == 0, "\(wrong) of 400 random reads failed or were wrong; log: \(m.log)")
-    try await waitStaged(m.path("big/random.bin"))
-    #expect(try readFile(m.path("big/random.bin"), chunk: 1 << 20).get() == data)
-    let fetched = sent(fx) - before
-    #expect(Double(fetched) <= Double(size) * 1.05, "the server sent \(fetched) bytes for a \(size)-byte file")
   }
 
   @Test func aFullStagingDiskFallsBackToTheServer() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    // A 2 MiB filesystem for staging: a 12 MiB object cannot be staged there.
-    let tiny = try fx.folder("tiny-staging")
-    let (mounted, why) = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", tiny.path])
-    try #require(mounted == 0, "\(why)")
-    defer { _ = runTool("/bin/umount", [tiny.path]) }
-    let data = randomData(12 << 20, seed: 903)
-    _ = try await fx.put("full/big.bin", data)
-    let m = try fx.mount(options: ["staging_dir=\(tiny.path)"])
-    defer { m.unmount() }
-    #expect(try readFile(m.path("full/big.bin")).get() == data)
-    #expect(try readFile(m.path("full/big.bin"), chunk: 1 << 20).get() == data)
-    // The copy's space is reserved when it is made, so the full disk is found then (a file
-    // system that cannot reserve finds it at the first write that fails).
-    var logged = false
-    for _ in 0..<100 where !logged {
-      logged = m.log.contains("No space left on device")
-      if !logged { try await Task.sleep(for: .milliseconds(50)) }
+    try await MountFixture.scope { fx in
+      // A 2 MiB filesystem for staging: a 12 MiB object cannot be staged there.
+      let tiny = try fx.folder("tiny-staging")
+      let (mounted, why) = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", tiny.path])
+      try #require(mounted == 0, "\(why)")
+      defer { _ = runTool("/bin/umount", [tiny.path]) }
+      let data = randomData(12 << 20, seed: 903)
+      _ = try await fx.put("full/big.bin", data)
+      let m = try fx.mount(options: ["staging_dir=\(tiny.path)"])
+      defer { m.unmount() }
+      #expect(try readFile(m.path("full/big.bin")).get() == data)
+      #expect(try readFile(m.path("full/big.bin"), chunk: 1 << 20).get() == data)
+      // The copy's space is reserved when it is made, so the full disk is found then (a file
+      // system that cannot reserve finds it at the first write that fails).
+      var logged = false
+      for _ in 0..<100 where !logged {
+        logged = m.log.contains("No space left on device")
+        if !logged { try await Task.sleep(for: .milliseconds(50)) }
+      }
+      #expect(logged, "log: \(m.log)")
+      #expect(getxattr(m.path("full/big.bin"), "user.staged") != .success("complete"))
     }
-    #expect(logged, "log: \(m.log)")
-    #expect(getxattr(m.path("full/big.bin"), "user.staged") != .success("complete"))
   }
 
   /// VmHWM of the mount's daemon after 32 readers of different files ran at once.
@@ -163,16 +163,16 @@ import Testing
   }
 
   @Test func memoryStaysWithinTheCacheBudgetWith32Readers() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let files = 32
-    let data = (0..<files).map { randomData(8 << 20, seed: 950 + UInt64($0)) }
-    for i in 0..<files { _ = try await fx.put("many/f\(i).bin", data[i]) }
-    let budget = 16 << 20
-    // Through the block cache (staging off) and through staged copies (the default).
-    let cached = try peakMemory(fx, options: ["cache_size=16M", "stage_max_file=1"], files: files, data: data, name: "nostage")
-    #expect(cached < budget + (64 << 20), "peak RSS \(cached >> 20) MiB with cache_size=16M, staging off")
-    let staged = try peakMemory(fx, options: ["cache_size=16M"], files: files, data: data, name: "staged")
-    #expect(staged < budget + (64 << 20), "peak RSS \(staged >> 20) MiB with cache_size=16M, staging on")
+    try await MountFixture.scope { fx in
+      let files = 32
+      let data = (0..<files).map { randomData(8 << 20, seed: 950 + UInt64($0)) }
+      for i in 0..<files { _ = try await fx.put("many/f\(i).bin", data[i]) }
+      let budget = 16 << 20
+      // Through the block cache (staging off) and through staged copies (the default).
+      let cached = try peakMemory(fx, options: ["cache_size=16M", "stage_max_file=1"], files: files, data: data, name: "nostage")
+      #expect(cached < budget + (64 << 20), "peak RSS \(cached >> 20) MiB with cache_size=16M, staging off")
+      let staged = try peakMemory(fx, options: ["cache_size=16M"], files: files, data: data, name: "staged")
+      #expect(staged < budget + (64 << 20), "peak RSS \(staged >> 20) MiB with cache_size=16M, staging on")
+    }
   }
 }

@@ -31,62 +31,62 @@ import Testing
   }
 
   @Test(arguments: ["firebase", "gcs"]) func everydayToolsWriteThroughTheMount(api: String) async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("docs/readme.txt", Data("first line\n".utf8))
-    _ = try await fx.put("docs/old.txt", Data("to be renamed".utf8))
-    _ = try await fx.put("docs/gone.txt", Data("to be removed".utf8))
-    let source = try fx.folder("tree")
-    for i in 0..<20 { try randomData(1000 + i * 997, seed: UInt64(900 + i)).write(to: source.appendingPathComponent("f\(i).bin")) }
-    let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("docs/readme.txt", Data("first line\n".utf8))
+      _ = try await fx.put("docs/old.txt", Data("to be renamed".utf8))
+      _ = try await fx.put("docs/gone.txt", Data("to be removed".utf8))
+      let source = try fx.folder("tree")
+      for i in 0..<20 { try randomData(1000 + i * 997, seed: UInt64(900 + i)).write(to: source.appendingPathComponent("f\(i).bin")) }
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
 
-    var (status, output) = shell(
-      """
-      echo 'second line' >> docs/readme.txt
-      cp '\(source.path)/f3.bin' docs/copied.bin
-      cp -r '\(source.path)' tree
-      mv docs/old.txt docs/new.txt
-      rm docs/gone.txt
-      mkdir empty made
-      rmdir empty
-      printf 'draft' > made/note.txt
-      printf 'saved by an editor' > made/.note.txt.swp
-      mv made/.note.txt.swp made/note.txt
-      printf '0123456789' > made/cut.txt
-      truncate -s 4 made/cut.txt
-      touch -d '2021-02-03 04:05:06' made/cut.txt
-      tar -C '\(source.path)' -cf - f1.bin f2.bin | tar -C made -xf -
-      mkdir -p scratch/deep/er && printf 'x' > scratch/deep/er/x.txt && printf 'y' > scratch/y.txt
-      rm -r scratch
-      """, in: m)
-    #expect(status == 0, "\(output)")
-    // The mount shows every change at once, before the bucket has it.
-    #expect(try String(contentsOfFile: m.path("docs/readme.txt"), encoding: .utf8) == "first line\nsecond line\n")
-    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("docs")).sorted() == ["copied.bin", "new.txt", "readme.txt"])
-    var st = stat()
-    #expect(stat(m.path("made/cut.txt"), &st) == 0 && st.st_size == 4 && st.st_mtim.tv_sec == 1_612_325_106)
+      var (status, output) = shell(
+        """
+        echo 'second line' >> docs/readme.txt
+        cp '\(source.path)/f3.bin' docs/copied.bin
+        cp -r '\(source.path)' tree
+        mv docs/old.txt docs/new.txt
+        rm docs/gone.txt
+        mkdir empty made
+        rmdir empty
+        printf 'draft' > made/note.txt
+        printf 'saved by an editor' > made/.note.txt.swp
+        mv made/.note.txt.swp made/note.txt
+        printf '0123456789' > made/cut.txt
+        truncate -s 4 made/cut.txt
+        touch -d '2021-02-03 04:05:06' made/cut.txt
+        tar -C '\(source.path)' -cf - f1.bin f2.bin | tar -C made -xf -
+        mkdir -p scratch/deep/er && printf 'x' > scratch/deep/er/x.txt && printf 'y' > scratch/y.txt
+        rm -r scratch
+        """, in: m)
+      #expect(status == 0, "\(output)")
+      // The mount shows every change at once, before the bucket has it.
+      #expect(try String(contentsOfFile: m.path("docs/readme.txt"), encoding: .utf8) == "first line\nsecond line\n")
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("docs")).sorted() == ["copied.bin", "new.txt", "readme.txt"])
+      var st = stat()
+      #expect(stat(m.path("made/cut.txt"), &st) == 0 && st.st_size == 4 && st.st_mtim.tv_sec == 1_612_325_106)
 
-    (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    #expect(await object(fx, "docs/readme.txt") == Data("first line\nsecond line\n".utf8))
-    #expect(await object(fx, "docs/copied.bin") == (try Data(contentsOf: source.appendingPathComponent("f3.bin"))))
-    for i in 0..<20 {
-      #expect(await object(fx, "tree/f\(i).bin") == (try Data(contentsOf: source.appendingPathComponent("f\(i).bin"))), "tree/f\(i).bin")
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "docs/readme.txt") == Data("first line\nsecond line\n".utf8))
+      #expect(await object(fx, "docs/copied.bin") == (try Data(contentsOf: source.appendingPathComponent("f3.bin"))))
+      for i in 0..<20 {
+        #expect(await object(fx, "tree/f\(i).bin") == (try Data(contentsOf: source.appendingPathComponent("f\(i).bin"))), "tree/f\(i).bin")
+      }
+      #expect(await object(fx, "docs/new.txt") == Data("to be renamed".utf8))
+      #expect(await object(fx, "made/note.txt") == Data("saved by an editor".utf8))
+      #expect(await object(fx, "made/cut.txt") == Data("0123".utf8))
+      #expect(await object(fx, "made/f2.bin") == (try Data(contentsOf: source.appendingPathComponent("f2.bin"))))
+      let all = try await names(fx)
+      #expect(!all.contains("docs/old.txt") && !all.contains("docs/gone.txt") && !all.contains("empty/"))
+      #expect(!all.contains { $0.contains(".swp") || $0.contains("conflict") || $0.hasPrefix("scratch") }, "\(all)")
+      // The time `touch` set is kept in the object's metadata (rclone's `mtime` key), so a new
+      // mount shows it too.
+      let kept = try await fx.storage.reference(withPath: "made/cut.txt").getMetadata()
+      #expect(kept.customMetadata?["mtime"]?.hasPrefix("2021-02-03T04:05:06") == true, "\(String(describing: kept.customMetadata))")
+      let again = try fx.mount(options: ["writable"], extra: ["--api", api], name: api + "-again")
+      #expect(stat(again.path("made/cut.txt"), &st) == 0 && st.st_size == 4 && st.st_mtim.tv_sec == 1_612_325_106)
+      #expect(try getxattr(again.path("made/cut.txt"), "user.sync_state").get() == "synced")
     }
-    #expect(await object(fx, "docs/new.txt") == Data("to be renamed".utf8))
-    #expect(await object(fx, "made/note.txt") == Data("saved by an editor".utf8))
-    #expect(await object(fx, "made/cut.txt") == Data("0123".utf8))
-    #expect(await object(fx, "made/f2.bin") == (try Data(contentsOf: source.appendingPathComponent("f2.bin"))))
-    let all = try await names(fx)
-    #expect(!all.contains("docs/old.txt") && !all.contains("docs/gone.txt") && !all.contains("empty/"))
-    #expect(!all.contains { $0.contains(".swp") || $0.contains("conflict") || $0.hasPrefix("scratch") }, "\(all)")
-    // The time `touch` set is kept in the object's metadata (rclone's `mtime` key), so a new
-    // mount shows it too.
-    let kept = try await fx.storage.reference(withPath: "made/cut.txt").getMetadata()
-    #expect(kept.customMetadata?["mtime"]?.hasPrefix("2021-02-03T04:05:06") == true, "\(String(describing: kept.customMetadata))")
-    let again = try fx.mount(options: ["writable"], extra: ["--api", api], name: api + "-again")
-    #expect(stat(again.path("made/cut.txt"), &st) == 0 && st.st_size == 4 && st.st_mtim.tv_sec == 1_612_325_106)
-    #expect(try getxattr(again.path("made/cut.txt"), "user.sync_state").get() == "synced")
   }
 
   /// rsync -a into the mount, twice: the second run finds sizes and times equal and sends nothing.
@@ -95,443 +95,443 @@ import Testing
       Issue.record("rsync is not installed (scripts/install-deps.sh installs it)")
       return
     }
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let source = try fx.folder("site")
-    try FileManager.default.createDirectory(at: source.appendingPathComponent("css"), withIntermediateDirectories: true)
-    for i in 0..<10 { try randomData(500 + i * 100, seed: UInt64(950 + i)).write(to: source.appendingPathComponent("page\(i).html")) }
-    try Data("body {}".utf8).write(to: source.appendingPathComponent("css/site.css"))
-    let m = try fx.mount(options: ["writable"])
-    var (status, output) = runTool("/usr/bin/rsync", ["-a", "--stats", source.path + "/", m.path("site") + "/"])
-    #expect(status == 0, "\(output)")
-    (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    (status, output) = runTool("/usr/bin/rsync", ["-a", "--stats", source.path + "/", m.path("site") + "/"])
-    #expect(status == 0 && output.contains("Number of regular files transferred: 0"), "\(output)")
-    #expect(await object(fx, "site/css/site.css") == Data("body {}".utf8))
+    try await MountFixture.scope { fx in
+      let source = try fx.folder("site")
+      try FileManager.default.createDirectory(at: source.appendingPathComponent("css"), withIntermediateDirectories: true)
+      for i in 0..<10 { try randomData(500 + i * 100, seed: UInt64(950 + i)).write(to: source.appendingPathComponent("page\(i).html")) }
+      try Data("body {}".utf8).write(to: source.appendingPathComponent("css/site.css"))
+      let m = try fx.mount(options: ["writable"])
+      var (status, output) = runTool("/usr/bin/rsync", ["-a", "--stats", source.path + "/", m.path("site") + "/"])
+      #expect(status == 0, "\(output)")
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      (status, output) = runTool("/usr/bin/rsync", ["-a", "--stats", source.path + "/", m.path("site") + "/"])
+      #expect(status == 0 && output.contains("Number of regular files transferred: 0"), "\(output)")
+      #expect(await object(fx, "site/css/site.css") == Data("body {}".utf8))
+    }
   }
 
   /// git clone into the mount, then a clean `git status` and `git fsck`; SQLite with
   /// transactions (its journal made, fsynced and deleted): after `bucketfs sync` a new mount
   /// reads both back, and no change of this mount's own was taken for a conflict.
   @Test func gitAndSQLiteWorkInTheMount() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let repo = try fx.folder("origin")
-    var (status, output) = runTool(
-      "/bin/sh",
-      ["-c", "set -e; cd '\(repo.path)'; git init -q .; for i in 1 2 3; do echo \"line $i\" > f$i.txt; git add f$i.txt; git -c user.email=t@example.com -c user.name=t commit -qm c$i; done"])
-    #expect(status == 0, "\(output)")
-    let m = try fx.mount(options: ["writable"])
-    (status, output) = shell(
-      """
-      git clone -q '\(repo.path)' repo
-      cd repo
-      test -z "$(git status --porcelain)"
-      git fsck --no-progress
-      cd ..
-      sqlite3 notes.db "create table t(a text); begin; insert into t values('one'); insert into t values('two'); commit; begin; insert into t values('three'); commit;"
-      test "$(sqlite3 notes.db 'select count(*) from t')" = 3
-      """, in: m)
-    #expect(status == 0, "\(output)")
-    (status, output) = bucketSync(m, timeout: 60)
-    #expect(status == 0, "\(output)")
-    let all = try await names(fx)
-    #expect(!all.contains { $0.contains(".conflict-") }, "\(all.filter { $0.contains(".conflict-") })")
-    #expect(!m.log.contains("changed on the server"), "\(m.log)")
-    m.unmount()
-    let again = try fx.mount(options: ["writable"], name: "again")
-    (status, output) = shell(
-      """
-      cd repo && test -z "$(git status --porcelain)" && git log --oneline | wc -l | grep -q 3 && cd ..
-      test "$(sqlite3 notes.db 'select group_concat(a) from t')" = "one,two,three"
-      """, in: again)
-    #expect(status == 0, "\(output)")
+    try await MountFixture.scope { fx in
+      let repo = try fx.folder("origin")
+      var (status, output) = runTool(
+        "/bin/sh",
+        ["-c", "set -e; cd '\(repo.path)'; git init -q .; for i in 1 2 3; do echo \"line $i\" > f$i.txt; git add f$i.txt; git -c user.email=t@example.com -c user.name=t commit -qm c$i; done"])
+      #expect(status == 0, "\(output)")
+      let m = try fx.mount(options: ["writable"])
+      (status, output) = shell(
+        """
+        git clone -q '\(repo.path)' repo
+        cd repo
+        test -z "$(git status --porcelain)"
+        git fsck --no-progress
+        cd ..
+        sqlite3 notes.db "create table t(a text); begin; insert into t values('one'); insert into t values('two'); commit; begin; insert into t values('three'); commit;"
+        test "$(sqlite3 notes.db 'select count(*) from t')" = 3
+        """, in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = bucketSync(m, timeout: 60)
+      #expect(status == 0, "\(output)")
+      let all = try await names(fx)
+      #expect(!all.contains { $0.contains(".conflict-") }, "\(all.filter { $0.contains(".conflict-") })")
+      #expect(!m.log.contains("changed on the server"), "\(m.log)")
+      m.unmount()
+      let again = try fx.mount(options: ["writable"], name: "again")
+      (status, output) = shell(
+        """
+        cd repo && test -z "$(git status --porcelain)" && git log --oneline | wc -l | grep -q 3 && cd ..
+        test "$(sqlite3 notes.db 'select group_concat(a) from t')" = "one,two,three"
+        """, in: again)
+      #expect(status == 0, "\(output)")
+    }
   }
 
   /// Someone else changes an object while it is open for writing here: their version keeps the
   /// name, ours goes beside it under a conflict name, and nothing is lost.
   @Test(arguments: ["firebase", "gcs"]) func aChangeMadeElsewhereIsNeverOverwritten(api: String) async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("shared/plan.txt", Data("v1".utf8))
-    let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
-    let fd = open(m.path("shared/plan.txt"), O_WRONLY | O_APPEND)
-    #expect(fd >= 0)
-    _ = try await fx.put("shared/plan.txt", Data("theirs".utf8))
-    #expect(write(fd, "+ours", 5) == 5)
-    #expect(close(fd) == 0)
-    let (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    #expect(await object(fx, "shared/plan.txt") == Data("theirs".utf8))
-    let conflicts = try await names(fx, under: "shared").filter { $0.hasPrefix("shared/plan.txt.conflict-") }
-    #expect(conflicts.count == 1)
-    if let name = conflicts.first {
-      #expect(await object(fx, name) == Data("v1+ours".utf8))
-      let shown = m.path(name)
-      #expect(try getxattr(shown, "user.sync_state").get() == "conflict")
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("shared/plan.txt", Data("v1".utf8))
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
+      let fd = open(m.path("shared/plan.txt"), O_WRONLY | O_APPEND)
+      #expect(fd >= 0)
+      _ = try await fx.put("shared/plan.txt", Data("theirs".utf8))
+      #expect(write(fd, "+ours", 5) == 5)
+      #expect(close(fd) == 0)
+      let (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "shared/plan.txt") == Data("theirs".utf8))
+      let conflicts = try await names(fx, under: "shared").filter { $0.hasPrefix("shared/plan.txt.conflict-") }
+      #expect(conflicts.count == 1)
+      if let name = conflicts.first {
+        #expect(await object(fx, name) == Data("v1+ours".utf8))
+        let shown = m.path(name)
+        #expect(try getxattr(shown, "user.sync_state").get() == "conflict")
+      }
+      #expect(m.log.contains("changed on the server since it was read"))
     }
-    #expect(m.log.contains("changed on the server since it was read"))
   }
 
   /// Changes made while the server fails wait in the queue, which `bucketfs sync` reports, and go
   /// out when it answers again; the queue survives `kill -9` and a new mount carries it out.
   @Test func theQueueWaitsForTheServerAndOutlivesTheDaemon() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("notes/a.txt", Data("a".utf8))
-    let m = try fx.mount(options: ["writable", "read_timeout=2", "metadata_ttl=60"])
-    // Seen with its attributes (its generation) before the server fails: a delete names it.
-    var seen = stat()
-    #expect(stat(m.path("notes/a.txt"), &seen) == 0)
-    var failing = Faults()
-    failing.errorStatus = 503
-    failing.errorFraction = 1
-    fx.emulator!.setFaults(failing)
-    var (status, output) = shell("printf 'written while the server fails' > notes/b.txt; rm notes/a.txt", in: m)
-    #expect(status == 0, "\(output)")
-    // fsync returns once the bytes are safe locally when the server cannot take them.
-    let fd = open(m.path("notes/c.txt"), O_CREAT | O_WRONLY, 0o644)
-    #expect(fd >= 0 && write(fd, "synced locally", 14) == 14)
-    #expect(fsync(fd) == 0)
-    close(fd)
-    (status, output) = bucketSync(m, timeout: 1)
-    #expect(status == 1 && output.contains("notes/b.txt"), "\(output)")
-    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("notes")).sorted() == ["b.txt", "c.txt"])
-    #expect(["pending", "uploading"].contains(try getxattr(m.path("notes/b.txt"), "user.sync_state").get()))
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("notes/a.txt", Data("a".utf8))
+      let m = try fx.mount(options: ["writable", "read_timeout=2", "metadata_ttl=60"])
+      // Seen with its attributes (its generation) before the server fails: a delete names it.
+      var seen = stat()
+      #expect(stat(m.path("notes/a.txt"), &seen) == 0)
+      var failing = Faults()
+      failing.errorStatus = 503
+      failing.errorFraction = 1
+      fx.emulator!.setFaults(failing)
+      var (status, output) = shell("printf 'written while the server fails' > notes/b.txt; rm notes/a.txt", in: m)
+      #expect(status == 0, "\(output)")
+      // fsync returns once the bytes are safe locally when the server cannot take them.
+      let fd = open(m.path("notes/c.txt"), O_CREAT | O_WRONLY, 0o644)
+      #expect(fd >= 0 && write(fd, "synced locally", 14) == 14)
+      #expect(fsync(fd) == 0)
+      close(fd)
+      (status, output) = bucketSync(m, timeout: 1)
+      #expect(status == 1 && output.contains("notes/b.txt"), "\(output)")
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("notes")).sorted() == ["b.txt", "c.txt"])
+      #expect(["pending", "uploading"].contains(try getxattr(m.path("notes/b.txt"), "user.sync_state").get()))
 
-    // The daemon dies with the changes still queued.
-    kill(m.process.processIdentifier, SIGKILL)
-    m.process.waitUntilExit()
-    m.unmount()
-    fx.emulator!.setFaults(Faults())
-    #expect(await object(fx, "notes/b.txt") == nil)
-    let next = try fx.mount(options: ["writable"], name: "next")
-    (status, output) = bucketSync(next)
-    #expect(status == 0, "\(output)")
-    #expect(await object(fx, "notes/b.txt") == Data("written while the server fails".utf8))
-    #expect(await object(fx, "notes/c.txt") == Data("synced locally".utf8))
-    #expect(await object(fx, "notes/a.txt") == nil)
-    #expect(next.log.contains("from an earlier mount are queued"))
+      // The daemon dies with the changes still queued.
+      kill(m.process.processIdentifier, SIGKILL)
+      m.process.waitUntilExit()
+      m.unmount()
+      fx.emulator!.setFaults(Faults())
+      #expect(await object(fx, "notes/b.txt") == nil)
+      let next = try fx.mount(options: ["writable"], name: "next")
+      (status, output) = bucketSync(next)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "notes/b.txt") == Data("written while the server fails".utf8))
+      #expect(await object(fx, "notes/c.txt") == Data("synced locally".utf8))
+      #expect(await object(fx, "notes/a.txt") == nil)
+      #expect(next.log.contains("from an earlier mount are queued"))
+    }
   }
 
   /// An offline mount (`--offline`) accepts changes and talks to no server; the next mount that
   /// does carries them out. A name the bucket refuses is kept as failed, said by `bucketfs sync`
   /// and the log, and nothing else waits behind it.
   @Test func offlineChangesWaitAndRefusedNamesAreKept() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("box/seen.txt", Data("seen".utf8))
-    let first = try fx.mount(options: ["writable"], name: "first")
-    #expect(try readFile(first.path("box/seen.txt")).get() == Data("seen".utf8))
-    first.unmount()
-    let offline = try fx.mount(options: ["writable", "offline"], name: "offline")
-    let before = fx.emulator!.requestsServed
-    var (status, output) = shell("printf 'made offline' > box/offline.txt", in: offline)
-    #expect(status == 0, "\(output)")
-    (status, output) = bucketSync(offline, timeout: 1)
-    #expect(status == 1 && output.contains("box/offline.txt"), "\(output)")
-    #expect(fx.emulator!.requestsServed == before, "an offline mount sent \(fx.emulator!.requestsServed - before) requests")
-    offline.unmount()
-    let online = try fx.mount(options: ["writable"], name: "online")
-    (status, output) = shell("printf 'bad' > 'box/bad\nname.txt'; printf 'good' > box/after.txt", in: online)
-    #expect(status == 0, "\(output)")
-    (status, output) = bucketSync(online, timeout: 30)
-    #expect(status == 1 && output.contains("failed"), "\(output)")
-    #expect(await object(fx, "box/offline.txt") == Data("made offline".utf8))
-    #expect(await object(fx, "box/after.txt") == Data("good".utf8))
-    #expect(online.log.contains("refused"), "\(online.log)")
-    #expect(try getxattr(online.path("box/bad\nname.txt"), "user.sync_state").get() == "failed")
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("box/seen.txt", Data("seen".utf8))
+      let first = try fx.mount(options: ["writable"], name: "first")
+      #expect(try readFile(first.path("box/seen.txt")).get() == Data("seen".utf8))
+      first.unmount()
+      let offline = try fx.mount(options: ["writable", "offline"], name: "offline")
+      let before = fx.emulator!.requestsServed
+      var (status, output) = shell("printf 'made offline' > box/offline.txt", in: offline)
+      #expect(status == 0, "\(output)")
+      (status, output) = bucketSync(offline, timeout: 1)
+      #expect(status == 1 && output.contains("box/offline.txt"), "\(output)")
+      #expect(fx.emulator!.requestsServed == before, "an offline mount sent \(fx.emulator!.requestsServed - before) requests")
+      offline.unmount()
+      let online = try fx.mount(options: ["writable"], name: "online")
+      (status, output) = shell("printf 'bad' > 'box/bad\nname.txt'; printf 'good' > box/after.txt", in: online)
+      #expect(status == 0, "\(output)")
+      (status, output) = bucketSync(online, timeout: 30)
+      #expect(status == 1 && output.contains("failed"), "\(output)")
+      #expect(await object(fx, "box/offline.txt") == Data("made offline".utf8))
+      #expect(await object(fx, "box/after.txt") == Data("good".utf8))
+      #expect(online.log.contains("refused"), "\(online.log)")
+      #expect(try getxattr(online.path("box/bad\nname.txt"), "user.sync_state").get() == "failed")
+    }
   }
 
   /// `setfattr -n user.content_type` and `user.meta.KEY` set the object's metadata, on a file in
   /// the bucket and on one still queued; an overwrite keeps the content type it had.
   @Test func setfattrChangesTheObjectsMetadata() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("meta/page.bin", Data("<html></html>".utf8), contentType: "application/octet-stream")
-    let m = try fx.mount(options: ["writable"])
-    var (status, output) = shell(
-      """
-      setfattr -n user.content_type -v text/html meta/page.bin
-      setfattr -n user.meta.owner -v alice meta/page.bin
-      printf 'new' > meta/new.dat
-      setfattr -n user.content_type -v application/x-new meta/new.dat
-      setfattr -n user.meta.stage -v draft meta/new.dat
-      """, in: m)
-    #expect(status == 0, "\(output)")
-    (status, output) = shell("setfattr -n user.size -v 1 meta/page.bin", in: m)
-    #expect(status != 0 && output.contains("Operation not permitted"), "\(output)")
-    (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    let page = try await fx.storage.reference(withPath: "meta/page.bin").getMetadata()
-    #expect(page.contentType == "text/html" && page.customMetadata?["owner"] == "alice")
-    #expect(await object(fx, "meta/page.bin") == Data("<html></html>".utf8))
-    let new = try await fx.storage.reference(withPath: "meta/new.dat").getMetadata()
-    #expect(new.contentType == "application/x-new" && new.customMetadata?["stage"] == "draft")
-    (status, output) = shell("printf '<p>changed</p>' > meta/page.bin", in: m)
-    #expect(status == 0, "\(output)")
-    (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    let rewritten = try await fx.storage.reference(withPath: "meta/page.bin").getMetadata()
-    #expect(rewritten.contentType == "text/html" && rewritten.customMetadata?["owner"] == "alice")
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("meta/page.bin", Data("<html></html>".utf8), contentType: "application/octet-stream")
+      let m = try fx.mount(options: ["writable"])
+      var (status, output) = shell(
+        """
+        setfattr -n user.content_type -v text/html meta/page.bin
+        setfattr -n user.meta.owner -v alice meta/page.bin
+        printf 'new' > meta/new.dat
+        setfattr -n user.content_type -v application/x-new meta/new.dat
+        setfattr -n user.meta.stage -v draft meta/new.dat
+        """, in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = shell("setfattr -n user.size -v 1 meta/page.bin", in: m)
+      #expect(status != 0 && output.contains("Operation not permitted"), "\(output)")
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      let page = try await fx.storage.reference(withPath: "meta/page.bin").getMetadata()
+      #expect(page.contentType == "text/html" && page.customMetadata?["owner"] == "alice")
+      #expect(await object(fx, "meta/page.bin") == Data("<html></html>".utf8))
+      let new = try await fx.storage.reference(withPath: "meta/new.dat").getMetadata()
+      #expect(new.contentType == "application/x-new" && new.customMetadata?["stage"] == "draft")
+      (status, output) = shell("printf '<p>changed</p>' > meta/page.bin", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      let rewritten = try await fx.storage.reference(withPath: "meta/page.bin").getMetadata()
+      #expect(rewritten.contentType == "text/html" && rewritten.customMetadata?["owner"] == "alice")
+    }
   }
 
   /// Queued bytes count against `staging_size` and are never evicted: past it a write fails with
   /// ENOSPC, and what was queued before still reaches the bucket.
   @Test func aFullQueueRefusesWritesAndLosesNothing() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let m = try fx.mount(options: ["writable", "staging_size=1M"])
-    var (status, output) = shell("printf 'kept' > small.txt && head -c 600000 /dev/zero > half.bin", in: m)
-    #expect(status == 0, "\(output)")
-    (status, output) = shell("head -c 2000000 /dev/zero > big.bin", in: m)
-    #expect(status != 0 && output.contains("No space left on device"), "\(output)")
-    (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    #expect(await object(fx, "small.txt") == Data("kept".utf8))
-    #expect(await object(fx, "half.bin")?.count == 600_000)
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable", "staging_size=1M"])
+      var (status, output) = shell("printf 'kept' > small.txt && head -c 600000 /dev/zero > half.bin", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = shell("head -c 2000000 /dev/zero > big.bin", in: m)
+      #expect(status != 0 && output.contains("No space left on device"), "\(output)")
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "small.txt") == Data("kept".utf8))
+      #expect(await object(fx, "half.bin")?.count == 600_000)
+    }
   }
 
   /// A large upload cut short by `kill -9` continues where the server has it: its resumable
   /// session is kept with the queued change, and the next mount sends only the rest.
   @Test(arguments: ["firebase", "gcs"]) func aLargeUploadCutByACrashContinuesWhereItWas(api: String) async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let data = randomData(3 << 20, seed: 4242)
-    let m = try fx.mount(options: ["writable", "upload_chunk=256K"], extra: ["--api", api], name: api)
-    // Each chunk takes a while to arrive, so the crash comes mid-upload.
-    var slow = Faults()
-    slow.latency = .milliseconds(300)
-    slow.pathFilter = "upload_id="
-    fx.emulator!.setFaults(slow)
-    // cp, not Data.write: Foundation fsyncs, and fsync waits for the upload.
-    let local = fx.root.appendingPathComponent("large.bin")
-    try data.write(to: local)
-    let (copied, copyOutput) = runTool("/bin/cp", [local.path, m.path("large.bin")])
-    #expect(copied == 0, "\(copyOutput)")
-    // The session is on disk with the change; wait until the server holds some chunks of it.
-    let queue = fx.root.appendingPathComponent("staging")
-    var session: String? = nil
-    var received: Int64 = 0
-    for _ in 0..<400 where received < 512 << 10 {
-      try await Task.sleep(for: .milliseconds(25))
-      let records = ((try? FileManager.default.subpathsOfDirectory(atPath: queue.path)) ?? []).filter { $0.hasSuffix(".json") && $0.contains("queue/") }
-      for record in records {
-        guard let json = FileManager.default.contents(atPath: queue.appendingPathComponent(record).path),
-          let object = try? JSONSerialization.jsonObject(with: json) as? [String: Any], let url = object["sessionURL"] as? String
-        else { continue }
-        session = url
+    try await MountFixture.scope { fx in
+      let data = randomData(3 << 20, seed: 4242)
+      let m = try fx.mount(options: ["writable", "upload_chunk=256K"], extra: ["--api", api], name: api)
+      // Each chunk takes a while to arrive, so the crash comes mid-upload.
+      var slow = Faults()
+      slow.latency = .milliseconds(300)
+      slow.pathFilter = "upload_id="
+      fx.emulator!.setFaults(slow)
+      // cp, not Data.write: Foundation fsyncs, and fsync waits for the upload.
+      let local = fx.root.appendingPathComponent("large.bin")
+      try data.write(to: local)
+      let (copied, copyOutput) = runTool("/bin/cp", [local.path, m.path("large.bin")])
+      #expect(copied == 0, "\(copyOutput)")
+      // The session is on disk with the change; wait until the server holds some chunks of it.
+      let queue = fx.root.appendingPathComponent("staging")
+      var session: String? = nil
+      var received: Int64 = 0
+      for _ in 0..<400 where received < 512 << 10 {
+        try await Task.sleep(for: .milliseconds(25))
+        let records = ((try? FileManager.default.subpathsOfDirectory(atPath: queue.path)) ?? []).filter { $0.hasSuffix(".json") && $0.contains("queue/") }
+        for record in records {
+          guard let json = FileManager.default.contents(atPath: queue.appendingPathComponent(record).path),
+            let object = try? JSONSerialization.jsonObject(with: json) as? [String: Any], let url = object["sessionURL"] as? String
+          else { continue }
+          session = url
+        }
+        guard let session else { continue }
+        let answer = try await HTTPClient.shared.send(HTTPRequest(
+          method: api == "gcs" ? "PUT" : "POST", url: session,
+          headers: api == "gcs" ? [("Content-Range", "bytes */\(data.count)")] : [("X-Goog-Upload-Command", "query")]))
+        if let text = answer.head["x-goog-upload-size-received"], let n = Int64(text) { received = n }
+        if let range = answer.head["range"], let end = range.split(separator: "-").last.flatMap({ Int64($0) }) { received = end + 1 }
       }
-      guard let session else { continue }
-      let answer = try await HTTPClient.shared.send(HTTPRequest(
-        method: api == "gcs" ? "PUT" : "POST", url: session,
-        headers: api == "gcs" ? [("Content-Range", "bytes */\(data.count)")] : [("X-Goog-Upload-Command", "query")]))
-      if let text = answer.head["x-goog-upload-size-received"], let n = Int64(text) { received = n }
-      if let range = answer.head["range"], let end = range.split(separator: "-").last.flatMap({ Int64($0) }) { received = end + 1 }
+      #expect(
+        session != nil && received >= 512 << 10 && received < data.count,
+        "session \(String(describing: session)), \(received) bytes; \((try? FileManager.default.subpathsOfDirectory(atPath: queue.path)) ?? []); \(m.log)")
+      kill(m.process.processIdentifier, SIGKILL)
+      m.process.waitUntilExit()
+      m.unmount()
+      fx.emulator!.setFaults(Faults())
+      let before = fx.emulator!.bodyBytesReceived
+      let next = try fx.mount(options: ["writable", "upload_chunk=256K"], extra: ["--api", api], name: api + "-next")
+      let (status, output) = bucketSync(next)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "large.bin") == data)
+      let sent = fx.emulator!.bodyBytesReceived - before
+      #expect(sent <= data.count - Int(received) + (256 << 10), "\(sent) bytes sent again after \(received) were received")
     }
-    #expect(
-      session != nil && received >= 512 << 10 && received < data.count,
-      "session \(String(describing: session)), \(received) bytes; \((try? FileManager.default.subpathsOfDirectory(atPath: queue.path)) ?? []); \(m.log)")
-    kill(m.process.processIdentifier, SIGKILL)
-    m.process.waitUntilExit()
-    m.unmount()
-    fx.emulator!.setFaults(Faults())
-    let before = fx.emulator!.bodyBytesReceived
-    let next = try fx.mount(options: ["writable", "upload_chunk=256K"], extra: ["--api", api], name: api + "-next")
-    let (status, output) = bucketSync(next)
-    #expect(status == 0, "\(output)")
-    #expect(await object(fx, "large.bin") == data)
-    let sent = fx.emulator!.bodyBytesReceived - before
-    #expect(sent <= data.count - Int(received) + (256 << 10), "\(sent) bytes sent again after \(received) were received")
   }
 
   /// Faults while the queue works: connections reset in the middle of uploads, two processes
   /// writing one file, and an object deleted on the server while it was being changed here.
   /// Every byte ends in the bucket (or beside the object), and nothing is mixed.
   @Test func faultsDuringUploadsLoseNothing() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("f/doomed.txt", Data("v1".utf8))
-    let m = try fx.mount(options: ["writable", "upload_chunk=256K"])
-    // Uploads cut after 100 KB, three times: the queue tries again and gets them through.
-    var resets = Faults()
-    resets.resetAfterBytes = 100_000
-    resets.pathFilter = "upload"
-    resets.limit = 3
-    fx.emulator!.setFaults(resets)
-    let big = randomData(900_000, seed: 4343)
-    let local = fx.root.appendingPathComponent("big.bin")
-    try big.write(to: local)
-    var (status, output) = runTool("/bin/cp", [local.path, m.path("f/big.bin")])
-    #expect(status == 0, "\(output)")
-    // Two processes append to one file at once: both writes are in the one version uploaded.
-    let appends = await withTaskGroup(of: Int32.self) { group in
-      for letter in ["A", "B"] {
-        group.addTask { runTool("/bin/sh", ["-c", "printf '\(letter)' >> '\(m.path("f/shared.txt"))'"]).0 }
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("f/doomed.txt", Data("v1".utf8))
+      let m = try fx.mount(options: ["writable", "upload_chunk=256K"])
+      // Uploads cut after 100 KB, three times: the queue tries again and gets them through.
+      var resets = Faults()
+      resets.resetAfterBytes = 100_000
+      resets.pathFilter = "upload"
+      resets.limit = 3
+      fx.emulator!.setFaults(resets)
+      let big = randomData(900_000, seed: 4343)
+      let local = fx.root.appendingPathComponent("big.bin")
+      try big.write(to: local)
+      var (status, output) = runTool("/bin/cp", [local.path, m.path("f/big.bin")])
+      #expect(status == 0, "\(output)")
+      // Two processes append to one file at once: both writes are in the one version uploaded.
+      let appends = await withTaskGroup(of: Int32.self) { group in
+        for letter in ["A", "B"] {
+          group.addTask { runTool("/bin/sh", ["-c", "printf '\(letter)' >> '\(m.path("f/shared.txt"))'"]).0 }
+        }
+        return await group.reduce(into: [Int32]()) { $0.append($1) }
       }
-      return await group.reduce(into: [Int32]()) { $0.append($1) }
+      #expect(appends == [0, 0])
+      // Deleted on the server while open for writing here: ours goes beside it, nothing is lost.
+      let fd = open(m.path("f/doomed.txt"), O_WRONLY | O_APPEND)
+      #expect(fd >= 0)
+      try await fx.storage.reference(withPath: "f/doomed.txt").delete()
+      #expect(write(fd, "+mine", 5) == 5)
+      #expect(close(fd) == 0)
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "f/big.bin") == big)
+      let shared = await object(fx, "f/shared.txt")
+      #expect(shared == Data("AB".utf8) || shared == Data("BA".utf8), "\(String(describing: shared))")
+      let kept = try await names(fx, under: "f").filter { $0.hasPrefix("f/doomed.txt.conflict-") }
+      #expect(kept.count == 1)
+      if let name = kept.first { #expect(await object(fx, name) == Data("v1+mine".utf8)) }
+      #expect(await object(fx, "f/doomed.txt") == nil)
     }
-    #expect(appends == [0, 0])
-    // Deleted on the server while open for writing here: ours goes beside it, nothing is lost.
-    let fd = open(m.path("f/doomed.txt"), O_WRONLY | O_APPEND)
-    #expect(fd >= 0)
-    try await fx.storage.reference(withPath: "f/doomed.txt").delete()
-    #expect(write(fd, "+mine", 5) == 5)
-    #expect(close(fd) == 0)
-    (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    #expect(await object(fx, "f/big.bin") == big)
-    let shared = await object(fx, "f/shared.txt")
-    #expect(shared == Data("AB".utf8) || shared == Data("BA".utf8), "\(String(describing: shared))")
-    let kept = try await names(fx, under: "f").filter { $0.hasPrefix("f/doomed.txt.conflict-") }
-    #expect(kept.count == 1)
-    if let name = kept.first { #expect(await object(fx, name) == Data("v1+mine".utf8)) }
-    #expect(await object(fx, "f/doomed.txt") == nil)
   }
 
   /// `mv` of a folder renames it file by file through the queue (one rename(2), no copy through
   /// the kernel); a folder above the limit answers EXDEV and `mv` copies it instead.
   @Test func aFolderRenameMovesEveryFile() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("proj/a.txt", Data("a".utf8))
-    _ = try await fx.put("proj/sub/b.txt", Data("b".utf8))
-    let m = try fx.mount(options: ["writable"])
-    var (status, output) = shell("printf 'c' > proj/sub/c.txt; mkdir proj/empty; mv proj renamed", in: m)
-    #expect(status == 0, "\(output)")
-    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("renamed")).sorted() == ["a.txt", "empty", "sub"])
-    #expect(try readFile(m.path("renamed/sub/c.txt")).get() == Data("c".utf8))
-    #expect(!FileManager.default.fileExists(atPath: m.path("proj")))
-    (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    let all = try await names(fx)
-    #expect(all.filter { $0.hasPrefix("proj") }.isEmpty, "\(all)")
-    #expect(await object(fx, "renamed/a.txt") == Data("a".utf8))
-    #expect(await object(fx, "renamed/sub/b.txt") == Data("b".utf8))
-    #expect(await object(fx, "renamed/sub/c.txt") == Data("c".utf8))
-    #expect(all.contains("renamed/empty/"))
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("proj/a.txt", Data("a".utf8))
+      _ = try await fx.put("proj/sub/b.txt", Data("b".utf8))
+      let m = try fx.mount(options: ["writable"])
+      var (status, output) = shell("printf 'c' > proj/sub/c.txt; mkdir proj/empty; mv proj renamed", in: m)
+      #expect(status == 0, "\(output)")
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("renamed")).sorted() == ["a.txt", "empty", "sub"])
+      #expect(try readFile(m.path("renamed/sub/c.txt")).get() == Data("c".utf8))
+      #expect(!FileManager.default.fileExists(atPath: m.path("proj")))
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      let all = try await names(fx)
+      #expect(all.filter { $0.hasPrefix("proj") }.isEmpty, "\(all)")
+      #expect(await object(fx, "renamed/a.txt") == Data("a".utf8))
+      #expect(await object(fx, "renamed/sub/b.txt") == Data("b".utf8))
+      #expect(await object(fx, "renamed/sub/c.txt") == Data("c".utf8))
+      #expect(all.contains("renamed/empty/"))
+    }
   }
 
   /// A shell's `>` closes the new file once before the command writes it: the empty copy waits
   /// a moment, the command's copy replaces it, and the file goes up once.
   @Test func aShellRedirectionUploadsOnce() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let m = try fx.mount(options: ["writable"])
-    var (status, output) = shell("printf 'hello' > once.txt", in: m)
-    #expect(status == 0, "\(output)")
-    (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    #expect(await object(fx, "once.txt") == Data("hello".utf8))
-    (status, output) = runTool(bucketfsBinary, ["stats", m.mountpoint.path])
-    #expect(status == 0 && output.contains("0 changes, 0 bytes, 0 failed, 1 done, 0 conflicts"), "\(output)")
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      var (status, output) = shell("printf 'hello' > once.txt", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "once.txt") == Data("hello".utf8))
+      (status, output) = runTool(bucketfsBinary, ["stats", m.mountpoint.path])
+      #expect(status == 0 && output.contains("0 changes, 0 bytes, 0 failed, 1 done, 0 conflicts"), "\(output)")
+    }
   }
 
   /// A stalled upload gives up within read_timeout and goes again; a rename queued when the
   /// daemon is killed (the server failing, so nothing of it went out; the bytes come from the
   /// staged copy) is carried out by the next mount: the new name has the bytes, the old is gone.
   @Test func aStallAndAKilledRenameLoseNothing() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("r/old.txt", Data("renamed bytes".utf8))
-    let m = try fx.mount(options: ["writable", "read_timeout=2", "metadata_ttl=60"])
-    var stall = Faults()
-    stall.stallAfterBytes = 10
-    stall.pathFilter = "upload"
-    stall.limit = 1
-    fx.emulator!.setFaults(stall)
-    var (status, output) = shell("printf 'after a stall' > r/stalled.txt", in: m)
-    #expect(status == 0, "\(output)")
-    (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    #expect(await object(fx, "r/stalled.txt") == Data("after a stall".utf8))
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("r/old.txt", Data("renamed bytes".utf8))
+      let m = try fx.mount(options: ["writable", "read_timeout=2", "metadata_ttl=60"])
+      var stall = Faults()
+      stall.stallAfterBytes = 10
+      stall.pathFilter = "upload"
+      stall.limit = 1
+      fx.emulator!.setFaults(stall)
+      var (status, output) = shell("printf 'after a stall' > r/stalled.txt", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "r/stalled.txt") == Data("after a stall".utf8))
 
-    // Read once, so its staged copy can give its bytes while the server fails.
-    #expect(try readFile(m.path("r/old.txt")).get() == Data("renamed bytes".utf8))
-    try await waitStaged(m.path("r/old.txt"))
-    var failing = Faults()
-    failing.errorStatus = 503
-    failing.errorFraction = 1
-    fx.emulator!.setFaults(failing)
-    (status, output) = shell("mv r/old.txt r/new.txt", in: m)
-    #expect(status == 0, "\(output)")
-    kill(m.process.processIdentifier, SIGKILL)
-    m.process.waitUntilExit()
-    m.unmount()
-    fx.emulator!.setFaults(Faults())
-    #expect(await object(fx, "r/old.txt") == Data("renamed bytes".utf8))
-    let next = try fx.mount(options: ["writable"], name: "next")
-    (status, output) = bucketSync(next)
-    #expect(status == 0, "\(output)")
-    #expect(await object(fx, "r/new.txt") == Data("renamed bytes".utf8))
-    #expect(await object(fx, "r/old.txt") == nil)
+      // Read once, so its staged copy can give its bytes while the server fails.
+      #expect(try readFile(m.path("r/old.txt")).get() == Data("renamed bytes".utf8))
+      try await waitStaged(m.path("r/old.txt"))
+      var failing = Faults()
+      failing.errorStatus = 503
+      failing.errorFraction = 1
+      fx.emulator!.setFaults(failing)
+      (status, output) = shell("mv r/old.txt r/new.txt", in: m)
+      #expect(status == 0, "\(output)")
+      kill(m.process.processIdentifier, SIGKILL)
+      m.process.waitUntilExit()
+      m.unmount()
+      fx.emulator!.setFaults(Faults())
+      #expect(await object(fx, "r/old.txt") == Data("renamed bytes".utf8))
+      let next = try fx.mount(options: ["writable"], name: "next")
+      (status, output) = bucketSync(next)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "r/new.txt") == Data("renamed bytes".utf8))
+      #expect(await object(fx, "r/old.txt") == nil)
+    }
   }
 
   /// Over the GCS API a rename is a server-side copy and a delete: nothing is downloaded or
   /// uploaded, it is accepted with the server away, the new name reads the old bytes until the
   /// copy lands, and a copy whose answer was lost is not taken for a conflict.
   @Test func renamesOnGCSAreCopiedByTheServer() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let big = randomData(6 << 20, seed: 17)
-    _ = try await fx.put("g/big.bin", big)
-    _ = try await fx.put("g/dir/x.txt", Data("x".utf8))
-    _ = try await fx.put("g/dir/sub/y.txt", Data("y".utf8))
-    let m = try fx.mount(options: ["writable", "read_timeout=2", "metadata_ttl=60"], extra: ["--api", "gcs"])
-    var before = stat()
-    #expect(stat(m.path("g/big.bin"), &before) == 0)
-    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("g/dir")).sorted() == ["sub", "x.txt"])
-    let emulator = fx.emulator!
-    let (sent, received) = (emulator.bodyBytesSent, emulator.bodyBytesReceived)
+    try await MountFixture.scope { fx in
+      let big = randomData(6 << 20, seed: 17)
+      _ = try await fx.put("g/big.bin", big)
+      _ = try await fx.put("g/dir/x.txt", Data("x".utf8))
+      _ = try await fx.put("g/dir/sub/y.txt", Data("y".utf8))
+      let m = try fx.mount(options: ["writable", "read_timeout=2", "metadata_ttl=60"], extra: ["--api", "gcs"])
+      var before = stat()
+      #expect(stat(m.path("g/big.bin"), &before) == 0)
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("g/dir")).sorted() == ["sub", "x.txt"])
+      let emulator = fx.emulator!
+      let (sent, received) = (emulator.bodyBytesSent, emulator.bodyBytesReceived)
 
-    // The bucket refuses copies for now: the renames wait in the queue, and show at once.
-    var refusing = Faults()
-    refusing.errorStatus = 503
-    refusing.errorFraction = 1
-    refusing.pathFilter = "rewriteTo"
-    emulator.setFaults(refusing)
-    var (status, output) = shell("mv g/big.bin g/moved.bin; mv g/dir g/folder", in: m)
-    #expect(status == 0, "\(output)")
-    var after = stat()
-    #expect(stat(m.path("g/moved.bin"), &after) == 0 && after.st_size == big.count)
-    #expect(after.st_mtim.tv_sec == before.st_mtim.tv_sec)
-    #expect(try readFile(m.path("g/moved.bin")).get() == big)
-    #expect(try readFile(m.path("g/folder/sub/y.txt")).get() == Data("y".utf8))
-    #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("g")).sorted() == ["folder", "moved.bin"])
-    #expect(try getxattr(m.path("g/moved.bin"), "user.sync_state").get() != "synced")
-    #expect(await object(fx, "g/big.bin") == big)
+      // The bucket refuses copies for now: the renames wait in the queue, and show at once.
+      var refusing = Faults()
+      refusing.errorStatus = 503
+      refusing.errorFraction = 1
+      refusing.pathFilter = "rewriteTo"
+      emulator.setFaults(refusing)
+      var (status, output) = shell("mv g/big.bin g/moved.bin; mv g/dir g/folder", in: m)
+      #expect(status == 0, "\(output)")
+      var after = stat()
+      #expect(stat(m.path("g/moved.bin"), &after) == 0 && after.st_size == big.count)
+      #expect(after.st_mtim.tv_sec == before.st_mtim.tv_sec)
+      #expect(try readFile(m.path("g/moved.bin")).get() == big)
+      #expect(try readFile(m.path("g/folder/sub/y.txt")).get() == Data("y".utf8))
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("g")).sorted() == ["folder", "moved.bin"])
+      #expect(try getxattr(m.path("g/moved.bin"), "user.sync_state").get() != "synced")
+      #expect(await object(fx, "g/big.bin") == big)
 
-    // The answer to the file's copy is lost: the copy was made, and its retry must see that
-    // (and still give the copy the file's time).
-    var losing = Faults()
-    losing.loseAnswerTo = "rewriteTo/b/\(fx.bucket)/o/g%2Fmoved.bin?"
-    losing.limit = 1
-    emulator.setFaults(losing)
-    (status, output) = bucketSync(m)
-    #expect(status == 0, "\(output)")
-    let all = try await names(fx, under: "g")
-    #expect(all == ["g/folder/", "g/folder/sub/", "g/folder/sub/y.txt", "g/folder/x.txt", "g/moved.bin"], "\(all)")
-    #expect(await object(fx, "g/moved.bin") == big)
-    #expect(await object(fx, "g/folder/x.txt") == Data("x".utf8))
-    // The mount read the moved file once (this test read big.bin and moved.bin once more each
-    // with the Swift API); nothing went up but folder placeholders.
-    #expect(emulator.bodyBytesSent - sent - 2 * big.count < big.count + (1 << 20))
-    #expect(emulator.bodyBytesReceived - received < 64 << 10)
-    let m2 = try await fx.storage.reference(withPath: "g/moved.bin").getMetadata()
-    #expect(m2.customMetadata?["mtime"] != nil)
-    #expect(!m.log.contains("conflict"), "\(m.log)")
+      // The answer to the file's copy is lost: the copy was made, and its retry must see that
+      // (and still give the copy the file's time).
+      var losing = Faults()
+      losing.loseAnswerTo = "rewriteTo/b/\(fx.bucket)/o/g%2Fmoved.bin?"
+      losing.limit = 1
+      emulator.setFaults(losing)
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      let all = try await names(fx, under: "g")
+      #expect(all == ["g/folder/", "g/folder/sub/", "g/folder/sub/y.txt", "g/folder/x.txt", "g/moved.bin"], "\(all)")
+      #expect(await object(fx, "g/moved.bin") == big)
+      #expect(await object(fx, "g/folder/x.txt") == Data("x".utf8))
+      // The mount read the moved file once (this test read big.bin and moved.bin once more each
+      // with the Swift API); nothing went up but folder placeholders.
+      #expect(emulator.bodyBytesSent - sent - 2 * big.count < big.count + (1 << 20))
+      #expect(emulator.bodyBytesReceived - received < 64 << 10)
+      let m2 = try await fx.storage.reference(withPath: "g/moved.bin").getMetadata()
+      #expect(m2.customMetadata?["mtime"] != nil)
+      #expect(!m.log.contains("conflict"), "\(m.log)")
+    }
   }
 
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
-    let fx = try MountFixture()
-    defer { withExtendedLifetime(fx) {} }
-    _ = try await fx.put("ro/a.txt", Data("a".utf8))
-    let m = try fx.mount()
-    for script in ["echo x > ro/new.txt", "echo x >> ro/a.txt", "rm ro/a.txt", "mkdir ro/d", "mv ro/a.txt ro/b.txt", "touch ro/a.txt"] {
-      let (status, output) = shell(script, in: m)
-      #expect(status != 0 && output.contains("Read-only file system"), "\(script): \(output)")
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("ro/a.txt", Data("a".utf8))
+      let m = try fx.mount()
+      for script in ["echo x > ro/new.txt", "echo x >> ro/a.txt", "rm ro/a.txt", "mkdir ro/d", "mv ro/a.txt ro/b.txt", "touch ro/a.txt"] {
+        let (status, output) = shell(script, in: m)
+        #expect(status != 0 && output.contains("Read-only file system"), "\(script): \(output)")
+      }
+      #expect(await object(fx, "ro/a.txt") == Data("a".utf8))
     }
-    #expect(await object(fx, "ro/a.txt") == Data("a".utf8))
   }
 }

@@ -30,6 +30,17 @@ final class EmulatorFixture: @unchecked Sendable {
 
   func scratch(_ name: String) -> URL { root.appendingPathComponent(name) }
 
+  /// Runs `body` with a new fixture, which lives until `body` returns; then its emulator stops
+  /// and its folder goes, also when `body` throws.
+  static func scope(
+    bucket: String = "test-bucket", faults: Faults = Faults(), token: String? = nil,
+    configure: (inout StorageEmulator.Configuration) -> Void = { _ in }, _ body: (EmulatorFixture) async throws -> Void
+  ) async throws {
+    let fx = try EmulatorFixture(bucket: bucket, faults: faults, token: token, configure: configure)
+    defer { withExtendedLifetime(fx) {} }
+    try await body(fx)
+  }
+
   deinit {
     emulator.stop()
     try? FileManager.default.removeItem(at: root)

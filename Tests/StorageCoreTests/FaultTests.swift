@@ -6,77 +6,77 @@ import Testing
 
 @Suite struct FaultTests {
   @Test func retriesThrough503And429() async throws {
-    let fx = try EmulatorFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let ref = fx.storage.reference(withPath: "retry.txt")
-    _ = try await ref.putDataAsync(Data("payload".utf8))
-    for status in [503, 429, 502, 504, 408] {
-      var faults = Faults()
-      faults.errorStatus = status
-      faults.errorFraction = 0.5
-      faults.retryAfter = status == 429 ? 0 : nil
-      fx.emulator.setFaults(faults)
-      for _ in 0..<4 {
-        #expect(try await ref.data(maxSize: 100) == Data("payload".utf8))
-        _ = try await ref.getMetadata()
+    try await EmulatorFixture.scope { fx in
+      let ref = fx.storage.reference(withPath: "retry.txt")
+      _ = try await ref.putDataAsync(Data("payload".utf8))
+      for status in [503, 429, 502, 504, 408] {
+        var faults = Faults()
+        faults.errorStatus = status
+        faults.errorFraction = 0.5
+        faults.retryAfter = status == 429 ? 0 : nil
+        fx.emulator.setFaults(faults)
+        for _ in 0..<4 {
+          #expect(try await ref.data(maxSize: 100) == Data("payload".utf8))
+          _ = try await ref.getMetadata()
+        }
       }
     }
   }
 
   @Test func persistentFailureGivesUpWithinBudget() async throws {
-    let fx = try EmulatorFixture()
-    defer { withExtendedLifetime(fx) {} }
-    fx.storage.maxOperationRetryTime = 0.5
-    var faults = Faults()
-    faults.errorFraction = 1
-    fx.emulator.setFaults(faults)
-    let started = Date()
-    let error = await #expect(throws: StorageError.self) {
-      try await fx.storage.reference(withPath: "x").getMetadata()
+    try await EmulatorFixture.scope { fx in
+      fx.storage.maxOperationRetryTime = 0.5
+      var faults = Faults()
+      faults.errorFraction = 1
+      fx.emulator.setFaults(faults)
+      let started = Date()
+      let error = await #expect(throws: StorageError.self) {
+        try await fx.storage.reference(withPath: "x").getMetadata()
+      }
+      #expect(error?.code == .retryLimitExceeded)
+      #expect(error?.httpStatus == 503)
+      // The budget, not the clock of a loaded machine: 0.5 s of backoff from 20 ms is a handful of
+      // attempts (the fixture's 10 s would be about ten).
+      let attempts = error?.detail.split(separator: " ").dropFirst(3).first.flatMap { Int($0) } ?? 0
+      #expect((1...7).contains(attempts), "\(error?.detail ?? "")")
+      _ = started
     }
-    #expect(error?.code == .retryLimitExceeded)
-    #expect(error?.httpStatus == 503)
-    // The budget, not the clock of a loaded machine: 0.5 s of backoff from 20 ms is a handful of
-    // attempts (the fixture's 10 s would be about ten).
-    let attempts = error?.detail.split(separator: " ").dropFirst(3).first.flatMap { Int($0) } ?? 0
-    #expect((1...7).contains(attempts), "\(error?.detail ?? "")")
-    _ = started
   }
 
   @Test func stalledServerTimesOut() async throws {
-    let fx = try EmulatorFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let ref = fx.storage.reference(withPath: "stall.bin")
-    _ = try await ref.putDataAsync(randomData(1 << 20))
-    var faults = Faults()
-    faults.stallAfterBytes = 1000
-    fx.emulator.setFaults(faults)
-    fx.storage.timeouts = TransportTimeouts(connect: .seconds(2), stall: .seconds(1))
-    fx.storage.maxDownloadRetryTime = 1
-    let started = Date()
-    let error = await #expect(throws: StorageError.self) { try await ref.data(maxSize: 2 << 20) }
-    // A stall is retried within the retry time (as the SDKs retry timeouts), then given up on
-    // with the stall as the cause.
-    #expect(error?.code == .retryLimitExceeded)
-    #expect(error?.detail.contains("stopped answering") == true, "\(error?.detail ?? "")")
-    #expect(Date().timeIntervalSince(started) < 10)
+    try await EmulatorFixture.scope { fx in
+      let ref = fx.storage.reference(withPath: "stall.bin")
+      _ = try await ref.putDataAsync(randomData(1 << 20))
+      var faults = Faults()
+      faults.stallAfterBytes = 1000
+      fx.emulator.setFaults(faults)
+      fx.storage.timeouts = TransportTimeouts(connect: .seconds(2), stall: .seconds(1))
+      fx.storage.maxDownloadRetryTime = 1
+      let started = Date()
+      let error = await #expect(throws: StorageError.self) { try await ref.data(maxSize: 2 << 20) }
+      // A stall is retried within the retry time (as the SDKs retry timeouts), then given up on
+      // with the stall as the cause.
+      #expect(error?.code == .retryLimitExceeded)
+      #expect(error?.detail.contains("stopped answering") == true, "\(error?.detail ?? "")")
+      #expect(Date().timeIntervalSince(started) < 10)
+    }
   }
 
   /// 500 is retried (Google's guidance and the JS SDK retry it): a server that keeps answering
   /// 500 ends as retryLimitExceeded with the 500 as the cause, within the retry budget.
   @Test func internalServerErrorIsRetriedWithinTheBudget() async throws {
-    let fx = try EmulatorFixture()
-    defer { withExtendedLifetime(fx) {} }
-    fx.storage.maxOperationRetryTime = 2
-    let ref = fx.storage.reference(withPath: "five-hundred.txt")
-    _ = try await ref.putDataAsync(Data("payload".utf8))
-    var faults = Faults()
-    faults.errorStatus = 500
-    faults.errorFraction = 1
-    fx.emulator.setFaults(faults)
-    let error = await #expect(throws: StorageError.self) { try await ref.getMetadata() }
-    #expect(error?.code == .retryLimitExceeded, "\(String(describing: error))")
-    #expect(error?.detail.contains("attempts") == true, "\(error?.detail ?? "")")
+    try await EmulatorFixture.scope { fx in
+      fx.storage.maxOperationRetryTime = 2
+      let ref = fx.storage.reference(withPath: "five-hundred.txt")
+      _ = try await ref.putDataAsync(Data("payload".utf8))
+      var faults = Faults()
+      faults.errorStatus = 500
+      faults.errorFraction = 1
+      fx.emulator.setFaults(faults)
+      let error = await #expect(throws: StorageError.self) { try await ref.getMetadata() }
+      #expect(error?.code == .retryLimitExceeded, "\(String(describing: error))")
+      #expect(error?.detail.contains("attempts") == true, "\(error?.detail ?? "")")
+    }
   }
 
   /// With `unreachableRetryTime = 0` (what the command line sets) a closed port fails at once.
@@ -123,25 +123,25 @@ import Testing
   }
 
   @Test func authStatusesMapToCodes() async throws {
-    let fx = try EmulatorFixture(token: "s3cret")
-    defer { withExtendedLifetime(fx) {} }
-    let ref = fx.storage.reference(withPath: "private.txt")
-    let missing = await #expect(throws: StorageError.self) { try await ref.getMetadata() }
-    #expect(missing?.code == .unauthenticated)
-    fx.storage.setAuthToken("wrong")
-    let wrong = await #expect(throws: StorageError.self) { try await ref.getMetadata() }
-    #expect(wrong?.code == .unauthorized)
-    #expect(!(wrong?.description.contains("wrong") ?? true))
-    fx.storage.setAuthToken("s3cret")
-    let absent = await #expect(throws: StorageError.self) { try await ref.getMetadata() }
-    #expect(absent?.code == .objectNotFound)
-    _ = try await ref.putDataAsync(Data("ok".utf8))
-    // The download URL's token reads without the header.
-    let url = try await ref.downloadURL()
-    let other = Storage(bucket: "test-bucket")
-    other.useEmulator(host: "127.0.0.1", port: fx.emulator.port)
-    let response = try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url.absoluteString))
-    #expect(response.status == 200)
-    #expect(response.body == Data("ok".utf8))
+    try await EmulatorFixture.scope(token: "s3cret") { fx in
+      let ref = fx.storage.reference(withPath: "private.txt")
+      let missing = await #expect(throws: StorageError.self) { try await ref.getMetadata() }
+      #expect(missing?.code == .unauthenticated)
+      fx.storage.setAuthToken("wrong")
+      let wrong = await #expect(throws: StorageError.self) { try await ref.getMetadata() }
+      #expect(wrong?.code == .unauthorized)
+      #expect(!(wrong?.description.contains("wrong") ?? true))
+      fx.storage.setAuthToken("s3cret")
+      let absent = await #expect(throws: StorageError.self) { try await ref.getMetadata() }
+      #expect(absent?.code == .objectNotFound)
+      _ = try await ref.putDataAsync(Data("ok".utf8))
+      // The download URL's token reads without the header.
+      let url = try await ref.downloadURL()
+      let other = Storage(bucket: "test-bucket")
+      other.useEmulator(host: "127.0.0.1", port: fx.emulator.port)
+      let response = try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url.absoluteString))
+      #expect(response.status == 200)
+      #expect(response.body == Data("ok".utf8))
+    }
   }
 }

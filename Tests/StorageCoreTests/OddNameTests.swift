@@ -20,34 +20,34 @@ let oddNames: [String] = [
   @Test func fiftyOddNamesRoundTrip() async throws {
     #expect(oddNames.count >= 50)
     #expect(Set(oddNames).count == oddNames.count)
-    let fx = try EmulatorFixture()
-    defer { withExtendedLifetime(fx) {} }
-    let root = fx.storage.reference()
-    for name in oddNames {
-      let ref = root.object(named: name)
-      let bytes = Data(("content of " + name).utf8)
-      let metadata = try await ref.putDataAsync(bytes)
-      #expect(metadata.path == name, "name \(name.debugDescription)")
-      #expect(try await ref.data(maxSize: 4096) == bytes, "name \(name.debugDescription)")
-      #expect(try await ref.getMetadata().size == Int64(bytes.count))
-    }
-    var listed: [String] = []
-    var token: String? = nil
-    repeat {
-      let page = try await root.listPage(delimiter: nil, pageToken: token, maxResults: 7)
-      listed += page.items
-      token = page.nextPageToken
-    } while token != nil
-    #expect(Set(listed) == Set(oddNames))
-    #expect(listed.count == oddNames.count)
-    // What GCS refuses, the emulator refuses too (400), and nothing is stored.
-    for name in ["newline\nname", "CR\rname", String(repeating: "L", count: 1025)] {
-      await #expect(throws: StorageError.self, "name \(name.debugDescription.prefix(20))") {
-        _ = try await root.object(named: name).putDataAsync(Data("x".utf8))
+    try await EmulatorFixture.scope { fx in
+      let root = fx.storage.reference()
+      for name in oddNames {
+        let ref = root.object(named: name)
+        let bytes = Data(("content of " + name).utf8)
+        let metadata = try await ref.putDataAsync(bytes)
+        #expect(metadata.path == name, "name \(name.debugDescription)")
+        #expect(try await ref.data(maxSize: 4096) == bytes, "name \(name.debugDescription)")
+        #expect(try await ref.getMetadata().size == Int64(bytes.count))
       }
+      var listed: [String] = []
+      var token: String? = nil
+      repeat {
+        let page = try await root.listPage(delimiter: nil, pageToken: token, maxResults: 7)
+        listed += page.items
+        token = page.nextPageToken
+      } while token != nil
+      #expect(Set(listed) == Set(oddNames))
+      #expect(listed.count == oddNames.count)
+      // What GCS refuses, the emulator refuses too (400), and nothing is stored.
+      for name in ["newline\nname", "CR\rname", String(repeating: "L", count: 1025)] {
+        await #expect(throws: StorageError.self, "name \(name.debugDescription.prefix(20))") {
+          _ = try await root.object(named: name).putDataAsync(Data("x".utf8))
+        }
+      }
+      // Nothing escaped the emulator's root.
+      let outside = try FileManager.default.contentsOfDirectory(atPath: fx.root.path)
+      #expect(outside == ["server"])
     }
-    // Nothing escaped the emulator's root.
-    let outside = try FileManager.default.contentsOfDirectory(atPath: fx.root.path)
-    #expect(outside == ["server"])
   }
 }

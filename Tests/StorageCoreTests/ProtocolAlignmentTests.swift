@@ -10,21 +10,21 @@ import Testing
   /// queries the session, sees `final`, and reports the stored object (it once sent another
   /// finalize, which the official emulator answers with 400).
   @Test(arguments: [StorageAPI.firebase, .gcs]) func aLostAnswerToTheLastChunkStillSucceeds(api: StorageAPI) async throws {
-    let fx = try EmulatorFixture()
-    defer { withExtendedLifetime(fx) {} }
-    fx.storage.api = api
-    let data = randomData(600_000, seed: 77)
-    let source = fx.scratch("upload.bin")
-    try data.write(to: source)
-    var faults = Faults()
-    faults.loseAnswerTo = "upload_id="
-    faults.limit = 1
-    fx.emulator.setFaults(faults)
-    let ref = fx.storage.reference(withPath: "lost/answer.bin")
-    let metadata = try await ref.putFileAsync(from: source)
-    #expect(metadata.size == Int64(data.count))
-    #expect(metadata.path == "lost/answer.bin")
-    #expect(try await ref.data(maxSize: 1 << 20) == data)
+    try await EmulatorFixture.scope { fx in
+      fx.storage.api = api
+      let data = randomData(600_000, seed: 77)
+      let source = fx.scratch("upload.bin")
+      try data.write(to: source)
+      var faults = Faults()
+      faults.loseAnswerTo = "upload_id="
+      faults.limit = 1
+      fx.emulator.setFaults(faults)
+      let ref = fx.storage.reference(withPath: "lost/answer.bin")
+      let metadata = try await ref.putFileAsync(from: source)
+      #expect(metadata.size == Int64(data.count))
+      #expect(metadata.path == "lost/answer.bin")
+      #expect(try await ref.data(maxSize: 1 << 20) == data)
+    }
   }
 
   /// Our emulator answers a command on a finished session as the official one does: 400.
@@ -58,40 +58,40 @@ import Testing
   /// Chunks are multiples of 256 KiB (the protocol's granularity): a chunk size between is
   /// rounded down, and an upload with it goes through.
   @Test func chunkSizesAreMultiplesOfTheGranularity() async throws {
-    let fx = try EmulatorFixture()
-    defer { withExtendedLifetime(fx) {} }
-    fx.storage.uploadChunkSizeBytes = 300_000
-    #expect(fx.storage.uploadChunkSizeBytes == 256 * 1024)
-    fx.storage.uploadChunkSizeBytes = 3 << 20 + 5
-    #expect(fx.storage.uploadChunkSizeBytes == 3 << 20)
-    fx.storage.uploadChunkSizeBytes = 1
-    #expect(fx.storage.uploadChunkSizeBytes == 256 * 1024)
-    let data = randomData(700_000, seed: 78)
-    let source = fx.scratch("chunks.bin")
-    try data.write(to: source)
-    let ref = fx.storage.reference(withPath: "chunks/c.bin")
-    _ = try await ref.putFileAsync(from: source)
-    #expect(try await ref.data(maxSize: 1 << 20) == data)
+    try await EmulatorFixture.scope { fx in
+      fx.storage.uploadChunkSizeBytes = 300_000
+      #expect(fx.storage.uploadChunkSizeBytes == 256 * 1024)
+      fx.storage.uploadChunkSizeBytes = 3 << 20 + 5
+      #expect(fx.storage.uploadChunkSizeBytes == 3 << 20)
+      fx.storage.uploadChunkSizeBytes = 1
+      #expect(fx.storage.uploadChunkSizeBytes == 256 * 1024)
+      let data = randomData(700_000, seed: 78)
+      let source = fx.scratch("chunks.bin")
+      try data.write(to: source)
+      let ref = fx.storage.reference(withPath: "chunks/c.bin")
+      _ = try await ref.putFileAsync(from: source)
+      #expect(try await ref.data(maxSize: 1 << 20) == data)
+    }
   }
 
   /// An upload whose file is not in the page cache: the transfer thread does not read it (the
   /// upload pauses while its queue reads it in) and the upload completes, byte for byte.
   @Test func anUploadOfAFileNotInThePageCacheCompletes() async throws {
-    let fx = try EmulatorFixture()
-    defer { withExtendedLifetime(fx) {} }
-    fx.storage.uploadChunkSizeBytes = 4 << 20
-    let data = randomData(24 << 20, seed: 79)
-    let source = fx.scratch("cold.bin")
-    try data.write(to: source)
-    let fd = open(source.path, O_RDONLY)
-    #expect(fsync(fd) == 0)
-    // Out of the page cache, so that reads without waiting find nothing.
-    #expect(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
-    close(fd)
-    let ref = fx.storage.reference(withPath: "cold/c.bin")
-    let metadata = try await ref.putFileAsync(from: source)
-    #expect(metadata.size == Int64(data.count))
-    #expect(try await ref.data(maxSize: 32 << 20) == data)
+    try await EmulatorFixture.scope { fx in
+      fx.storage.uploadChunkSizeBytes = 4 << 20
+      let data = randomData(24 << 20, seed: 79)
+      let source = fx.scratch("cold.bin")
+      try data.write(to: source)
+      let fd = open(source.path, O_RDONLY)
+      #expect(fsync(fd) == 0)
+      // Out of the page cache, so that reads without waiting find nothing.
+      #expect(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+      close(fd)
+      let ref = fx.storage.reference(withPath: "cold/c.bin")
+      let metadata = try await ref.putFileAsync(from: source)
+      #expect(metadata.size == Int64(data.count))
+      #expect(try await ref.data(maxSize: 32 << 20) == data)
+    }
   }
 
   /// Google's retry guidance and the JS SDK retry 500 (a transient backend failure).
@@ -100,14 +100,14 @@ import Testing
     faults.errorStatus = 500
     faults.errorFraction = 1
     faults.limit = 2
-    let fx = try EmulatorFixture(faults: faults)
-    defer { withExtendedLifetime(fx) {} }
-    fx.emulator.setFaults(Faults())
-    let ref = fx.storage.reference(withPath: "r/five-hundred.txt")
-    _ = try await ref.putDataAsync(Data("x".utf8))
-    fx.emulator.setFaults(faults)
-    #expect(try await ref.getMetadata().size == 1)
-    #expect(try await ref.data(maxSize: 100) == Data("x".utf8))
+    try await EmulatorFixture.scope(faults: faults) { fx in
+      fx.emulator.setFaults(Faults())
+      let ref = fx.storage.reference(withPath: "r/five-hundred.txt")
+      _ = try await ref.putDataAsync(Data("x".utf8))
+      fx.emulator.setFaults(faults)
+      #expect(try await ref.getMetadata().size == 1)
+      #expect(try await ref.data(maxSize: 100) == Data("x".utf8))
+    }
   }
 
   /// `FIREBASE_STORAGE_EMULATOR_HOST=[::1]:9199` keeps its brackets in the URLs built from it.
