@@ -204,7 +204,7 @@ extension BucketFilesystem {
     while offset < m.size {
       let end = min(m.size, offset + chunk)
       let data: Data
-      do throws(StorageError) {
+      do throws(BucketError) {
         data = try await client.read(path, range: offset..<end, generation: m.generation)
       } catch {
         throw FSError(error)

@@ -309,12 +309,12 @@ package final class BucketFilesystem: Sendable {
     if recentTimeouts.isFresh(file.objectName, generation: file.metadata.generation, openedAt: file.opened) { throw FSError(EIO) }
     metrics.cacheMisses.add(1, ordering: .relaxed)
     do {
-      let reply = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(StorageError) -> ReadReply in
+      let reply = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(BucketError) -> ReadReply in
         for source in ReadSource.allCases {
           if let reply = try await self.answer(source, file, range) { return reply }
         }
         // The block cache answers or throws; this is never reached.
-        throw StorageError(code: .internalError, object: file.objectName, detail: "no read source answered")
+        throw BucketError(code: .internalError, object: file.objectName, detail: "no read source answered")
       }
       staging?.served(file.copy)
       return reply

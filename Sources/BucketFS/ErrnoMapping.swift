@@ -3,21 +3,21 @@ import StorageCore
 
 /// The one place where errors become errno values.
 package enum ErrnoMapping {
-  package static func errno(_ error: StorageError) -> Int32 {
+  package static func errno(_ error: BucketError) -> Int32 {
     switch error.code {
-    case .objectNotFound, .bucketNotFound, .projectNotFound: return ENOENT
+    case .objectNotFound, .bucketNotFound: return ENOENT
     case .unauthenticated, .unauthorized: return EACCES
     case .objectChanged, .preconditionFailed: return ESTALE
     case .nonMatchingChecksum: return EIO
     case .serverUnreachable, .timedOut, .retryLimitExceeded, .quotaExceeded: return EIO
     case .cancelled: return EINTR
-    case .invalidArgument, .pathError: return EINVAL
+    case .invalidArgument: return EINVAL
     default: return EIO
     }
   }
 
   /// True when the server cannot be reached at all, so local copies should answer instead.
-  package static func isServerGone(_ error: StorageError) -> Bool {
+  package static func isServerGone(_ error: BucketError) -> Bool {
     switch error.code {
     case .serverUnreachable, .timedOut, .retryLimitExceeded: return true
     default: return false
@@ -30,12 +30,12 @@ package enum ErrnoMapping {
 package struct FSError: Error, Sendable, Equatable {
   package let errno: Int32
   /// The server's or the transport's failure, naming the object; nil for plain answers.
-  package let cause: StorageError?
+  package let cause: BucketError?
   package init(_ errno: Int32) {
     self.errno = errno
     cause = nil
   }
-  package init(_ error: StorageError) {
+  package init(_ error: BucketError) {
     errno = ErrnoMapping.errno(error)
     cause = error
   }

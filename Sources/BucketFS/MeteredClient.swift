@@ -15,10 +15,10 @@ package struct MeteredClient: ObjectClient {
   package var bucket: String { inner.bucket }
 
   /// The outcome label of a failure: the error's specific code.
-  private static func outcome(_ error: StorageError) -> String { String(describing: error.code) }
+  private static func outcome(_ error: BucketError) -> String { String(describing: error.code) }
 
-  private func count<T>(_ operation: String, _ body: () async throws(StorageError) -> T) async throws(StorageError) -> T {
-    do throws(StorageError) {
+  private func count<T>(_ operation: String, _ body: () async throws(BucketError) -> T) async throws(BucketError) -> T {
+    do throws(BucketError) {
       let value = try await body()
       metrics.request(operation, outcome: "ok")
       return value
@@ -28,18 +28,18 @@ package struct MeteredClient: ObjectClient {
     }
   }
 
-  package func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
-    try await count("metadata") { () async throws(StorageError) -> StorageMetadata in try await inner.metadata(of: name) }
+  package func metadata(of name: String) async throws(BucketError) -> StorageMetadata {
+    try await count("metadata") { () async throws(BucketError) -> StorageMetadata in try await inner.metadata(of: name) }
   }
 
-  package func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
-    try await count("list") { () async throws(StorageError) -> ListPage in
+  package func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
+    try await count("list") { () async throws(BucketError) -> ListPage in
       try await inner.listPage(prefix: prefix, pageToken: pageToken, maxResults: maxResults)
     }
   }
 
-  package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
-    let data = try await count("read") { () async throws(StorageError) -> Data in
+  package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data {
+    let data = try await count("read") { () async throws(BucketError) -> Data in
       try await inner.read(name, range: range, generation: generation)
     }
     metrics.fetched(data.count)
@@ -49,8 +49,8 @@ package struct MeteredClient: ObjectClient {
   package func read(
     _ name: String, range: Range<Int64>, generation: Int64,
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
-  ) async throws(StorageError) -> Int64 {
-    let count = try await self.count("read") { () async throws(StorageError) -> Int64 in
+  ) async throws(BucketError) -> Int64 {
+    let count = try await self.count("read") { () async throws(BucketError) -> Int64 in
       try await inner.read(name, range: range, generation: generation, valve: valve, into: deliver)
     }
     metrics.fetched(Int(count))
@@ -62,33 +62,33 @@ package struct MeteredClient: ObjectClient {
   package func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
     session: UploadSession?
-  ) async throws(StorageError) -> StorageMetadata {
-    try await count("upload") { () async throws(StorageError) -> StorageMetadata in
+  ) async throws(BucketError) -> StorageMetadata {
+    try await count("upload") { () async throws(BucketError) -> StorageMetadata in
       try await inner.upload(
         name, file: path, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch, session: session)
     }
   }
 
-  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
-    try await count("delete") { () async throws(StorageError) -> Void in
+  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(BucketError) {
+    try await count("delete") { () async throws(BucketError) -> Void in
       try await inner.delete(name, ifGenerationMatch: ifGenerationMatch)
     }
   }
 
   package func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
-  ) async throws(StorageError) -> StorageMetadata {
-    try await count("metadata_update") { () async throws(StorageError) -> StorageMetadata in
+  ) async throws(BucketError) -> StorageMetadata {
+    try await count("metadata_update") { () async throws(BucketError) -> StorageMetadata in
       try await inner.updateMetadata(name, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
     }
   }
 
   package var copiesOnServer: Bool { inner.copiesOnServer }
 
-  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
+  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError)
     -> StorageMetadata
   {
-    try await count("copy") { () async throws(StorageError) -> StorageMetadata in
+    try await count("copy") { () async throws(BucketError) -> StorageMetadata in
       try await inner.copy(source, generation: generation, to: target, ifGenerationMatch: ifGenerationMatch)
     }
   }

@@ -5,11 +5,11 @@ import StorageCore
 /// in-memory one so that the filesystem logic runs without a kernel or a server.
 package protocol ObjectClient: Sendable {
   var bucket: String { get }
-  func metadata(of name: String) async throws(StorageError) -> StorageMetadata
+  func metadata(of name: String) async throws(BucketError) -> StorageMetadata
   /// One page of names under `prefix` with delimiter `/`.
-  func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage
+  func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage
   /// Bytes `range` of generation `generation`; another generation fails with `objectChanged`.
-  func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data
+  func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data
   /// Bytes `range` of generation `generation`, handed to `deliver` as they arrive with their
   /// offset in the object (each byte once, in order); returns how many were delivered.
   /// `deliver` runs on the transfer thread and must not wait: when it cannot take bytes now it
@@ -17,7 +17,7 @@ package protocol ObjectClient: Sendable {
   func read(
     _ name: String, range: Range<Int64>, generation: Int64,
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
-  ) async throws(StorageError) -> Int64
+  ) async throws(BucketError) -> Int64
   /// The Firebase download URL for a token.
   func downloadURL(name: String, token: String) -> String
   /// Stores the file at `path` as object `name` — only while the object's generation is
@@ -25,14 +25,14 @@ package protocol ObjectClient: Sendable {
   func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
     session: UploadSession?
-  ) async throws(StorageError) -> StorageMetadata
+  ) async throws(BucketError) -> StorageMetadata
   /// Deletes object `name`, only while its generation is `ifGenerationMatch` (nil: any).
-  func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError)
+  func delete(_ name: String, ifGenerationMatch: Int64?) async throws(BucketError)
   /// Sets the content type (when given) and custom metadata entries of object `name`, only while
   /// its generation is `ifGenerationMatch`.
   func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
-  ) async throws(StorageError) -> StorageMetadata
+  ) async throws(BucketError) -> StorageMetadata
   /// Whether `copy` works: the bucket copies objects itself, without the bytes passing here.
   var copiesOnServer: Bool { get }
   /// The name in the bucket of `name` as this client sees it (a view below a prefix adds it).
@@ -44,7 +44,7 @@ package protocol ObjectClient: Sendable {
   /// Copies generation `generation` of `source` to `target` on the server (bytes and metadata),
   /// only while `target`'s generation is `ifGenerationMatch`; a generation no longer kept fails
   /// with `objectNotFound`.
-  func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError) -> StorageMetadata
+  func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata
 }
 
 extension ObjectClient {
@@ -52,18 +52,18 @@ extension ObjectClient {
   package func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
     session: UploadSession?
-  ) async throws(StorageError) -> StorageMetadata {
-    throw StorageError(code: .unauthorized, object: name, detail: "this client cannot write")
+  ) async throws(BucketError) -> StorageMetadata {
+    throw BucketError(code: .unauthorized, object: name, detail: "this client cannot write")
   }
 
-  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
-    throw StorageError(code: .unauthorized, object: name, detail: "this client cannot delete")
+  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(BucketError) {
+    throw BucketError(code: .unauthorized, object: name, detail: "this client cannot delete")
   }
 
   package func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
-  ) async throws(StorageError) -> StorageMetadata {
-    throw StorageError(code: .unauthorized, object: name, detail: "this client cannot change metadata")
+  ) async throws(BucketError) -> StorageMetadata {
+    throw BucketError(code: .unauthorized, object: name, detail: "this client cannot change metadata")
   }
 
   package var copiesOnServer: Bool { false }
@@ -71,17 +71,17 @@ extension ObjectClient {
   package func viewName(_ bucketName: String) -> String? { bucketName }
   package var bucketWide: any ObjectClient { self }
 
-  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
+  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError)
     -> StorageMetadata
   {
-    throw StorageError(code: .invalidArgument, object: source, detail: "this client cannot copy on the server")
+    throw BucketError(code: .invalidArgument, object: source, detail: "this client cannot copy on the server")
   }
 
   /// For clients that hold bytes in memory anyway: one delivery of the whole range.
   package func read(
     _ name: String, range: Range<Int64>, generation: Int64,
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
-  ) async throws(StorageError) -> Int64 {
+  ) async throws(BucketError) -> Int64 {
     let data = try await read(name, range: range, generation: generation)
     // In pieces the size libcurl hands on, each taken whole or paused for, as a transfer would.
     let piece = 64 << 10
@@ -95,9 +95,9 @@ extension ObjectClient {
       case .accept:
         start = end
       case .stop:
-        throw StorageError(code: .cancelled, object: name, detail: "cancelled")
+        throw BucketError(code: .cancelled, object: name, detail: "cancelled")
       case .pause:
-        guard let valve else { throw StorageError(code: .cancelled, object: name, detail: "paused without a valve") }
+        guard let valve else { throw BucketError(code: .cancelled, object: name, detail: "paused without a valve") }
         await valve.waitUntilOpened()
       }
     }
@@ -115,25 +115,29 @@ package struct StorageObjectClient: ObjectClient {
 
   private func ref(_ name: String) -> StorageReference { storage.reference().object(named: name) }
 
-  package func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
-    try await ref(name).getMetadata()
+  package func metadata(of name: String) async throws(BucketError) -> StorageMetadata {
+    try await BucketError.from { () async throws(StorageError) in try await ref(name).getMetadata() }
   }
 
-  package func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
+  package func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
     // A reference's list adds "/" itself; list the folder reference of the prefix.
     let folder = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
-    return try await ref(folder).listPage(delimiter: "/", pageToken: pageToken, maxResults: maxResults)
+    return try await BucketError.from { () async throws(StorageError) in
+      try await ref(folder).listPage(delimiter: "/", pageToken: pageToken, maxResults: maxResults)
+    }
   }
 
-  package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
-    try await ref(name).data(range: range, generation: generation)
+  package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data {
+    try await BucketError.from { () async throws(StorageError) in try await ref(name).data(range: range, generation: generation) }
   }
 
   package func read(
     _ name: String, range: Range<Int64>, generation: Int64,
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
-  ) async throws(StorageError) -> Int64 {
-    try await ref(name).read(range: range, generation: generation, valve: valve, into: deliver)
+  ) async throws(BucketError) -> Int64 {
+    try await BucketError.from { () async throws(StorageError) in
+      try await ref(name).read(range: range, generation: generation, valve: valve, into: deliver)
+    }
   }
 
   package func downloadURL(name: String, token: String) -> String {
@@ -143,34 +147,42 @@ package struct StorageObjectClient: ObjectClient {
   package func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
     session: UploadSession?
-  ) async throws(StorageError) -> StorageMetadata {
+  ) async throws(BucketError) -> StorageMetadata {
     let metadata = StorageMetadata()
     metadata.contentType = contentType
     if !custom.isEmpty { metadata.customMetadata = custom }
-    return try await ref(name).putFileAsync(
-      from: URL(fileURLWithPath: path), metadata: metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch),
-      session: session)
+    return try await BucketError.from { () async throws(StorageError) in
+      try await ref(name).putFileAsync(
+        from: URL(fileURLWithPath: path), metadata: metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch),
+        session: session)
+    }
   }
 
-  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
-    try await ref(name).delete(preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(BucketError) {
+    try await BucketError.from { () async throws(StorageError) in
+      try await ref(name).delete(preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+    }
   }
 
   package func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
-  ) async throws(StorageError) -> StorageMetadata {
+  ) async throws(BucketError) -> StorageMetadata {
     let metadata = StorageMetadata()
     if let contentType { metadata.contentType = contentType }
     if !custom.isEmpty { metadata.customMetadata = custom }
-    return try await ref(name).updateMetadata(metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+    return try await BucketError.from { () async throws(StorageError) in
+      try await ref(name).updateMetadata(metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+    }
   }
 
   /// Only the GCS JSON API copies; Firebase Storage REST has no copy.
   package var copiesOnServer: Bool { storage.api == .gcs }
 
-  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError)
+  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError)
     -> StorageMetadata
   {
-    try await ref(source).copy(to: ref(target), generation: generation, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+    try await BucketError.from { () async throws(StorageError) in
+      try await ref(source).copy(to: ref(target), generation: generation, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+    }
   }
 }

@@ -24,11 +24,11 @@ package struct PrefixedClient: ObjectClient {
   package func viewName(_ bucketName: String) -> String? { bucketName.hasPrefix(prefix) ? String(bucketName.dropFirst(prefix.count)) : nil }
   package var bucketWide: any ObjectClient { inner }
 
-  package func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
+  package func metadata(of name: String) async throws(BucketError) -> StorageMetadata {
     try await inner.metadata(of: prefix + name)
   }
 
-  package func listPage(prefix listed: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
+  package func listPage(prefix listed: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
     let page = try await inner.listPage(prefix: prefix + listed, pageToken: pageToken, maxResults: maxResults)
     let strip = prefix.count
     // Every name the server returns starts with what was listed, and so with the prefix.
@@ -39,14 +39,14 @@ package struct PrefixedClient: ObjectClient {
       metadata: metadata, nextPageToken: page.nextPageToken)
   }
 
-  package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
+  package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data {
     try await inner.read(prefix + name, range: range, generation: generation)
   }
 
   package func read(
     _ name: String, range: Range<Int64>, generation: Int64,
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
-  ) async throws(StorageError) -> Int64 {
+  ) async throws(BucketError) -> Int64 {
     try await inner.read(prefix + name, range: range, generation: generation, valve: valve, into: deliver)
   }
 
@@ -55,24 +55,24 @@ package struct PrefixedClient: ObjectClient {
   package func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
     session: UploadSession?
-  ) async throws(StorageError) -> StorageMetadata {
+  ) async throws(BucketError) -> StorageMetadata {
     try await inner.upload(
       prefix + name, file: path, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch, session: session)
   }
 
-  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(StorageError) {
+  package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(BucketError) {
     try await inner.delete(prefix + name, ifGenerationMatch: ifGenerationMatch)
   }
 
   package func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
-  ) async throws(StorageError) -> StorageMetadata {
+  ) async throws(BucketError) -> StorageMetadata {
     try await inner.updateMetadata(prefix + name, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
   }
 
   package var copiesOnServer: Bool { inner.copiesOnServer }
 
-  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(StorageError) -> StorageMetadata {
+  package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata {
     try await inner.copy(prefix + source, generation: generation, to: prefix + target, ifGenerationMatch: ifGenerationMatch)
   }
 }

@@ -80,7 +80,8 @@ enum MountCommand {
     let prefix = ref.fullPath
     if !options.offline {
       do {
-        _ = try await PrefixedClient.view(objectClient, below: prefix).listPage(prefix: "", pageToken: nil, maxResults: 1)
+        // The folder the mount shows must be listable before anything is mounted.
+        _ = try await ref.listPage(delimiter: "/", pageToken: nil, maxResults: 1)
       } catch {
         throw .storage(error)
       }

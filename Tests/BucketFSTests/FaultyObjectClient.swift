@@ -56,25 +56,25 @@ final class FaultyObjectClient: ObjectClient, @unchecked Sendable {
   private func random(_ range: Range<Int>) -> Int { state.withLock { Int.random(in: range, using: &$0.rng) } }
 
   /// A delay, or a failed request, as the dice say.
-  private func misbehave(_ name: String) async throws(StorageError) {
+  private func misbehave(_ name: String) async throws(BucketError) {
     if roll(faults.delayRate) { try? await Task.sleep(for: .microseconds(random(100..<3000))) }
     if roll(faults.errorRate) {
       injected.add(1, ordering: .relaxed)
       // Not a "server gone" error (timedOut, retryLimitExceeded): those switch the filesystem to
       // its staged copies, whose view is partial by design.
-      throw StorageError(code: .unknown, object: name, httpStatus: 503, detail: "injected failure")
+      throw BucketError(code: .unknown, object: name, detail: "injected failure", httpStatus: 503)
     }
   }
 
-  func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
+  func metadata(of name: String) async throws(BucketError) -> StorageMetadata {
     try await misbehave(name)
     guard let m = state.withLock({ $0.objects[name]?.1 }) else {
-      throw StorageError(code: .objectNotFound, object: name, detail: "no such object")
+      throw BucketError(code: .objectNotFound, object: name, detail: "no such object")
     }
     return m
   }
 
-  func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
+  func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
     try await misbehave(prefix)
     let names = state.withLock { $0.objects.keys.sorted() }.filter { $0.hasPrefix(prefix) }
     var items: [String] = []
@@ -95,20 +95,20 @@ final class FaultyObjectClient: ObjectClient, @unchecked Sendable {
     return ListPage(prefixes: prefixes, items: items, nextPageToken: nil)
   }
 
-  func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
+  func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data {
     try await misbehave(name)
     guard let (data, m) = state.withLock({ $0.objects[name] }) else {
-      throw StorageError(code: .objectChanged, object: name, httpStatus: 404, detail: "generation \(generation) is gone")
+      throw BucketError(code: .objectChanged, object: name, detail: "generation \(generation) is gone", httpStatus: 404)
     }
     guard m.generation == generation else {
-      throw StorageError(code: .objectChanged, object: name, detail: "generation \(generation) → \(m.generation)")
+      throw BucketError(code: .objectChanged, object: name, detail: "generation \(generation) → \(m.generation)")
     }
     let upper = Int(min(range.upperBound, Int64(data.count)))
     let lower = Int(min(range.lowerBound, Int64(upper)))
     var bytes = data.subdata(in: lower..<upper)
     if bytes.count > 1, roll(faults.resetRate) {
       injected.add(1, ordering: .relaxed)
-      throw StorageError(code: .unknown, object: name, detail: "injected reset after \(random(1..<bytes.count)) bytes")
+      throw BucketError(code: .unknown, object: name, detail: "injected reset after \(random(1..<bytes.count)) bytes")
     }
     if bytes.count > 1, roll(faults.shortReadRate) {
       // A server (or proxy) that ends the body early without an error.

@@ -176,9 +176,11 @@ import Testing
   @Test(arguments: [
     (StorageErrorCode.objectNotFound, ENOENT), (.unauthorized, EACCES), (.unauthenticated, EACCES),
     (.objectChanged, ESTALE), (.timedOut, EIO), (.serverUnreachable, EIO), (.nonMatchingChecksum, EIO),
+    (.projectNotFound, ENOENT), (.pathError, EINVAL), (.preconditionFailed, ESTALE), (.cancelled, EINTR),
   ])
+  /// StorageCore's error, through the one translation into BucketFS's, to the errno a reader sees.
   func errnoMapping(code: StorageErrorCode, expected: Int32) {
-    #expect(ErrnoMapping.errno(StorageError(code: code, object: "x", detail: "")) == expected)
+    #expect(ErrnoMapping.errno(BucketError(StorageError(code: code, object: "x", detail: ""))) == expected)
   }
 }
 

@@ -25,15 +25,15 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
     }
   }
 
-  func metadata(of name: String) async throws(StorageError) -> StorageMetadata {
+  func metadata(of name: String) async throws(BucketError) -> StorageMetadata {
     metadataRequests.add(1, ordering: .relaxed)
     guard let m = objects.withLock({ $0[name]?.1 }) else {
-      throw StorageError(code: .objectNotFound, object: name, detail: "no such object")
+      throw BucketError(code: .objectNotFound, object: name, detail: "no such object")
     }
     return m
   }
 
-  func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(StorageError) -> ListPage {
+  func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
     let names = objects.withLock { $0.keys.sorted() }.filter { $0.hasPrefix(prefix) }
     var items: [String] = []
     var prefixes = Set<String>()
@@ -48,12 +48,12 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
     return ListPage(prefixes: prefixes.sorted(), items: items, nextPageToken: nil)
   }
 
-  func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(StorageError) -> Data {
+  func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data {
     reads.add(1, ordering: .relaxed)
     guard let (data, m) = objects.withLock({ $0[name] }) else {
-      throw StorageError(code: .objectNotFound, object: name, detail: "no such object")
+      throw BucketError(code: .objectNotFound, object: name, detail: "no such object")
     }
-    guard m.generation == generation else { throw StorageError(code: .objectChanged, object: name, detail: "changed") }
+    guard m.generation == generation else { throw BucketError(code: .objectChanged, object: name, detail: "changed") }
     return data.subdata(in: Int(range.lowerBound)..<Int(min(range.upperBound, Int64(data.count))))
   }
 

@@ -56,7 +56,7 @@ final class Namespace: Sendable {
   /// `online`'s answer; on an offline mount, or when the server cannot be reached and copies
   /// are staged, `staged`'s instead.
   func fromServer<T>(
-    _ what: @autoclosure () -> String, _ online: () async throws(StorageError) -> T, orStaged staged: () throws(FSError) -> T
+    _ what: @autoclosure () -> String, _ online: () async throws(BucketError) -> T, orStaged staged: () throws(FSError) -> T
   ) async throws(FSError) -> T {
     if options.offline { return try staged() }
     do {
@@ -86,16 +86,16 @@ final class Namespace: Sendable {
   /// The entries of folder `path` (relative to the mount root).
   func listing(_ path: String) async throws(FSError) -> [DirectoryEntry] {
     if let cached = listings.current(path) { return cached }
-    return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(StorageError) -> [DirectoryEntry] in
+    return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> [DirectoryEntry] in
       let entries = try await fetchListing(path)
       listings.store(path, entries)
       return entries
     }, orStaged: { offlineListing(path) })
   }
 
-  private func fetchListing(_ path: String) async throws(StorageError) -> [DirectoryEntry] {
+  private func fetchListing(_ path: String) async throws(BucketError) -> [DirectoryEntry] {
     let listPrefix = path.isEmpty ? "" : path + "/"
-    let listed = try await ListPage.all { token async throws(StorageError) in
+    let listed = try await ListPage.all { token async throws(BucketError) in
       try await client.listPage(prefix: listPrefix, pageToken: token, maxResults: nil)
     }
     let (folderNames, items, given) = (listed.prefixes, listed.items, listed.metadata)
@@ -200,7 +200,7 @@ final class Namespace: Sendable {
     }
     guard !wanted.isEmpty else { return }
     Task { [self] in
-      _ = try? await mapConcurrently(wanted, limit: 32) { name throws(StorageError) -> Bool in
+      _ = try? await mapConcurrently(wanted, limit: 32) { name throws(BucketError) -> Bool in
         defer { _ = self.attributeFetches.withLock { $0.remove(name) } }
         if let m = try? await self.client.metadata(of: name) {
           self.files.set(name, m)
@@ -222,7 +222,7 @@ final class Namespace: Sendable {
     let path = Self.join(dir, name)
     if missing.get(path) != nil { throw FSError(ENOENT) }
     var fromStaged = false
-    let found: DirectoryEntry? = try await fromServer("looking up \(path)", { () async throws(StorageError) -> DirectoryEntry? in
+    let found: DirectoryEntry? = try await fromServer("looking up \(path)", { () async throws(BucketError) -> DirectoryEntry? in
       try await probe(path: path, name: name)
     }, orStaged: {
       fromStaged = true
@@ -244,14 +244,14 @@ final class Namespace: Sendable {
   }
 
   /// Asks the server whether `path` is a folder (objects under it) or an object.
-  private func probe(path: String, name: String) async throws(StorageError) -> DirectoryEntry? {
-    async let folder: Result<ListPage, StorageError> = {
-      do throws(StorageError) {
+  private func probe(path: String, name: String) async throws(BucketError) -> DirectoryEntry? {
+    async let folder: Result<ListPage, BucketError> = {
+      do throws(BucketError) {
         return .success(try await client.listPage(prefix: path + "/", pageToken: nil, maxResults: 1))
       } catch { return .failure(error) }
     }()
-    let object: Result<StorageMetadata, StorageError>
-    do throws(StorageError) {
+    let object: Result<StorageMetadata, BucketError>
+    do throws(BucketError) {
       object = .success(try await client.metadata(of: path))
     } catch {
       object = .failure(error)
@@ -274,7 +274,7 @@ final class Namespace: Sendable {
   /// The attributes of object `objectName`.
   func fileMetadata(_ objectName: String) async throws(FSError) -> StorageMetadata {
     if let m = files.get(objectName) { return m }
-    return try await fromServer("attributes of \(objectName)", { () async throws(StorageError) -> StorageMetadata in
+    return try await fromServer("attributes of \(objectName)", { () async throws(BucketError) -> StorageMetadata in
       let m = try await client.metadata(of: objectName)
       files.set(objectName, m)
       return m

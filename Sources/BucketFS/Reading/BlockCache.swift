@@ -18,7 +18,7 @@ package final class BlockCache: Sendable {
   /// A ranged GET covering consecutive pages; readers of any of its pages wait for it.
   final class Run: Sendable {
     /// The run's pages in order, each its own buffer.
-    typealias Outcome = Result<[Data], StorageError>
+    typealias Outcome = Result<[Data], BucketError>
     let firstPage: Int64
     let state = Mutex<(result: Outcome?, waiters: [CheckedContinuation<Outcome, Never>])>((nil, []))
 

@@ -102,15 +102,15 @@ package final class ObjectReader: Sendable {
     }
   }
 
-  package func read(offset: Int64, count: Int) async throws(StorageError) -> Data {
+  package func read(offset: Int64, count: Int) async throws(BucketError) -> Data {
     guard let data = try await reply(offset: offset, count: count).data() else {
-      throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
+      throw BucketError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
     }
     return data
   }
 
   /// Bytes `offset..<offset+count` as a reply that gathers them from the cached pages.
-  package func reply(offset: Int64, count: Int) async throws(StorageError) -> ReadReply {
+  package func reply(offset: Int64, count: Int) async throws(BucketError) -> ReadReply {
     let end = min(size, offset + Int64(count))
     guard offset < end else { return .bytes(Data()) }
     let firstPage = offset / Self.pageSize
@@ -121,7 +121,7 @@ package final class ObjectReader: Sendable {
     var pages: [Data] = []
     for page in firstPage...lastPage { pages.append(try await self.page(page)) }
     guard let reply = Self.gather(pages, firstPage: firstPage, offset: offset, end: end) else {
-      throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
+      throw BucketError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
     }
     return reply
   }
@@ -163,7 +163,7 @@ package final class ObjectReader: Sendable {
       let task = Task {
         let result: BlockCache.Run.Outcome
         await cache.admit(bytes.count)
-        do throws(StorageError) {
+        do throws(BucketError) {
           // The bytes go straight into page buffers: no run buffer to copy them out of.
           let pages = PageAssembler(range: bytes, pageSize: Int(Self.pageSize))
           // Admitted within the cache's budget, so the pages can always take the bytes.
@@ -173,7 +173,7 @@ package final class ObjectReader: Sendable {
           }
           // Fewer bytes than the object has there would reach the kernel as an early end of file.
           guard count == Int64(bytes.count) else {
-            throw StorageError(
+            throw BucketError(
               code: .unknown, object: "gs://\(client.bucket)/\(name)",
               detail: "short read: \(count) of \(bytes.count) bytes at \(bytes.lowerBound)")
           }
@@ -192,7 +192,7 @@ package final class ObjectReader: Sendable {
     }
   }
 
-  private func page(_ page: Int64) async throws(StorageError) -> Data {
+  private func page(_ page: Int64) async throws(BucketError) -> Data {
     let key = BlockCache.Key(name: name, generation: generation, page: page)
     for _ in 0..<4 {
       if let data = cache.cached(key) { return data }
@@ -208,7 +208,7 @@ package final class ObjectReader: Sendable {
       // Evicted between the fetch and now: fetch it again.
       fetch(pages: page..<(page + 1))
     }
-    throw StorageError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "page \(page) could not be read")
+    throw BucketError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "page \(page) could not be read")
   }
 }
 

@@ -13,20 +13,20 @@ enum ReadDeadline {
 
   /// `body`'s result, or `timedOut` after `seconds`.
   static func run<T: Sendable>(
-    seconds: Double, object: String, _ body: @escaping @Sendable () async throws(StorageError) -> T
-  ) async throws(StorageError) -> T {
+    seconds: Double, object: String, _ body: @escaping @Sendable () async throws(BucketError) -> T
+  ) async throws(BucketError) -> T {
     let gate = Gate()
-    let result: Result<T, StorageError> = await withCheckedContinuation { cont in
+    let result: Result<T, BucketError> = await withCheckedContinuation { cont in
       let timer = Task {
         try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
         if !Task.isCancelled, gate.claim() {
-          cont.resume(returning: .failure(StorageError(
+          cont.resume(returning: .failure(BucketError(
             code: .timedOut, object: object, detail: "no answer within read_timeout (\(seconds) s)")))
         }
       }
       Task {
-        let outcome: Result<T, StorageError>
-        do throws(StorageError) {
+        let outcome: Result<T, BucketError>
+        do throws(BucketError) {
           outcome = .success(try await body())
         } catch {
           outcome = .failure(error)

@@ -34,7 +34,7 @@ extension BucketFilesystem {
   /// `range` of `file` from `source`, fetching what it lacks; nil when the source cannot
   /// answer (no copy, or the copy cannot be used: the disk is full, say). The server's error
   /// for the bytes is thrown.
-  func answer(_ source: ReadSource, _ file: OpenFile, _ range: Range<Int64>) async throws(StorageError) -> ReadReply? {
+  func answer(_ source: ReadSource, _ file: OpenFile, _ range: Range<Int64>) async throws(BucketError) -> ReadReply? {
     switch source {
     case .stagedCopy:
       return answerNow(.stagedCopy, file, range)
@@ -43,7 +43,7 @@ extension BucketFilesystem {
       do {
         try await copy.wait(offset: range.lowerBound, end: range.upperBound)
         return copy.verifiedReply(offset: range.lowerBound, end: range.upperBound)
-      } catch let error as StorageError {
+      } catch let error as BucketError {
         throw error
       } catch {
         return nil

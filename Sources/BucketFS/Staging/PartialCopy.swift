@@ -42,7 +42,7 @@ package final class PartialCopy: Sendable {
 
   private struct Waiter {
     let blocks: Range<Int>
-    let cont: CheckedContinuation<Result<Void, StorageError>, Never>
+    let cont: CheckedContinuation<Result<Void, BucketError>, Never>
   }
 
   private struct State {
@@ -125,9 +125,9 @@ package final class PartialCopy: Sendable {
     let wanted = blocks(offset: offset, end: end)
     while true {
       var runs: [Range<Int>] = []
-      let outcome: Result<Void, StorageError> = await withCheckedContinuation { cont in
-        let ready = state.withLock { s -> Result<Void, StorageError>? in
-          if s.broken != nil { return .failure(StorageError(code: .cancelled, object: name, detail: "copy unusable")) }
+      let outcome: Result<Void, BucketError> = await withCheckedContinuation { cont in
+        let ready = state.withLock { s -> Result<Void, BucketError>? in
+          if s.broken != nil { return .failure(BucketError(code: .cancelled, object: name, detail: "copy unusable")) }
           s.cursor = wanted.upperBound
           runs = Self.claimGaps(&s, in: wanted)
           if wanted.allSatisfy({ s.present[$0] }) { return .success(()) }
@@ -226,7 +226,7 @@ package final class PartialCopy: Sendable {
       case .failure(let broken): breakCopy(broken)
       }
     }
-    do throws(StorageError) {
+    do throws(BucketError) {
       let count: Int64
       do {
         count = try await client.read(name, range: bytes, generation: metadata.generation, valve: valve) {
@@ -240,7 +240,7 @@ package final class PartialCopy: Sendable {
         throw error
       }
       guard count == Int64(bytes.count) else {
-        throw StorageError(
+        throw BucketError(
           code: .unknown, object: "gs://\(client.bucket)/\(name)",
           detail: "short read: \(count) of \(bytes.count) bytes at \(bytes.lowerBound)")
       }
@@ -256,7 +256,7 @@ package final class PartialCopy: Sendable {
   }
 
   private func markPresent(_ run: Range<Int>, crcs: [UInt32]) {
-    let (ready, filled) = state.withLock { s -> ([CheckedContinuation<Result<Void, StorageError>, Never>], Bool) in
+    let (ready, filled) = state.withLock { s -> ([CheckedContinuation<Result<Void, BucketError>, Never>], Bool) in
       var added = 0
       for (i, crc) in zip(run, crcs) where !s.present[i] {
         s.present[i] = true
@@ -264,7 +264,7 @@ package final class PartialCopy: Sendable {
         added += 1
       }
       s.presentCount += added
-      var ready: [CheckedContinuation<Result<Void, StorageError>, Never>] = []
+      var ready: [CheckedContinuation<Result<Void, BucketError>, Never>] = []
       s.waiters.removeAll { w in
         guard w.blocks.overlaps(run), w.blocks.allSatisfy({ s.present[$0] }) else { return false }
         ready.append(w.cont)
@@ -277,10 +277,10 @@ package final class PartialCopy: Sendable {
   }
 
   /// Gives back the blocks of a failed GET and fails the reads that were waiting for them.
-  private func failed(_ run: Range<Int>, error: StorageError) {
-    let waiting = state.withLock { s -> [CheckedContinuation<Result<Void, StorageError>, Never>] in
+  private func failed(_ run: Range<Int>, error: BucketError) {
+    let waiting = state.withLock { s -> [CheckedContinuation<Result<Void, BucketError>, Never>] in
       for i in run where !s.present[i] { s.claimed[i] = false }
-      var out: [CheckedContinuation<Result<Void, StorageError>, Never>] = []
+      var out: [CheckedContinuation<Result<Void, BucketError>, Never>] = []
       s.waiters.removeAll { w in
         guard w.blocks.overlaps(run) else { return false }
         out.append(w.cont)
@@ -294,14 +294,14 @@ package final class PartialCopy: Sendable {
   /// Marks the copy unusable and wakes every waiting read (they go to the server instead).
   func breakCopy(_ reason: Broken) {
     stopped.store(true, ordering: .relaxed)
-    let (waiting, first) = state.withLock { s -> ([CheckedContinuation<Result<Void, StorageError>, Never>], Bool) in
+    let (waiting, first) = state.withLock { s -> ([CheckedContinuation<Result<Void, BucketError>, Never>], Bool) in
       let first = s.broken == nil
       if first { s.broken = reason }
       let w = s.waiters.map(\.cont)
       s.waiters = []
       return (w, first)
     }
-    for cont in waiting { cont.resume(returning: .failure(StorageError(code: .cancelled, object: name, detail: "copy unusable"))) }
+    for cont in waiting { cont.resume(returning: .failure(BucketError(code: .cancelled, object: name, detail: "copy unusable"))) }
     if first, case .cannotWrite(let why) = reason {
       log("staging \(name): cannot write the staged copy (\(why)); reading from the server")
       onEnd(self, false)

@@ -495,7 +495,7 @@ package final class WriteBackQueue: Sendable {
         toConflict = true
       }
     }
-    do throws(StorageError) {
+    do throws(BucketError) {
       // Based on a change that went beside the object: this one is not carried out on it.
       if toConflict && change.kind.putsVersion { return try await conflict(change, client: client) }
       if toConflict { return try done(change, produced: nil, skipped: "it changed on the server since it was read") }
@@ -526,7 +526,7 @@ package final class WriteBackQueue: Sendable {
           // A rename whose copy the bucket refused: the old name keeps the only bytes there are.
           return try done(change, produced: nil, skipped: "its copy to \(copy.name.debugDescription) was refused, so it stays")
         }
-        do throws(StorageError) {
+        do throws(BucketError) {
           try await client.delete(change.name, ifGenerationMatch: base)
         } catch where error.code == .objectNotFound {
           // Gone already: what the change wanted.
@@ -536,7 +536,7 @@ package final class WriteBackQueue: Sendable {
     } catch where error.code == .objectNotFound && change.kind == .copy {
       let source = change.source.map { "\($0.name.debugDescription) (generation \($0.generation))" } ?? "the source"
       return failedOrLater(
-        change, StorageError(code: .objectNotFound, object: change.name, detail: "\(source) is no longer in the bucket: it changed or was deleted there"))
+        change, BucketError(code: .objectNotFound, object: change.name, detail: "\(source) is no longer in the bucket: it changed or was deleted there"))
     } catch where error.code == .preconditionFailed {
       if change.name.hasSuffix("/") {
         // A folder placeholder someone else made (or removed) meanwhile: the folder is as wanted.
@@ -550,7 +550,7 @@ package final class WriteBackQueue: Sendable {
       if !change.kind.putsVersion {
         return (try? done(change, produced: nil, skipped: "it changed on the server since it was read")) ?? .applied(nil)
       }
-      do throws(StorageError) {
+      do throws(BucketError) {
         return try await conflict(change, client: client)
       } catch {
         return failedOrLater(change, error)
@@ -568,7 +568,7 @@ package final class WriteBackQueue: Sendable {
   /// `change` is carried out (or, with `skipped`, given up on with a log line saying why).
   private func done(
     _ change: PendingChange, produced: Int64?, metadata: StorageMetadata? = nil, skipped: String? = nil
-  ) throws(StorageError) -> Result {
+  ) throws(BucketError) -> Result {
     if let skipped {
       let what = change.kind == .delete ? "\(change.name.debugDescription) not deleted" : "metadata of \(change.name.debugDescription) not changed"
       log("write-back: \(what): \(skipped)")
@@ -580,7 +580,7 @@ package final class WriteBackQueue: Sendable {
   }
 
   /// Our bytes beside the object, whose version in the bucket was not the one they were based on.
-  private func conflict(_ change: PendingChange, client: any ObjectClient) async throws(StorageError) -> Result {
+  private func conflict(_ change: PendingChange, client: any ObjectClient) async throws(BucketError) -> Result {
     var custom = change.custom ?? [:]
     custom["bucketfs-conflict-of"] = change.name
     if let mtime = change.mtime { custom["mtime"] = Self.rfc3339(mtime) }
@@ -589,7 +589,7 @@ package final class WriteBackQueue: Sendable {
     var target = stamped
     var m: StorageMetadata
     while true {
-      do throws(StorageError) {
+      do throws(BucketError) {
         if change.kind == .copy {
           m = try await copied(change, to: target, ifGenerationMatch: 0, client: client)
         } else {
@@ -613,10 +613,10 @@ package final class WriteBackQueue: Sendable {
 
   /// Carries out the server-side copy of `change` to `target`. The copy takes the source's
   /// metadata; a source that kept no time of its own gets the one the mount showed.
-  private func copied(_ change: PendingChange, to target: String, ifGenerationMatch: Int64?, client: any ObjectClient) async throws(StorageError)
+  private func copied(_ change: PendingChange, to target: String, ifGenerationMatch: Int64?, client: any ObjectClient) async throws(BucketError)
     -> StorageMetadata
   {
-    guard let source = change.source else { throw StorageError(code: .internalError, object: change.name, detail: "a copy without a source") }
+    guard let source = change.source else { throw BucketError(code: .internalError, object: change.name, detail: "a copy without a source") }
     let m = try await client.copy(source.name, generation: source.generation, to: target, ifGenerationMatch: ifGenerationMatch)
     return await keepTime(change, m, at: target, client: client)
   }
@@ -628,7 +628,7 @@ package final class WriteBackQueue: Sendable {
     return (try? await client.updateMetadata(target, contentType: nil, custom: ["mtime": Self.rfc3339(mtime)], ifGenerationMatch: m.generation)) ?? m
   }
 
-  private func failedOrLater(_ change: PendingChange, _ error: StorageError) -> Result {
+  private func failedOrLater(_ change: PendingChange, _ error: BucketError) -> Result {
     // The server's word on the request itself (a refused name, a denied write) is final; the
     // server away, a transient status or a broken connection is not.
     let transient = error.httpStatus.map { $0 == 408 || $0 == 429 || $0 >= 500 || $0 == 401 } ?? true
@@ -644,7 +644,7 @@ package final class WriteBackQueue: Sendable {
     return .applied(nil)
   }
 
-  private func finishDurably(_ done: PendingChange, _ metadata: StorageMetadata? = nil) throws(StorageError) {
+  private func finishDurably(_ done: PendingChange, _ metadata: StorageMetadata? = nil) throws(BucketError) {
     var record = done
     record.state = .done
     do throws(FSError) {

@@ -1,17 +1,17 @@
 /// Runs `body` for each item with at most `limit` running at once and returns the non-nil results
 /// (in completion order). After the first error no new work starts, and that error is thrown.
-package func mapConcurrently<T: Sendable, R: Sendable>(
-  _ items: [T], limit: Int, _ body: @escaping @Sendable (T) async throws(StorageError) -> R?
-) async throws(StorageError) -> [R] {
-  let outcome: Result<[R], StorageError> = await withTaskGroup(of: Result<R?, StorageError>.self) { group in
+package func mapConcurrently<T: Sendable, R: Sendable, E: Error>(
+  _ items: [T], limit: Int, _ body: @escaping @Sendable (T) async throws(E) -> R?
+) async throws(E) -> [R] {
+  let outcome: Result<[R], E> = await withTaskGroup(of: Result<R?, E>.self) { group in
     var next = 0
     var results: [R] = []
-    var failure: StorageError?
+    var failure: E?
     func add() {
       let item = items[next]
       next += 1
       group.addTask {
-        do throws(StorageError) { return .success(try await body(item)) } catch { return .failure(error) }
+        do throws(E) { return .success(try await body(item)) } catch { return .failure(error) }
       }
     }
     while next < min(max(1, limit), items.count) { add() }
@@ -29,10 +29,10 @@ package func mapConcurrently<T: Sendable, R: Sendable>(
 }
 
 /// `mapConcurrently` for work that returns nothing.
-package func forEachConcurrently<T: Sendable>(
-  _ items: [T], limit: Int, _ body: @escaping @Sendable (T) async throws(StorageError) -> Void
-) async throws(StorageError) {
-  _ = try await mapConcurrently(items, limit: limit) { (item: T) throws(StorageError) -> Void? in
+package func forEachConcurrently<T: Sendable, E: Error>(
+  _ items: [T], limit: Int, _ body: @escaping @Sendable (T) async throws(E) -> Void
+) async throws(E) {
+  _ = try await mapConcurrently(items, limit: limit) { (item: T) throws(E) -> Void? in
     try await body(item)
     return nil
   }

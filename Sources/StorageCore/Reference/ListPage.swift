@@ -54,7 +54,7 @@ public struct ListPage: Sendable {
 extension ListPage {
   /// Every page `fetch` gives, following page tokens from the first (nil) on, as one page:
   /// prefixes once each in the order first seen, items in order, metadata merged.
-  package static func all(_ fetch: (String?) async throws(StorageError) -> ListPage) async throws(StorageError) -> ListPage {
+  package static func all<E: Error>(_ fetch: (String?) async throws(E) -> ListPage) async throws(E) -> ListPage {
     var all = ListPage(prefixes: [], items: [], nextPageToken: nil)
     var seen = Set<String>()
     var token: String? = nil
