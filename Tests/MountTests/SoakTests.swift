@@ -166,7 +166,7 @@ import Testing
             switch t % 4 {
             case 0:
               tally.timed("whole-file read", bound: readTimeout + 2) {
-                let fd = open(path, O_RDONLY)
+                let fd = tally.syscall("open(2)", bound: readTimeout + 2) { open(path, O_RDONLY) }
                 guard fd >= 0 else { return .failed }
                 defer { close(fd) }
                 var offset = 0
@@ -190,18 +190,22 @@ import Testing
             case 1, 2:
               let offset = Int.random(in: 0..<data.count, using: &rng)
               let count = min(data.count - offset, Int.random(in: 1...(300 << 10), using: &rng))
-              tally.timed("pread(2)", bound: readTimeout + 2) {
-                let fd = open(path, O_RDONLY)
+              tally.timed("random read", bound: readTimeout + 2) {
+                let fd = tally.syscall("open(2)", bound: readTimeout + 2) { open(path, O_RDONLY) }
                 guard fd >= 0 else { return .failed }
                 defer { close(fd) }
-                guard case .success(let got) = pread(fd, offset: Int64(offset), count: count) else { return .failed }
+                let first = tally.syscall("pread(2)", bound: readTimeout + 2) { pread(fd, offset: Int64(offset), count: count) }
+                guard case .success(let got) = first else { return .failed }
                 let expected = data.subdata(in: offset..<(offset + count))
                 if got == expected { return .right }
                 // A read that failed partway returns the bytes before the failure (the kernel
                 // reads page by page): right bytes, fewer of them, is a failure in time, and the
                 // next read of the rest must fail or be right.
                 guard got.count < count, got == expected.prefix(got.count) else { return .wrong }
-                guard case .success(let rest) = pread(fd, offset: Int64(offset + got.count), count: count - got.count) else { return .failed }
+                let second = tally.syscall("pread(2)", bound: readTimeout + 2) {
+                  pread(fd, offset: Int64(offset + got.count), count: count - got.count)
+                }
+                guard case .success(let rest) = second else { return .failed }
                 return rest == expected.suffix(from: expected.startIndex + got.count).prefix(rest.count) && !rest.isEmpty ? .failed : .wrong
               }
             default:
@@ -273,8 +277,16 @@ final class SoakTally: @unchecked Sendable {
       case .failed: failed += 1
       }
     }
-    // A whole-file read is many read(2)s, each with its own bound.
-    if what != "whole-file read" { note(what, seconds: spent, bound: bound) }
+    // A whole-file or random read is several system calls, each with its own bound.
+    if what != "whole-file read" && what != "random read" { note(what, seconds: spent, bound: bound) }
+  }
+
+  /// Runs one system call, noting its time against `bound`.
+  func syscall<T>(_ what: String, bound: Double, _ call: () -> T) -> T {
+    let started = Date()
+    let result = call()
+    note(what, seconds: Date().timeIntervalSince(started), bound: bound)
+    return result
   }
 
   func note(_ what: String, seconds: Double, bound: Double) {
