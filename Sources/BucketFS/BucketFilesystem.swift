@@ -133,6 +133,13 @@ package final class BucketFilesystem: Sendable {
   package func unsupported(_ refusal: Int32) -> Int32 { writeBack == nil ? EROFS : refusal }
 
   /// A request went unanswered for `seconds` and got EIO.
+  /// A read of `handle` was answered EIO for passing read_timeout before the read itself was:
+  /// the next reads of that object fail at once, as after the read's own timeout.
+  package func readTimedOut(handle: UInt64) {
+    guard let file = openFiles[handle] else { return }
+    recentTimeouts.timedOut(file.objectName, generation: file.metadata.generation)
+  }
+
   package func timedOut(_ operation: String, seconds: Double) {
     metrics.fuseTimeouts.add(1, ordering: .relaxed)
     log("\(operation): no answer within \(seconds) s; answered EIO")

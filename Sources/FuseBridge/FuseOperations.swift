@@ -131,8 +131,9 @@ enum FuseOperations {
       if let answer = fs.readIfCached(handle: handle, offset: Int64(offset), count: size) {
         return reply.read(answer)
       }
-      // The read's own deadline (read_timeout) answers first; this one is the backstop.
-      reply.answer(within: fs.requestTimeout + 1)
+      // The read's own deadline answers at read_timeout too; this one needs no task thread, so
+      // it holds when every task thread is busy, and its timeout counts like the read's own.
+      reply.answer(within: fs.requestTimeout) { fs.readTimedOut(handle: handle) }
       Task {
         do {
           reply.read(try await fs.read(handle: handle, offset: Int64(offset), count: size))

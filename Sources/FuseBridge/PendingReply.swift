@@ -31,10 +31,11 @@ final class PendingReply: @unchecked Sendable {
   /// Answers EIO after `seconds` if nothing else has by then: a reader waits no longer than
   /// its bound, whatever the fetches behind its request are doing. A later answer is dropped
   /// (`entry` and `open` say so, so that their caller can undo what the kernel will not hold).
-  func answer(within seconds: Double) {
+  func answer(within seconds: Double, then timedOut: (@Sendable () -> Void)? = nil) {
     Self.deadlines.asyncAfter(deadline: .now() + seconds) { [weak self] in
       guard let self, self.claim() else { return }
       self.filesystem.timedOut(self.operation, seconds: seconds)
+      timedOut?()
       fuse_reply_err(self.req, EIO)
     }
   }

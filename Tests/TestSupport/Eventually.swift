@@ -12,3 +12,14 @@ package func eventually(
     try? await Task.sleep(for: interval)
   }
 }
+
+/// `eventually` for code that runs off the task pool (blocking tests): polls `condition` on this
+/// thread until it holds or `timeout` passes; returns whether it held.
+package func waitUntil(timeout: TimeInterval = 10, every interval: TimeInterval = 0.02, _ condition: () -> Bool) -> Bool {
+  let deadline = Date().addingTimeInterval(timeout)
+  while true {
+    if condition() { return true }
+    if Date() >= deadline { return false }
+    Thread.sleep(forTimeInterval: interval)
+  }
+}

@@ -6,6 +6,8 @@ import StorageCore
 import Synchronization
 
 enum ReadDeadline {
+  private static let timers = DispatchQueue(label: "bucketfs.read.deadlines")
+
   private final class Gate: Sendable {
     let fired = Atomic<Bool>(false)
     func claim() -> Bool { !fired.exchange(true, ordering: .acquiringAndReleasing) }
@@ -17,9 +19,10 @@ enum ReadDeadline {
   ) async throws(BucketError) -> T {
     let gate = Gate()
     let result: Result<T, BucketError> = await withCheckedContinuation { cont in
-      let timer = Task {
-        try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
-        if !Task.isCancelled, gate.claim() {
+      // The timer runs on a queue of its own, not as a task: it fires on time when every task
+      // thread is busy.
+      timers.asyncAfter(deadline: .now() + seconds) {
+        if gate.claim() {
           cont.resume(returning: .failure(BucketError(
             code: .timedOut, object: object, detail: "no answer within read_timeout (\(seconds) s)")))
         }
@@ -31,7 +34,6 @@ enum ReadDeadline {
         } catch {
           outcome = .failure(error)
         }
-        timer.cancel()
         if gate.claim() { cont.resume(returning: outcome) }
       }
     }
