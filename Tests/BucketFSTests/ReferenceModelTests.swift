@@ -63,7 +63,7 @@ import Testing
       case 0..<18:
         let name = Self.names.randomElement(using: &rng)!
         let size = [0, 1, 1000, 131_072, 131_073, 300_000, 700_000].randomElement(using: &rng)!
-        let bytes = Self.randomBytes(size, &rng)
+        let bytes = randomData(size, using: &rng)
         let generation = client.put(name, bytes)
         model.objects[name] = (bytes, generation)
       case 18..<24:
@@ -160,22 +160,6 @@ import Testing
     // The run exercised the filesystem, not only its error paths.
     #expect(goodReads > steps / 20, "seed \(seed): only \(goodReads) reads succeeded")
     #expect(goodListings > steps / 20, "seed \(seed): only \(goodListings) listings succeeded")
-  }
-
-  static func randomBytes(_ count: Int, _ rng: inout SeededGenerator) -> Data {
-    var data = Data(count: count)
-    data.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in
-      var i = 0
-      while i < count {
-        var word = rng.next()
-        for _ in 0..<8 where i < count {
-          raw[i] = UInt8(truncatingIfNeeded: word)
-          word >>= 8
-          i += 1
-        }
-      }
-    }
-    return data
   }
 
   /// The inode of `folder`, looked up component by component from the root.

@@ -15,17 +15,7 @@ import Testing
   @Test(arguments: ["firebase", "gcs"]) func aGzipObjectReadsAsStored(api: String) async throws {
     try await MountFixture.scope { fx in
       let plain = Data(String(repeating: "a line of a log that compresses well\n", count: 20_000).utf8)
-      let p = Process()
-      p.executableURL = URL(fileURLWithPath: "/usr/bin/gzip")
-      p.arguments = ["-c", "-n"]
-      let input = Pipe(), output = Pipe()
-      p.standardInput = input
-      p.standardOutput = output
-      try p.run()
-      input.fileHandleForWriting.write(plain)
-      try input.fileHandleForWriting.close()
-      let stored = output.fileHandleForReading.readDataToEndOfFile()
-      p.waitUntilExit()
+      let stored = try gzip(plain)
       let metadata = StorageMetadata()
       metadata.contentEncoding = "gzip"
       _ = try await fx.storage.reference(withPath: "gz/app.log").putDataAsync(stored, metadata: metadata)

@@ -11,21 +11,6 @@ import Testing
 /// chunk granularity, 500 retried, 403 near expiry and IPv6 hosts (`ProtocolAlignmentTests`);
 /// the answer forms a raw client sees (`StorageEmulatorTests.ContractFormTests`).
 @Suite struct ContractTests {
-  static func gzip(_ data: Data) throws -> Data {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/gzip")
-    p.arguments = ["-c", "-n"]
-    let input = Pipe(), output = Pipe()
-    p.standardInput = input
-    p.standardOutput = output
-    try p.run()
-    let writer = Thread { input.fileHandleForWriting.write(data); try? input.fileHandleForWriting.close() }
-    writer.start()
-    let out = output.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return out
-  }
-
   func exchange(_ fx: EmulatorFixture, _ target: String, _ headers: [(String, String)] = []) async throws -> HTTPResponse {
     try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(fx.emulator.port)\(target)", headers: headers))
   }
@@ -39,7 +24,7 @@ import Testing
   func aGzipObjectIsTranscodedUnlessGzipIsAccepted(target: String) async throws {
     try await EmulatorFixture.scope { fx in
       let plain = Data(String(repeating: "function hello() { return 42 }\n", count: 400).utf8)
-      let stored = try Self.gzip(plain)
+      let stored = try gzip(plain)
       let metadata = StorageMetadata()
       metadata.contentEncoding = "gzip"
       metadata.contentType = "text/javascript"
@@ -70,7 +55,7 @@ import Testing
     try await EmulatorFixture.scope { fx in
       fx.storage.api = api
       let plain = randomData(300_000, seed: 91).base64EncodedData()
-      let stored = try Self.gzip(plain)
+      let stored = try gzip(plain)
       let metadata = StorageMetadata()
       metadata.contentEncoding = "gzip"
       let ref = fx.storage.reference(withPath: "logs/day.log")

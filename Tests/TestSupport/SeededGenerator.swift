@@ -16,6 +16,11 @@ package struct SeededGenerator: RandomNumberGenerator, Sendable {
 /// `count` bytes from `SeededGenerator(seed:)`.
 package func randomData(_ count: Int, seed: UInt64 = 42) -> Data {
   var generator = SeededGenerator(seed: seed)
+  return randomData(count, using: &generator)
+}
+
+/// `count` bytes from `generator`, which moves on past them.
+package func randomData(_ count: Int, using generator: inout SeededGenerator) -> Data {
   var data = Data(count: count)
   data.withUnsafeMutableBytes { raw in
     let bytes = raw.bindMemory(to: UInt8.self)
