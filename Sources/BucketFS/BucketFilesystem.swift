@@ -306,22 +306,18 @@ package final class BucketFilesystem: Sendable {
   package func read(handle: UInt64, offset: Int64, count: Int) async throws(FSError) -> ReadReply {
     if WriteBack.isLocal(handle) { return try readLocal(handle: handle, offset: offset, count: count) }
     guard let file = openFiles[handle] else { throw FSError(EBADF) }
-    let range = offset..<max(offset, min(file.metadata.size, offset + Int64(count)))
+    let range = readRange(file, offset: offset, count: count)
     if range.isEmpty { return .bytes(Data()) }
     if options.offline {
       // Only what is here answers.
-      for source in ReadSource.allCases { if let reply = answerNow(source, file, range) { return reply } }
-      throw FSError(EIO)
+      guard let reply = answerNow(file, range) else { throw FSError(EIO) }
+      return reply
     }
     if recentTimeouts.isFresh(file.objectName, generation: file.metadata.generation, openedAt: file.opened) { throw FSError(EIO) }
     metrics.cacheMisses.add(1, ordering: .relaxed)
     do {
       let reply = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(BucketError) -> ReadReply in
-        for source in ReadSource.allCases {
-          if let reply = try await self.answer(source, file, range) { return reply }
-        }
-        // The block cache answers or throws; this is never reached.
-        throw BucketError(code: .internalError, object: file.objectName, detail: "no read source answered")
+        try await self.answer(file, range)
       }
       staging?.served(file.copy)
       return reply
@@ -378,15 +374,11 @@ package final class BucketFilesystem: Sendable {
   package func readIfCached(handle: UInt64, offset: Int64, count: Int) -> ReadReply? {
     if WriteBack.isLocal(handle) { return try? readLocal(handle: handle, offset: offset, count: count) }
     guard let file = openFiles[handle] else { return nil }
-    let range = offset..<max(offset, min(file.metadata.size, offset + Int64(count)))
+    let range = readRange(file, offset: offset, count: count)
     if range.isEmpty { return .bytes(Data()) }
-    for source in ReadSource.allCases {
-      if let reply = answerNow(source, file, range) {
-        metrics.cacheHits.add(1, ordering: .relaxed)
-        return reply
-      }
-    }
-    return nil
+    guard let reply = answerNow(file, range) else { return nil }
+    metrics.cacheHits.add(1, ordering: .relaxed)
+    return reply
   }
 
   // MARK: metrics

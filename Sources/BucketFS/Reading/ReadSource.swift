@@ -16,6 +16,28 @@ enum ReadSource: CaseIterable {
 }
 
 extension BucketFilesystem {
+  /// The bytes of `file` a read of `count` at `offset` asks for: up to the end of the object.
+  func readRange(_ file: OpenFile, offset: Int64, count: Int) -> Range<Int64> {
+    offset..<max(offset, min(file.metadata.size, offset + Int64(count)))
+  }
+
+  /// `range` of `file` from the first source that holds it now, without waiting.
+  func answerNow(_ file: OpenFile, _ range: Range<Int64>) -> ReadReply? {
+    for source in ReadSource.allCases {
+      if let reply = answerNow(source, file, range) { return reply }
+    }
+    return nil
+  }
+
+  /// `range` of `file` from the first source that answers, fetching what it lacks.
+  func answer(_ file: OpenFile, _ range: Range<Int64>) async throws(BucketError) -> ReadReply {
+    for source in ReadSource.allCases {
+      if let reply = try await answer(source, file, range) { return reply }
+    }
+    // The block cache answers or throws; this is never reached.
+    throw BucketError(code: .internalError, object: file.objectName, detail: "no read source answered")
+  }
+
   /// `range` of `file` from `source` without waiting; nil when it does not hold it now.
   func answerNow(_ source: ReadSource, _ file: OpenFile, _ range: Range<Int64>) -> ReadReply? {
     switch source {

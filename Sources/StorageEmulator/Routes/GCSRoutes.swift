@@ -129,7 +129,7 @@ struct GCSRoutes {
   /// to copy (only the live one is kept here), `ifSourceGeneration*` are checked against it,
   /// the other preconditions against the target; the JSON body overrides the copied metadata.
   private func copy(_ route: CopyRoute, request: inout ServerRequest) -> ServerResponse {
-    guard let source = store.get(route.bucket, route.source), generationMatches(source, ["generation": request.query["sourceGeneration"] ?? String(source.generation)])
+    guard let source = store.get(route.bucket, route.source), request.query["sourceGeneration"].map({ Int64($0) == source.generation }) ?? true
     else { return Self.error(404, "notFound", "No such object: \(route.bucket)/\(route.source)") }
     var sourceQuery: [String: String] = [:]
     for (key, value) in request.query where key.hasPrefix("ifSource") {

@@ -32,9 +32,7 @@ extension ObjectStore {
   /// A new generation of `name` in `bucket` with the bytes and metadata of `source`, changed by
   /// the fields in `metadata` (the server-side copy of `rewriteTo` / `copyTo`).
   func copy(_ source: ObjectRecord, bucket: String, name: String, metadata: [String: Any]) throws -> ObjectRecord {
-    let (path, fd) = temporaryFile()
-    close(fd)
-    unlink(path)
+    let path = tmpFolder.appendingPathComponent(UUID().uuidString).path
     // Stored bytes never change once written, so a second link to them is a copy.
     guard link(dataPath(source), path) == 0 else { throw WriteFailure.local }
     do {
