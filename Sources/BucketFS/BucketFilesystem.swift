@@ -316,9 +316,7 @@ package final class BucketFilesystem: Sendable {
     if recentTimeouts.isFresh(file.objectName, generation: file.metadata.generation, openedAt: file.opened) { throw FSError(EIO) }
     metrics.cacheMisses.add(1, ordering: .relaxed)
     do {
-      let reply = try await ReadDeadline.run(seconds: options.readTimeout, object: file.objectName) { () async throws(BucketError) -> ReadReply in
-        try await self.answer(file, range)
-      }
+      let reply = try await answer(file, range, by: ReadDeadline(seconds: options.readTimeout, object: file.objectName))
       staging?.served(file.copy)
       return reply
     } catch {

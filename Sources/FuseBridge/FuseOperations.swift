@@ -96,13 +96,7 @@ enum FuseOperations {
       let reply = PendingReply(req, fs, "getattr")
       if let attrs = fs.getattrIfCached(ino) { return reply.attr(attrs) }
       reply.answer(within: fs.requestTimeout)
-      Task {
-        do {
-          reply.attr(try await fs.getattr(ino))
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.run({ try await fs.getattr(ino) }) { reply.attr($0) }
     }
 
     ops.open = { req, ino, fi in
@@ -134,13 +128,7 @@ enum FuseOperations {
       // The read's own deadline answers at read_timeout too; this one needs no task thread, so
       // it holds when every task thread is busy, and its timeout counts like the read's own.
       reply.answer(within: fs.requestTimeout) { fs.readTimedOut(handle: handle) }
-      Task {
-        do {
-          reply.read(try await fs.read(handle: handle, offset: Int64(offset), count: size))
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.run({ try await fs.read(handle: handle, offset: Int64(offset), count: size) }) { reply.read($0) }
     }
 
     ops.release = { req, _, fi in
@@ -216,49 +204,23 @@ enum FuseOperations {
       guard name.hasPrefix("user.") else { return reply.error(ENODATA) }
       // The daemon's numbers, for `bucketfs stats MOUNTPOINT` (not listed: getfattr -d stays tidy).
       if ino == InodeTable.rootIno && name == BucketFilesystem.statsAttribute {
-        return FuseOperations.replyXattr(reply, Array(fs.statsText().utf8), size: size)
+        return reply.xattr(Array(fs.statsText().utf8), size: size)
       }
       // What the write-back queue holds, for `bucketfs sync MOUNTPOINT`.
       if ino == InodeTable.rootIno && name == BucketFilesystem.queueAttribute {
-        return FuseOperations.replyXattr(reply, Array(fs.queueText().utf8), size: size)
+        return reply.xattr(Array(fs.queueText().utf8), size: size)
       }
-      if let attrs = fs.xattrsIfCached(ino) {
-        guard let value = attrs.first(where: { $0.0 == name })?.1 else { return reply.error(ENODATA) }
-        return FuseOperations.replyXattr(reply, Array(value.utf8), size: size)
-      }
+      if let attrs = fs.xattrsIfCached(ino) { return reply.xattr(name, of: attrs, size: size) }
       reply.answer(within: fs.requestTimeout)
-      Task {
-        do {
-          let attrs = try await fs.xattrs(ino)
-          guard let value = attrs.first(where: { $0.0 == name })?.1 else {
-            reply.error(ENODATA)
-            return
-          }
-          FuseOperations.replyXattr(reply, Array(value.utf8), size: size)
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.run({ try await fs.xattrs(ino) }) { reply.xattr(name, of: $0, size: size) }
     }
 
     ops.listxattr = { req, ino, size in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "listxattr")
-      if let attrs = fs.xattrsIfCached(ino) {
-        var bytes: [UInt8] = []
-        for (name, _) in attrs { bytes += Array(name.utf8) + [0] }
-        return FuseOperations.replyXattr(reply, bytes, size: size)
-      }
+      if let attrs = fs.xattrsIfCached(ino) { return reply.xattrNames(attrs, size: size) }
       reply.answer(within: fs.requestTimeout)
-      Task {
-        do {
-          var bytes: [UInt8] = []
-          for (name, _) in try await fs.xattrs(ino) { bytes += Array(name.utf8) + [0] }
-          FuseOperations.replyXattr(reply, bytes, size: size)
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.run({ try await fs.xattrs(ino) }) { reply.xattrNames($0, size: size) }
     }
 
     ops.access = { req, _, mask in
@@ -268,17 +230,6 @@ enum FuseOperations {
 
     FuseOperations.addWrites(&ops)
     return ops
-  }
-
-  /// The xattr protocol: size 0 asks for the length; a buffer too small gets ERANGE.
-  static func replyXattr(_ reply: PendingReply, _ bytes: [UInt8], size: Int) {
-    if size == 0 {
-      reply.xattrSize(bytes.count)
-    } else if size < bytes.count {
-      reply.error(ERANGE)
-    } else {
-      bytes.withUnsafeBytes { reply.buffer($0) }
-    }
   }
 
   static func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, _ handle: UInt64, plus: Bool) {

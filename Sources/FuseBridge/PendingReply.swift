@@ -86,16 +86,20 @@ final class PendingReply: @unchecked Sendable {
     fuse_reply_create(req, &e, &fi)
   }
 
-  /// Answers success once `work` has run, or its failure (operations whose reply is only an errno).
-  func succeed(after work: @escaping @Sendable () async throws -> Void) {
+  /// Runs `work` in a task and answers with what it returns (through `answer`), or with its failure.
+  func run<T>(_ work: @escaping @Sendable () async throws -> T, then answer: @escaping @Sendable (T) -> Void) {
     Task {
       do {
-        try await work()
-        error(0)
+        answer(try await work())
       } catch {
         fail(error)
       }
     }
+  }
+
+  /// Answers success once `work` has run, or its failure (operations whose reply is only an errno).
+  func succeed(after work: @escaping @Sendable () async throws -> Void) {
+    run(work) { self.error(0) }
   }
 
   func written(_ count: Int) {
@@ -156,8 +160,26 @@ final class PendingReply: @unchecked Sendable {
     visit(0, skip: skip, remaining: count)
   }
 
-  func xattrSize(_ size: Int) {
-    if claim() { fuse_reply_xattr(req, size) }
+  /// The value of attribute `name` among `attributes`; ENODATA when it has none.
+  func xattr(_ name: String, of attributes: [(String, String)], size: Int) {
+    guard let value = attributes.first(where: { $0.0 == name })?.1 else { return error(ENODATA) }
+    xattr(Array(value.utf8), size: size)
+  }
+
+  /// The names of `attributes`, each ending in a NUL.
+  func xattrNames(_ attributes: [(String, String)], size: Int) {
+    xattr(attributes.flatMap { Array($0.0.utf8) + [0] }, size: size)
+  }
+
+  /// The xattr protocol: size 0 asks for the length; a buffer too small gets ERANGE.
+  func xattr(_ bytes: [UInt8], size: Int) {
+    if size == 0 {
+      if claim() { fuse_reply_xattr(req, bytes.count) }
+    } else if size < bytes.count {
+      error(ERANGE)
+    } else {
+      bytes.withUnsafeBytes { buffer($0) }
+    }
   }
 
   func statfs(_ st: inout statvfs) {

@@ -56,13 +56,7 @@ extension FuseOperations {
         mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
       }
       let handle = fi.map { CFuseShims_fi_fh($0) }
-      Task {
-        do {
-          reply.attr(try await fs.setattr(ino, size: size, mtime: mtime, handle: handle))
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.run({ [mtime] in try await fs.setattr(ino, size: size, mtime: mtime, handle: handle) }) { reply.attr($0) }
     }
 
     ops.unlink = { req, parent, name in
@@ -76,13 +70,7 @@ extension FuseOperations {
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "mkdir")
       let name = String(cString: name!)
-      Task {
-        do {
-          reply.entry(try await fs.mkdir(parent: parent, name: name))
-        } catch {
-          reply.fail(error)
-        }
-      }
+      reply.run({ try await fs.mkdir(parent: parent, name: name) }) { reply.entry($0) }
     }
 
     ops.rmdir = { req, parent, name in

@@ -1,5 +1,6 @@
 @testable import BucketFS
 import Foundation
+import TestSupport
 import StorageCore
 import Testing
 
@@ -38,6 +39,59 @@ import Testing
     fs.release(handle: handle)
     await #expect(throws: FSError(EROFS)) { try await fs.open(attrs.ino, flags: O_WRONLY) }
     await #expect(throws: FSError(ENOENT)) { try await fs.lookup(parent: InodeTable.rootIno, name: "missing") }
+  }
+
+  /// A read whose fetch stalls is answered at read_timeout (the held read can end no other
+  /// way), and the fetch goes on behind it: once it arrives, the bytes are read from the cache.
+  @Test(.timeLimit(.minutes(1))) func aStalledReadEndsAtItsDeadlineAndItsFetchGoesOn() async throws {
+    let client = MemoryObjectClient()
+    let data = Data((0..<300_000).map { UInt8($0 % 253) })
+    client.put("slow.bin", data)
+    var options = MountOptions()
+    options.cacheSize = 4 << 20
+    options.readTimeout = 0.2
+    let fs = BucketFilesystem(client: client, prefix: "", options: options, staging: nil, log: { _ in })
+    let attrs = try await fs.lookup(parent: InodeTable.rootIno, name: "slow.bin")
+    let (handle, _) = try await fs.open(attrs.ino, flags: O_RDONLY)
+    client.holdReads()
+    await #expect(throws: FSError(EIO)) { try await fs.read(handle: handle, offset: 0, count: 4096) }
+    // Within a second of that, readers of the object through handles open then fail at once.
+    await #expect(throws: FSError(EIO)) { try await fs.read(handle: handle, offset: 8192, count: 4096) }
+    let fetches = client.reads.load(ordering: .relaxed)
+    #expect(fetches >= 1)
+    client.letReadsGo()
+    #expect(await eventually { fs.readIfCached(handle: handle, offset: 0, count: 4096) != nil })
+    #expect(fs.readIfCached(handle: handle, offset: 0, count: 4096)?.data() == data.prefix(4096))
+    #expect(client.reads.load(ordering: .relaxed) == fetches)
+    fs.release(handle: handle)
+  }
+
+  /// Read-ahead across files is decided at each open: files opened out of order fetch only
+  /// themselves; two opens in listing order fetch the next files before they are opened; every
+  /// file is fetched once in all.
+  @Test(.timeLimit(.minutes(1))) func readAheadFollowsListingOrderAndFetchesEachFileOnce() async throws {
+    let client = MemoryObjectClient()
+    let files = (0..<30).map { i in randomData(3000 + i, seed: UInt64(15_000 + i)) }
+    func name(_ i: Int) -> String { "f\(String(format: "%03d", i)).txt" }
+    for (i, data) in files.enumerated() { client.put("seq/" + name(i), data) }
+    let fs = makeFS(client)
+    let folder = try await fs.lookup(parent: InodeTable.rootIno, name: "seq")
+    #expect(try await fs.listing("seq").count == 30)
+    var inos: [UInt64] = []
+    for i in 0..<30 { inos.append(try await fs.lookup(parent: folder.ino, name: name(i)).ino) }
+    func readWhole(_ i: Int) async throws -> Data? {
+      let (handle, _) = try await fs.open(inos[i], flags: O_RDONLY)
+      defer { fs.release(handle: handle) }
+      return try await fs.read(handle: handle, offset: 0, count: 1 << 20).data()
+    }
+    let outOfOrder = [17, 3, 25, 9, 12, 0, 28, 21, 6, 14]
+    for i in outOfOrder { #expect(try await readWhole(i) == files[i]) }
+    #expect(client.reads.load(ordering: .relaxed) == outOfOrder.count)
+    for i in [1, 2] { #expect(try await readWhole(i) == files[i]) }
+    // 3 was read already; 4 and 5 come without being opened.
+    #expect(await eventually { client.reads.load(ordering: .relaxed) == outOfOrder.count + 4 })
+    for i in 3..<30 { #expect(try await readWhole(i) == files[i]) }
+    #expect(client.reads.load(ordering: .relaxed) == 30)
   }
 
   @Test func prefixMountMapsNames() async throws {

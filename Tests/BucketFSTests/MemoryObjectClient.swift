@@ -48,8 +48,28 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
     return ListPage(prefixes: prefixes.sorted(), items: items, nextPageToken: nil)
   }
 
+  /// While held, reads wait, as on a server that stalls; `letReadsGo` lets them go on.
+  private let gate = Mutex<(held: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+  func holdReads() { gate.withLock { $0.held = true } }
+
+  func letReadsGo() {
+    let waiting = gate.withLock { g in
+      defer { g = (false, []) }
+      return g.waiting
+    }
+    for w in waiting { w.resume() }
+  }
+
   func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data {
     reads.add(1, ordering: .relaxed)
+    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+      let held = gate.withLock { g in
+        if g.held { g.waiting.append(c) }
+        return g.held
+      }
+      if !held { c.resume() }
+    }
     guard let (data, m) = objects.withLock({ $0[name] }) else {
       throw BucketError(code: .objectNotFound, object: name, detail: "no such object")
     }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `bucketfs cp` against a server that resets, stalls, or is interrupted by the user.
@@ -31,15 +32,15 @@ import Testing
     let root = dir.appendingPathComponent("server")
     let data = Data((0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) })
     try seed(root, "resets.bin", data)
-    let server = try ServeProcess(extraArgs: ["--reset-after", "100000"], root: root)
-    defer { withExtendedLifetime(server) {} }
-    let out = dir.appendingPathComponent("out.bin")
-    let started = Date()
-    let r = try runBucketfs(["cp", "--no-progress", "gs://bk/resets.bin", out.path, "--emulator", server.address], timeout: 120)
-    #expect(r.status == 0, "\(r.stderr)")
-    #expect(try Data(contentsOf: out) == data)
-    #expect(Date().timeIntervalSince(started) < 60)
-    #expect(leftovers(dir).isEmpty)
+    try scope(ServeProcess(extraArgs: ["--reset-after", "100000"], root: root)) { server in
+      let out = dir.appendingPathComponent("out.bin")
+      let started = Date()
+      let r = try runBucketfs(["cp", "--no-progress", "gs://bk/resets.bin", out.path, "--emulator", server.address], timeout: 120)
+      #expect(r.status == 0, "\(r.stderr)")
+      #expect(try Data(contentsOf: out) == data)
+      #expect(Date().timeIntervalSince(started) < 60)
+      #expect(leftovers(dir).isEmpty)
+    }
   }
 
   /// A server that stalls on every download: cp ends within its retry time with a clear line.
@@ -48,18 +49,18 @@ import Testing
     defer { try? FileManager.default.removeItem(at: dir) }
     let root = dir.appendingPathComponent("server")
     try seed(root, "stall.bin", Data(repeating: 7, count: 4 << 20))
-    let server = try ServeProcess(extraArgs: ["--stall-after", "1000000"], root: root)
-    defer { withExtendedLifetime(server) {} }
-    let started = Date()
-    let r = try runBucketfs(
-      ["cp", "--no-progress", "gs://bk/stall.bin", dir.appendingPathComponent("out.bin").path, "--emulator", server.address,
-       "--timeout", "2"], timeout: 60)
-    let elapsed = Date().timeIntervalSince(started)
-    #expect(r.status == 5, "status \(r.status): \(r.stderr)")
-    #expect(r.stderr.contains("stopped answering"), "\(r.stderr)")
-    #expect(elapsed < 4, "cp took \(elapsed) s with --timeout 2")
-    #expect(leftovers(dir).isEmpty)
-    #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("out.bin").path))
+    try scope(ServeProcess(extraArgs: ["--stall-after", "1000000"], root: root)) { server in
+      let started = Date()
+      let r = try runBucketfs(
+        ["cp", "--no-progress", "gs://bk/stall.bin", dir.appendingPathComponent("out.bin").path, "--emulator", server.address,
+         "--timeout", "2"], timeout: 60)
+      let elapsed = Date().timeIntervalSince(started)
+      #expect(r.status == 5, "status \(r.status): \(r.stderr)")
+      #expect(r.stderr.contains("stopped answering"), "\(r.stderr)")
+      #expect(elapsed < 4, "cp took \(elapsed) s with --timeout 2")
+      #expect(leftovers(dir).isEmpty)
+      #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("out.bin").path))
+    }
   }
 
   /// SIGINT or SIGTERM mid-download: cp ends at once and removes its partial file.
@@ -68,24 +69,24 @@ import Testing
     defer { try? FileManager.default.removeItem(at: dir) }
     let root = dir.appendingPathComponent("server")
     try seed(root, "slow.bin", Data(repeating: 9, count: 4 << 20))
-    let server = try ServeProcess(extraArgs: ["--stall-after", "1000000"], root: root)
-    defer { withExtendedLifetime(server) {} }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: bucketfsBinary)
-    process.arguments = ["cp", "--no-progress", "gs://bk/slow.bin", dir.appendingPathComponent("out.bin").path, "--emulator", server.address]
-    process.standardError = FileHandle.nullDevice
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
-    // Wait until the partial file holds the bytes sent before the stall.
-    let deadline = Date().addingTimeInterval(15)
-    while leftovers(dir).isEmpty && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-    #expect(!leftovers(dir).isEmpty, "no partial file appeared")
-    kill(process.processIdentifier, signal)
-    let stopBy = Date().addingTimeInterval(5)
-    while process.isRunning && Date() < stopBy { Thread.sleep(forTimeInterval: 0.02) }
-    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 128 + signal)
-    #expect(leftovers(dir).isEmpty, "left \(leftovers(dir))")
+    try scope(ServeProcess(extraArgs: ["--stall-after", "1000000"], root: root)) { server in
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: bucketfsBinary)
+      process.arguments = ["cp", "--no-progress", "gs://bk/slow.bin", dir.appendingPathComponent("out.bin").path, "--emulator", server.address]
+      process.standardError = FileHandle.nullDevice
+      process.standardOutput = FileHandle.nullDevice
+      try process.run()
+      // Wait until the partial file holds the bytes sent before the stall.
+      let deadline = Date().addingTimeInterval(15)
+      while leftovers(dir).isEmpty && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+      #expect(!leftovers(dir).isEmpty, "no partial file appeared")
+      kill(process.processIdentifier, signal)
+      let stopBy = Date().addingTimeInterval(5)
+      while process.isRunning && Date() < stopBy { Thread.sleep(forTimeInterval: 0.02) }
+      if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+      process.waitUntilExit()
+      #expect(process.terminationStatus == 128 + signal)
+      #expect(leftovers(dir).isEmpty, "left \(leftovers(dir))")
+    }
   }
 }

@@ -37,75 +37,62 @@ import Testing
     guard fd >= 0 else { return "" }
     defer { close(fd) }
     _ = Data(request.utf8).withUnsafeBytes { sendAll(fd, $0) }
-    var out = Data()
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let n = recv(fd, &buffer, buffer.count, 0)
-      if n <= 0 { break }
-      out.append(contentsOf: buffer[0..<n])
-    }
-    return String(decoding: out, as: UTF8.self)
+    return receiveUntilClosed(fd)
   }
 
   /// With `ulimit -n 256`, 300 open connections neither stop the server nor keep it from
   /// answering, and it serves normally once they are gone.
   @Test func survivesMoreConnectionsThanDescriptors() throws {
-    let server = try ServeProcess(fileLimit: 256)
-    defer { withExtendedLifetime(server) {} }
-    try #require(server.port > 0)
-    var fds: [Int32] = []
-    defer { fds.forEach { close($0) } }
-    for _ in 0..<300 {
-      let fd = connect(server.port)
-      if fd >= 0 { fds.append(fd) }
+    try scope(ServeProcess(fileLimit: 256)) { server in
+      try #require(server.port > 0)
+      var fds: [Int32] = []
+      defer { fds.forEach { close($0) } }
+      for _ in 0..<300 {
+        let fd = connect(server.port)
+        if fd >= 0 { fds.append(fd) }
+      }
+      let during = exchange(server.port, "GET /v0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+      #expect(during.hasPrefix("HTTP/1.1 200"), "\(during.prefix(40).debugDescription)")
+      fds.forEach { close($0) }
+      fds = []
+      // Served again once the server has seen the closes (not after a fixed time).
+      #expect(waitUntil(timeout: 5, every: 0.05) {
+        exchange(server.port, "GET /v0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").hasPrefix("HTTP/1.1 200")
+      })
+      #expect(server.process.isRunning)
     }
-    let during = exchange(server.port, "GET /v0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    #expect(during.hasPrefix("HTTP/1.1 200"), "\(during.prefix(40).debugDescription)")
-    fds.forEach { close($0) }
-    fds = []
-    // Served again once the server has seen the closes (not after a fixed time).
-    #expect(waitUntil(timeout: 5, every: 0.05) {
-      exchange(server.port, "GET /v0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").hasPrefix("HTTP/1.1 200")
-    })
-    #expect(server.process.isRunning)
   }
 
   /// Five concurrent 500 MiB multipart uploads go to disk as they arrive: the server's peak
   /// resident memory stays under 200 MiB.
   @Test func hugeMultipartUploadsAreStreamed() throws {
-    let server = try ServeProcess()
-    defer { withExtendedLifetime(server) {} }
-    try #require(server.port > 0)
-    let size = 500 << 20
-    let results = Mutex5()
-    let port = server.port
-    DispatchQueue.concurrentPerform(iterations: 5) { i in
-      let fd = connect(port)
-      guard fd >= 0 else { return }
-      defer { close(fd) }
-      let head = "--XX\r\nContent-Type: application/json\r\n\r\n{\"name\":\"big\(i).bin\"}\r\n--XX\r\nContent-Type: application/octet-stream\r\n\r\n"
-      let tail = "\r\n--XX--\r\n"
-      let request = "POST /v0/b/bk/o?name=big\(i).bin HTTP/1.1\r\nHost: x\r\nX-Goog-Upload-Protocol: multipart\r\nContent-Type: multipart/related; boundary=XX\r\nContent-Length: \(head.utf8.count + size + tail.utf8.count)\r\nConnection: close\r\n\r\n" + head
-      var ok = Data(request.utf8).withUnsafeBytes { sendAll(fd, $0) }
-      let chunk = [UInt8](repeating: UInt8(65 + i), count: 1 << 20)
-      for _ in 0..<(size >> 20) where ok { ok = chunk.withUnsafeBytes { sendAll(fd, $0) } }
-      ok = ok && Data(tail.utf8).withUnsafeBytes { sendAll(fd, $0) }
-      var out = Data()
-      var buffer = [UInt8](repeating: 0, count: 65536)
-      while true {
-        let n = recv(fd, &buffer, buffer.count, 0)
-        if n <= 0 { break }
-        out.append(contentsOf: buffer[0..<n])
+    try scope(ServeProcess()) { server in
+      try #require(server.port > 0)
+      let size = 500 << 20
+      let results = Mutex5()
+      let port = server.port
+      DispatchQueue.concurrentPerform(iterations: 5) { i in
+        let fd = connect(port)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let head = "--XX\r\nContent-Type: application/json\r\n\r\n{\"name\":\"big\(i).bin\"}\r\n--XX\r\nContent-Type: application/octet-stream\r\n\r\n"
+        let tail = "\r\n--XX--\r\n"
+        let request = "POST /v0/b/bk/o?name=big\(i).bin HTTP/1.1\r\nHost: x\r\nX-Goog-Upload-Protocol: multipart\r\nContent-Type: multipart/related; boundary=XX\r\nContent-Length: \(head.utf8.count + size + tail.utf8.count)\r\nConnection: close\r\n\r\n" + head
+        var ok = Data(request.utf8).withUnsafeBytes { sendAll(fd, $0) }
+        let chunk = [UInt8](repeating: UInt8(65 + i), count: 1 << 20)
+        for _ in 0..<(size >> 20) where ok { ok = chunk.withUnsafeBytes { sendAll(fd, $0) } }
+        ok = ok && Data(tail.utf8).withUnsafeBytes { sendAll(fd, $0) }
+        let out = receiveUntilClosed(fd)
+        results.set(i, ok ? out : "send failed")
       }
-      results.set(i, ok ? String(decoding: out, as: UTF8.self) : "send failed")
+      for i in 0..<5 {
+        let answer = results.get(i)
+        #expect(answer.hasPrefix("HTTP/1.1 200"), "upload \(i): \(answer.prefix(80).debugDescription)")
+        #expect(answer.contains("\"size\":\"\(size)\""), "upload \(i) stored the wrong size")
+      }
+      let peak = try #require(server.status("VmHWM"))
+      #expect(peak < 200 * 1024, "peak RSS \(peak / 1024) MiB")
     }
-    for i in 0..<5 {
-      let answer = results.get(i)
-      #expect(answer.hasPrefix("HTTP/1.1 200"), "upload \(i): \(answer.prefix(80).debugDescription)")
-      #expect(answer.contains("\"size\":\"\(size)\""), "upload \(i) stored the wrong size")
-    }
-    let peak = try #require(server.status("VmHWM"))
-    #expect(peak < 200 * 1024, "peak RSS \(peak / 1024) MiB")
   }
 }
 

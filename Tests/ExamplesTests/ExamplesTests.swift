@@ -86,7 +86,8 @@ final class PageFixture: @unchecked Sendable {
     monitorUploadProgress(uploadTask: task)
     removeUploadObservers(uploadTask: task)
     try await task.result()
-    try await Task.sleep(for: .milliseconds(300))
+    // Once no transfer of this instance runs, nothing can make the cancelled object any more.
+    await fx.eventually("every upload has stopped") { fx.storage.transfersRunning.load(ordering: .relaxed) == 0 }
     #expect(await fx.metadata("images/cancelled.jpg") == nil)
   }
 
@@ -124,8 +125,8 @@ final class PageFixture: @unchecked Sendable {
     monitorDownloadProgress(downloadTask: task)
     removeDownloadObservers(downloadTask: task)
     try await task.result()
-    // manageDownloads cancelled its download: no file, no partial file.
-    try await Task.sleep(for: .milliseconds(300))
+    // manageDownloads cancelled its download: no file, no partial file, once no download runs.
+    await fx.eventually("every download has stopped") { fx.storage.transfersRunning.load(ordering: .relaxed) == 0 }
     let leftovers = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { $0.contains("copy.bin") }
     #expect(leftovers.isEmpty, "\(leftovers)")
   }

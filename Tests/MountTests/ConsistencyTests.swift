@@ -23,10 +23,8 @@ import Testing
       }
       if case .success = result { Issue.record("reading an overwritten object's unread range should fail") }
       // The failure is logged by the operation that met it, with the object and the reason.
-      var logged = false
-      for _ in 0..<50 where !logged {
-        logged = m.log.split(separator: "\n").contains { $0.contains("read gs://\(fx.bucket)/changing.bin: ") && $0.contains("generation") }
-        if !logged { try await Task.sleep(for: .milliseconds(50)) }
+      let logged = await eventually {
+        m.log.split(separator: "\n").contains { $0.contains("read gs://\(fx.bucket)/changing.bin: ") && $0.contains("generation") }
       }
       #expect(logged, "log: \(m.log)")
       // A new open sees the new version.

@@ -40,64 +40,66 @@ import Testing
 
   @Test func sixtySecondsOfReadsWithThreeSecondTokens() async throws {
     let (fx, keyFile) = try oauthFixture(lifetime: .seconds(3))
-    defer { withExtendedLifetime(fx) {} }
-    let data = randomData(16 << 20, seed: 81)
-    _ = try await fx.put("tokens/big.bin", data)
-    for i in 0..<20 { _ = try await fx.put("tokens/small-\(i).txt", Data("small \(i)".utf8)) }
-    // Reads go to the server all along: no staging, a small cache, short metadata TTL.
-    let m = try fx.mount(options: ["stage_max_file=0", "cache_size=4M", "metadata_ttl=1", "read_timeout=10"], extra: ["--key-file", keyFile])
-    // The daemon logs its credentials just after the mount comes up.
-    _ = await eventually(timeout: .seconds(5)) { m.log.contains("credentials: ") }
-    #expect(m.log.contains("credentials: service account key"), "\(m.log)")
-    let grantsBefore = fx.emulator?.tokenGrants ?? 0
-    let failures = Mutex<[String]>([])
-    let reads = Atomic<Int>(0)
-    let listings = Atomic<Int>(0)
-    let deadline = Date().addingTimeInterval(60)
-    let bigPath = m.path("tokens/big.bin")
-    let folder = m.path("tokens")
-    let reader = Thread {
-      while Date() < deadline {
-        switch readFile(bigPath, chunk: 1 << 20) {
-        case .success(let bytes) where bytes == data: reads.add(1, ordering: .relaxed)
-        case .success(let bytes): failures.withLock { $0.append("wrong bytes (\(bytes.count))") }
-        case .failure(let e): failures.withLock { $0.append("read: \(e)") }
+    try await scope(fx) { fx in
+      let data = randomData(16 << 20, seed: 81)
+      _ = try await fx.put("tokens/big.bin", data)
+      for i in 0..<20 { _ = try await fx.put("tokens/small-\(i).txt", Data("small \(i)".utf8)) }
+      // Reads go to the server all along: no staging, a small cache, short metadata TTL.
+      let m = try fx.mount(options: ["stage_max_file=0", "cache_size=4M", "metadata_ttl=1", "read_timeout=10"], extra: ["--key-file", keyFile])
+      // The daemon logs its credentials just after the mount comes up.
+      _ = await eventually(timeout: .seconds(5)) { m.log.contains("credentials: ") }
+      #expect(m.log.contains("credentials: service account key"), "\(m.log)")
+      let grantsBefore = fx.emulator?.tokenGrants ?? 0
+      let failures = Mutex<[String]>([])
+      let reads = Atomic<Int>(0)
+      let listings = Atomic<Int>(0)
+      let deadline = Date().addingTimeInterval(60)
+      let bigPath = m.path("tokens/big.bin")
+      let folder = m.path("tokens")
+      let reader = Thread {
+        while Date() < deadline {
+          switch readFile(bigPath, chunk: 1 << 20) {
+          case .success(let bytes) where bytes == data: reads.add(1, ordering: .relaxed)
+          case .success(let bytes): failures.withLock { $0.append("wrong bytes (\(bytes.count))") }
+          case .failure(let e): failures.withLock { $0.append("read: \(e)") }
+          }
         }
       }
-    }
-    let lister = Thread {
-      while Date() < deadline {
-        do {
-          let names = try FileManager.default.contentsOfDirectory(atPath: folder)
-          if names.count != 21 { failures.withLock { $0.append("ls showed \(names.count) names") } }
-          listings.add(1, ordering: .relaxed)
-        } catch {
-          failures.withLock { $0.append("ls: \(error)") }
+      let lister = Thread {
+        while Date() < deadline {
+          do {
+            let names = try FileManager.default.contentsOfDirectory(atPath: folder)
+            if names.count != 21 { failures.withLock { $0.append("ls showed \(names.count) names") } }
+            listings.add(1, ordering: .relaxed)
+          } catch {
+            failures.withLock { $0.append("ls: \(error)") }
+          }
+          Thread.sleep(forTimeInterval: 0.2)
         }
-        Thread.sleep(forTimeInterval: 0.2)
       }
+      reader.start()
+      lister.start()
+      while Date() < deadline.addingTimeInterval(15) && (reader.isExecuting || lister.isExecuting || !reader.isFinished) {
+        try await Task.sleep(for: .milliseconds(200))
+        if reader.isFinished && lister.isFinished { break }
+      }
+      let grants = (fx.emulator?.tokenGrants ?? 0) - grantsBefore
+      #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0.prefix(5) })")
+      #expect(reads.load(ordering: .relaxed) > 5 && listings.load(ordering: .relaxed) > 50)
+      // One grant per half-lifetime (about 40 in 60 s), not one per request.
+      #expect(grants >= 25 && grants <= 60, "\(grants) token grants in 60 s of 3-second tokens")
     }
-    reader.start()
-    lister.start()
-    while Date() < deadline.addingTimeInterval(15) && (reader.isExecuting || lister.isExecuting || !reader.isFinished) {
-      try await Task.sleep(for: .milliseconds(200))
-      if reader.isFinished && lister.isFinished { break }
-    }
-    let grants = (fx.emulator?.tokenGrants ?? 0) - grantsBefore
-    #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0.prefix(5) })")
-    #expect(reads.load(ordering: .relaxed) > 5 && listings.load(ordering: .relaxed) > 50)
-    // One grant per half-lifetime (about 40 in 60 s), not one per request.
-    #expect(grants >= 25 && grants <= 60, "\(grants) token grants in 60 s of 3-second tokens")
   }
 
   @Test func aMountWithBrokenCredentialsRefusesToStart() async throws {
     let (fx, _) = try oauthFixture(lifetime: .seconds(3600))
-    defer { withExtendedLifetime(fx) {} }
-    let broken = fx.root.appendingPathComponent("broken.json").path
-    try "{\"type\": \"service_account\"".write(toFile: broken, atomically: true, encoding: .utf8)
-    chmod(broken, 0o600)
-    #expect(throws: MountedBucket.MountFailure.self) { _ = try fx.mount(extra: ["--key-file", broken], name: "broken") }
-    // Without credentials the server refuses (401), and the mount says so instead of mounting.
-    #expect(throws: MountedBucket.MountFailure.self) { _ = try fx.mount(extra: ["--anonymous"], name: "anon") }
+    try await scope(fx) { fx in
+      let broken = fx.root.appendingPathComponent("broken.json").path
+      try "{\"type\": \"service_account\"".write(toFile: broken, atomically: true, encoding: .utf8)
+      chmod(broken, 0o600)
+      #expect(throws: MountedBucket.MountFailure.self) { _ = try fx.mount(extra: ["--key-file", broken], name: "broken") }
+      // Without credentials the server refuses (401), and the mount says so instead of mounting.
+      #expect(throws: MountedBucket.MountFailure.self) { _ = try fx.mount(extra: ["--anonymous"], name: "anon") }
+    }
   }
 }

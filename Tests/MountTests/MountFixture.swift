@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import StorageCore
 import StorageEmulator
 import Testing
@@ -83,9 +84,7 @@ final class MountFixture: @unchecked Sendable {
   static func scope(
     token: String? = nil, tokens: TokenAuthority.Configuration? = nil, _ body: (MountFixture) async throws -> Void
   ) async throws {
-    let fx = try MountFixture(token: token, tokens: tokens)
-    defer { withExtendedLifetime(fx) {} }
-    try await body(fx)
+    try await TestSupport.scope(MountFixture(token: token, tokens: tokens), body)
   }
 
   deinit {
@@ -139,6 +138,28 @@ final class MountedBucket: @unchecked Sendable {
   }
 
   func path(_ relative: String) -> String { mountpoint.appendingPathComponent(relative).path }
+
+  /// A line of `bucketfs stats` (the root's stats attribute), by its name.
+  func stat(_ name: String) -> String? {
+    guard let text = try? getxattr(mountpoint.path, "user.bucketfs.stats").get() else { return nil }
+    for line in text.split(separator: "\n") {
+      let parts = line.split(separator: "\t", maxSplits: 1)
+      if parts.count == 2 && parts[0] == name { return String(parts[1]) }
+    }
+    return nil
+  }
+
+  /// Changes that went beside an object changed elsewhere, as conflict copies ("…, N conflicts"
+  /// on the stats' write-back line); nil when the mount has no write-back queue.
+  var conflicts: Int? {
+    stat("write-back queue")?.split(separator: ", ").last.flatMap { Int($0.split(separator: " ")[0]) }
+  }
+
+  /// Requests to the bucket that failed so far ("N (F failed)" in the stats).
+  var failedRequests: Int {
+    guard let line = stat("requests to the bucket"), let failed = line.split(separator: "(").last?.split(separator: " ").first else { return 0 }
+    return Int(failed) ?? 0
+  }
 
   func unmount() {
     if isMounted {

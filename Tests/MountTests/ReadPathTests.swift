@@ -121,11 +121,7 @@ import Testing
       #expect(try readFile(m.path("full/big.bin"), chunk: 1 << 20).get() == data)
       // The copy's space is reserved when it is made, so the full disk is found then (a file
       // system that cannot reserve finds it at the first write that fails).
-      var logged = false
-      for _ in 0..<100 where !logged {
-        logged = m.log.contains("No space left on device")
-        if !logged { try await Task.sleep(for: .milliseconds(50)) }
-      }
+      let logged = await eventually { m.log.contains("No space left on device") }
       #expect(logged, "log: \(m.log)")
       #expect(getxattr(m.path("full/big.bin"), "user.staged") != .success("complete"))
     }

@@ -26,8 +26,12 @@ import Testing
       cp.waitUntilExit()
       #expect(cp.terminationStatus == 0)
       #expect(try Data(contentsOf: copy) == data)
-      // After the metadata TTL runs out, lookups fall back to staged copies.
-      try await Task.sleep(for: .milliseconds(2500))
+      // After the metadata TTL runs out, lookups ask the server, fail, and fall back to staged copies.
+      let failedBefore = m.failedRequests
+      #expect(await eventually(every: .milliseconds(200)) {
+        _ = readFile(m.path("keep/notes.txt"))
+        return m.failedRequests > failedBefore
+      })
       #expect(try readFile(m.path("keep/notes.txt")).get() == Data("notes".utf8))
       #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("keep")).sorted() == ["notes.txt", "offline.bin"])
       #expect(readFile(m.path("keep/unread.txt")) == .failure(Errno(ENOENT)))

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import StorageCore
 import StorageEmulator
 
@@ -36,9 +37,7 @@ final class EmulatorFixture: @unchecked Sendable {
     bucket: String = "test-bucket", faults: Faults = Faults(), token: String? = nil,
     configure: (inout StorageEmulator.Configuration) -> Void = { _ in }, _ body: (EmulatorFixture) async throws -> Void
   ) async throws {
-    let fx = try EmulatorFixture(bucket: bucket, faults: faults, token: token, configure: configure)
-    defer { withExtendedLifetime(fx) {} }
-    try await body(fx)
+    try await TestSupport.scope(EmulatorFixture(bucket: bucket, faults: faults, token: token, configure: configure), body)
   }
 
   deinit {

@@ -101,25 +101,25 @@ import Testing
   /// By default an unreachable host is retried within the operation's retry time, as the SDK
   /// retries network failures: a server that comes up meanwhile answers.
   @Test func unreachableServerIsRetriedWithinTheRetryTime() async throws {
-    let first = try EmulatorFixture()
-    let port = first.emulator.port
-    let root = first.root
-    _ = try await first.storage.reference(withPath: "late.txt").putDataAsync(Data("late".utf8))
-    first.emulator.stop()
-    let storage = Storage(bucket: first.storage.bucket)
-    storage.useEmulator(host: "127.0.0.1", port: port)
-    storage.retryInitialDelay = 0.1
-    storage.maxOperationRetryTime = 20
-    let restarted = Task.detached { () -> StorageEmulator? in
-      try? await Task.sleep(for: .milliseconds(700))
-      var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
-      config.port = port
-      return try? StorageEmulator(config)
+    try await scope(EmulatorFixture()) { first in
+      let port = first.emulator.port
+      let root = first.root
+      _ = try await first.storage.reference(withPath: "late.txt").putDataAsync(Data("late".utf8))
+      first.emulator.stop()
+      let storage = Storage(bucket: first.storage.bucket)
+      storage.useEmulator(host: "127.0.0.1", port: port)
+      storage.retryInitialDelay = 0.1
+      storage.maxOperationRetryTime = 20
+      let restarted = Task.detached { () -> StorageEmulator? in
+        try? await Task.sleep(for: .milliseconds(700))
+        var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
+        config.port = port
+        return try? StorageEmulator(config)
+      }
+      let metadata = try await storage.reference(withPath: "late.txt").getMetadata()
+      #expect(metadata.size == 4)
+      await restarted.value?.stop()
     }
-    let metadata = try await storage.reference(withPath: "late.txt").getMetadata()
-    #expect(metadata.size == 4)
-    await restarted.value?.stop()
-    withExtendedLifetime(first) {}
   }
 
   @Test func authStatusesMapToCodes() async throws {

@@ -65,7 +65,8 @@ final class EventLog: Sendable {
         #expect((snap.error as? NSError)?.code == StorageErrorCode.cancelled.rawValue)
         log.add(.failure)
       }
-      try await Task.sleep(for: .milliseconds(300))
+      // Cancelled mid-transfer: some bytes are in the partial file by then.
+      #expect(await eventually { task.bytesTransferred > 0 })
       task.cancel()
       let error = await #expect(throws: StorageError.self) { try await task.result() }
       #expect(error?.code == .cancelled)
@@ -106,9 +107,10 @@ final class EventLog: Sendable {
       for status in [StorageTaskStatus.resume, .pause, .success, .failure] {
         task.observe(status) { _ in log.add(status) }
       }
-      try await Task.sleep(for: .milliseconds(150))
+      #expect(await eventually { task.bytesTransferred > 0 })
       task.pause()
-      try await Task.sleep(for: .milliseconds(100))
+      // Paused: the transfer winds down, and resumes from what it achieved.
+      #expect(await eventually { fx.storage.transfersRunning.load(ordering: .relaxed) == 0 })
       task.resume()
       let metadata = try await task.result()
       #expect(metadata?.size == Int64(bytes.count))

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import StorageEmulator
 import Testing
 
@@ -22,45 +23,45 @@ import Testing
   /// v0 media: one comma-joined `x-goog-hash` (firebase-tools `src/emulator/storage/apis/shared.ts`,
   /// `sendFileBytes`); GCS sends one line per hash. A client must take both.
   @Test func hashHeadersAreOneLineOnV0AndTwoOnGCS() throws {
-    let s = try Server()
-    defer { withExtendedLifetime(s) {} }
-    #expect(upload(s, "h.txt", "hashed").hasPrefix("HTTP/1.1 200"))
-    let v0 = s.request("GET /v0/b/bk/o/h.txt?alt=media HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    let v0Lines = headerLines(v0, "x-goog-hash")
-    #expect(v0Lines.count == 1 && v0Lines[0].contains("crc32c=") && v0Lines[0].contains(",md5="), "\(v0Lines)")
-    let gcs = s.request("GET /download/storage/v1/b/bk/o/h.txt?alt=media HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    #expect(headerLines(gcs, "x-goog-hash").count == 2)
+    try scope(Server()) { s in
+      #expect(upload(s, "h.txt", "hashed").hasPrefix("HTTP/1.1 200"))
+      let v0 = s.request("GET /v0/b/bk/o/h.txt?alt=media HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+      let v0Lines = headerLines(v0, "x-goog-hash")
+      #expect(v0Lines.count == 1 && v0Lines[0].contains("crc32c=") && v0Lines[0].contains(",md5="), "\(v0Lines)")
+      let gcs = s.request("GET /download/storage/v1/b/bk/o/h.txt?alt=media HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+      #expect(headerLines(gcs, "x-goog-hash").count == 2)
+    }
   }
 
   /// A Range starting at the size: the official emulator sends the whole object with 200
   /// (`sendFileBytes`: Express's `req.range` is unsatisfiable, the body goes out whole); GCS 416.
   @Test func aRangeAtTheEndIs200OnV0And416OnGCS() throws {
-    let s = try Server()
-    defer { withExtendedLifetime(s) {} }
-    #expect(upload(s, "e.txt", "0123456789").hasPrefix("HTTP/1.1 200"))
-    let v0 = s.request("GET /v0/b/bk/o/e.txt?alt=media HTTP/1.1\r\nHost: x\r\nRange: bytes=10-\r\nConnection: close\r\n\r\n")
-    #expect(v0.hasPrefix("HTTP/1.1 200") && v0.hasSuffix("\r\n\r\n0123456789"))
-    let gcs = s.request("GET /download/storage/v1/b/bk/o/e.txt?alt=media HTTP/1.1\r\nHost: x\r\nRange: bytes=10-\r\nConnection: close\r\n\r\n")
-    #expect(gcs.hasPrefix("HTTP/1.1 416") && gcs.contains("bytes */10"))
+    try scope(Server()) { s in
+      #expect(upload(s, "e.txt", "0123456789").hasPrefix("HTTP/1.1 200"))
+      let v0 = s.request("GET /v0/b/bk/o/e.txt?alt=media HTTP/1.1\r\nHost: x\r\nRange: bytes=10-\r\nConnection: close\r\n\r\n")
+      #expect(v0.hasPrefix("HTTP/1.1 200") && v0.hasSuffix("\r\n\r\n0123456789"))
+      let gcs = s.request("GET /download/storage/v1/b/bk/o/e.txt?alt=media HTTP/1.1\r\nHost: x\r\nRange: bytes=10-\r\nConnection: close\r\n\r\n")
+      #expect(gcs.hasPrefix("HTTP/1.1 416") && gcs.contains("bytes */10"))
+    }
   }
 
   /// A transcoded answer has no Content-Length: it goes out chunked, as GCS sends it, and says
   /// what was stored (`X-Goog-Stored-Content-Encoding`).
   @Test func aTranscodedAnswerIsChunked() throws {
-    let s = try Server()
-    defer { withExtendedLifetime(s) {} }
-    let gz = Data([0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00, 0x86, 0xa6, 0x10, 0x36, 0x05, 0x00, 0x00, 0x00])
-    // "hello", gzip-compressed; sent as raw bytes through a media upload.
-    let head = "POST /upload/storage/v1/b/bk/o?uploadType=media&name=g.txt HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: \(gz.count)\r\nConnection: close\r\n\r\n"
-    #expect(statusLine(rawExchange(port: s.port, Data(head.utf8) + gz)).contains("200"))
-    let patch = "{\"contentEncoding\":\"gzip\"}"
-    #expect(s.request("PATCH /storage/v1/b/bk/o/g.txt HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(patch.utf8.count)\r\nConnection: close\r\n\r\n\(patch)").hasPrefix("HTTP/1.1 200"))
-    let plain = s.request("GET /v0/b/bk/o/g.txt?alt=media HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    #expect(headerLines(plain, "content-length").isEmpty)
-    #expect(headerLines(plain, "transfer-encoding") == ["Transfer-Encoding: chunked"])
-    #expect(plain.hasSuffix("\r\n\r\n5\r\nhello\r\n0\r\n\r\n"), "\(plain)")
-    let stored = s.request("GET /v0/b/bk/o/g.txt?alt=media HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n")
-    #expect(headerLines(stored, "content-encoding") == ["Content-Encoding: gzip"])
-    #expect(headerLines(stored, "content-length") == ["Content-Length: \(gz.count)"])
+    try scope(Server()) { s in
+      let gz = Data([0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00, 0x86, 0xa6, 0x10, 0x36, 0x05, 0x00, 0x00, 0x00])
+      // "hello", gzip-compressed; sent as raw bytes through a media upload.
+      let head = "POST /upload/storage/v1/b/bk/o?uploadType=media&name=g.txt HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: \(gz.count)\r\nConnection: close\r\n\r\n"
+      #expect(statusLine(rawExchange(port: s.port, Data(head.utf8) + gz)).contains("200"))
+      let patch = "{\"contentEncoding\":\"gzip\"}"
+      #expect(s.request("PATCH /storage/v1/b/bk/o/g.txt HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(patch.utf8.count)\r\nConnection: close\r\n\r\n\(patch)").hasPrefix("HTTP/1.1 200"))
+      let plain = s.request("GET /v0/b/bk/o/g.txt?alt=media HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+      #expect(headerLines(plain, "content-length").isEmpty)
+      #expect(headerLines(plain, "transfer-encoding") == ["Transfer-Encoding: chunked"])
+      #expect(plain.hasSuffix("\r\n\r\n5\r\nhello\r\n0\r\n\r\n"), "\(plain)")
+      let stored = s.request("GET /v0/b/bk/o/g.txt?alt=media HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n")
+      #expect(headerLines(stored, "content-encoding") == ["Content-Encoding: gzip"])
+      #expect(headerLines(stored, "content-length") == ["Content-Length: \(gz.count)"])
+    }
   }
 }

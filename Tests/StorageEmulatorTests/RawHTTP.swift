@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// Sends raw bytes to 127.0.0.1:port and returns what the server answered before closing
 /// (or before `timeout`).
@@ -10,14 +11,7 @@ func rawExchange(port: Int, _ request: Data, closeWrite: Bool = true, timeout: T
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
   _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
   if closeWrite { shutdown(fd, Int32(SHUT_WR)) }
-  var out = Data()
-  var buffer = [UInt8](repeating: 0, count: 65536)
-  while true {
-    let n = recv(fd, &buffer, buffer.count, 0)
-    if n <= 0 { break }
-    out.append(contentsOf: buffer[0..<n])
-  }
-  return String(decoding: out, as: UTF8.self)
+  return receiveUntilClosed(fd)
 }
 
 func statusLine(_ response: String) -> String {

@@ -20,29 +20,29 @@ package final class BlockCache: Sendable {
     /// The run's pages in order, each its own buffer.
     typealias Outcome = Result<[Data], BucketError>
     let firstPage: Int64
-    let state = Mutex<(result: Outcome?, waiters: [CheckedContinuation<Outcome, Never>])>((nil, []))
+    let state = Mutex<(result: Outcome?, waiters: [Waiter<[Data]>])>((nil, []))
 
     init(firstPage: Int64) { self.firstPage = firstPage }
 
-    func wait() async -> Outcome {
-      await withCheckedContinuation { cont in
-        let ready = state.withLock { s -> Outcome? in
+    /// The run's outcome, or the deadline's timeout when it passes first.
+    func wait(by deadline: ReadDeadline? = nil) async -> Outcome {
+      await Waiter.wait(by: deadline) { waiter in
+        state.withLock { s -> Outcome? in
           if let r = s.result { return r }
-          s.waiters.append(cont)
+          s.waiters.append(waiter)
           return nil
         }
-        if let ready { cont.resume(returning: ready) }
       }
     }
 
     func complete(_ result: Outcome) {
-      let waiters = state.withLock { s -> [CheckedContinuation<Outcome, Never>] in
+      let waiters = state.withLock { s -> [Waiter<[Data]>] in
         s.result = result
         let w = s.waiters
         s.waiters = []
         return w
       }
-      for w in waiters { w.resume(returning: result) }
+      for w in waiters { w.resume(result) }
     }
   }
 

@@ -109,8 +109,9 @@ package final class ObjectReader: Sendable {
     return data
   }
 
-  /// Bytes `offset..<offset+count` as a reply that gathers them from the cached pages.
-  package func reply(offset: Int64, count: Int) async throws(BucketError) -> ReadReply {
+  /// Bytes `offset..<offset+count` as a reply that gathers them from the cached pages; the
+  /// deadline's timeout when it passes first.
+  package func reply(offset: Int64, count: Int, by deadline: ReadDeadline? = nil) async throws(BucketError) -> ReadReply {
     let end = min(size, offset + Int64(count))
     guard offset < end else { return .bytes(Data()) }
     let firstPage = offset / Self.pageSize
@@ -119,7 +120,7 @@ package final class ObjectReader: Sendable {
     fetch(pages: firstPage..<(lastPage + 1))
     prefetch(after: lastPage, window: window)
     var pages: [Data] = []
-    for page in firstPage...lastPage { pages.append(try await self.page(page)) }
+    for page in firstPage...lastPage { pages.append(try await self.page(page, by: deadline)) }
     guard let reply = Self.gather(pages, firstPage: firstPage, offset: offset, end: end) else {
       throw BucketError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "short read from the server")
     }
@@ -192,12 +193,12 @@ package final class ObjectReader: Sendable {
     }
   }
 
-  private func page(_ page: Int64) async throws(BucketError) -> Data {
+  private func page(_ page: Int64, by deadline: ReadDeadline?) async throws(BucketError) -> Data {
     let key = BlockCache.Key(name: name, generation: generation, page: page)
     for _ in 0..<4 {
       if let data = cache.cached(key) { return data }
       if let run = cache.inflight(key) {
-        let outcome = await run.wait()
+        let outcome = await run.wait(by: deadline)
         // A run cancelled because its reader closed the file: fetch the page for this one.
         if case .failure(let error) = outcome, error.code == .cancelled { continue }
         let pages = try outcome.get()

@@ -1,8 +1,8 @@
 // Where a read of an open file is answered from, in order: the complete staged copy, the
 // partial copy being filled, the block cache with the server behind it. Each source answers or
 // falls through to the next, and the one list serves both paths: the answer without waiting
-// (asked first, on the libfuse thread) and the answer that may wait for the server (in a task,
-// under the read's deadline).
+// (asked first, on the libfuse thread) and the answer that may wait for the server (in the
+// read's task, each wait bounded by the read's deadline).
 import Foundation
 import StorageCore
 
@@ -29,10 +29,11 @@ extension BucketFilesystem {
     return nil
   }
 
-  /// `range` of `file` from the first source that answers, fetching what it lacks.
-  func answer(_ file: OpenFile, _ range: Range<Int64>) async throws(BucketError) -> ReadReply {
+  /// `range` of `file` from the first source that answers, fetching what it lacks, or the
+  /// deadline's timeout.
+  func answer(_ file: OpenFile, _ range: Range<Int64>, by deadline: ReadDeadline) async throws(BucketError) -> ReadReply {
     for source in ReadSource.allCases {
-      if let reply = try await answer(source, file, range) { return reply }
+      if let reply = try await answer(source, file, range, by: deadline) { return reply }
     }
     // The block cache answers or throws; this is never reached.
     throw BucketError(code: .internalError, object: file.objectName, detail: "no read source answered")
@@ -56,14 +57,16 @@ extension BucketFilesystem {
   /// `range` of `file` from `source`, fetching what it lacks; nil when the source cannot
   /// answer (no copy, or the copy cannot be used: the disk is full, say). The server's error
   /// for the bytes is thrown.
-  func answer(_ source: ReadSource, _ file: OpenFile, _ range: Range<Int64>) async throws(BucketError) -> ReadReply? {
+  func answer(
+    _ source: ReadSource, _ file: OpenFile, _ range: Range<Int64>, by deadline: ReadDeadline
+  ) async throws(BucketError) -> ReadReply? {
     switch source {
     case .stagedCopy:
       return answerNow(.stagedCopy, file, range)
     case .partialCopy:
       guard let copy = file.copy else { return nil }
       do {
-        try await copy.wait(offset: range.lowerBound, end: range.upperBound)
+        try await copy.wait(offset: range.lowerBound, end: range.upperBound, by: deadline)
         return copy.verifiedReply(offset: range.lowerBound, end: range.upperBound)
       } catch let error as BucketError {
         throw error
@@ -71,7 +74,7 @@ extension BucketFilesystem {
         return nil
       }
     case .blockCache:
-      return try await file.reader.reply(offset: range.lowerBound, count: range.count)
+      return try await file.reader.reply(offset: range.lowerBound, count: range.count, by: deadline)
     }
   }
 }

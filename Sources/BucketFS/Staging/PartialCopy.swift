@@ -40,9 +40,10 @@ package final class PartialCopy: Sendable {
     case damaged(String)
   }
 
-  private struct Waiter {
+  /// A read waiting for `blocks`.
+  private struct WaitingRead {
     let blocks: Range<Int>
-    let cont: CheckedContinuation<Result<Void, BucketError>, Never>
+    let waiter: Waiter<Void>
   }
 
   private struct State {
@@ -51,7 +52,7 @@ package final class PartialCopy: Sendable {
     /// The CRC32C of each present block.
     var crcs: [UInt32]
     var claimed: [Bool]
-    var waiters: [Waiter] = []
+    var waiters: [WaitingRead] = []
     /// The block after the last one read: where the filler looks for gaps first.
     var cursor = 0
     var fillerRunning = false
@@ -121,27 +122,27 @@ package final class PartialCopy: Sendable {
   /// Waits until bytes `offset..<end` are in the file, fetching those nobody is fetching yet.
   /// Throws the server's error for a block that could not be fetched, or `Broken` when the copy
   /// cannot be used (then read from the server without it).
-  func wait(offset: Int64, end: Int64) async throws -> Void {
+  func wait(offset: Int64, end: Int64, by deadline: ReadDeadline? = nil) async throws -> Void {
     let wanted = blocks(offset: offset, end: end)
     while true {
       var runs: [Range<Int>] = []
-      let outcome: Result<Void, BucketError> = await withCheckedContinuation { cont in
+      let outcome = await Waiter<Void>.wait(by: deadline) { waiter in
         let ready = state.withLock { s -> Result<Void, BucketError>? in
           if s.broken != nil { return .failure(BucketError(code: .cancelled, object: name, detail: "copy unusable")) }
           s.cursor = wanted.upperBound
           runs = Self.claimGaps(&s, in: wanted)
           if wanted.allSatisfy({ s.present[$0] }) { return .success(()) }
-          s.waiters.append(Waiter(blocks: wanted, cont: cont))
+          s.waiters.append(WaitingRead(blocks: wanted, waiter: waiter))
           return nil
         }
         for run in runs { startFetch(run, byFiller: false) }
-        if let ready { cont.resume(returning: ready) }
+        return ready
       }
       if let broken = state.withLock({ $0.broken }) { throw broken }
       switch outcome {
       case .success:
         if state.withLock({ s in wanted.allSatisfy { s.present[$0] } }) { return }
-      // A fetch of some of these blocks failed: its error is the read's.
+      // A fetch of some of these blocks failed (its error is the read's), or the deadline passed.
       case .failure(let error):
         throw error
       }
@@ -256,7 +257,7 @@ package final class PartialCopy: Sendable {
   }
 
   private func markPresent(_ run: Range<Int>, crcs: [UInt32]) {
-    let (ready, filled) = state.withLock { s -> ([CheckedContinuation<Result<Void, BucketError>, Never>], Bool) in
+    let (ready, filled) = state.withLock { s -> ([Waiter<Void>], Bool) in
       var added = 0
       for (i, crc) in zip(run, crcs) where !s.present[i] {
         s.present[i] = true
@@ -264,44 +265,44 @@ package final class PartialCopy: Sendable {
         added += 1
       }
       s.presentCount += added
-      var ready: [CheckedContinuation<Result<Void, BucketError>, Never>] = []
+      var ready: [Waiter<Void>] = []
       s.waiters.removeAll { w in
         guard w.blocks.overlaps(run), w.blocks.allSatisfy({ s.present[$0] }) else { return false }
-        ready.append(w.cont)
+        ready.append(w.waiter)
         return true
       }
       return (ready, added > 0 && s.presentCount == blockCount)
     }
-    for cont in ready { cont.resume(returning: .success(())) }
+    for waiter in ready { waiter.resume(.success(())) }
     if filled { onEnd(self, true) }
   }
 
   /// Gives back the blocks of a failed GET and fails the reads that were waiting for them.
   private func failed(_ run: Range<Int>, error: BucketError) {
-    let waiting = state.withLock { s -> [CheckedContinuation<Result<Void, BucketError>, Never>] in
+    let waiting = state.withLock { s -> [Waiter<Void>] in
       for i in run where !s.present[i] { s.claimed[i] = false }
-      var out: [CheckedContinuation<Result<Void, BucketError>, Never>] = []
+      var out: [Waiter<Void>] = []
       s.waiters.removeAll { w in
         guard w.blocks.overlaps(run) else { return false }
-        out.append(w.cont)
+        out.append(w.waiter)
         return true
       }
       return out
     }
-    for cont in waiting { cont.resume(returning: .failure(error)) }
+    for waiter in waiting { waiter.resume(.failure(error)) }
   }
 
   /// Marks the copy unusable and wakes every waiting read (they go to the server instead).
   func breakCopy(_ reason: Broken) {
     stopped.store(true, ordering: .relaxed)
-    let (waiting, first) = state.withLock { s -> ([CheckedContinuation<Result<Void, BucketError>, Never>], Bool) in
+    let (waiting, first) = state.withLock { s -> ([Waiter<Void>], Bool) in
       let first = s.broken == nil
       if first { s.broken = reason }
-      let w = s.waiters.map(\.cont)
+      let w = s.waiters.map(\.waiter)
       s.waiters = []
       return (w, first)
     }
-    for cont in waiting { cont.resume(returning: .failure(BucketError(code: .cancelled, object: name, detail: "copy unusable"))) }
+    for waiter in waiting { waiter.resume(.failure(BucketError(code: .cancelled, object: name, detail: "copy unusable"))) }
     if first, case .cannotWrite(let why) = reason {
       log("staging \(name): cannot write the staged copy (\(why)); reading from the server")
       onEnd(self, false)

@@ -30,6 +30,9 @@ public final class Storage: Sendable {
   let settings: Mutex<Settings>
   /// The transport its requests go through.
   package let client: HTTPClient
+  /// Upload and download tasks whose transfer is running (or winding down after a pause or a
+  /// cancel): once it is 0, none of this instance's tasks sends anything more.
+  package let transfersRunning = Atomic<Int>(0)
 
   /// Where completion handlers and observers run. The SDK's default is the main queue; here it is
   /// a serial queue of the instance's own, because a Linux program seldom runs a main loop (one

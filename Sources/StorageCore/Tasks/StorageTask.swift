@@ -197,11 +197,14 @@ public class StorageTask: @unchecked Sendable {
 
   /// Runs `drive()` after the previous driver (one paused a moment ago) has wound down.
   private func launch() {
+    let running = reference.storage
+    running.transfersRunning.add(1, ordering: .relaxed)
     driver.withLock { current in
       let previous = current
       current = Task { [self] in
         await previous?.value
         await drive()
+        running.transfersRunning.subtract(1, ordering: .relaxed)
       }
     }
   }
