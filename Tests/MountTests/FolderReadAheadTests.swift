@@ -44,9 +44,9 @@ import Testing
         try await Task.sleep(for: .milliseconds(50))
       }
       #expect(ahead >= 4, "\(ahead) files fetched ahead of a reader in listing order")
-      // Reading on finds them, and every file is fetched once in all.
+      // Reading on finds them, and every file is fetched once in all (BucketFSTests holds the
+      // count exactly; here the kernel's own reads are counted too).
       for i in 3..<40 { #expect(try readFile(path(m, i)).get() == files[i]) }
-      try await Task.sleep(for: .milliseconds(200))
       let requests = emulator.requestsServed - before
       #expect(requests <= 40, "\(requests) requests to read 40 files")
     }
