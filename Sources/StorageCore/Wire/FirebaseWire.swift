@@ -6,7 +6,7 @@ struct FirebaseWire: ObjectWire {
   var base: String
   var token: String?
 
-  private var authHeaders: [(String, String)] {
+  var authHeaders: [(String, String)] {
     token.map { [("Authorization", "Firebase \($0)")] } ?? []
   }
 
@@ -22,19 +22,9 @@ struct FirebaseWire: ObjectWire {
     query.isEmpty ? url : url + (url.contains("?") ? "&" : "?") + PercentEncoding.query(query)
   }
 
-  func getMetadata(_ path: StoragePath) -> HTTPRequest {
-    HTTPRequest(method: "GET", url: objectURL(path), headers: authHeaders)
-  }
-
   /// v0 cannot ask for a generation: the caller checks `x-goog-generation` in the answer.
   func download(_ path: StoragePath, range: Range<Int64>?, from: Int64?, generation: Int64?) -> HTTPRequest {
     HTTPRequest(method: "GET", url: objectURL(path) + "?alt=media", headers: authHeaders + mediaHeaders(range, from))
-  }
-
-  func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?) -> HTTPRequest {
-    HTTPRequest(
-      method: "GET", url: bucketURL(bucket) + "?" + PercentEncoding.query(listQuery(prefix, delimiter, pageToken, maxResults)),
-      headers: authHeaders)
   }
 
   func updateMetadata(_ path: StoragePath, json: Data, preconditions: Preconditions) -> HTTPRequest {
@@ -130,13 +120,5 @@ func mediaHeaders(_ range: Range<Int64>?, _ from: Int64?) -> [(String, String)] 
   if let range, !range.isEmpty { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")) }
   if let from { headers.append(("Range", "bytes=\(from)-")) }
   return headers
-}
-
-func listQuery(_ prefix: String, _ delimiter: String?, _ pageToken: String?, _ maxResults: Int?) -> [(String, String)] {
-  var query: [(String, String)] = [("prefix", prefix)]
-  if let delimiter { query.append(("delimiter", delimiter)) }
-  if let pageToken { query.append(("pageToken", pageToken)) }
-  if let maxResults { query.append(("maxResults", String(maxResults))) }
-  return query
 }
 

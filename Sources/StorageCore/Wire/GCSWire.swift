@@ -9,43 +9,37 @@ struct GCSWire: ObjectWire {
   /// Where Firebase download URLs point (v0 on the same emulator, or the Firebase host).
   var firebaseBase: String
 
-  private var authHeaders: [(String, String)] {
+  var authHeaders: [(String, String)] {
     token.map { [("Authorization", "Bearer \($0)")] } ?? []
   }
 
-  private func objectURL(_ path: StoragePath, _ query: [(String, String)] = [], service: String = "storage") -> String {
+  func objectURL(_ path: StoragePath) -> String { objectURL(path, query: []) }
+
+  private func objectURL(_ path: StoragePath, query: [(String, String)], service: String = "storage") -> String {
     let url = "\(root)/\(service)/v1/b/\(PercentEncoding.encode(path.bucket))/o/\(PercentEncoding.encode(path.object))"
     return query.isEmpty ? url : url + "?" + PercentEncoding.query(query)
   }
 
-  private func bucketURL(_ bucket: String, service: String = "storage") -> String {
-    "\(root)/\(service)/v1/b/\(PercentEncoding.encode(bucket))/o"
-  }
+  func bucketURL(_ bucket: String) -> String { bucketURL(bucket, service: "storage") }
 
-  func getMetadata(_ path: StoragePath) -> HTTPRequest {
-    HTTPRequest(method: "GET", url: objectURL(path), headers: authHeaders)
+  private func bucketURL(_ bucket: String, service: String) -> String {
+    "\(root)/\(service)/v1/b/\(PercentEncoding.encode(bucket))/o"
   }
 
   func download(_ path: StoragePath, range: Range<Int64>?, from: Int64?, generation: Int64?) -> HTTPRequest {
     var query = [("alt", "media")]
     if let generation { query.append(("generation", String(generation))) }
-    return HTTPRequest(method: "GET", url: objectURL(path, query), headers: authHeaders + mediaHeaders(range, from))
-  }
-
-  func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?) -> HTTPRequest {
-    HTTPRequest(
-      method: "GET", url: bucketURL(bucket) + "?" + PercentEncoding.query(listQuery(prefix, delimiter, pageToken, maxResults)),
-      headers: authHeaders)
+    return HTTPRequest(method: "GET", url: objectURL(path, query: query), headers: authHeaders + mediaHeaders(range, from))
   }
 
   func updateMetadata(_ path: StoragePath, json: Data, preconditions: Preconditions) -> HTTPRequest {
     HTTPRequest(
-      method: "PATCH", url: objectURL(path, preconditions.query),
+      method: "PATCH", url: objectURL(path, query: preconditions.query),
       headers: authHeaders + [("Content-Type", "application/json; charset=utf-8")], body: .data(json))
   }
 
   func delete(_ path: StoragePath, preconditions: Preconditions) -> HTTPRequest {
-    HTTPRequest(method: "DELETE", url: objectURL(path, preconditions.query), headers: authHeaders)
+    HTTPRequest(method: "DELETE", url: objectURL(path, query: preconditions.query), headers: authHeaders)
   }
 
   func copy(_ source: StoragePath, generation: Int64?, to target: StoragePath, preconditions: Preconditions, rewriteToken: String?)

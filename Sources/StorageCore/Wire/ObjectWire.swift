@@ -39,11 +39,15 @@ enum ChunkOutcome {
 
 /// The requests of one wire protocol and how to read the answers that differ between them.
 protocol ObjectWire: Sendable {
-  func getMetadata(_ path: StoragePath) -> HTTPRequest
+  /// The object's own URL (its metadata).
+  func objectURL(_ path: StoragePath) -> String
+  /// The URL of a bucket's objects (its listings).
+  func bucketURL(_ bucket: String) -> String
+  /// The credentials as this protocol sends them; none without a token.
+  var authHeaders: [(String, String)] { get }
   /// A media GET of `range` (or from `from` to the end); with `generation`, of that generation only
   /// where the protocol can ask for it.
   func download(_ path: StoragePath, range: Range<Int64>?, from: Int64?, generation: Int64?) -> HTTPRequest
-  func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?) -> HTTPRequest
   func updateMetadata(_ path: StoragePath, json: Data, preconditions: Preconditions) -> HTTPRequest
   func delete(_ path: StoragePath, preconditions: Preconditions) -> HTTPRequest
   /// A server-side copy of generation `generation` of `source` to `target` (one step of a
@@ -66,6 +70,18 @@ protocol ObjectWire: Sendable {
 }
 
 extension ObjectWire {
+  func getMetadata(_ path: StoragePath) -> HTTPRequest {
+    HTTPRequest(method: "GET", url: objectURL(path), headers: authHeaders)
+  }
+
+  func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?) -> HTTPRequest {
+    var query: [(String, String)] = [("prefix", prefix)]
+    if let delimiter { query.append(("delimiter", delimiter)) }
+    if let pageToken { query.append(("pageToken", pageToken)) }
+    if let maxResults { query.append(("maxResults", String(maxResults))) }
+    return HTTPRequest(method: "GET", url: bucketURL(bucket) + "?" + PercentEncoding.query(query), headers: authHeaders)
+  }
+
   static func multipartBody(metadataJSON: Data, contentType: String, bytes: Data) -> (Data, String) {
     let boundary = "bucketfs" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
     var body = Data()
