@@ -18,7 +18,7 @@ extension BucketFilesystem {
   /// answer stands), `.some(nil)` when they removed it.
   func localEntry(_ path: String) -> DirectoryEntry?? {
     guard let writeBack else { return nil }
-    let name = (path as NSString).lastPathComponent
+    let name = Namespace.split(path).name
     if let edit = writeBack.edits[path] {
       return .some(localFile(name: name, path: path, size: edit.size, mtime: edit.modified))
     }

@@ -136,7 +136,10 @@ package final class BucketFilesystem: Sendable {
   /// A read of `handle` was answered EIO for passing read_timeout before the read itself was:
   /// the next reads of that object fail at once, as after the read's own timeout.
   package func readTimedOut(handle: UInt64) {
-    guard let file = openFiles[handle] else { return }
+    if let file = openFiles[handle] { readTimedOut(file) }
+  }
+
+  private func readTimedOut(_ file: OpenFile) {
     recentTimeouts.timedOut(file.objectName, generation: file.metadata.generation)
   }
 
@@ -320,7 +323,7 @@ package final class BucketFilesystem: Sendable {
       staging?.served(file.copy)
       return reply
     } catch {
-      if error.code == .timedOut || error.code == .retryLimitExceeded { recentTimeouts.timedOut(file.objectName, generation: file.metadata.generation) }
+      if error.code == .timedOut || error.code == .retryLimitExceeded { readTimedOut(file) }
       throw FSError(error)
     }
   }

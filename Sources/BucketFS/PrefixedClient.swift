@@ -25,54 +25,53 @@ package struct PrefixedClient: ObjectClient {
   package var bucketWide: any ObjectClient { inner }
 
   package func metadata(of name: String) async throws(BucketError) -> StorageMetadata {
-    try await inner.metadata(of: prefix + name)
+    try await inner.metadata(of: bucketName(name))
   }
 
   package func listPage(prefix listed: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
-    let page = try await inner.listPage(prefix: prefix + listed, pageToken: pageToken, maxResults: maxResults)
-    let strip = prefix.count
+    let page = try await inner.listPage(prefix: bucketName(listed), pageToken: pageToken, maxResults: maxResults)
     // Every name the server returns starts with what was listed, and so with the prefix.
+    let strip = prefix.count
+    func view(_ name: String) -> String { String(name.dropFirst(strip)) }
     var metadata: [String: StorageMetadata] = [:]
-    for (name, m) in page.metadata { metadata[String(name.dropFirst(strip))] = m }
-    return ListPage(
-      prefixes: page.prefixes.map { String($0.dropFirst(strip)) }, items: page.items.map { String($0.dropFirst(strip)) },
-      metadata: metadata, nextPageToken: page.nextPageToken)
+    for (name, m) in page.metadata { metadata[view(name)] = m }
+    return ListPage(prefixes: page.prefixes.map(view), items: page.items.map(view), metadata: metadata, nextPageToken: page.nextPageToken)
   }
 
   package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data {
-    try await inner.read(prefix + name, range: range, generation: generation)
+    try await inner.read(bucketName(name), range: range, generation: generation)
   }
 
   package func read(
     _ name: String, range: Range<Int64>, generation: Int64,
     valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
   ) async throws(BucketError) -> Int64 {
-    try await inner.read(prefix + name, range: range, generation: generation, valve: valve, into: deliver)
+    try await inner.read(bucketName(name), range: range, generation: generation, valve: valve, into: deliver)
   }
 
-  package func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: prefix + name, token: token) }
+  package func downloadURL(name: String, token: String) -> String { inner.downloadURL(name: bucketName(name), token: token) }
 
   package func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
     session: UploadSession?
   ) async throws(BucketError) -> StorageMetadata {
     try await inner.upload(
-      prefix + name, file: path, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch, session: session)
+      bucketName(name), file: path, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch, session: session)
   }
 
   package func delete(_ name: String, ifGenerationMatch: Int64?) async throws(BucketError) {
-    try await inner.delete(prefix + name, ifGenerationMatch: ifGenerationMatch)
+    try await inner.delete(bucketName(name), ifGenerationMatch: ifGenerationMatch)
   }
 
   package func updateMetadata(
     _ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?
   ) async throws(BucketError) -> StorageMetadata {
-    try await inner.updateMetadata(prefix + name, contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
+    try await inner.updateMetadata(bucketName(name), contentType: contentType, custom: custom, ifGenerationMatch: ifGenerationMatch)
   }
 
   package var copiesOnServer: Bool { inner.copiesOnServer }
 
   package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata {
-    try await inner.copy(prefix + source, generation: generation, to: prefix + target, ifGenerationMatch: ifGenerationMatch)
+    try await inner.copy(bucketName(source), generation: generation, to: bucketName(target), ifGenerationMatch: ifGenerationMatch)
   }
 }

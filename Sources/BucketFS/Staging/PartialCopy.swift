@@ -58,6 +58,9 @@ package final class PartialCopy: Sendable {
     var fillerRunning = false
     var fillerFailed = false
     var broken: Broken?
+
+    /// Block `i` is neither here nor being fetched.
+    func isGap(_ i: Int) -> Bool { !present[i] && !claimed[i] }
   }
 
   private let state: Mutex<State>
@@ -151,7 +154,7 @@ package final class PartialCopy: Sendable {
 
   /// Claims the runs of blocks in `range` that are neither present nor being fetched.
   private static func claimGaps(_ s: inout State, in range: Range<Int>) -> [Range<Int>] {
-    let runs = IndexRuns.all(in: range) { i in !s.present[i] && !s.claimed[i] }
+    let runs = IndexRuns.all(in: range, where: s.isGap)
     for run in runs { claim(run, &s) }
     return runs
   }
@@ -181,8 +184,8 @@ package final class PartialCopy: Sendable {
           guard s.broken == nil else { return nil }
           // The first gap at or after the cursor, else the first one before it; one run, as one
           // GET fetches it (claiming further gaps here would leave them claimed by nobody).
-          guard let run = IndexRuns.first(in: s.cursor..<blockCount, limit: perFetch, where: { !s.present[$0] && !s.claimed[$0] })
-            ?? IndexRuns.first(in: 0..<min(s.cursor, blockCount), limit: perFetch, where: { !s.present[$0] && !s.claimed[$0] })
+          guard let run = IndexRuns.first(in: s.cursor..<blockCount, limit: perFetch, where: s.isGap)
+            ?? IndexRuns.first(in: 0..<min(s.cursor, blockCount), limit: perFetch, where: s.isGap)
           else { return nil }
           Self.claim(run, &s)
           return run

@@ -205,9 +205,7 @@ package final class StagingArea: Sendable {
     unlink(paths.partial.path)
     let fd = open(paths.partial.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return }
-    let written = bytes.withUnsafeBytes { raw -> Bool in
-      raw.count == 0 || write(fd, raw.baseAddress!, raw.count) == raw.count
-    }
+    let written = bytes.withUnsafeBytes { raw in raw.isEmpty || PartialCopy.writeFully(fd, raw, at: 0) }
     close(fd)
     guard written, rename(paths.partial.path, paths.data.path) == 0 else {
       unlink(paths.partial.path)

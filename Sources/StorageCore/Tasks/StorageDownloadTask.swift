@@ -70,15 +70,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
         guard phase == .running && !Task.isCancelled else { return .done(()) }
         let before = bytesOnDisk()
         // A connection that breaks every few hundred kilobytes still gets the file through.
-        func progressed() -> Bool { bytesOnDisk() > before }
-        switch await attempt(timeouts: timeouts) {
-        case .done, .stopped: return .done(())
-        case .failed(let error): throw error
-        case .answered(let head, let body, let token): return .answered(head, body: body, token: token, progressed: progressed())
-        case .broken(let error): return .broken(error, progressed: progressed())
-        case .retry(let error): return .retry(error, progressed: progressed())
-        case .again(let error): return .retry(error, progressed: true)
-        }
+        return try await attempt(timeouts: timeouts).markingProgress(bytesOnDisk() > before)
       }
     } catch {
       // A pause cancels the driver: that is no failure.
@@ -97,28 +89,17 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     finish(.failed, error: error)
   }
 
-  /// How one GET ended; `drive` turns it into the retry rule's `Attempt`.
-  enum Outcome {
-    case done, stopped
-    case failed(StorageError)
-    /// The server answered a status that is not a success, to a request that carried `token`.
-    case answered(HTTPResponseHead, Data, token: AccessToken?)
-    case broken(TransportError)
-    case retry(StorageError)
-    /// Worth another attempt at once (the object changed before any byte was kept).
-    case again(StorageError)
-  }
-
-  /// One GET from the bytes already on disk to the end.
-  private func attempt(timeouts: TransportTimeouts) async -> Outcome {
+  /// One GET from the bytes already on disk to the end: done (finished, or stopped by a pause
+  /// or a cancel), or how it failed, for the retry rule; a failure for good is thrown.
+  private func attempt(timeouts: TransportTimeouts) async throws(StorageError) -> Attempt<Void> {
     let object = reference.description
     // The SDK writes into missing folders too.
     try? FileManager.default.createDirectory(
       atPath: destination.deletingLastPathComponent().path, withIntermediateDirectories: true)
     let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
     if fd < 0 {
-      return .failed(StorageError(
-        code: .unknown, object: object, detail: "cannot create \(temporaryPath): \(String(cString: strerror(errno)))", localFile: true))
+      throw StorageError(
+        code: .unknown, object: object, detail: "cannot create \(temporaryPath): \(String(cString: strerror(errno)))", localFile: true)
     }
     defer { close(fd) }
     let have = Int64(lseek(fd, 0, SEEK_END))
@@ -137,14 +118,8 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       }
     }
     let expected = pinnedGeneration ?? servedGeneration.withLock { $0 }
-    let request: HTTPRequest
-    let token: AccessToken?
-    do {
-      (request, token) = try await reference.storage.authorize(
-        reference.storage.wire.download(reference.path, range: nil, from: have > 0 ? have : nil, generation: pinnedGeneration))
-    } catch {
-      return .failed(error)
-    }
+    let (request, token) = try await reference.storage.authorize(
+      reference.storage.wire.download(reference.path, range: nil, from: have > 0 ? have : nil, generation: pinnedGeneration))
     let progressStep: Int64 = 256 * 1024
     sink.lastFired = have
     // The file is written on a thread of its own: a slow disk slows this download only.
@@ -207,44 +182,42 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     } catch {
       await handOff.drain()
       // A cancelled driver belongs to a pause, even if a resume already set the phase back.
-      if Task.isCancelled || phase != .running { return .stopped }
-      if let changed = sink.changed { return changedObject(changed, expected: expected) }
-      if let total = sink.tooLarge, let maxSize { return .failed(.downloadSizeExceeded(total: total, maxSize: maxSize)) }
+      if Task.isCancelled || phase != .running { return .done(()) }
+      if let changed = sink.changed { return try changedObject(changed, expected: expected) }
+      if let total = sink.tooLarge, let maxSize { throw .downloadSizeExceeded(total: total, maxSize: maxSize) }
       if let writeError = sink.writeError {
-        return .failed(StorageError(
-          code: .unknown, object: object, detail: "writing \(destination.path) failed: \(writeError)", localFile: true))
+        throw StorageError(code: .unknown, object: object, detail: "writing \(destination.path) failed: \(writeError)", localFile: true)
       }
       return .broken(error)
     }
     if head.status == 416, have > 0, head.objectSize == have {
       // A resume at the end of the object (paused after its last byte): GCS answers 416, the
       // official emulator the whole body (which starts over, above). The bytes are all here.
-      if Task.isCancelled || phase != .running { return .stopped }
-      return await completeAtEnd(sink: sink, fd: fd, expected: expected)
+      if Task.isCancelled || phase != .running { return .done(()) }
+      return try await completeAtEnd(sink: sink, fd: fd, expected: expected)
     }
     guard (200..<300).contains(head.status) else {
-      if head.status == 404, let pinned = pinnedGeneration {
-        return .failed(.generationGone(object, pinned))
-      }
-      return .answered(head, sink.errorBody, token: token)
+      if head.status == 404, let pinned = pinnedGeneration { throw .generationGone(object, pinned) }
+      return .answered(head, body: sink.errorBody, token: token)
     }
-    if Task.isCancelled || phase != .running { return .stopped }
-    return complete(head: head, sink: sink, fd: fd)
+    if Task.isCancelled || phase != .running { return .done(()) }
+    return try complete(head: head, sink: sink, fd: fd)
   }
 
   /// Every byte is on disk but no body said which object they belong to: the metadata does
   /// (generation and hashes), and they are checked as a body's would be.
-  private func completeAtEnd(sink: DownloadSink, fd: Int32, expected: Int64?) async -> Outcome {
+  private func completeAtEnd(sink: DownloadSink, fd: Int32, expected: Int64?) async throws(StorageError) -> Attempt<Void> {
     let metadata: StorageMetadata
     do {
       metadata = try await reference.getMetadata()
     } catch {
-      return Backoff.isRetryable(status: error.httpStatus ?? 0) || error.code == .serverUnreachable ? .retry(error) : .failed(error)
+      guard Backoff.isRetryable(status: error.httpStatus ?? 0) || error.code == .serverUnreachable else { throw error }
+      return .retry(error)
     }
-    if let expected, metadata.generation != expected { return changedObject(metadata.generation, expected: expected) }
+    if let expected, metadata.generation != expected { return try changedObject(metadata.generation, expected: expected) }
     guard metadata.size == sink.offset else {
       // The object is another size now: what is on disk is not it.
-      return changedObject(metadata.generation, expected: expected ?? -1)
+      return try changedObject(metadata.generation, expected: expected ?? -1)
     }
     var hashes: [String] = []
     if let crc = metadata.crc32c { hashes.append("crc32c=\(crc)") }
@@ -255,20 +228,18 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     var headers = ["content-length": String(sink.offset), "x-goog-generation": String(metadata.generation)]
     if !hashes.isEmpty { headers["x-goog-hash"] = hashes.joined(separator: ",") }
     if let encoding = metadata.contentEncoding { headers["content-encoding"] = encoding }
-    return complete(head: HTTPResponseHead(status: 200, headers: headers), sink: sink, fd: fd)
+    return try complete(head: HTTPResponseHead(status: 200, headers: headers), sink: sink, fd: fd)
   }
 
-  private func changedObject(_ served: Int64, expected: Int64?) -> Outcome {
-    if pinnedGeneration != nil {
-      return .failed(.objectChanged(reference.description, from: expected, to: served))
-    }
-    // Not pinned: the bytes on disk belong to an older version; start over with the new one.
+  private func changedObject(_ served: Int64, expected: Int64?) throws(StorageError) -> Attempt<Void> {
+    if pinnedGeneration != nil { throw .objectChanged(reference.description, from: expected, to: served) }
+    // Not pinned: the bytes on disk belong to an older version; start over with the new one, at once.
     unlink(temporaryPath)
     servedGeneration.withLock { $0 = nil }
-    return .again(StorageError(code: .objectChanged, object: reference.description, detail: "object changed"))
+    return .retry(StorageError(code: .objectChanged, object: reference.description, detail: "object changed"), progressed: true)
   }
 
-  private func complete(head: HTTPResponseHead, sink: DownloadSink, fd: Int32) -> Outcome {
+  private func complete(head: HTTPResponseHead, sink: DownloadSink, fd: Int32) throws(StorageError) -> Attempt<Void> {
     let object = reference.description
     let total = head.objectSize ?? sink.offset
     if let generation = head.generation {
@@ -279,30 +250,30 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     }
     if let problem = verify(hashHeader: head["x-goog-hash"], sink: sink) {
       unlink(temporaryPath)
-      return .failed(StorageError(code: .nonMatchingChecksum, object: object, detail: problem))
+      throw StorageError(code: .nonMatchingChecksum, object: object, detail: problem)
     }
     if decodesGzip && GzipDecoding.isGzip(head) {
       do throws(StorageError) {
         try GzipDecoding.decodeFile(temporaryPath, object: object)
       } catch {
         unlink(temporaryPath)
-        return .failed(error)
+        throw error
       }
     }
     if inMemory {
       let bytes = FileManager.default.contents(atPath: temporaryPath)
       unlink(temporaryPath)
       guard let bytes else {
-        return .failed(StorageError(code: .unknown, object: object, detail: "cannot read back the downloaded bytes"))
+        throw StorageError(code: .unknown, object: object, detail: "cannot read back the downloaded bytes")
       }
       collected.withLock { $0 = bytes }
     } else if (durable && fsync(fd) != 0) || rename(temporaryPath, destination.path) != 0 {
       let reason = String(cString: strerror(errno))
-      return .failed(StorageError(code: .unknown, object: object, detail: "cannot finish \(destination.path): \(reason)", localFile: true))
+      throw StorageError(code: .unknown, object: object, detail: "cannot finish \(destination.path): \(reason)", localFile: true)
     }
     updateProgress(completed: total, total: total)
     finish(.succeeded)
-    return .done
+    return .done(())
   }
 
   /// Compares the bytes with `x-goog-hash` (CRC32C when given, else MD5); nil when they agree.

@@ -28,26 +28,46 @@ extension RetryBudget {
     while true {
       let failure: StorageError
       var retryAfter: TimeInterval? = nil
-      switch try await attempt() {
+      let outcome = try await attempt()
+      switch outcome {
       case .done(let value):
         return value
-      case .answered(let head, let body, let token, let progressed):
+      case .answered(let head, let body, let token, _):
         if retries.refreshCredentials(after: head.status, token: token) { continue }
         failure = StorageError.from(status: head.status, object: object, body: body)
         guard Backoff.isRetryable(status: head.status) else { throw failure }
         retryAfter = Backoff.retryAfter(head)
-        if progressed { retries.progressed() }
-      case .broken(let error, let progressed):
+      case .broken(let error, _):
         if error.kind == .cancelled || Task.isCancelled { throw StorageError(code: .cancelled, object: object, detail: "cancelled") }
         failure = StorageError.from(transport: error, object: object)
         guard Backoff.isRetryable(error) else { throw failure }
-        if progressed { retries.progressed() }
-      case .retry(let error, let progressed):
+      case .retry(let error, _):
         failure = error
-        if progressed { retries.progressed() }
       }
+      if outcome.progressed { retries.progressed() }
       try await retries.wait(after: failure, retryAfter: retryAfter)
       if Task.isCancelled { throw StorageError(code: .cancelled, object: object, detail: "cancelled") }
+    }
+  }
+}
+
+extension Attempt {
+  /// Whether the attempt moved bytes: its retry then comes at once.
+  var progressed: Bool {
+    switch self {
+    case .done: false
+    case .answered(_, _, _, let moved), .broken(_, let moved), .retry(_, let moved): moved
+    }
+  }
+
+  /// The same ending, marked as having moved bytes when `moved`.
+  func markingProgress(_ moved: Bool) -> Attempt {
+    guard moved else { return self }
+    switch self {
+    case .done: return self
+    case .answered(let head, let body, let token, _): return .answered(head, body: body, token: token, progressed: true)
+    case .broken(let error, _): return .broken(error, progressed: true)
+    case .retry(let error, _): return .retry(error, progressed: true)
     }
   }
 }
