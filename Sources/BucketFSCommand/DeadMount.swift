@@ -1,3 +1,4 @@
+import ChildProcess
 import Foundation
 
 /// A mountpoint left behind by a bucketfs daemon that died (killed, crashed): the kernel still
@@ -59,12 +60,9 @@ enum DeadMount {
   static func cleanUp(_ path: String) -> Bool {
     let absolutePath = absolute(path)
     guard mountedType(at: absolutePath) == type else { return false }
-    let fusermount = Process()
-    fusermount.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
-    fusermount.arguments = ["-u", "-z", absolutePath]
-    fusermount.standardOutput = FileHandle.nullDevice
-    fusermount.standardError = FileHandle.nullDevice
-    if (try? fusermount.run()) != nil { fusermount.waitUntilExit() }
+    _ = try? ChildProcess.run(
+      "/bin/fusermount3", ["-u", "-z", absolutePath], environment: ProcessInfo.processInfo.environment,
+      errors: .null, timeout: .seconds(10))
     if mountedType(at: absolutePath) == type {
       // Without fusermount3 (or as root), the kernel's lazy unmount does the same.
       _ = umount2(absolutePath, Int32(MNT_DETACH))

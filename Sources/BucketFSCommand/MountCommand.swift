@@ -1,4 +1,5 @@
 import BucketFS
+import ChildProcess
 import Foundation
 import FuseBridge
 import StorageCore
@@ -192,26 +193,21 @@ enum MountCommand {
   /// Runs the same command with -f in a background child and waits until it reports the mount up
   /// (exit 0) or fails (its message and status are passed on).
   private static func spawnBackground(environment: [String: String]) throws(CommandError) -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    process.arguments = Array(CommandLine.arguments.dropFirst()) + ["-f", "--notify-ready"]
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    let child: ChildProcess
     do {
-      try process.run()
+      // A session of its own: the daemon outlives this command and its terminal's signals.
+      child = try ChildProcess(
+        executable, Array(CommandLine.arguments.dropFirst()) + ["-f", "--notify-ready"], environment: environment,
+        output: .pipe, errors: .pipe, newSession: true)
     } catch {
-      throw .failed("cannot start the mount process: \(error.localizedDescription)", status: ExitStatus.failure)
+      throw .failed("cannot start the mount process: \(error)", status: ExitStatus.failure)
     }
-    try? out.fileHandleForWriting.close()
-    try? err.fileHandleForWriting.close()
-    let ready = out.fileHandleForReading.readDataToEndOfFile()
+    // The daemon closes both pipes once it says "ready" (its log takes over), or by dying.
+    let (ready, message, _) = child.readToEnd()
     if String(decoding: ready, as: UTF8.self).contains("ready") { return 0 }
-    let message = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    let termination = child.wait()!
     FileHandle.standardError.write(message)
-    return process.terminationStatus == 0 ? ExitStatus.failure : process.terminationStatus
+    return termination.status == 0 ? ExitStatus.failure : termination.status
   }
 }

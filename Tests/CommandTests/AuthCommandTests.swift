@@ -5,15 +5,7 @@ import Testing
 /// A throwaway RSA key and a service account key file pointing at `tokenURI`.
 func serviceAccountFile(in folder: URL, tokenURI: String, algorithm: String = "RSA") throws -> (keyPEM: String, path: String) {
   let pem = folder.appendingPathComponent("key-\(UUID().uuidString.prefix(6)).pem").path
-  let p = Process()
-  p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-  p.arguments = algorithm == "RSA"
-    ? ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pem]
-    : ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", pem]
-  p.standardError = FileHandle.nullDevice
-  try p.run()
-  p.waitUntilExit()
-  let key = try String(contentsOfFile: pem, encoding: .utf8)
+  let key = try makePrivateKey(at: pem, algorithm: algorithm)
   let path = folder.appendingPathComponent("sa-\(UUID().uuidString.prefix(6)).json").path
   let json: [String: Any] = [
     "type": "service_account", "private_key_id": "k", "private_key": key, "client_email": "cli@test.iam.gserviceaccount.com",

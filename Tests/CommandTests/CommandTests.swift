@@ -15,14 +15,7 @@ import Testing
       var r = try runBucketfs(["cp", "-r", "--no-progress", source.path, "gs://bk/many", "--emulator", server.address])
       #expect(r.status == 0, "\(r.stderr)")
       func accepted() throws -> Int {
-        let curl = Process()
-        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        curl.arguments = ["-sf", "http://\(server.address)/emulator/v1/stats"]
-        let pipe = Pipe()
-        curl.standardOutput = pipe
-        try curl.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        curl.waitUntilExit()
+        let data = Data(runTool("/usr/bin/curl", ["-sf", "http://\(server.address)/emulator/v1/stats"]).1.utf8)
         return (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["connectionsAccepted"] as? Int ?? -1
       }
       let before = try accepted()
@@ -64,19 +57,9 @@ import Testing
       try Data(repeating: 3, count: 4 << 20).write(to: local)
       var r = try runBucketfs(["cp", local.path, "gs://bk/big.bin", "--emulator", server.address])
       #expect(r.status == 0, "\(r.stderr)")
-      let mount = Process()
-      mount.executableURL = URL(fileURLWithPath: "/bin/mount")
-      mount.arguments = ["-t", "tmpfs", "-o", "size=1m", "tmpfs", tiny.path]
-      try mount.run()
-      mount.waitUntilExit()
-      try #require(mount.terminationStatus == 0, "cannot mount a tmpfs")
-      defer {
-        let umount = Process()
-        umount.executableURL = URL(fileURLWithPath: "/bin/umount")
-        umount.arguments = [tiny.path]
-        try? umount.run()
-        umount.waitUntilExit()
-      }
+      let mounted = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", tiny.path])
+      try #require(mounted.0 == 0, "cannot mount a tmpfs: \(mounted.1)")
+      defer { _ = runTool("/bin/umount", [tiny.path]) }
       r = try runBucketfs(["cp", "--no-progress", "gs://bk/big.bin", tiny.appendingPathComponent("big.bin").path, "--emulator", server.address])
       #expect(r.status == 6, "status \(r.status): \(r.stderr)")
       #expect(r.stderr.contains("No space left on device"), "\(r.stderr)")
@@ -97,14 +80,7 @@ import Testing
       #expect(r.status == 0, "\(r.stderr)")
       let script = "'\(bucketfsBinary)' cat gs://bk/big.bin --emulator \(server.address) 2>'\(dir.path)/err' | head -c1 >/dev/null; "
         + "echo \"${PIPESTATUS[0]}\"; cat '\(dir.path)/err'"
-      let shell = Process()
-      shell.executableURL = URL(fileURLWithPath: "/bin/bash")
-      shell.arguments = ["-c", script]
-      let pipe = Pipe()
-      shell.standardOutput = pipe
-      try shell.run()
-      let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-      shell.waitUntilExit()
+      let out = runTool("/bin/bash", ["-c", script]).1
       let lines = out.split(separator: "\n", omittingEmptySubsequences: false)
       #expect(lines.first == "141" || lines.first == "0", "status and stderr: \(out)")
       #expect(!out.contains("cancelled"), "\(out)")

@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import TestSupport
 import Testing
 
@@ -70,22 +71,21 @@ import Testing
     let root = dir.appendingPathComponent("server")
     try seed(root, "slow.bin", Data(repeating: 9, count: 4 << 20))
     try scope(ServeProcess(extraArgs: ["--stall-after", "1000000"], root: root)) { server in
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: bucketfsBinary)
-      process.arguments = ["cp", "--no-progress", "gs://bk/slow.bin", dir.appendingPathComponent("out.bin").path, "--emulator", server.address]
-      process.standardError = FileHandle.nullDevice
-      process.standardOutput = FileHandle.nullDevice
-      try process.run()
+      let process = try ChildProcess(
+        bucketfsBinary,
+        ["cp", "--no-progress", "gs://bk/slow.bin", dir.appendingPathComponent("out.bin").path, "--emulator", server.address],
+        environment: ProcessInfo.processInfo.environment)
       // Wait until the partial file holds the bytes sent before the stall.
       let deadline = Date().addingTimeInterval(15)
       while leftovers(dir).isEmpty && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
       #expect(!leftovers(dir).isEmpty, "no partial file appeared")
-      kill(process.processIdentifier, signal)
-      let stopBy = Date().addingTimeInterval(5)
-      while process.isRunning && Date() < stopBy { Thread.sleep(forTimeInterval: 0.02) }
-      if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-      process.waitUntilExit()
-      #expect(process.terminationStatus == 128 + signal)
+      process.send(signal)
+      var ended = process.wait(timeout: .seconds(5))
+      if ended == nil {
+        process.send(SIGKILL)
+        ended = process.wait()
+      }
+      #expect(ended == .exited(128 + signal))
       #expect(leftovers(dir).isEmpty, "left \(leftovers(dir))")
     }
   }

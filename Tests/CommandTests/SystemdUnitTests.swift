@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The unit template parses and verifies with systemd's own checker, in a scratch root that
@@ -25,16 +26,8 @@ import Testing
     for target in (try? fm.contentsOfDirectory(atPath: "/lib/systemd/system")) ?? [] where target.hasSuffix(".target") {
       try? fm.copyItem(atPath: "/lib/systemd/system/\(target)", toPath: units.appendingPathComponent(target).path)
     }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: analyze)
-    p.arguments = ["verify", "--man=no", "--root=\(root.path)", "bucketfs@photos.service"]
-    let pipe = Pipe()
-    p.standardOutput = pipe
-    p.standardError = pipe
-    try p.run()
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    p.waitUntilExit()
-    #expect(p.terminationStatus == 0 && output.isEmpty, "systemd-analyze verify: \(output)")
+    let (status, output) = runTool(analyze, ["verify", "--man=no", "--root=\(root.path)", "bucketfs@photos.service"])
+    #expect(status == 0 && output.isEmpty, "systemd-analyze verify: \(output)")
     let text = try String(contentsOf: unit, encoding: .utf8)
     #expect(text.contains("Type=notify") && text.contains("ExecStop=/bin/fusermount3 -u"))
   }

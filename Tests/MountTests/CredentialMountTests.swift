@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import TestSupport
 import StorageCore
 import StorageEmulator
@@ -14,13 +15,7 @@ import Testing
     try FileManager.default.createDirectory(at: keyFolder, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: keyFolder) }
     let pem = keyFolder.appendingPathComponent("key.pem").path
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-    p.arguments = ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pem]
-    p.standardError = FileHandle.nullDevice
-    try p.run()
-    p.waitUntilExit()
-    let key = try String(contentsOfFile: pem, encoding: .utf8)
+    let key = try makePrivateKey(at: pem)
     var tokens = TokenAuthority.Configuration()
     tokens.publicKeyPEM = key
     tokens.tokenLifetime = lifetime

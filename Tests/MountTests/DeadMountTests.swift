@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import StorageCore
 import Testing
 
@@ -10,8 +11,8 @@ import Testing
       _ = try await fx.put("alive.txt", Data("alive".utf8))
       let first = try fx.mount()
       #expect(try readFile(first.path("alive.txt")).get() == Data("alive".utf8))
-      kill(first.process.processIdentifier, SIGKILL)
-      first.process.waitUntilExit()
+      first.process.send(SIGKILL)
+      first.process.wait()
       var fs = statvfs()
       #expect(statvfs(first.mountpoint.path, &fs) != 0 && errno == ENOTCONN, "the mountpoint is not dead")
       let staging = fx.root.appendingPathComponent("staging")

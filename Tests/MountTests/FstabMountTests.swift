@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import TestSupport
 import StorageCore
 import Testing
@@ -38,15 +39,9 @@ import Testing
   }
 
   @Test func versionNamesTheLibraries() throws {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: bucketfsBinary)
-    p.arguments = ["--version"]
-    let pipe = Pipe()
-    p.standardOutput = pipe
-    try p.run()
-    let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    p.waitUntilExit()
-    #expect(p.terminationStatus == 0)
+    let version = try ChildProcess.run(bucketfsBinary, ["--version"], environment: ProcessInfo.processInfo.environment)
+    let out = version.text
+    #expect(version.termination == .exited(0))
     let lines = out.split(separator: "\n")
     #expect(lines.count == 3 && lines[0].hasPrefix("bucketfs ") && lines[1].hasPrefix("libcurl ") && lines[2].hasPrefix("libfuse 3."), "\(out)")
   }

@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import TestSupport
 import StorageCore
 import Testing
@@ -88,15 +89,10 @@ import Testing
       #expect(value(after, "bucketfs_transfer_loop_seconds_since_turn") < 1)
       #expect(value(after, "bucketfs_transfer_loop_stalls_total") == 0)
       // For a person.
-      let stats = Process()
-      stats.executableURL = URL(fileURLWithPath: bucketfsBinary)
-      stats.arguments = ["stats", m.mountpoint.path]
-      let pipe = Pipe()
-      stats.standardOutput = pipe
-      try stats.run()
-      let table = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-      stats.waitUntilExit()
-      #expect(stats.terminationStatus == 0 && table.contains("bytes fetched") && table.contains("requests to the bucket"), "\(table)")
+      let stats = try ChildProcess.run(
+        bucketfsBinary, ["stats", m.mountpoint.path], environment: ProcessInfo.processInfo.environment, timeout: .seconds(60))
+      let table = stats.text
+      #expect(stats.termination == .exited(0) && table.contains("bytes fetched") && table.contains("requests to the bucket"), "\(table)")
       // JSON log lines.
       let lines = m.log.split(separator: "\n").filter { $0.hasPrefix("{") }
       #expect(!lines.isEmpty)

@@ -1,22 +1,19 @@
 import Foundation
+import ChildProcess
 import TestSupport
 import Testing
 
 func runBucketfs(_ args: [String], home: URL) -> (Int32, String) {
-  let p = Process()
-  p.executableURL = URL(fileURLWithPath: bucketfsBinary)
-  p.arguments = args
   var env = ProcessInfo.processInfo.environment
   env["HOME"] = home.path
-  p.environment = env
-  let err = Pipe()
-  p.standardError = err
-  p.standardOutput = FileHandle.nullDevice
-  try? p.run()
-  try? err.fileHandleForWriting.close()
-  let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-  p.waitUntilExit()
-  return (p.terminationStatus, text)
+  do {
+    // stdout is not read: a background mount's daemon says "ready" there and goes on running.
+    let child = try ChildProcess(bucketfsBinary, args, environment: env, errors: .pipe)
+    let text = String(decoding: child.readToEnd(until: .now + .seconds(120)).errors, as: UTF8.self)
+    return (child.wait(timeout: .seconds(120))?.status ?? -1, text)
+  } catch {
+    return (-1, "\(error)")
+  }
 }
 
 @Suite(.serialized) struct MountCommandTests {
@@ -61,12 +58,8 @@ func runBucketfs(_ args: [String], home: URL) -> (Int32, String) {
       // A second mount on the same folder is refused as busy.
       let (busy, busyErr) = runBucketfs(["mount", "gs://mnt-bucket", mp.path, "--emulator", fx.address], home: fx.root)
       #expect(busy != 0 && busyErr.contains("busy"))
-      let u = Process()
-      u.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
-      u.arguments = ["-u", mp.path]
-      try u.run()
-      u.waitUntilExit()
-      #expect(u.terminationStatus == 0)
+      let (unmounted, output) = runTool("/bin/fusermount3", ["-u", mp.path])
+      #expect(unmounted == 0, "\(output)")
       if let pid {
         var gone = false
         for _ in 0..<100 {
@@ -82,7 +75,7 @@ func runBucketfs(_ args: [String], home: URL) -> (Int32, String) {
   @Test func foregroundMountUnmountsOnSigterm() async throws {
     try await MountFixture.scope { fx in
       let m = try fx.mount()
-      kill(m.process.processIdentifier, SIGTERM)
+      m.process.send(SIGTERM)
       _ = await eventually(timeout: .seconds(5)) { !m.process.isRunning }
       #expect(!m.process.isRunning)
       #expect(!m.isMounted)

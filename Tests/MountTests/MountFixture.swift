@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import TestSupport
 import StorageCore
 import StorageEmulator
@@ -96,7 +97,7 @@ final class MountFixture: @unchecked Sendable {
 
 /// A `bucketfs mount -f` child process; unmounted and ended (by pid) in `unmount()`.
 final class MountedBucket: @unchecked Sendable {
-  let process = Process()
+  let process: ChildProcess
   let mountpoint: URL
   let stderrFile: URL
 
@@ -104,15 +105,12 @@ final class MountedBucket: @unchecked Sendable {
     self.mountpoint = mountpoint
     stderrFile = home.appendingPathComponent("mount-\(UUID().uuidString.prefix(6)).log")
     FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
-    process.executableURL = URL(fileURLWithPath: bucketfsBinary)
-    process.arguments = arguments
     var env = ProcessInfo.processInfo.environment
     env["HOME"] = home.path
     for (k, v) in environment { env[k] = v }
-    process.environment = env
-    process.standardError = try FileHandle(forWritingTo: stderrFile)
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
+    let logFile = try FileHandle(forWritingTo: stderrFile)
+    defer { try? logFile.close() }
+    process = try ChildProcess(bucketfsBinary, arguments, environment: env, errors: .descriptor(logFile.fileDescriptor))
     let deadline = Date().addingTimeInterval(20)
     while Date() < deadline {
       if isMounted { return }
@@ -163,17 +161,11 @@ final class MountedBucket: @unchecked Sendable {
 
   func unmount() {
     if isMounted {
-      let fuser = Process()
-      fuser.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
-      fuser.arguments = ["-u", "-z", mountpoint.path]
-      try? fuser.run()
-      fuser.waitUntilExit()
+      _ = runTool("/bin/fusermount3", ["-u", "-z", mountpoint.path], timeout: .seconds(30))
     }
-    let deadline = Date().addingTimeInterval(10)
-    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-    if process.isRunning {
-      kill(process.processIdentifier, SIGKILL)
-      process.waitUntilExit()
+    if process.wait(timeout: .seconds(10)) == nil {
+      process.send(SIGKILL)
+      process.wait()
     }
   }
 }

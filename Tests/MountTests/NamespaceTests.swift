@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import StorageCore
 import Testing
 
@@ -50,15 +51,11 @@ import Testing
       }
       for name in names { sizes[name] = name.hashValue & 0xFF }
       let m = try fx.mount()
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: "/bin/ls")
-      process.arguments = ["-l", "--time-style=+%s", m.path("big")]
-      let pipe = Pipe()
-      process.standardOutput = pipe
-      try process.run()
-      let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-      process.waitUntilExit()
-      #expect(process.terminationStatus == 0)
+      let listing = try ChildProcess.run(
+        "/bin/ls", ["-l", "--time-style=+%s", m.path("big")], environment: ProcessInfo.processInfo.environment,
+        timeout: .seconds(300))
+      let out = listing.text
+      #expect(listing.termination == .exited(0), "\(listing.errorText)")
       var seen = 0
       for line in out.split(separator: "\n") where !line.hasPrefix("total") {
         let fields = line.split(separator: " ", omittingEmptySubsequences: true)

@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import TestSupport
 import StorageCore
 import Synchronization
@@ -143,7 +144,7 @@ import Testing
     }
     group.wait()
     #expect(failures.withLock { $0 } == 0)
-    let status = try String(contentsOfFile: "/proc/\(m.process.processIdentifier)/status", encoding: .utf8)
+    let status = try String(contentsOfFile: "/proc/\(m.process.pid)/status", encoding: .utf8)
     let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
     return (Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0) << 10
   }

@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import TestSupport
 import StorageCore
 import StorageEmulator
@@ -312,31 +313,31 @@ final class SoakTally: @unchecked Sendable {
 /// A child process with its output collected; `wait(until:)` ends it (by pid) at the deadline.
 final class ChildJob: @unchecked Sendable {
   let arguments: [String]
-  private let process = Process()
+  private let process: ChildProcess?
   private let outputFile: URL
   private(set) var finished = false
-  var status: Int32 { process.terminationStatus }
+  var status: Int32 { process?.termination?.status ?? -1 }
   var output: String { (try? String(contentsOf: outputFile, encoding: .utf8)) ?? "" }
 
   init(_ arguments: [String], in directory: String) {
     self.arguments = arguments
     outputFile = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("job-\(UUID().uuidString.prefix(8))")
     FileManager.default.createFile(atPath: outputFile.path, contents: nil)
-    process.executableURL = URL(fileURLWithPath: arguments[0])
-    process.arguments = Array(arguments.dropFirst())
-    process.currentDirectoryURL = URL(fileURLWithPath: directory)
     let out = try? FileHandle(forWritingTo: outputFile)
-    process.standardOutput = out
-    process.standardError = out
-    try? process.run()
+    defer { try? out?.close() }
+    process = out.flatMap { out in
+      try? ChildProcess(
+        arguments[0], Array(arguments.dropFirst()), environment: ProcessInfo.processInfo.environment,
+        output: .descriptor(out.fileDescriptor), errors: .sameAsOutput, directory: directory)
+    }
   }
 
   func wait(until deadline: Date) {
-    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-    if process.isRunning {
+    guard let process else { return }
+    if process.wait(timeout: .seconds(max(0, deadline.timeIntervalSinceNow))) == nil {
       // A process waiting on a FUSE request the daemon never answers cannot die until the
       // mount goes (the fixture unmounts and ends the daemon): it is not waited for here.
-      kill(process.processIdentifier, SIGKILL)
+      process.send(SIGKILL)
     } else {
       finished = true
     }

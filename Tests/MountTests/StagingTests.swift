@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import TestSupport
 import StorageCore
 import Testing
@@ -19,12 +20,8 @@ import Testing
       fx.stopEmulator()
       // cp out of the mount with the server gone.
       let copy = fx.root.appendingPathComponent("copy.bin")
-      let cp = Process()
-      cp.executableURL = URL(fileURLWithPath: "/bin/cp")
-      cp.arguments = [m.path("keep/offline.bin"), copy.path]
-      try cp.run()
-      cp.waitUntilExit()
-      #expect(cp.terminationStatus == 0)
+      let copied = runTool("/bin/cp", [m.path("keep/offline.bin"), copy.path])
+      #expect(copied.0 == 0, "\(copied.1)")
       #expect(try Data(contentsOf: copy) == data)
       // After the metadata TTL runs out, lookups ask the server, fail, and fall back to staged copies.
       let failedBefore = m.failedRequests

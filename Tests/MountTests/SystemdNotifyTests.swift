@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import StorageCore
 import Testing
 
@@ -40,8 +41,8 @@ import Testing
       #expect(ready.contains("STATUS=Mounted gs://\(fx.bucket)"), "\(ready)")
       // The mount answered before READY was read: READY came after the mount was up.
       #expect(try readFile(m.path("n/file.txt")).get() == Data("notify".utf8))
-      kill(m.process.processIdentifier, SIGTERM)
-      m.process.waitUntilExit()
+      m.process.send(SIGTERM)
+      m.process.wait()
       let atStop = receive()
       #expect(atStop.first?.split(separator: "\n").contains("STOPPING=1") == true, "\(atStop)")
       #expect(!m.isMounted)

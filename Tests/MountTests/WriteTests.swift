@@ -1,4 +1,5 @@
 import Foundation
+import ChildProcess
 import TestSupport
 import StorageCore
 import StorageEmulator
@@ -200,8 +201,8 @@ import Testing
       #expect(["pending", "uploading"].contains(try getxattr(m.path("notes/b.txt"), "user.sync_state").get()))
 
       // The daemon dies with the changes still queued.
-      kill(m.process.processIdentifier, SIGKILL)
-      m.process.waitUntilExit()
+      m.process.send(SIGKILL)
+      m.process.wait()
       m.unmount()
       fx.emulator!.setFaults(Faults())
       #expect(await object(fx, "notes/b.txt") == nil)
@@ -332,8 +333,8 @@ import Testing
       #expect(
         session != nil && received >= 512 << 10 && received < data.count,
         "session \(String(describing: session)), \(received) bytes; \((try? FileManager.default.subpathsOfDirectory(atPath: queue.path)) ?? []); \(m.log)")
-      kill(m.process.processIdentifier, SIGKILL)
-      m.process.waitUntilExit()
+      m.process.send(SIGKILL)
+      m.process.wait()
       m.unmount()
       fx.emulator!.setFaults(Faults())
       let before = fx.emulator!.bodyBytesReceived
@@ -455,8 +456,8 @@ import Testing
       fx.emulator!.setFaults(failing)
       (status, output) = shell("mv r/old.txt r/new.txt", in: m)
       #expect(status == 0, "\(output)")
-      kill(m.process.processIdentifier, SIGKILL)
-      m.process.waitUntilExit()
+      m.process.send(SIGKILL)
+      m.process.wait()
       m.unmount()
       fx.emulator!.setFaults(Faults())
       #expect(await object(fx, "r/old.txt") == Data("renamed bytes".utf8))

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import StorageEmulator
 import Synchronization
 import Testing
@@ -8,15 +9,7 @@ import Testing
 /// A throwaway RSA (or other) key made at test time with the openssl command; none is committed.
 func makeKey(_ folder: URL, algorithm: String = "RSA") throws -> String {
   let path = folder.appendingPathComponent("key-\(UUID().uuidString.prefix(6)).pem").path
-  let p = Process()
-  p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-  p.arguments = algorithm == "RSA"
-    ? ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path]
-    : ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path]
-  p.standardError = FileHandle.nullDevice
-  try p.run()
-  p.waitUntilExit()
-  return try String(contentsOfFile: path, encoding: .utf8)
+  return try makePrivateKey(at: path, algorithm: algorithm)
 }
 
 /// Writes a service account key file whose token_uri is `tokenURI`.

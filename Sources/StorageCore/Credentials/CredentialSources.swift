@@ -2,6 +2,7 @@
 // file, a token command and Firebase Auth refresh. Each reads what it needs when made (so a
 // malformed key file fails at once, with its path and the reason) and fetches tokens on demand.
 internal import CCrypto
+internal import ChildProcess
 import Foundation
 import Synchronization
 
@@ -185,6 +186,8 @@ package struct TokenCommandSource: CredentialSource {
   package let scopes: [String] = []
   package var source: String { "token command \(command.first ?? "")" }
   package var identity: String { "the command's token" }
+  /// A command that hangs must not hold a refresh for ever (the man page says so).
+  static let timeout: Duration = .seconds(30)
 
   package init(command: [String], lifetime: TimeInterval) throws(StorageError) {
     guard let first = command.first, !first.isEmpty else {
@@ -207,23 +210,30 @@ package struct TokenCommandSource: CredentialSource {
     guard let path = Self.resolve(command[0]) else {
       throw StorageError(code: .unauthenticated, object: command[0], detail: "the token command is not found")
     }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = Array(command.dropFirst())
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = FileHandle.nullDevice
-    process.standardInput = FileHandle.nullDevice
-    do {
-      try process.run()
-    } catch {
-      throw StorageError(code: .unauthenticated, object: path, detail: "the token command did not start: \(error.localizedDescription)")
+    let command = command
+    let finished: Result<ChildProcess.Output, ChildProcess.StartError> = await withCheckedContinuation { done in
+      // Off the task pool: the command may take seconds, and the pool has a thread per core.
+      DispatchQueue.global().async {
+        done.resume(with: .success(Result { () throws(ChildProcess.StartError) in
+          try ChildProcess.run(
+            path, Array(command.dropFirst()), environment: ProcessInfo.processInfo.environment,
+            errors: .null, timeout: Self.timeout)
+        }))
+      }
     }
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-      throw StorageError(code: .unauthenticated, object: path, detail: "the token command exited with status \(process.terminationStatus)")
+    let output: ChildProcess.Output
+    switch finished {
+    case .success(let finished): output = finished
+    case .failure(let error):
+      throw StorageError(code: .unauthenticated, object: path, detail: "the token command did not start: \(String(cString: strerror(error.errno)))")
     }
+    guard !output.timedOut else {
+      throw StorageError(code: .unauthenticated, object: path, detail: "the token command did not finish within \(Self.timeout)")
+    }
+    guard output.termination == .exited(0) else {
+      throw StorageError(code: .unauthenticated, object: path, detail: "the token command \(output.termination)")
+    }
+    let data = output.output
     let token = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first
       .map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
     guard !token.isEmpty else {
