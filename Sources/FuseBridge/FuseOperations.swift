@@ -21,9 +21,9 @@ enum FuseOperations {
     st.st_gid = a.gid
     st.st_size = Int(a.size)
     st.st_blksize = 128 * 1024
-    st.st_blocks = Int((a.size + 511) / 512)
-    let m = timespec(tv_sec: Int(a.mtime), tv_nsec: Int((a.mtime - a.mtime.rounded(.down)) * 1e9))
-    let c = timespec(tv_sec: Int(a.ctime), tv_nsec: Int((a.ctime - a.ctime.rounded(.down)) * 1e9))
+    st.st_blocks = Int(a.size / 512 + (a.size % 512 == 0 ? 0 : 1))
+    let m = timespec(seconds: a.mtime)
+    let c = timespec(seconds: a.ctime)
     st.st_mtim = m
     st.st_atim = m
     st.st_ctim = c
@@ -271,5 +271,18 @@ enum FuseOperations {
       return true
     }
     reply.directory(buffer, used)
+  }
+}
+
+extension timespec {
+  /// A time in seconds since 1970, as the kernel takes it; a time that came from an object's
+  /// metadata and is no time (not finite, or past what time_t holds) is 0, not a crash.
+  init(seconds: Double) {
+    guard seconds.isFinite, abs(seconds) < 1e15 else {
+      self.init(tv_sec: 0, tv_nsec: 0)
+      return
+    }
+    let whole = seconds.rounded(.down)
+    self.init(tv_sec: Int(whole), tv_nsec: min(999_999_999, Int((seconds - whole) * 1e9)))
   }
 }

@@ -7,6 +7,22 @@ import Testing
 /// Numbers and flags from outside, staged copies damaged while they fill, and staged data whose
 /// index was lost.
 @Suite struct HardeningTests {
+  /// A time no RFC 3339 text can hold (touch -d @9223372036854775807, or not a number) is written
+  /// as the nearest one it can, not a crash converting it.
+  @Test func timesPastFourDigitYearsAreClamped() {
+    #expect(WriteBackQueue.rfc3339(Double(Int64.max)) == "9999-12-31T23:59:59.000000000Z")
+    #expect(WriteBackQueue.rfc3339(-Double(Int64.max)) == "0001-01-01T00:00:00.000000000Z")
+    #expect(WriteBackQueue.rfc3339(.nan) == "1970-01-01T00:00:00.000000000Z")
+    #expect(WriteBackQueue.rfc3339(1.5) == "1970-01-01T00:00:01.500000000Z")
+  }
+
+  /// Sizes a server may send that no object has: negative, or so large that adding a block overflows.
+  @Test func sizesNoObjectHasAreNotTaken() {
+    #expect(StorageMetadata(dictionary: ["size": "-5"]).size == 0)
+    #expect(StorageMetadata(dictionary: ["size": "9223372036854775807"]).size == Int64.max / 2)
+    #expect(StorageMetadata(dictionary: ["size": "12"]).size == 12)
+  }
+
   func parse(_ list: String) -> Result<MountOptions, MountOptions.ParseError> {
     var options = MountOptions()
     do throws(MountOptions.ParseError) {

@@ -119,7 +119,8 @@ public final class StorageMetadata: @unchecked Sendable, Equatable, CustomString
     var f = Fields()
     f.bucket = string("bucket") ?? ""
     f.path = string("name")
-    f.size = int("size")
+    // A size no object can have is none (every consumer adds to it and divides it).
+    f.size = min(max(0, int("size")), Int64.max / 2)
     f.generation = int("generation")
     f.metageneration = int("metageneration")
     f.timeCreated = string("timeCreated").flatMap(StorageMetadata.parseDate)

@@ -130,7 +130,7 @@ package final class HTTPClient: @unchecked Sendable {
         request, timeouts: timeouts,
         onHead: { head in
           // Refuse early when the server announces more than the caller will take.
-          if (200..<300).contains(head.status), let length = head["content-length"].flatMap({ Int($0) }) {
+          if (200..<300).contains(head.status), let length = head["content-length"].flatMap({ Int($0) }), length >= 0 {
             if length > maxBody {
               body.overflowed = true
               return false

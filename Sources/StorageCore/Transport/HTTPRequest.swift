@@ -50,13 +50,13 @@ package struct HTTPResponseHead: Sendable {
   /// The object's size from `Content-Range: bytes S-E/SIZE` (or `bytes */SIZE`).
   var contentRangeTotal: Int64? {
     guard let range = self["content-range"], let slash = range.lastIndex(of: "/") else { return nil }
-    return Int64(range[range.index(after: slash)...].trimmingCharacters(in: .whitespaces))
+    return Int64(range[range.index(after: slash)...].trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 ? $0 : nil }
   }
 
   /// The object's size: from Content-Range when the answer has one, else its Content-Length
   /// (a whole object's answer).
   var objectSize: Int64? {
-    self["content-range"] != nil ? contentRangeTotal : self["content-length"].flatMap { Int64($0) }
+    self["content-range"] != nil ? contentRangeTotal : self["content-length"].flatMap { Int64($0) }.flatMap { $0 >= 0 ? $0 : nil }
   }
 
   /// The generation of the object whose bytes these are (`x-goog-generation`).
