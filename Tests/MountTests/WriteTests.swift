@@ -524,6 +524,34 @@ import Testing
     }
   }
 
+  /// The server makes the first version, and its answer is lost: the retry's precondition
+  /// fails on the version it made. That is our version, not a conflict, and what follows it
+  /// (appends fsync'd after it) lands on the name.
+  @Test(arguments: ["firebase", "gcs"]) func anUploadWhoseAnswerWasLostIsNotAConflict(api: String) async throws {
+    try await MountFixture.scope { fx in
+      let emulator = try #require(fx.emulator)
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
+      var losing = Faults()
+      // The name in the upload's query, over both APIs (name=lost%2Fchain.txt).
+      losing.loseAnswerTo = "name=lost%2Fchain.txt"
+      losing.limit = 1
+      emulator.setFaults(losing)
+      var (status, output) = shell("mkdir -p lost; printf 'one\\n' > lost/chain.txt", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      emulator.setFaults(Faults())
+      (status, output) = shell("printf 'two\\n' >> lost/chain.txt; sync lost/chain.txt; printf 'three\\n' >> lost/chain.txt", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "lost/chain.txt") == Data("one\ntwo\nthree\n".utf8))
+      #expect(try await names(fx, under: "lost") == ["lost/", "lost/chain.txt"])
+      #expect(m.conflicts == 0, "\(m.log)")
+      #expect(try getxattr(m.path("lost/chain.txt"), "user.sync_state").get() == "synced")
+    }
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("ro/a.txt", Data("a".utf8))

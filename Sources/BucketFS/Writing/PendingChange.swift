@@ -82,4 +82,12 @@ extension StorageMetadata {
     if let md5 = source.md5Hash, let mine = md5Hash { return md5 == mine }
     return false
   }
+
+  /// Whether this version has the bytes of the file at `path`: the same size and CRC32C (else
+  /// MD5). A version with neither hash cannot be told apart, and is not.
+  func holdsBytes(ofFile path: String) -> Bool {
+    var st = stat()
+    guard crc32c != nil || md5Hash != nil, stat(path, &st) == 0, Int64(st.st_size) == size else { return false }
+    return CopyVerification.checkWhole(path: path, metadata: self) != nil
+  }
 }

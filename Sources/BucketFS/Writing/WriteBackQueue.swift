@@ -547,6 +547,14 @@ package final class WriteBackQueue: Sendable {
         let m = await keepTime(change, found, at: change.name, client: client)
         return (try? done(change, produced: m.generation, metadata: m)) ?? .applied(m)
       }
+      if change.kind == .upload, let found = try? await client.metadata(of: change.name),
+        found.holdsBytes(ofFile: dataPath(change))
+      {
+        // An upload whose answer was lost (a reset, a stall, kill -9 before the answer): the
+        // retry's precondition fails on the version the first try made. The name holds our
+        // bytes, so it is done, not a conflict.
+        return (try? done(change, produced: found.generation, metadata: found)) ?? .applied(found)
+      }
       if !change.kind.putsVersion {
         return (try? done(change, produced: nil, skipped: "it changed on the server since it was read")) ?? .applied(nil)
       }
@@ -693,6 +701,9 @@ package final class WriteBackQueue: Sendable {
   }
 
   static func rfc3339(_ seconds: Double) -> String {
+    // RFC 3339 has four-digit years; a time set past them (touch -d @9223372036854775807) is
+    // kept as the nearest one it can write, never a crash on the conversion.
+    let seconds = seconds.isFinite ? min(max(seconds, -62_135_596_800), 253_402_300_799) : 0
     let whole = Int(seconds.rounded(.down))
     let nanos = Int(((seconds - Double(whole)) * 1e9).rounded())
     var t = time_t(whole)
