@@ -122,6 +122,35 @@ import Testing
     }
   }
 
+  /// A server that restarts mid-upload forgets its sessions: the upload's retry learns that
+  /// (404 on the session query) and starts a new session instead of failing (both APIs).
+  @Test(arguments: [StorageAPI.firebase, .gcs]) func anUploadWhoseSessionTheServerForgotStartsAgain(api: StorageAPI) async throws {
+    try await scope(EmulatorFixture()) { first in
+      let port = first.emulator.port
+      let root = first.root
+      let storage = Storage(bucket: first.storage.bucket)
+      storage.useEmulator(host: "127.0.0.1", port: port)
+      storage.api = api
+      storage.retryInitialDelay = 0.05
+      storage.maxUploadRetryTime = 30
+      storage.uploadChunkSize = 256 * 1024
+      var slow = Faults()
+      slow.latency = .milliseconds(20)
+      first.emulator.setFaults(slow)
+      let bytes = randomData(3 << 20, seed: 77)
+      let task = storage.reference(withPath: "forgotten/big.bin").putData(bytes)
+      #expect(await eventually(timeout: .seconds(60)) { task.bytesTransferred >= 512 * 1024 })
+      first.emulator.stop()
+      var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
+      config.port = port
+      let second = try StorageEmulator(config)
+      defer { second.stop() }
+      let metadata = try await task.result()
+      #expect(metadata?.size == Int64(bytes.count))
+      #expect(try await storage.reference(withPath: "forgotten/big.bin").data(maxSize: 4 << 20) == bytes)
+    }
+  }
+
   @Test func authStatusesMapToCodes() async throws {
     try await EmulatorFixture.scope(token: "s3cret") { fx in
       let ref = fx.storage.reference(withPath: "private.txt")

@@ -135,39 +135,19 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
       return try StorageMetadata(data: response.body).through(reference)
     }
 
-    var sessionURL = session.withLock { $0 }
     var offset: Int64 = 0
-    if let existing = sessionURL {
-      do throws(StorageError) {
-        switch try await queryOffset(existing, runner: runner) {
-        case .received(let bytes): offset = bytes
-        case .finished(let metadata): return metadata
-        }
-      } catch where keptSession != nil && [400, 404, 410].contains(error.httpStatus ?? 0) {
-        // A kept session the server no longer knows (expired, or from another server): anew.
-        sessionURL = nil
-        session.withLock { $0 = nil }
-        keptSession?.opened(nil)
+    var url: String
+    if let existing = session.withLock({ $0 }) {
+      switch try await resumedOffset(existing, runner: runner) {
+      case .received(let bytes):
+        url = existing
+        offset = bytes
+      case .finished(let metadata): return metadata
+      case .forgotten: url = try await openSession(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
       }
+    } else {
+      url = try await openSession(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
     }
-    if sessionURL == nil {
-      let start = try await runner.run(
-        wire.startResumableUpload(
-          reference.path, metadataJSON: json, contentType: metadata.contentType!, length: source.size,
-          preconditions: preconditions))
-      guard let url = wire.sessionURL(start.head) else {
-        throw StorageError(code: .unknown, object: object, detail: "the server did not start an upload session")
-      }
-      if let granularity = start.head["x-goog-upload-chunk-granularity"].flatMap({ Int64($0) }), granularity > 0,
-        granularity <= 1 << 30
-      {
-        self.granularity.withLock { $0 = granularity }
-      }
-      sessionURL = url
-      session.withLock { $0 = url }
-      keptSession?.opened(url)
-    }
-    let url = sessionURL!
     let (configuredChunk, timeouts, budget) = reference.storage.settings.withLock {
       ($0.uploadChunkSize, $0.timeouts, $0.maxUploadRetryTime)
     }
@@ -182,9 +162,13 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
         () async throws(StorageError) -> Attempt<StorageMetadata?> in
         if Task.isCancelled || phase != .running { return .done(nil) }
         if failedBefore {
-          switch try await queryOffset(url, runner: runner) {
+          switch try await resumedOffset(url, runner: runner) {
           case .received(let bytes): offset = bytes
           case .finished(let metadata): return .done(metadata)
+          case .forgotten:
+            // The server lost the session (restarted, or it expired): everything again.
+            url = try await openSession(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
+            offset = 0
           }
           updateProgress(completed: offset)
         }
@@ -233,6 +217,40 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     /// The upload finished (its last answer was lost, or a resume came after the end): the
     /// object is stored, and this is its metadata.
     case finished(StorageMetadata)
+    /// The server no longer knows the session: it must start again.
+    case forgotten
+  }
+
+  /// Opens a resumable session for the whole source (kept, when the caller keeps sessions).
+  private func openSession(metadataJSON json: Data, contentType: String, runner: RequestRunner) async throws(StorageError) -> String {
+    let wire = reference.storage.wire
+    let start = try await runner.run(
+      wire.startResumableUpload(
+        reference.path, metadataJSON: json, contentType: contentType, length: source.size, preconditions: preconditions))
+    guard let url = wire.sessionURL(start.head) else {
+      throw StorageError(code: .unknown, object: runner.object, detail: "the server did not start an upload session")
+    }
+    if let granularity = start.head["x-goog-upload-chunk-granularity"].flatMap({ Int64($0) }), granularity > 0,
+      granularity <= 1 << 30
+    {
+      self.granularity.withLock { $0 = granularity }
+    }
+    session.withLock { $0 = url }
+    keptSession?.opened(url)
+    return url
+  }
+
+  /// Where a session stands, or `.forgotten` when the server answers that it does not know it
+  /// (404 and 410 on GCS; 400 from Firebase's emulator for an unknown upload id). Google's
+  /// resumable-upload guide: a 404 or 410 means the upload must start over.
+  private func resumedOffset(_ url: String, runner: RequestRunner) async throws(StorageError) -> SessionState {
+    do throws(StorageError) {
+      return try await queryOffset(url, runner: runner)
+    } catch where [400, 404, 410].contains(error.httpStatus ?? 0) {
+      session.withLock { $0 = nil }
+      keptSession?.opened(nil)
+      return .forgotten
+    }
   }
 
   /// Where the session stands. A session that says `final` is not sent another command (the
