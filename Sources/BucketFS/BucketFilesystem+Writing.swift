@@ -222,8 +222,8 @@ extension BucketFilesystem {
   package func create(parent: UInt64, name: String, flags: Int32) async throws(FSError) -> (FileAttributes, UInt64) {
     let writeBack = try writable()
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
-    guard Namespace.isValidName(name) else { throw FSError(EINVAL) }
     let path = Namespace.join(dir.path, name)
+    try await checkNewName(name, in: dir.path)
     // O_CREAT on a name another process made meanwhile opens it (truncated only with O_TRUNC).
     let exists = localEntry(path) != nil
     let edit = try await edit(path, truncate: !exists || flags & O_TRUNC != 0, created: !exists)
@@ -357,6 +357,17 @@ extension BucketFilesystem {
   /// What `name` in `dir` is now, this mount's own changes first, and what a change of it is
   /// based on: the generation the bucket has, or (for a name this mount changed) whatever the
   /// queue's changes of it leave.
+  /// Refuses a name the bucket cannot hold exactly (`Namespace.refusal`), and a second spelling
+  /// of a name folder `dir` has: the mount's maps compare names as Swift strings, so NFC and NFD
+  /// "café" in one folder would be one file to it and two objects to the bucket (EILSEQ). An
+  /// ASCII name has one spelling: only other names cost a look at the folder.
+  private func checkNewName(_ name: String, in dir: String) async throws(FSError) {
+    if let errno = Namespace.refusal(ofNewName: name, at: Namespace.join(dir, name)) { throw FSError(errno) }
+    guard !name.utf8.allSatisfy({ $0 < 0x80 }) else { return }
+    let listed = (try? await mergedListing(dir, try await namespace.listing(dir))) ?? []
+    if listed.contains(where: { $0.name == name && !Namespace.sameBytes($0.name, name) }) { throw FSError(EILSEQ) }
+  }
+
   private func resolveForChange(_ dir: String, _ name: String) async throws(FSError) -> (DirectoryEntry, PendingChange.Base) {
     let path = Namespace.join(dir, name)
     if let local = localEntry(path) {
@@ -368,14 +379,16 @@ extension BucketFilesystem {
       return (DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: m), .generation(m.generation))
     }
     let entry = try await namespace.resolve(dir: dir, name: name)
+    // Another spelling of the name (canonically equal, other bytes) is another object.
+    guard Namespace.sameBytes(entry.name, name) else { throw FSError(ENOENT) }
     return (entry, .generation(entry.metadata?.generation ?? 0))
   }
 
   package func mkdir(parent: UInt64, name: String) async throws(FSError) -> FileAttributes {
     let writeBack = try writable()
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
-    guard Namespace.isValidName(name) else { throw FSError(EINVAL) }
     let path = Namespace.join(dir.path, name)
+    try await checkNewName(name, in: dir.path)
     if (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
     try writeBack.queue.folder(path)
     namespace.missing.remove(path)
@@ -404,7 +417,7 @@ extension BucketFilesystem {
   package func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(FSError) {
     let writeBack = try writable()
     guard let from = inodes.node(parent), let to = inodes.node(newParent), to.isDirectory else { throw FSError(ENOENT) }
-    guard Namespace.isValidName(newName) else { throw FSError(EINVAL) }
+    try await checkNewName(newName, in: to.path)
     if flags & Self.renameExchange != 0 { throw FSError(EINVAL) }
     let source = Namespace.join(from.path, name)
     let target = Namespace.join(to.path, newName)

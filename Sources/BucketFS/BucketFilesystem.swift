@@ -161,7 +161,11 @@ package final class BucketFilesystem: Sendable {
       guard let entry = local else { throw FSError(ENOENT) }
       return linked(entry, in: dir.path, local: true)
     }
-    return linked(try await namespace.resolve(dir: dir.path, name: name), in: dir.path)
+    let entry = try await namespace.resolve(dir: dir.path, name: name)
+    // Found by Swift's string equality, which is canonical equivalence: another spelling of the
+    // name (NFD for NFC) is another object.
+    guard Namespace.sameBytes(entry.name, name) else { throw FSError(ENOENT) }
+    return linked(entry, in: dir.path)
   }
 
   /// The entry's attributes, with an inode that counts one kernel reference.
@@ -345,7 +349,9 @@ package final class BucketFilesystem: Sendable {
       guard let entry = local else { return .failure(FSError(ENOENT)) }
       return .success(linked(entry, in: dir.path, local: true))
     }
-    return namespace.resolveIfCached(dir: dir.path, name: name)?.map { linked($0, in: dir.path) }
+    return namespace.resolveIfCached(dir: dir.path, name: name)?.flatMap { entry in
+      Namespace.sameBytes(entry.name, name) ? .success(linked(entry, in: dir.path)) : .failure(FSError(ENOENT))
+    }
   }
 
   package func getattrIfCached(_ ino: UInt64) -> FileAttributes? {

@@ -51,7 +51,7 @@ enum FuseOperations {
     ops.lookup = { req, parent, name in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "lookup")
-      let name = String(cString: name!)
+      guard let name = FuseName.decode(name!) else { return reply.missing() }
       switch fs.lookupIfCached(parent: parent, name: name) {
       case .success(let attrs):
         return reply.entry(attrs)

@@ -12,7 +12,7 @@ extension FuseOperations {
     ops.create = { req, parent, name, _, fi in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "create")
-      let name = String(cString: name!)
+      guard let name = FuseName.decode(name!) else { return reply.error(EILSEQ) }
       var info = fi!.pointee
       let flags = CFuseShims_fi_flags(fi)
       Task {
@@ -62,29 +62,29 @@ extension FuseOperations {
     ops.unlink = { req, parent, name in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "unlink")
-      let name = String(cString: name!)
+      guard let name = FuseName.decode(name!) else { return reply.error(ENOENT) }
       reply.succeed { try await fs.unlink(parent: parent, name: name) }
     }
 
     ops.mkdir = { req, parent, name, _ in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "mkdir")
-      let name = String(cString: name!)
+      guard let name = FuseName.decode(name!) else { return reply.error(EILSEQ) }
       reply.run({ try await fs.mkdir(parent: parent, name: name) }) { reply.entry($0) }
     }
 
     ops.rmdir = { req, parent, name in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "rmdir")
-      let name = String(cString: name!)
+      guard let name = FuseName.decode(name!) else { return reply.error(ENOENT) }
       reply.succeed { try await fs.rmdir(parent: parent, name: name) }
     }
 
     ops.rename = { req, parent, name, newParent, newName, flags in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "rename")
-      let name = String(cString: name!)
-      let newName = String(cString: newName!)
+      guard let name = FuseName.decode(name!) else { return reply.error(ENOENT) }
+      guard let newName = FuseName.decode(newName!) else { return reply.error(EILSEQ) }
       reply.succeed { try await fs.rename(parent: parent, name: name, newParent: newParent, newName: newName, flags: flags) }
     }
 

@@ -48,7 +48,8 @@ import Testing
       let started = Date()
       let page = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(chosen)/metrics")).body, as: UTF8.self)
       #expect(page.contains("bucketfs_fuse_timeouts_total"))
-      #expect(Date().timeIntervalSince(started) < 2, "a scrape behind idle clients took \(Date().timeIntervalSince(started)) s")
+      // Served behind them, the scrape would wait out an idle client's 5 s read timeout at least.
+      #expect(Date().timeIntervalSince(started) < 5, "a scrape behind idle clients took \(Date().timeIntervalSince(started)) s")
     }
   }
 

@@ -217,8 +217,8 @@ import Testing
   }
 
   /// An offline mount (`--offline`) accepts changes and talks to no server; the next mount that
-  /// does carries them out. A name the bucket refuses is kept as failed, said by `bucketfs sync`
-  /// and the log, and nothing else waits behind it.
+  /// does carries them out. A change the bucket refuses (here its rules deny the name: 403) is
+  /// kept as failed, said by `bucketfs sync` and the log, and nothing else waits behind it.
   @Test func offlineChangesWaitAndRefusedNamesAreKept() async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("box/seen.txt", Data("seen".utf8))
@@ -234,14 +234,21 @@ import Testing
       #expect(fx.emulator!.requestsServed == before, "an offline mount sent \(fx.emulator!.requestsServed - before) requests")
       offline.unmount()
       let online = try fx.mount(options: ["writable"], name: "online")
-      (status, output) = shell("printf 'bad' > 'box/bad\nname.txt'; printf 'good' > box/after.txt", in: online)
+      var denying = Faults()
+      denying.errorStatus = 403
+      denying.errorFraction = 1
+      // Only the upload (its query names the object); lookups of the name are answered.
+      denying.pathFilter = "name=box%2Fdenied.txt"
+      fx.emulator!.setFaults(denying)
+      (status, output) = shell("printf 'bad' > box/denied.txt; printf 'good' > box/after.txt", in: online)
       #expect(status == 0, "\(output)")
       (status, output) = bucketSync(online, timeout: 30)
       #expect(status == 1 && output.contains("failed"), "\(output)")
       #expect(await object(fx, "box/offline.txt") == Data("made offline".utf8))
       #expect(await object(fx, "box/after.txt") == Data("good".utf8))
       #expect(online.log.contains("refused"), "\(online.log)")
-      #expect(try getxattr(online.path("box/bad\nname.txt"), "user.sync_state").get() == "failed")
+      #expect(try getxattr(online.path("box/denied.txt"), "user.sync_state").get() == "failed")
+      fx.emulator!.setFaults(Faults())
     }
   }
 
@@ -549,6 +556,58 @@ import Testing
       #expect(try await names(fx, under: "lost") == ["lost/", "lost/chain.txt"])
       #expect(m.conflicts == 0, "\(m.log)")
       #expect(try getxattr(m.path("lost/chain.txt"), "user.sync_state").get() == "synced")
+    }
+  }
+
+  /// A name the bucket cannot hold exactly is refused when it is made, never stored as another
+  /// name: bytes that are not UTF-8 (EILSEQ), a line break (EINVAL), an object name past 1,024
+  /// bytes (ENAMETOOLONG), and a second spelling of a name in one folder (NFD beside NFC: the
+  /// bucket keeps both, the mount could not tell them apart).
+  @Test func namesTheBucketCannotHoldExactlyAreRefused() async throws {
+    try await MountFixture.scope { fx in
+      let nfd = "cafe\u{301}"
+      _ = try await fx.put("names/remote-\(nfd).txt", Data("remote nfd".utf8))
+      let m = try fx.mount(options: ["writable"])
+      let dir = m.path("names")
+      func create(_ name: [UInt8]) -> Int32 {
+        let path = Array(dir.utf8) + [UInt8(ascii: "/")] + name + [0]
+        let fd = path.withUnsafeBufferPointer { p in
+          p.baseAddress!.withMemoryRebound(to: CChar.self, capacity: p.count) { open($0, O_CREAT | O_WRONLY, 0o644) }
+        }
+        if fd < 0 { return errno }
+        _ = write(fd, name, name.count)
+        close(fd)
+        return 0
+      }
+      #expect(create([0xFF, 0xFE, 0x2D, 0x78]) == EILSEQ)
+      #expect(create([0xFE, 0xFF, 0x2D, 0x78]) == EILSEQ)
+      #expect(create(Array("line\nbreak".utf8)) == EINVAL)
+      #expect(create(Array("carriage\rreturn".utf8)) == EINVAL)
+      let nfc = "caf\u{e9}"
+      #expect(create(Array("\(nfc).txt".utf8)) == 0)
+      #expect(create(Array("\(nfd).txt".utf8)) == EILSEQ)
+      // The remote NFD object: its NFC spelling is neither it nor makeable.
+      #expect(readFile(m.path("names/remote-\(nfc).txt")) == .failure(Errno(ENOENT)))
+      #expect(create(Array("remote-\(nfc).txt".utf8)) == EILSEQ)
+      #expect(try readFile(m.path("names/remote-\(nfd).txt")).get() == Data("remote nfd".utf8))
+      #expect(mkdir(m.path("names/bad\ndir"), 0o755) == -1 && errno == EINVAL)
+      // names/ and five folders of 250 bytes: the fifth would be an object name of 1,260 bytes.
+      let deep = (0..<5).map { _ in String(repeating: "d", count: 250) }.joined(separator: "/")
+      var (status, output) = shell("mkdir -p names/\(deep)", in: m)
+      #expect(status != 0 && output.contains("File name too long"), "\(output)")
+      #expect(create(Array("ok.txt".utf8)) == 0)
+      #expect(rename(m.path("names/ok.txt"), m.path("names/moved\nname")) == -1 && errno == EINVAL)
+      #expect(rename(m.path("names/ok.txt"), m.path("names/\(nfd).txt")) == -1 && errno == EILSEQ)
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      let stored = try await names(fx, under: "names")
+      #expect(stored.allSatisfy { $0.utf8.count <= 1024 })
+      #expect(
+        stored.filter { !$0.hasPrefix("names/ddd") } == ["names/caf\u{e9}.txt", "names/ok.txt", "names/remote-\(nfd).txt"].sorted(),
+        "\(stored)")
+      #expect(stored.contains { Array($0.utf8) == Array("names/caf\u{e9}.txt".utf8) })
+      #expect(await object(fx, "names/caf\u{e9}.txt") == Data("caf\u{e9}.txt".utf8))
+      #expect(await object(fx, "names/ok.txt") == Data("ok.txt".utf8))
     }
   }
 

@@ -45,6 +45,21 @@ final class Namespace: Sendable {
   }
 
   /// A name the kernel can show: not empty, not `.`/`..`, no `/` or NUL, at most 255 bytes.
+  /// Why the bucket cannot hold an object made under the new name `name` at `path` exactly
+  /// (an errno), or nil: Cloud Storage refuses carriage returns and line feeds in object names
+  /// and names over 1,024 bytes (cloud.google.com/storage/docs/objects#naming).
+  static func refusal(ofNewName name: String, at path: String) -> Int32? {
+    guard isValidName(name) else { return EINVAL }
+    if name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) { return EINVAL }
+    // A folder's placeholder has one more byte ("/").
+    if path.utf8.count + 1 > 1024 { return ENAMETOOLONG }
+    return nil
+  }
+
+  /// True when `a` and `b` are the same bytes. Swift's `==` on strings is canonical
+  /// equivalence: NFC "café" (c3 a9) equals NFD "café" (65 cc 81), which are two objects.
+  static func sameBytes(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
+
   static func isValidName(_ name: String) -> Bool {
     // Bytes, not Foundation's string search: this runs for every name of every listing.
     !name.isEmpty && name != "." && name != ".." && name.utf8.count <= 255

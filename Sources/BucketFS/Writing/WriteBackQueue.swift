@@ -308,8 +308,10 @@ package final class WriteBackQueue: Sendable {
   /// `name` as the queued changes leave it: nil when no change of it is queued.
   func view(_ name: String) -> LocalView? {
     let found = state.withLock { s -> (PendingChange, Int64)? in
-      s.changes.values.filter { $0.name == name && $0.state != .done && $0.conflictName == nil && $0.kind != .metadata }
-        .max(by: { $0.sequence < $1.sequence }).map { ($0, s.sizes[$0.sequence] ?? 0) }
+      s.changes.values.filter {
+        Namespace.sameBytes($0.name, name) && $0.state != .done && $0.conflictName == nil && $0.kind != .metadata
+      }
+      .max(by: { $0.sequence < $1.sequence }).map { ($0, s.sizes[$0.sequence] ?? 0) }
     }
     guard let (last, size) = found else { return nil }
     if last.kind == .delete { return .deleted }
