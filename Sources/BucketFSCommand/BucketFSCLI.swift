@@ -79,7 +79,7 @@ public enum BucketFSCLI {
         throw CommandError.usage("unknown command \(command)\n\n\(usage)")
       }
     } catch let error as CommandError {
-      FileHandle.standardError.write(Data("bucketfs \(command): \(error.description)\n".utf8))
+      FileHandle.standardError.write(Data("bucketfs \(command): \(error.printable)\n".utf8))
       return error.status
     } catch {
       FileHandle.standardError.write(Data("bucketfs \(command): \(error)\n".utf8))

@@ -1,3 +1,4 @@
+import BucketFS
 import StorageCore
 
 /// Exit statuses, one per kind of failure a script may want to tell apart.
@@ -37,6 +38,15 @@ public enum CommandError: Error, CustomStringConvertible {
     switch self {
     case .usage(let s): return s
     case .failed(let s, _): return s
+    }
+  }
+
+  /// What goes to stderr: a failure's line with the control characters of the object names in
+  /// it escaped (a name is anyone's choice); a usage text as written.
+  var printable: String {
+    switch self {
+    case .usage(let s): return s
+    case .failed(let s, _): return TerminalText.visible(s)
     }
   }
 

@@ -1,3 +1,4 @@
+import BucketFS
 import Foundation
 import StorageCore
 
@@ -120,7 +121,7 @@ enum CopyCommand {
       let parts = relative.split(separator: "/", omittingEmptySubsequences: false)
       if relative.isEmpty || relative.hasSuffix("/") { continue }
       if parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." || $0.utf8.count > 255 }) {
-        FileHandle.standardError.write(Data("bucketfs cp: skipping \(name): not a valid local path\n".utf8))
+        FileHandle.standardError.write(Data("bucketfs cp: skipping \(TerminalText.visible(name)): not a valid local path\n".utf8))
         continue
       }
       jobs.append((name, folder.appendingPathComponent(relative)))

@@ -1,3 +1,4 @@
+import BucketFS
 import Foundation
 import StorageCore
 
@@ -28,7 +29,7 @@ enum ObjectCommands {
     }
     let (prefixes, items, given) = (listed.prefixes, listed.items, listed.metadata)
     var out = ""
-    for p in Array(Set(prefixes)).sorted().map(visible) { out += long ? "\(pad("DIR", 12))  \(pad("", 24))  \(p)\n" : "\(p)\n" }
+    for p in Array(Set(prefixes)).sorted().map(TerminalText.visible) { out += long ? "\(pad("DIR", 12))  \(pad("", 24))  \(p)\n" : "\(p)\n" }
     if long {
       // The GCS list carries each object's metadata; the v0 list only names.
       var metadata = given
@@ -36,10 +37,10 @@ enum ObjectCommands {
       for name in items {
         guard let m = metadata[name] else { continue }
         let updated = m.updated.map(StorageMetadata.formatDate) ?? "-"
-        out += "\(pad(String(m.size), 12))  \(pad(updated, 24))  \(visible(name))  \(visible(m.contentType ?? "-"))\n"
+        out += "\(pad(String(m.size), 12))  \(pad(updated, 24))  \(TerminalText.visible(name))  \(TerminalText.visible(m.contentType ?? "-"))\n"
       }
     } else {
-      for name in items { out += "\(visible(name))\n" }
+      for name in items { out += "\(TerminalText.visible(name))\n" }
     }
     FileHandle.standardOutput.write(Data(out.utf8))
     return 0
@@ -100,29 +101,6 @@ enum ObjectCommands {
       FileHandle.standardOutput.write(Data(out.utf8))
     }
     return 0
-  }
-
-  /// `text` with its control characters written as escapes (`\n`, `\t`, `\r`, `\x1b`, `\u{9b}`):
-  /// an object name is anyone's choice, and written raw it could move the cursor, recolour or
-  /// rewrite what the terminal shows, or end a line where none ends.
-  static func visible(_ text: String) -> String {
-    guard text.unicodeScalars.contains(where: isControl) else { return text }
-    var out = ""
-    for scalar in text.unicodeScalars {
-      switch scalar {
-      case "\n": out += "\\n"
-      case "\t": out += "\\t"
-      case "\r": out += "\\r"
-      case _ where scalar.value < 0x80 && isControl(scalar): out += "\\x" + String(format: "%02x", scalar.value)
-      case _ where isControl(scalar): out += "\\u{" + String(scalar.value, radix: 16) + "}"
-      default: out.unicodeScalars.append(scalar)
-      }
-    }
-    return out
-  }
-
-  private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-    scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
   }
 
   static let catUsage = """

@@ -1,3 +1,4 @@
+import BucketFS
 import Foundation
 
 /// A one-line progress bar on stderr (bytes, rate, ETA), drawn only when stderr is a terminal.
@@ -9,7 +10,7 @@ final class ProgressBar: @unchecked Sendable {
   private let lock = NSLock()
 
   init(label: String, force: Bool = false) {
-    self.label = label
+    self.label = TerminalText.visible(label)
     self.enabled = force || isatty(2) == 1
   }
 

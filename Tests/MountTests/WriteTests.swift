@@ -611,6 +611,26 @@ import Testing
     }
   }
 
+  /// `bucketfs sync` lists what waits with the names' control characters escaped: a name that
+  /// holds a terminal's retitle and clear-screen sequences is printed as text, not obeyed.
+  @Test func syncPrintsNamesEscaped() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      var denying = Faults()
+      denying.errorStatus = 403
+      denying.errorFraction = 1
+      denying.pathFilter = "name=evil"
+      fx.emulator!.setFaults(denying)
+      let evil = "evil\u{1b}]0;TITLE\u{07}\u{1b}[2J.txt"
+      #expect(FileManager.default.createFile(atPath: m.path(evil), contents: Data("x".utf8)))
+      let (status, output) = bucketSync(m)
+      #expect(status == 1)
+      #expect(!output.utf8.contains(0x1b) && !output.utf8.contains(0x07), "\(output.debugDescription)")
+      #expect(output.contains("evil\\x1b]0;TITLE\\x07\\x1b[2J.txt"), "\(output.debugDescription)")
+      fx.emulator!.setFaults(Faults())
+    }
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("ro/a.txt", Data("a".utf8))

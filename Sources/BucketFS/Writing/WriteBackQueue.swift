@@ -379,8 +379,10 @@ package final class WriteBackQueue: Sendable {
     let (changes, lastError) = state.withLock { ($0.changes.values.filter { $0.state != .done }.sorted { $0.sequence < $1.sequence }, $0.lastError) }
     var lines: [String] = []
     for (i, c) in changes.enumerated() {
-      var line = "\(c.kind.rawValue)\t\(c.name)\t\(c.state.rawValue)"
-      if let error = c.error ?? (i == 0 ? lastError : nil) { line += "\t" + error }
+      // One change a line whatever its name holds (a record from before names with line breaks
+      // were refused; escapes that would retitle or clear a terminal).
+      var line = "\(c.kind.rawValue)\t\(TerminalText.visible(c.name))\t\(c.state.rawValue)"
+      if let error = c.error ?? (i == 0 ? lastError : nil) { line += "\t" + TerminalText.visible(error) }
       lines.append(line)
     }
     return lines.joined(separator: "\n") + (lines.isEmpty ? "" : "\n")

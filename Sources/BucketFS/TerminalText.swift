@@ -1,0 +1,27 @@
+import Foundation
+
+/// Text from outside (object names, servers' messages) made safe to print.
+package enum TerminalText {
+  /// `text` with its control characters written as escapes (`\n`, `\t`, `\r`, `\x1b`, `\u{9b}`):
+  /// an object name is anyone's choice, and written raw it could move the cursor, recolour or
+  /// rewrite what the terminal shows, or end a line where none ends.
+  package static func visible(_ text: String) -> String {
+    guard text.unicodeScalars.contains(where: isControl) else { return text }
+    var out = ""
+    for scalar in text.unicodeScalars {
+      switch scalar {
+      case "\n": out += "\\n"
+      case "\t": out += "\\t"
+      case "\r": out += "\\r"
+      case _ where scalar.value < 0x80 && isControl(scalar): out += "\\x" + String(format: "%02x", scalar.value)
+      case _ where isControl(scalar): out += "\\u{" + String(scalar.value, radix: 16) + "}"
+      default: out.unicodeScalars.append(scalar)
+      }
+    }
+    return out
+  }
+
+  static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+    scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
+  }
+}
