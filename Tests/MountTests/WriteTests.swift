@@ -151,7 +151,7 @@ import Testing
   }
 
   /// Someone else changes an object while it is open for writing here: their version keeps the
-  /// name, ours goes beside it under a conflict name, and nothing is lost.
+  /// name, ours goes beside it under a conflict name, nothing is lost, and fsync says ESTALE.
   @Test(arguments: ["firebase", "gcs"]) func aChangeMadeElsewhereIsNeverOverwritten(api: String) async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("shared/plan.txt", Data("v1".utf8))
@@ -160,6 +160,8 @@ import Testing
       #expect(fd >= 0)
       _ = try await fx.put("shared/plan.txt", Data("theirs".utf8))
       #expect(write(fd, "+ours", 5) == 5)
+      // fsync waits for the upload, which went beside their version: it says so (ESTALE).
+      #expect(fsync(fd) == -1 && errno == ESTALE, "fsync: \(String(cString: strerror(errno)))")
       #expect(close(fd) == 0)
       let (status, output) = bucketSync(m)
       #expect(status == 0, "\(output)")

@@ -55,6 +55,16 @@ package final class WriteBackQueue: Sendable {
     /// Bytes of the queued uploads.
     var bytes: Int64 = 0
     var sizes: [UInt64: Int64] = [:]
+    /// How changes that left the queue ended, for a wait that looks after they left (an fsync
+    /// must learn of a conflict, not take a missing record for success); the latest 10,000.
+    var ended: [UInt64: Ending] = [:]
+  }
+
+  /// How a change left the queue.
+  enum Ending: Equatable {
+    case finished(Outcome)
+    /// A newer upload of the name took its place before it started: wait for that one.
+    case replaced(by: UInt64)
   }
 
   let folder: URL
@@ -147,7 +157,10 @@ package final class WriteBackQueue: Sendable {
     unlink(dataPath(change))
     unlink(recordPath(change))
     state.withLock { s in
-      s.changes.removeValue(forKey: change.sequence)
+      if let gone = s.changes.removeValue(forKey: change.sequence), s.ended[change.sequence] == nil {
+        s.ended[change.sequence] = .finished(gone.conflictName == nil ? .applied : .conflict)
+        if s.ended.count > 10_000, let oldest = s.ended.keys.min() { s.ended.removeValue(forKey: oldest) }
+      }
       s.readyAt.removeValue(forKey: change.sequence)
       s.bytes -= s.sizes.removeValue(forKey: change.sequence) ?? 0
     }
@@ -234,6 +247,7 @@ package final class WriteBackQueue: Sendable {
       }
       if last.kind.putsVersion && last.state == .pending && change.kind.putsVersion {
         s.changes[last.sequence]!.state = .done  // taken: the worker must not start it now
+        s.ended[last.sequence] = .replaced(by: change.sequence)
         return (last, earlier.count > 1)
       }
       return (nil, true)
@@ -246,7 +260,12 @@ package final class WriteBackQueue: Sendable {
     do {
       try persist(change)
     } catch {
-      if let replaced { state.withLock { $0.changes[replaced.sequence]?.state = .pending } }
+      if let replaced {
+        state.withLock { s in
+          s.changes[replaced.sequence]?.state = .pending
+          s.ended.removeValue(forKey: replaced.sequence)
+        }
+      }
       unlink(dataPath(change))
       throw error
     }
@@ -389,13 +408,22 @@ package final class WriteBackQueue: Sendable {
   }
 
   /// Waits until change `sequence` is carried out, fails, or cannot be for lack of a server.
-  func wait(for sequence: UInt64, within seconds: Double) async -> Outcome {
+  func wait(for first: UInt64, within seconds: Double) async -> Outcome {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    var sequence = first
     while true {
-      let (change, lastError, isHead) = state.withLock { s -> (PendingChange?, String?, Bool) in
+      let (ending, change, lastError, isHead) = state.withLock { s -> (Ending?, PendingChange?, String?, Bool) in
         let head = s.changes.values.filter { $0.state != .done && $0.state != .failed }.min { $0.sequence < $1.sequence }
-        return (s.changes[sequence], s.lastError, head?.sequence == sequence)
+        return (s.ended[sequence], s.changes[sequence], s.lastError, head?.sequence == sequence)
       }
+      switch ending {
+      case .finished(let outcome): return outcome
+      case .replaced(let newer):
+        sequence = newer
+        continue
+      case nil: break
+      }
+      // Neither queued nor ended here: carried out by an earlier mount.
       guard let change else { return .applied }
       switch change.state {
       case .done: return change.conflictName == nil ? .applied : .conflict
