@@ -21,7 +21,7 @@ enum MountCommand {
       --emulator HOST:PORT, --api firebase|gcs, and the credential options of the object
                      commands (see bucketfs --help); the token asks for read-only access
       -o ro, allow_other, uid=N, gid=N, file_mode=0444, dir_mode=0555,
-         metadata_ttl=SECONDS (5), cache_size=SIZE (192M), staging_dir=DIR,
+         metadata_ttl=SECONDS (60), cache_size=SIZE (192M), staging_dir=DIR,
          staging_size=SIZE (10G), stage_max_file=SIZE (2G), read_timeout=SECONDS (30), offline,
          key_file=FILE, token_file=FILE, metrics=HOST:PORT (Prometheus page at /metrics)
     """

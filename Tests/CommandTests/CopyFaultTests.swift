@@ -26,8 +26,9 @@ import Testing
     ((try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []).filter { $0.hasSuffix(".part") }
   }
 
-  /// A reset every 100 KB: each attempt resumes where the last broke, so the copy completes.
-  @Test func copyCompletesUnderPersistentResets() throws {
+  /// A reset every 100 KB: each attempt resumes where the last broke, so the copy (and cat)
+  /// completes.
+  @Test func copyAndCatCompleteUnderPersistentResets() throws {
     let dir = try scratch()
     defer { try? FileManager.default.removeItem(at: dir) }
     let root = dir.appendingPathComponent("server")
@@ -41,6 +42,15 @@ import Testing
       #expect(try Data(contentsOf: out) == data)
       #expect(Date().timeIntervalSince(started) < 60)
       #expect(leftovers(dir).isEmpty)
+      // cat streams by the same rule: each attempt resumes where the bytes written end, on both
+      // APIs, for the whole object and a range.
+      for api in ["firebase", "gcs"] {
+        let whole = try runBucketfs(["cat", "gs://bk/resets.bin", "--api", api, "--emulator", server.address], timeout: 120)
+        #expect(whole.status == 0 && whole.stdout == data, "\(api): \(whole.stdout.count) bytes, \(whole.stderr)")
+        let part = try runBucketfs(
+          ["cat", "gs://bk/resets.bin", "--range", "1000-5000000", "--api", api, "--emulator", server.address], timeout: 120)
+        #expect(part.status == 0 && part.stdout == data.subdata(in: 1000..<5_000_001), "\(api): \(part.stderr)")
+      }
     }
   }
 

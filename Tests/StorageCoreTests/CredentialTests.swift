@@ -7,9 +7,9 @@ import Testing
 @testable import StorageCore
 
 /// A throwaway RSA (or other) key made at test time with the openssl command; none is committed.
-func makeKey(_ folder: URL, algorithm: String = "RSA") throws -> String {
+func makeKey(_ folder: URL, algorithm: String = "RSA") async throws -> String {
   let path = folder.appendingPathComponent("key-\(UUID().uuidString.prefix(6)).pem").path
-  return try makePrivateKey(at: path, algorithm: algorithm)
+  return try await makePrivateKey(at: path, algorithm: algorithm)
 }
 
 /// Writes a service account key file whose token_uri is `tokenURI`.
@@ -31,10 +31,12 @@ final class AuthFixture: @unchecked Sendable {
   let key: String
   var tokenURI: String { "http://127.0.0.1:\(emulator.port)/token" }
 
-  init(lifetime: Duration = .seconds(3600), refreshTokens: Set<String> = [], metadata: Bool = false, faults: Faults = Faults()) throws {
+  init(lifetime: Duration = .seconds(3600), refreshTokens: Set<String> = [], metadata: Bool = false, faults: Faults = Faults())
+    async throws
+  {
     root = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-auth-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-    key = try makeKey(root)
+    key = try await sharedRSAKey()
     var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
     config.port = 0
     var tokens = TokenAuthority.Configuration()
@@ -130,7 +132,7 @@ final class ScriptedSource: CredentialSource, @unchecked Sendable {
 
   /// A 401 drops the token; the request is sent once more with a fresh one, and only once.
   @Test func unauthenticatedRefreshesOnceAndRetriesOnce() async throws {
-    let fx = try AuthFixture()
+    let fx = try await AuthFixture()
     let path = try writeServiceAccount(fx.root, key: fx.key, tokenURI: fx.tokenURI)
     let real = try CredentialChain.keyFileSource(path, scopes: [StorageScope.readWrite], client: .shared)
     let good = try #require(try await real.fetchToken()).value
@@ -148,7 +150,7 @@ final class ScriptedSource: CredentialSource, @unchecked Sendable {
   /// Service account tokens that live 3 seconds keep a client working across many refreshes,
   /// with one grant per half-lifetime, not one per request.
   @Test func serviceAccountTokensAreRefreshedAheadOfExpiry() async throws {
-    let fx = try AuthFixture(lifetime: .seconds(3))
+    let fx = try await AuthFixture(lifetime: .seconds(3))
     let path = try writeServiceAccount(fx.root, key: fx.key, tokenURI: fx.tokenURI)
     let credentials = Credentials(source: try CredentialChain.keyFileSource(path, scopes: [StorageScope.readWrite], client: .shared))
     let storage = fx.storage(credentials)
@@ -166,7 +168,7 @@ final class ScriptedSource: CredentialSource, @unchecked Sendable {
   }
 
   @Test func theChainPicksSourcesInTheDocumentedOrder() async throws {
-    let fx = try AuthFixture(refreshTokens: ["user-refresh"], metadata: true)
+    let fx = try await AuthFixture(refreshTokens: ["user-refresh"], metadata: true)
     let home = fx.root.appendingPathComponent("home")
     let gcloud = home.appendingPathComponent(".config/gcloud")
     try FileManager.default.createDirectory(at: gcloud, withIntermediateDirectories: true)
@@ -215,11 +217,11 @@ final class ScriptedSource: CredentialSource, @unchecked Sendable {
   }
 
   @Test func brokenCredentialsFailWithOneClearLine() async throws {
-    let fx = try AuthFixture(refreshTokens: ["valid"])
+    let fx = try await AuthFixture(refreshTokens: ["valid"])
     let notJSON = fx.root.appendingPathComponent("not-json.json").path
     try "{ this is not json".write(toFile: notJSON, atomically: true, encoding: .utf8)
     #expect(throws: StorageError.self) { try CredentialChain.keyFileSource(notJSON, scopes: [], client: .shared) }
-    let ecKey = try makeKey(fx.root, algorithm: "EC")
+    let ecKey = try await makeKey(fx.root, algorithm: "EC")
     let ecFile = try writeServiceAccount(fx.root, key: ecKey, tokenURI: fx.tokenURI)
     let notRSA = #expect(throws: StorageError.self) { try CredentialChain.keyFileSource(ecFile, scopes: [], client: .shared) }
     #expect(notRSA?.detail.contains("not an RSA key") == true)
@@ -248,7 +250,7 @@ final class ScriptedSource: CredentialSource, @unchecked Sendable {
     faults.errorStatus = 500
     faults.errorFraction = 1
     faults.pathFilter = "/token"
-    let fx = try AuthFixture(faults: faults)
+    let fx = try await AuthFixture(faults: faults)
     let keyFile = try writeServiceAccount(fx.root, key: fx.key, tokenURI: fx.tokenURI)
     let account = try CredentialChain.keyFileSource(keyFile, scopes: [], client: .shared)
     let failing = await #expect(throws: StorageError.self) { try await account.fetchToken() }
@@ -266,7 +268,7 @@ final class ScriptedSource: CredentialSource, @unchecked Sendable {
   /// A Firebase user's refresh token is replaced by the one the endpoint returns, in a file
   /// only its owner reads.
   @Test func firebaseRefreshTokenRotates() async throws {
-    let fx = try AuthFixture(refreshTokens: ["first-refresh"])
+    let fx = try await AuthFixture(refreshTokens: ["first-refresh"])
     let file = fx.root.appendingPathComponent("refresh").path
     try "first-refresh\n".write(toFile: file, atomically: true, encoding: .utf8)
     let source = try FirebaseUserSource(

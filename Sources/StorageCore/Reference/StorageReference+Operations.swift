@@ -185,7 +185,9 @@ public struct StorageListResult: Sendable {
 
 extension StorageReference {
   /// Streams the object's bytes (or `range` of them) through `onData` without holding them in
-  /// memory. Retries only while nothing has been delivered, so bytes are never repeated.
+  /// memory. An attempt cut short resumes where the bytes handed on end, pinned to the
+  /// generation the first answer served (another one fails as `objectChanged`), so no byte is
+  /// handed on twice or from another version; the same retry rule as a download task's.
   /// `onData` runs in order on a thread of its own (a slow consumer, such as a pipe nobody
   /// reads, pauses this transfer only); returning false stops the stream.
   public func stream(
@@ -195,21 +197,44 @@ extension StorageReference {
     let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
     let counter = StreamCounter()
     return try await RetryBudget.run(storage, seconds: budget, object: description) { () async throws(StorageError) -> Attempt<Int64> in
-      let (request, token) = try await storage.authorize(storage.wire.download(path, range: range, from: nil, generation: nil))
+      let before = counter.delivered
+      let from = (range?.lowerBound ?? 0) + before
+      let request = before == 0
+        ? storage.wire.download(path, range: range, from: nil, generation: nil)
+        : storage.wire.download(path, range: range.map { from..<$0.upperBound }, from: range == nil ? from : nil, generation: counter.generation)
+      let (signed, token) = try await storage.authorize(request)
       counter.errorBody = Data()
+      counter.skip = 0
       let handOff = HandOff(label: "bucketfs.stream") { bytes in onData(bytes) }
       let head: HTTPResponseHead
       do throws(TransportError) {
         head = try await storage.client.stream(
-          request, timeouts: timeouts,
-          onHead: { head in counter.status = head.status; return true },
+          signed, timeouts: timeouts,
+          onHead: { head in
+            counter.status = head.status
+            guard (200..<300).contains(head.status) else { return true }
+            if let pinned = counter.generation, let served = head.generation, served != pinned {
+              counter.changedTo = served
+              return false
+            }
+            if counter.generation == nil { counter.generation = head.generation }
+            // A server that ignored a resumed attempt's Range sends the object from its start.
+            if before > 0 && head.status == 200 { counter.skip = from }
+            return true
+          },
           onFlow: { bytes in
             guard (200..<300).contains(counter.status) else {
               counter.errorBody.append(contentsOf: bytes.prefix(4096))
               return .accept
             }
-            let flow = handOff.offer(bytes)
-            if flow == .accept { counter.delivered += Int64(bytes.count) }
+            let skipped = Int(min(Int64(bytes.count), counter.skip))
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
+            let flow = rest.isEmpty ? .accept : handOff.offer(rest)
+            // A paused delivery comes again whole: only what was taken counts.
+            if flow == .accept {
+              counter.skip -= Int64(skipped)
+              counter.delivered += Int64(rest.count)
+            }
             return flow
           },
           started: { handOff.attach($0) })
@@ -217,13 +242,15 @@ extension StorageReference {
       } catch {
         await handOff.drain()
         if handOff.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
-        // Bytes handed on are never handed on again: a stream retries only before the first.
-        guard counter.delivered == 0 else { throw StorageError.from(transport: error, object: description) }
-        return .broken(error)
+        if let served = counter.changedTo { throw .objectChanged(description, from: counter.generation, to: served) }
+        return .broken(error, progressed: counter.delivered > before)
       }
       if handOff.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
+      if let served = counter.changedTo { throw .objectChanged(description, from: counter.generation, to: served) }
       if (200..<300).contains(head.status) { return .done(counter.delivered) }
-      return .answered(head, body: counter.errorBody, token: token)
+      // A resumed attempt that starts at the end: everything was handed on before the break.
+      if head.status == 416 && before > 0 && head.contentRangeTotal.map({ from >= $0 }) == true { return .done(counter.delivered) }
+      return .answered(head, body: counter.errorBody, token: token, progressed: counter.delivered > before)
     }
   }
 }
@@ -304,10 +331,18 @@ final class RangeBuffer: @unchecked Sendable {
   }
 }
 
+/// A stream's progress across its attempts; touched by the transfer thread during a request and
+/// by the caller between requests.
 final class StreamCounter: @unchecked Sendable {
   var status = 0
   var delivered: Int64 = 0
   var errorBody = Data()
+  /// The generation the first answer served; later attempts ask for it.
+  var generation: Int64?
+  /// Set when an attempt's answer was of another generation.
+  var changedTo: Int64?
+  /// Bytes of a resumed attempt's 200 answer already handed on.
+  var skip: Int64 = 0
 }
 
 extension StorageReference {
