@@ -35,7 +35,7 @@ final class EventLog: Sendable {
         if (snap.progress?.completedUnitCount ?? 0) > 0 { progressed.withLock { $0 = true } }
       }
       // Wait until some bytes arrived, then pause.
-      #expect(await eventually(timeout: .seconds(4)) { progressed.withLock { $0 } })
+      #expect(await eventually { progressed.withLock { $0 } })
       task.pause()
       let pausedAt = task.snapshot.progress?.completedUnitCount ?? 0
       #expect(pausedAt > 0)
@@ -107,7 +107,9 @@ final class EventLog: Sendable {
       for status in [StorageTaskStatus.resume, .pause, .success, .failure] {
         task.observe(status) { _ in log.add(status) }
       }
-      #expect(await eventually { task.bytesTransferred > 0 })
+      #expect(
+        await eventually { task.bytesTransferred > 0 },
+        "no byte moved: \(fx.emulator.requestsServed) requests served, \(fx.emulator.connectionsAccepted) connections, \(fx.emulator.bodyBytesReceived) bytes received")
       task.pause()
       // Paused: the transfer winds down, and resumes from what it achieved.
       #expect(await eventually { fx.storage.transfersRunning.load(ordering: .relaxed) == 0 })

@@ -157,6 +157,8 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     // An attempt sends chunks from where the server has the bytes until the last one's answer
     // or a failure; the next one asks the session where it stands first.
     var failedBefore = false
+    // A server that forgets every session it opens would otherwise be asked for ever.
+    var restarts = 0
     do {
       return try await RetryBudget.run(reference.storage, seconds: budget, object: object) {
         () async throws(StorageError) -> Attempt<StorageMetadata?> in
@@ -167,6 +169,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
           case .finished(let metadata): return .done(metadata)
           case .forgotten:
             // The server lost the session (restarted, or it expired): everything again.
+            restarts += 1
             url = try await openSession(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
             offset = 0
           }
@@ -202,6 +205,14 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
             offset = end
             updateProgress(completed: offset)
             fire([.progress])
+          case .failed where [404, 410].contains(response.head.status) && restarts < 3:
+            restarts += 1
+            // The session is gone (the server restarted or let it expire): everything again.
+            session.withLock { $0 = nil }
+            keptSession?.opened(nil)
+            url = try await openSession(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
+            offset = 0
+            updateProgress(completed: 0)
           case .failed:
             return .answered(response.head, body: response.body, token: token, progressed: offset > attemptStart)
           }
