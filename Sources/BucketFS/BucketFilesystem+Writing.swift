@@ -581,7 +581,8 @@ extension BucketFilesystem {
   package func queueText() -> String {
     guard let writeBack else { return "0\n" }
     let t = writeBack.queue.totals
-    return "\(t.changes) \(t.failed)\n" + writeBack.queue.describe()
+    return "\(t.changes) \(t.failed) \(t.damaged)\n" + writeBack.queue.describe()
+      + (t.damaged > 0 ? "damaged\t\(t.damaged) records or bytes kept aside in \(writeBack.queue.damaged.folder.path), not carried out\n" : "")
   }
 }
 

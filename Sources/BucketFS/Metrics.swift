@@ -63,7 +63,7 @@ package final class Metrics: Sendable {
     var transferLoopAge: Double
     var stagingBuffersFree: Int
     /// The write-back queue (nil on a read-only mount).
-    var queue: (changes: Int, bytes: Int64, failed: Int, applied: Int, conflicts: Int)? = nil
+    var queue: QueueTotals? = nil
   }
 
   private static func label(_ text: String) -> String {
@@ -120,6 +120,8 @@ package final class Metrics: Sendable {
       single("bucketfs_writeback_failed_changes", "gauge", "Changes the bucket refused, kept in the queue.", q.failed)
       single("bucketfs_writeback_applied_total", "counter", "Changes carried out.", q.applied)
       single("bucketfs_writeback_conflicts_total", "counter", "Uploads that went beside an object changed elsewhere.", q.conflicts)
+      single(
+        "bucketfs_writeback_damaged_records", "gauge", "Queue records or bytes found damaged and kept aside, not carried out.", q.damaged)
     }
     family("bucketfs_fuse_operation_seconds", "histogram", "FUSE operations by type, by time to answer.")
     for (op, h) in s.fuse.sorted(by: { $0.key < $1.key }) {
@@ -156,6 +158,7 @@ package final class Metrics: Sendable {
     ]
     if let q = r.queue {
       lines.append(("write-back queue", "\(q.changes) changes, \(q.bytes) bytes, \(q.failed) failed, \(q.applied) done, \(q.conflicts) conflicts"))
+      if q.damaged > 0 { lines.append(("damaged queue records", "\(q.damaged) kept aside, not carried out")) }
     }
     return lines
   }

@@ -9,7 +9,8 @@ enum SyncCommand {
 
     Waits until every change made through the writable mount at MOUNTPOINT is in the bucket
     (default: at most 600 s). Exits 0 when the queue is empty; otherwise prints what is left, one
-    change a line (what, object, state, and why it waits or failed), and exits 1.
+    change a line (what, object, state, and why it waits or failed), and the queue records a
+    mount found damaged and kept aside, and exits 1.
     """
 
   static func run(_ args: inout Arguments) throws(CommandError) -> Int32 {
@@ -23,11 +24,13 @@ enum SyncCommand {
       let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
       let counts = lines.first?.split(separator: " ").compactMap { Int($0) } ?? []
       let (waiting, failed) = (counts.first ?? 0, counts.count > 1 ? counts[1] : 0)
-      if waiting == 0 && failed == 0 { return 0 }
+      let damaged = counts.count > 2 ? counts[2] : 0
+      if waiting == 0 && failed == 0 && damaged == 0 { return 0 }
       // Failed changes do not go by themselves: no point waiting for them alone.
       if waiting == 0 || Date() >= deadline {
         let left = lines.dropFirst().joined(separator: "\n")
-        FileHandle.standardError.write(Data("bucketfs sync: \(waiting) changes waiting, \(failed) failed\n\(left)".utf8))
+        let kept = damaged > 0 ? ", \(damaged) damaged records kept aside" : ""
+        FileHandle.standardError.write(Data("bucketfs sync: \(waiting) changes waiting, \(failed) failed\(kept)\n\(left)".utf8))
         return 1
       }
       Thread.sleep(forTimeInterval: 0.1)

@@ -633,6 +633,54 @@ import Testing
     }
   }
 
+  /// A queue damaged between mounts is never read silently: a truncated record, bytes that are
+  /// not the ones queued, a record deleted by hand (its bytes left) and a record copied under
+  /// another number are kept aside in the queue's damaged/ folder, said by the log, `bucketfs
+  /// sync` and the metrics, and nothing of them reaches the bucket; the sound changes go.
+  @Test func aDamagedQueueIsKeptAsideNotCarriedOut() async throws {
+    try await MountFixture.scope { fx in
+      let offline = try fx.mount(options: ["writable", "offline"], name: "offline")
+      for name in ["good", "cut-record", "cut-bytes", "no-record", "copied"] {
+        #expect(FileManager.default.createFile(atPath: offline.path("\(name).txt"), contents: Data("the \(name) file\n".utf8)))
+      }
+      #expect(bucketSync(offline, timeout: 1).0 == 1)
+      offline.unmount()
+      // staging/<the bucket's folder>/queue
+      let staging = fx.root.appendingPathComponent("staging")
+      let bucketFolder = try #require(try FileManager.default.contentsOfDirectory(atPath: staging.path).first)
+      let queue = staging.appendingPathComponent(bucketFolder).appendingPathComponent("queue")
+      func record(of name: String) throws -> (json: URL, data: URL) {
+        for file in try FileManager.default.contentsOfDirectory(atPath: queue.path) where file.hasSuffix(".json") {
+          let url = queue.appendingPathComponent(file)
+          if try String(contentsOf: url, encoding: .utf8).contains("\"\(name).txt\"") {
+            return (url, url.deletingPathExtension().appendingPathExtension("data"))
+          }
+        }
+        throw CocoaError(.fileNoSuchFile)
+      }
+      let cutRecord = try record(of: "cut-record").json
+      try Data(try Data(contentsOf: cutRecord).prefix(20)).write(to: cutRecord)
+      let cutBytes = try record(of: "cut-bytes").data
+      try Data("the cut".utf8).write(to: cutBytes)
+      try FileManager.default.removeItem(at: try record(of: "no-record").json)
+      let copied = try record(of: "copied")
+      try FileManager.default.copyItem(at: copied.json, to: queue.appendingPathComponent("000000009999.json"))
+
+      let online = try fx.mount(options: ["writable"], name: "online")
+      let (status, output) = bucketSync(online)
+      #expect(status == 1 && output.contains("4 damaged records kept aside"), "\(output)")
+      #expect(await object(fx, "good.txt") == Data("the good file\n".utf8))
+      #expect(await object(fx, "copied.txt") == Data("the copied file\n".utf8))
+      for name in ["cut-record", "cut-bytes", "no-record"] { #expect(await object(fx, "\(name).txt") == nil, "\(name)") }
+      #expect(try await names(fx).filter { $0.contains("conflict") }.isEmpty)
+      #expect(online.log.contains("kept aside"), "\(online.log)")
+      #expect(online.stat("damaged queue records") == "4 kept aside, not carried out")
+      let aside = try FileManager.default.contentsOfDirectory(atPath: queue.appendingPathComponent("damaged").path)
+      // Four reasons; two records with their bytes, one record, one set of bytes.
+      #expect(aside.filter { $0.hasSuffix(".why") }.count == 4 && aside.count == 4 + 6, "\(aside.sorted())")
+    }
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("ro/a.txt", Data("a".utf8))

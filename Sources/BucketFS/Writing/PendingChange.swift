@@ -70,6 +70,11 @@ struct PendingChange: Codable, Sendable, Equatable {
   var produced: Int64?
   /// Set when the bucket held another version: where our bytes went instead.
   var conflictName: String?
+  /// An upload's bytes as they were queued: checked when a later mount reads the queue, so
+  /// that a truncated or changed `.data` file is never uploaded as the object (nil in records
+  /// written before they were kept).
+  var dataSize: Int64?
+  var dataCRC32C: UInt32?
 
   var fileName: String { String(format: "%012llu", sequence) }
 }

@@ -68,12 +68,14 @@ package final class WriteBackQueue: Sendable {
   }
 
   let folder: URL
+  let damaged: DamagedRecords
   private let state = Mutex(State())
   private let log: @Sendable (String) -> Void
   private let onApplied = Mutex<(@Sendable (PendingChange, StorageMetadata?) -> Void)?>(nil)
 
   init(folder: URL, log: @escaping @Sendable (String) -> Void) throws {
     self.folder = folder
+    self.damaged = DamagedRecords(queueFolder: folder)
     self.log = log
     try PrivateFolder.make(folder)
     try load()
@@ -87,21 +89,48 @@ package final class WriteBackQueue: Sendable {
   private func load() throws {
     let fm = FileManager.default
     var changes: [UInt64: PendingChange] = [:]
-    for file in (try? fm.contentsOfDirectory(atPath: folder.path)) ?? [] {
+    let files = (try? fm.contentsOfDirectory(atPath: folder.path)) ?? []
+    func setAside(_ paths: [String], _ reason: String) {
+      damaged.setAside(paths, reason: reason)
+      log("write-back: \(reason); kept aside in \(damaged.folder.path), not carried out")
+    }
+    for file in files.sorted() {
       let path = folder.appendingPathComponent(file).path
       if file.hasSuffix(".tmp") {
         unlink(path)
         continue
       }
-      guard file.hasSuffix(".json"), let data = fm.contents(atPath: path),
-        let change = try? JSONDecoder().decode(PendingChange.self, from: data)
-      else { continue }
-      if change.kind == .upload && change.state != .done && !fm.fileExists(atPath: dataPath(change)) {
-        log("write-back: \(change.name.debugDescription) (change \(change.sequence)) lost its bytes; dropped")
-        unlink(path)
+      guard file.hasSuffix(".json") else { continue }
+      let stem = String(file.dropLast(5))
+      let bytesPath = folder.appendingPathComponent(stem + ".data").path
+      guard let data = fm.contents(atPath: path), let change = try? JSONDecoder().decode(PendingChange.self, from: data) else {
+        setAside([path, bytesPath], "record \(file) cannot be read (truncated or damaged)")
         continue
       }
+      guard change.fileName == stem else {
+        setAside([path], "record \(file) is change \(change.sequence)'s (a copy of another record)")
+        continue
+      }
+      if change.kind == .upload && change.state != .done {
+        if !fm.fileExists(atPath: dataPath(change)) {
+          setAside([path], "\(TerminalText.visible(change.name)) (change \(change.sequence)) lost its bytes")
+          continue
+        }
+        if let size = change.dataSize, let crc = change.dataCRC32C,
+          BlockChecksums.compute(path: dataPath(change), size: size, md5: false)?.1.value != crc
+        {
+          setAside([path, dataPath(change)], "the bytes of \(TerminalText.visible(change.name)) (change \(change.sequence)) are not the \(size) bytes queued")
+          continue
+        }
+      }
       changes[change.sequence] = change
+    }
+    // Bytes no record owns (a record deleted by hand): kept, never uploaded under a guess.
+    for file in files where file.hasSuffix(".data") {
+      let stem = String(file.dropLast(5))
+      if !files.contains(stem + ".json") {
+        setAside([folder.appendingPathComponent(file).path], "\(file) has no record")
+      }
     }
     var sizes: [UInt64: Int64] = [:]
     for change in changes.values where change.kind == .upload {
@@ -130,9 +159,20 @@ package final class WriteBackQueue: Sendable {
   private func persist(_ change: PendingChange) throws(FSError) {
     guard let data = try? JSONEncoder().encode(change) else { throw FSError(EIO) }
     let final = recordPath(change)
-    let temporary = final + ".tmp"
-    try Self.writeDurably(data, to: temporary)
-    guard rename(temporary, final) == 0 else { throw FSError(errno) }
+    // A name of this writer's own: two threads may write one change's record at once (a
+    // session opened while the change finishes), and a shared temporary name lost one of them.
+    let temporary = final + "." + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".tmp"
+    do throws(FSError) {
+      try Self.writeDurably(data, to: temporary)
+    } catch {
+      unlink(temporary)
+      throw error
+    }
+    guard rename(temporary, final) == 0 else {
+      let e = errno
+      unlink(temporary)
+      throw FSError(e)
+    }
     syncFolder()
   }
 
@@ -187,6 +227,13 @@ package final class WriteBackQueue: Sendable {
     let data = dataPath(change)
     let temporary = data + ".tmp"
     let size = try Self.copyDurably(from: fd, to: temporary)
+    // Read back from the page cache, so that the record vouches for the bytes on disk.
+    guard let crc = BlockChecksums.compute(path: temporary, size: size, md5: false)?.1.value else {
+      unlink(temporary)
+      throw FSError(EIO)
+    }
+    change.dataSize = size
+    change.dataCRC32C = crc
     guard rename(temporary, data) == 0 else {
       let e = errno
       unlink(temporary)
@@ -386,11 +433,13 @@ package final class WriteBackQueue: Sendable {
     }
   }
 
-  /// Changes queued (not failed), their bytes, and those that failed for good.
-  var totals: (changes: Int, bytes: Int64, failed: Int, applied: Int, conflicts: Int) {
+  /// Changes queued (not failed), their bytes, those that failed for good, and the records set
+  /// aside as damaged.
+  var totals: QueueTotals {
     let (changes, applied, conflicts, bytes) = state.withLock { ($0.changes.values.filter { $0.state != .done }, $0.applied, $0.conflicts, $0.bytes) }
     let failed = changes.filter { $0.state == .failed }.count
-    return (changes.count - failed, bytes, failed, applied, conflicts)
+    return QueueTotals(
+      changes: changes.count - failed, bytes: bytes, failed: failed, applied: applied, conflicts: conflicts, damaged: damaged.count)
   }
 
   /// What is left, one line per change, for `bucketfs sync`.
@@ -425,6 +474,8 @@ package final class WriteBackQueue: Sendable {
       }
       // Neither queued nor ended here: carried out by an earlier mount.
       guard let change else { return .applied }
+      // No worker (an offline mount): nothing will carry it out while this mount lives.
+      if onApplied.withLock({ $0 == nil }) { return .waiting("the mount is offline") }
       switch change.state {
       case .done: return change.conflictName == nil ? .applied : .conflict
       case .failed: return .failed(change.error ?? "refused")

@@ -1,0 +1,47 @@
+import Foundation
+
+/// The queue's records that cannot be trusted, set aside in the queue's `damaged/` folder: never
+/// carried out as if good, never deleted. A record that does not decode, names another change
+/// than its file does (a copied record), or whose bytes are not the size and CRC32C it wrote
+/// down; bytes that no record owns. Each is moved there with a `.why` file beside it, and the
+/// log, `bucketfs sync`, the stats and the metrics page say how many there are.
+struct DamagedRecords: Sendable {
+  let folder: URL
+
+  init(queueFolder: URL) {
+    folder = queueFolder.appendingPathComponent("damaged")
+  }
+
+  /// How many things were set aside (this mount and earlier ones).
+  var count: Int {
+    ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { $0.hasSuffix(".why") }.count
+  }
+
+  /// Moves `paths` (a record and its bytes, or either) into the folder, with `reason` beside
+  /// them; returns false when they could not be moved (they then stay where they are, and are
+  /// still never carried out).
+  @discardableResult
+  func setAside(_ paths: [String], reason: String) -> Bool {
+    try? PrivateFolder.make(folder)
+    let stamp = String(Int(Date().timeIntervalSince1970)) + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+    var moved = true
+    for path in paths where FileManager.default.fileExists(atPath: path) {
+      let name = URL(fileURLWithPath: path).lastPathComponent
+      if rename(path, folder.appendingPathComponent("\(stamp)-\(name)").path) != 0 { moved = false }
+    }
+    let why = paths.map { URL(fileURLWithPath: $0).lastPathComponent }.joined(separator: ", ") + ": " + reason + "\n"
+    try? WriteBackQueue.writeDurably(Data(why.utf8), to: folder.appendingPathComponent("\(stamp).why").path)
+    return moved
+  }
+}
+
+/// The write-back queue's numbers, for the stats, the metrics page and `bucketfs sync`.
+package struct QueueTotals: Sendable, Equatable {
+  package var changes: Int
+  package var bytes: Int64
+  package var failed: Int
+  package var applied: Int
+  package var conflicts: Int
+  /// Records and bytes set aside as damaged (`DamagedRecords`).
+  package var damaged: Int
+}
