@@ -494,7 +494,9 @@ extension BucketFilesystem {
     var pending = [source]
     while let dir = pending.popLast() {
       folders.append(dir)
-      for entry in try await mergedListing(dir, try await namespace.listing(dir)) {
+      // All of the folder or nothing: the staged copies' part of a listing (the server away)
+      // would move some files and delete placeholders over the rest.
+      for entry in try await mergedListing(dir, try await namespace.serverListing(dir)) {
         let path = Namespace.join(dir, entry.name)
         if entry.isDirectory {
           pending.append(path)

@@ -226,6 +226,8 @@ import Testing
       _ = try await fx.put("box/seen.txt", Data("seen".utf8))
       let first = try fx.mount(options: ["writable"], name: "first")
       #expect(try readFile(first.path("box/seen.txt")).get() == Data("seen".utf8))
+      // The read stages the file off its reply: the offline mount knows box/ only from that copy.
+      #expect(await eventually { getxattr(first.path("box/seen.txt"), "user.staged") == .success("complete") })
       first.unmount()
       let offline = try fx.mount(options: ["writable", "offline"], name: "offline")
       let before = fx.emulator!.requestsServed
@@ -678,6 +680,26 @@ import Testing
       let aside = try FileManager.default.contentsOfDirectory(atPath: queue.appendingPathComponent("damaged").path)
       // Four reasons; two records with their bytes, one record, one set of bytes.
       #expect(aside.filter { $0.hasSuffix(".why") }.count == 4 && aside.count == 4 + 6, "\(aside.sorted())")
+    }
+  }
+
+  /// A folder rename with the server away either happens or fails: it needs every object under
+  /// the folder, and the staged copies are only some of them, so it answers EIO and moves
+  /// nothing (it had returned 0, moved the staged files only and deleted the placeholders).
+  @Test func aFolderRenameWithTheServerAwayFailsAndMovesNothing() async throws {
+    try await MountFixture.scope { fx in
+      for i in 0..<30 { _ = try await fx.put("big/f\(i).txt", Data("file \(i)".utf8)) }
+      _ = try await fx.put("big/", Data())
+      // metadata_ttl=0: every listing asks the server.
+      let m = try fx.mount(options: ["writable", "metadata_ttl=0"])
+      // Two of them staged: the part of the folder a listing from staged copies would show.
+      #expect(try readFile(m.path("big/f1.txt")).get() == Data("file 1".utf8))
+      #expect(try readFile(m.path("big/f2.txt")).get() == Data("file 2".utf8))
+      fx.stopEmulator()
+      #expect(rename(m.path("big"), m.path("moved")) == -1 && errno == EIO)
+      #expect(try readFile(m.path("big/f1.txt")).get() == Data("file 1".utf8))
+      let (status, output) = bucketSync(m, timeout: 1)
+      #expect(status == 0, "nothing may be queued: \(output)")
     }
   }
 

@@ -108,6 +108,22 @@ final class Namespace: Sendable {
     }, orStaged: { offlineListing(path) })
   }
 
+  /// The folder's whole listing as the server gives it (a cached one within its TTL, else a
+  /// fresh one), never the staged copies' part of it: for a change that must see every object
+  /// under a folder (a folder rename), which fails (EIO) rather than act on part of it.
+  func serverListing(_ path: String) async throws(FSError) -> [DirectoryEntry] {
+    if let cached = listings.current(path) { return cached }
+    guard !options.offline else { throw FSError(EIO) }
+    do throws(BucketError) {
+      let entries = try await fetchListing(path)
+      listings.store(path, entries)
+      return entries
+    } catch {
+      log("listing \(path.isEmpty ? "/" : path) for a change that needs all of it: \(error.detail)")
+      throw FSError(error)
+    }
+  }
+
   private func fetchListing(_ path: String) async throws(BucketError) -> [DirectoryEntry] {
     let listPrefix = path.isEmpty ? "" : path + "/"
     let listed = try await ListPage.all { token async throws(BucketError) in
