@@ -52,6 +52,8 @@ package final class BucketFilesystem: Sendable {
   private let openedGenerations = Mutex<[UInt64: Int64]>([:])
   /// Reads that just ran out of time make the next reads of the object fail at once, for 1 s.
   private let recentTimeouts = RecentTimeouts(echo: .seconds(1))
+  /// Whether the log has said that lookups the server did not answer are taken as absent.
+  private let saidLookupsTimeOut = Atomic<Bool>(false)
 
   package init(
     client: any ObjectClient, prefix: String, options: MountOptions, staging: StagingArea?,
@@ -146,6 +148,23 @@ package final class BucketFilesystem: Sendable {
   package func timedOut(_ operation: String, seconds: Double) {
     metrics.fuseTimeouts.add(1, ordering: .relaxed)
     log("\(operation): no answer within \(seconds) s; answered EIO")
+  }
+
+  /// A lookup the server did not answer within its bound: on a writable mount the name is taken
+  /// as absent (true), as an offline mount takes every name it has no copy of, so that a new file
+  /// can be made with the server away (its upload is based on no object: if one exists after
+  /// all, ours goes beside it). Read-only mounts answer EIO (false).
+  package func absentAfterTimeout(parent: UInt64, name: String, seconds: Double) -> Bool {
+    guard writeBack != nil, let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return false }
+    let path = Namespace.join(dir.path, name)
+    // A name this mount changed is answered from its changes, never from a timeout.
+    guard localEntry(path) == nil else { return false }
+    metrics.fuseTimeouts.add(1, ordering: .relaxed)
+    namespace.missing.set(path, true)
+    if !saidLookupsTimeOut.exchange(true, ordering: .relaxed) {
+      log("lookup: the server did not answer within \(seconds) s; names it did not answer for are taken as absent, so new files can be made (said once)")
+    }
+    return true
   }
 
   // MARK: lookup and getattr

@@ -62,7 +62,7 @@ enum FuseOperations {
       case nil:
         break
       }
-      reply.answer(within: fs.requestTimeout)
+      reply.answerLookup(within: fs.requestTimeout, parent: parent, name: name)
       Task {
         do {
           reply.entry(try await fs.lookup(parent: parent, name: name))

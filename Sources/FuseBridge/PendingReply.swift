@@ -40,6 +40,22 @@ final class PendingReply: @unchecked Sendable {
     }
   }
 
+  /// A lookup's deadline: when it passes, the name is answered missing where the filesystem
+  /// takes an unanswered name as absent (a writable mount), else EIO.
+  func answerLookup(within seconds: Double, parent: UInt64, name: String) {
+    Self.deadlines.asyncAfter(deadline: .now() + seconds) { [weak self] in
+      guard let self, self.claim() else { return }
+      guard self.filesystem.absentAfterTimeout(parent: parent, name: name, seconds: seconds) else {
+        self.filesystem.timedOut(self.operation, seconds: seconds)
+        fuse_reply_err(self.req, EIO)
+        return
+      }
+      var e = fuse_entry_param()
+      e.entry_timeout = self.filesystem.missCacheTime
+      fuse_reply_entry(self.req, &e)
+    }
+  }
+
   /// True once for the first caller; every reply function checks it.
   private func claim() -> Bool {
     guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return false }

@@ -703,6 +703,35 @@ import Testing
     }
   }
 
+  /// A server that stops answering does not stop a writable mount from making files: a lookup
+  /// it leaves unanswered past read_timeout is taken as absent (said once in the log), the new
+  /// file is made and queued, and it lands when the server answers again. A read-only mount
+  /// answers the same lookup EIO.
+  @Test func aLookupTheServerDoesNotAnswerLetsAWritableMountMakeTheFile() async throws {
+    try await MountFixture.scope { fx in
+      let emulator = try #require(fx.emulator)
+      _ = try await fx.put("frozen/old.txt", Data("old".utf8))
+      let m = try fx.mount(options: ["writable", "read_timeout=2"])
+      let ro = try fx.mount(options: ["read_timeout=2"], name: "ro")
+      var frozen = Faults()
+      // Every request about the new name waits far past read_timeout.
+      frozen.latency = .seconds(20)
+      frozen.pathFilter = "new.txt"
+      emulator.setFaults(frozen)
+      var st = stat()
+      let roStat = stat(ro.path("frozen/new.txt"), &st) == -1 ? errno : 0
+      #expect(roStat == EIO, "\(String(cString: strerror(roStat))): \(ro.log)")
+      let (status, output) = shell("printf 'made while the server froze' > frozen/new.txt", in: m)
+      #expect(status == 0, "\(output)")
+      #expect(try readFile(m.path("frozen/new.txt")).get() == Data("made while the server froze".utf8))
+      #expect(m.log.contains("taken as absent"), "\(m.log)")
+      emulator.setFaults(Faults())
+      let synced = bucketSync(m)
+      #expect(synced.0 == 0, "\(synced.1)")
+      #expect(await object(fx, "frozen/new.txt") == Data("made while the server froze".utf8))
+    }
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("ro/a.txt", Data("a".utf8))
