@@ -557,12 +557,14 @@ package final class WriteBackQueue: Sendable {
     }
   }
 
-  private enum Result {
+  /// How one try at a change ended, for its worker: carried out (or given up on for good and
+  /// recorded), or to be tried again after a pause.
+  private enum Carried {
     case applied(StorageMetadata?)
     case retryLater(String)
   }
 
-  private func carryOut(_ change: PendingChange, client: any ObjectClient) async -> Result {
+  private func carryOut(_ change: PendingChange, client: any ObjectClient) async -> Carried {
     let base: Int64?
     var toConflict = false
     switch change.base {
@@ -659,7 +661,7 @@ package final class WriteBackQueue: Sendable {
   /// `change` is carried out (or, with `skipped`, given up on with a log line saying why).
   private func done(
     _ change: PendingChange, produced: Int64?, metadata: StorageMetadata? = nil, skipped: String? = nil
-  ) throws(BucketError) -> Result {
+  ) throws(BucketError) -> Carried {
     if let skipped {
       let what = change.kind == .delete ? "\(change.name.debugDescription) not deleted" : "metadata of \(change.name.debugDescription) not changed"
       log("write-back: \(what): \(skipped)")
@@ -671,7 +673,7 @@ package final class WriteBackQueue: Sendable {
   }
 
   /// Our bytes beside the object, whose version in the bucket was not the one they were based on.
-  private func conflict(_ change: PendingChange, client: any ObjectClient) async throws(BucketError) -> Result {
+  private func conflict(_ change: PendingChange, client: any ObjectClient) async throws(BucketError) -> Carried {
     var custom = change.custom ?? [:]
     custom["bucketfs-conflict-of"] = change.name
     if let mtime = change.mtime { custom["mtime"] = Self.rfc3339(mtime) }
@@ -719,10 +721,11 @@ package final class WriteBackQueue: Sendable {
     return (try? await client.updateMetadata(target, contentType: nil, custom: ["mtime": Self.rfc3339(mtime)], ifGenerationMatch: m.generation)) ?? m
   }
 
-  private func failedOrLater(_ change: PendingChange, _ error: BucketError) -> Result {
+  private func failedOrLater(_ change: PendingChange, _ error: BucketError) -> Carried {
     // The server's word on the request itself (a refused name, a denied write) is final; the
     // server away, a transient status or a broken connection is not.
-    let transient = error.httpStatus.map { $0 == 408 || $0 == 429 || $0 >= 500 || $0 == 401 } ?? true
+    // StorageCore's one rule for statuses a retry may cure, and 401 (fresh credentials may).
+    let transient = error.httpStatus.map { Backoff.isRetryable(status: $0) || $0 == 401 } ?? true
     if ErrnoMapping.isServerGone(error) || (transient && (error.code == .unknown || error.code == .unauthenticated)) {
       return .retryLater(error.detail)
     }
