@@ -50,15 +50,31 @@ extension BucketFilesystem {
   /// contents this mount is deleting (the bucket still has them until the queue gets there) is
   /// left out when nothing else is left in it, so that `rm -r` and `mv` can remove it.
   func mergedListing(_ dir: String, _ entries: [DirectoryEntry]) async throws(FSError) -> [DirectoryEntry] {
-    guard let writeBack else { return entries }
+    var (merged, deletedUnder) = mergedLocally(dir, entries)
+    // Listed by the bucket, touched here only by deletes: gone if nothing is left in it.
+    for name in deletedUnder {
+      let path = Namespace.join(dir, name)
+      if try await mergedListing(path, try await namespace.listing(path)).isEmpty {
+        merged.removeAll { $0.name == name && $0.isDirectory }
+      }
+    }
+    return merged
+  }
+
+  /// Folder `dir`'s listing with this mount's own changes merged in, without asking anything;
+  /// and the listed sub-folders that this mount only deleted things in (whether any is left in
+  /// them takes their own listing).
+  func mergedLocally(_ dir: String, _ entries: [DirectoryEntry]) -> (entries: [DirectoryEntry], deletedUnder: [String]) {
+    guard let writeBack else { return (entries, []) }
     let base = dir.isEmpty ? "" : dir + "/"
     var names = writeBack.queue.names(in: base)
     for name in writeBack.edits.names(in: base).keys { names.insert(name) }
-    guard !names.isEmpty else { return entries }
+    guard !names.isEmpty else { return (entries, []) }
     var byName: [String: Int] = [:]
     for (i, e) in entries.enumerated() { byName[e.name] = i }
     var out = entries
     var removed = Set<Int>()
+    var deletedUnder: [String] = []
     for raw in names.sorted() {
       let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
       guard !name.isEmpty else { continue }
@@ -74,15 +90,10 @@ extension BucketFilesystem {
       case .some(.none):
         if let i = byName[name] { removed.insert(i) }
       case .none:
-        // Listed by the bucket, touched here only by deletes: gone if nothing is left in it.
-        if let i = byName[name], out[i].isDirectory, raw.hasSuffix("/"),
-          try await mergedListing(base + name, try await namespace.listing(base + name)).isEmpty
-        {
-          removed.insert(i)
-        }
+        if let i = byName[name], out[i].isDirectory, raw.hasSuffix("/") { deletedUnder.append(name) }
       }
     }
-    return out.enumerated().filter { !removed.contains($0.offset) }.map(\.element)
+    return (out.enumerated().filter { !removed.contains($0.offset) }.map(\.element), deletedUnder)
   }
 
   // MARK: opening for writing

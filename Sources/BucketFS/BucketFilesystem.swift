@@ -54,6 +54,8 @@ package final class BucketFilesystem: Sendable {
   private let recentTimeouts = RecentTimeouts(echo: .seconds(1))
   /// Whether the log has said that lookups the server did not answer are taken as absent.
   private let saidLookupsTimeOut = Atomic<Bool>(false)
+  /// The same for listings answered from what the mount knows.
+  private let saidListingsTimeOut = Atomic<Bool>(false)
 
   package init(
     client: any ObjectClient, prefix: String, options: MountOptions, staging: StagingArea?,
@@ -157,8 +159,10 @@ package final class BucketFilesystem: Sendable {
   package func absentAfterTimeout(parent: UInt64, name: String, seconds: Double) -> Bool {
     guard writeBack != nil, let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return false }
     let path = Namespace.join(dir.path, name)
-    // A name this mount changed is answered from its changes, never from a timeout.
+    // A name this mount changed is answered from its changes, never from a timeout; one the
+    // folder's last listing had is most likely still there (made anew, it would be a conflict).
     guard localEntry(path) == nil else { return false }
+    if let known = namespace.listings.lastKnown(dir.path), known.contains(where: { Namespace.sameBytes($0.name, name) }) { return false }
     metrics.fuseTimeouts.add(1, ordering: .relaxed)
     namespace.missing.set(path, true)
     if !saidLookupsTimeOut.exchange(true, ordering: .relaxed) {
@@ -216,6 +220,21 @@ package final class BucketFilesystem: Sendable {
   }
 
   // MARK: directories
+
+  /// A folder the server did not list within its bound, opened with what the mount knows: its
+  /// last listing from the server however old (else, with staging, the staged copies' part of
+  /// it) and this mount's own changes; nil when it knows nothing of it (the caller answers EIO).
+  /// Said once in the log.
+  package func openDirectoryFromWhatIsKnown(_ ino: UInt64, seconds: Double) -> UInt64? {
+    guard let node = inodes.node(ino), node.isDirectory else { return nil }
+    guard let known = namespace.listings.lastKnown(node.path) ?? (staging != nil ? namespace.offlineListing(node.path) : nil)
+    else { return nil }
+    metrics.fuseTimeouts.add(1, ordering: .relaxed)
+    if !saidListingsTimeOut.exchange(true, ordering: .relaxed) {
+      log("listing: the server did not answer within \(seconds) s; folders are listed as last seen, with this mount's changes (said once)")
+    }
+    return openDirs.add(mergedLocally(node.path, known).entries)
+  }
 
   package func openDirectory(_ ino: UInt64) async throws(FSError) -> UInt64 {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }

@@ -155,7 +155,7 @@ enum FuseOperations {
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "opendir")
       var info = fi!.pointee
-      reply.answer(within: fs.requestTimeout)
+      reply.answerOpenDirectory(within: fs.requestTimeout, ino: ino, info)
       Task {
         do {
           let handle = try await fs.openDirectory(ino)

@@ -40,6 +40,22 @@ final class PendingReply: @unchecked Sendable {
     }
   }
 
+  /// An opendir's deadline: when it passes, the folder is opened with what the filesystem knows
+  /// of it where it knows something (`openDirectoryFromWhatIsKnown`), else EIO.
+  func answerOpenDirectory(within seconds: Double, ino: UInt64, _ info: fuse_file_info) {
+    Self.deadlines.asyncAfter(deadline: .now() + seconds) { [weak self] in
+      guard let self, self.claim() else { return }
+      guard let handle = self.filesystem.openDirectoryFromWhatIsKnown(ino, seconds: seconds) else {
+        self.filesystem.timedOut(self.operation, seconds: seconds)
+        fuse_reply_err(self.req, EIO)
+        return
+      }
+      var opened = info
+      CFuseShims_set_fh(&opened, handle)
+      fuse_reply_open(self.req, &opened)
+    }
+  }
+
   /// A lookup's deadline: when it passes, the name is answered missing where the filesystem
   /// takes an unanswered name as absent (a writable mount), else EIO.
   func answerLookup(within seconds: Double, parent: UInt64, name: String) {

@@ -732,6 +732,27 @@ import Testing
     }
   }
 
+  /// A listing the server does not answer within read_timeout is answered with what the mount
+  /// knows: the folder's last listing and this mount's own changes (said once in the log), not
+  /// EIO.
+  @Test func aListingTheServerDoesNotAnswerShowsWhatTheMountKnows() async throws {
+    try await MountFixture.scope { fx in
+      let emulator = try #require(fx.emulator)
+      _ = try await fx.put("seen/old.txt", Data("old".utf8))
+      // metadata_ttl=0: every listing asks the server, so the next one meets the frozen server.
+      let m = try fx.mount(options: ["writable", "read_timeout=2", "metadata_ttl=0"])
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("seen")) == ["old.txt"])
+      #expect(FileManager.default.createFile(atPath: m.path("seen/mine.txt"), contents: Data("mine".utf8)))
+      var frozen = Faults()
+      frozen.latency = .seconds(20)
+      frozen.pathFilter = "prefix="
+      emulator.setFaults(frozen)
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("seen")).sorted() == ["mine.txt", "old.txt"])
+      #expect(m.log.contains("listed as last seen"), "\(m.log)")
+      emulator.setFaults(Faults())
+    }
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("ro/a.txt", Data("a".utf8))

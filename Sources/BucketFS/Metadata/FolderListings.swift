@@ -72,6 +72,12 @@ final class FolderListings: Sendable {
     }
   }
 
+  /// Folder `dir`'s last listing from the server however old: what the mount knows of it when
+  /// the server does not answer.
+  func lastKnown(_ dir: String) -> [DirectoryEntry]? {
+    state.withLock { s in s.listings[dir].map { l in l.entries.indices.map { Self.filled(l, $0) } } }
+  }
+
   /// Folder `dir`'s listing while it is current (no walk step is taken).
   func current(_ dir: String) -> [DirectoryEntry]? {
     let now = clock()
