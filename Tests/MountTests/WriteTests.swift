@@ -753,6 +753,29 @@ import Testing
     }
   }
 
+  /// With half the requests answered 503, what is written through the mount still lands, every
+  /// byte, with nothing failed and no conflict (the hostile probe found 15 of 31 changes still
+  /// queued after 120 s).
+  @Test func writesLandWhenHalfTheRequestsFail() async throws {
+    try await MountFixture.scope { fx in
+      let emulator = try #require(fx.emulator)
+      let m = try fx.mount(options: ["writable", "upload_chunk=1M"])
+      var flaky = Faults()
+      flaky.errorStatus = 503
+      flaky.errorFraction = 0.5
+      emulator.setFaults(flaky)
+      let files = (0..<12).map { i in randomData(i == 0 ? 3 << 20 : 40_000 + i * 1000, seed: UInt64(4200 + i)) }
+      for (i, data) in files.enumerated() {
+        #expect(FileManager.default.createFile(atPath: m.path("flaky-\(i).bin"), contents: data))
+      }
+      let (status, output) = bucketSync(m, timeout: 300)
+      emulator.setFaults(Faults())
+      #expect(status == 0, "\(output)")
+      for (i, data) in files.enumerated() { #expect(await object(fx, "flaky-\(i).bin") == data, "flaky-\(i).bin") }
+      #expect(m.conflicts == 0, "\(m.log)")
+    }
+  }
+
   @Test func aReadOnlyMountRefusesEveryChange() async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("ro/a.txt", Data("a".utf8))

@@ -153,12 +153,7 @@ final class HTTPServer: @unchecked Sendable {
       if let limit = f.limit, counter.injected >= limit { return nil }
       counter.seen += 1
       var plan = f
-      if f.errorFraction > 0 {
-        // Deterministic spread: request n fails when the running total of the fraction crosses an integer.
-        let n = Double(counter.seen)
-        let fails = floor(n * f.errorFraction) > floor((n - 1) * f.errorFraction)
-        if !fails { plan.errorFraction = 0 }
-      }
+      if f.errorFraction > 0 && !FaultSpread.fails(request: counter.seen, fraction: f.errorFraction) { plan.errorFraction = 0 }
       if plan.errorFraction > 0 { counter.injected += 1 }
       return plan
     }
