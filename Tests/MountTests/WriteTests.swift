@@ -667,6 +667,11 @@ import Testing
       try FileManager.default.removeItem(at: try record(of: "no-record").json)
       let copied = try record(of: "copied")
       try FileManager.default.copyItem(at: copied.json, to: queue.appendingPathComponent("000000009999.json"))
+      // Not damage: a close cut short before its record (bytes under a temporary name only) is
+      // dropped, and one cut short between its two renames is finished.
+      try Data("never acknowledged".utf8).write(to: queue.appendingPathComponent("000000008888.data.tmp"))
+      let good = try record(of: "good").data
+      try FileManager.default.moveItem(at: good, to: good.appendingPathExtension("tmp"))
 
       let online = try fx.mount(options: ["writable"], name: "online")
       let (status, output) = bucketSync(online)
@@ -680,6 +685,7 @@ import Testing
       let aside = try FileManager.default.contentsOfDirectory(atPath: queue.appendingPathComponent("damaged").path)
       // Four reasons; two records with their bytes, one record, one set of bytes.
       #expect(aside.filter { $0.hasSuffix(".why") }.count == 4 && aside.count == 4 + 6, "\(aside.sorted())")
+      #expect(!FileManager.default.fileExists(atPath: queue.appendingPathComponent("000000008888.data.tmp").path))
     }
   }
 
@@ -710,7 +716,10 @@ import Testing
   @Test func aLookupTheServerDoesNotAnswerLetsAWritableMountMakeTheFile() async throws {
     try await MountFixture.scope { fx in
       let emulator = try #require(fx.emulator)
+      // Two objects: the folder's one-item probe is then not its whole listing, so a lookup in
+      // it must ask the server.
       _ = try await fx.put("frozen/old.txt", Data("old".utf8))
+      _ = try await fx.put("frozen/older.txt", Data("older".utf8))
       let m = try fx.mount(options: ["writable", "read_timeout=2"])
       let ro = try fx.mount(options: ["read_timeout=2"], name: "ro")
       var frozen = Faults()

@@ -89,6 +89,18 @@ package final class WriteBackQueue: Sendable {
   private func load() throws {
     let fm = FileManager.default
     var changes: [UInt64: PendingChange] = [:]
+    // An upload's bytes wait under NNN.data.tmp until its record is on disk: with the record,
+    // the close got as far as its last rename, which is finished here; without, it never
+    // queued anything, and the bytes go.
+    for file in (try? fm.contentsOfDirectory(atPath: folder.path)) ?? [] where file.hasSuffix(".data.tmp") {
+      let stem = String(file.dropLast(".data.tmp".count))
+      let path = folder.appendingPathComponent(file).path
+      if fm.fileExists(atPath: folder.appendingPathComponent(stem + ".json").path) {
+        _ = rename(path, folder.appendingPathComponent(stem + ".data").path)
+      } else {
+        unlink(path)
+      }
+    }
     let files = (try? fm.contentsOfDirectory(atPath: folder.path)) ?? []
     func setAside(_ paths: [String], _ reason: String) {
       damaged.setAside(paths, reason: reason)
@@ -234,12 +246,7 @@ package final class WriteBackQueue: Sendable {
     }
     change.dataSize = size
     change.dataCRC32C = crc
-    guard rename(temporary, data) == 0 else {
-      let e = errno
-      unlink(temporary)
-      throw FSError(e)
-    }
-    try add(&change, size: size)
+    try add(&change, size: size, bytesAt: temporary)
     return sequence
   }
 
@@ -282,7 +289,11 @@ package final class WriteBackQueue: Sendable {
     return sequence
   }
 
-  private func add(_ change: inout PendingChange, size: Int64 = 0) throws(FSError) {
+  /// Adds `change` to the queue: its record on disk, then (an upload) its bytes under their final
+  /// name, then the queue's view. In that order, bytes under a final name always have a record:
+  /// a crash before the record leaves only a temporary file, removed at the next mount, and one
+  /// between the two renames is finished there.
+  private func add(_ change: inout PendingChange, size: Int64 = 0, bytesAt temporary: String? = nil) throws(FSError) {
     // An earlier upload of the name that has not started is replaced by this change, which
     // takes over its base; any other earlier change of the name is this one's base.
     let (replaced, hasEarlier) = state.withLock { s -> (PendingChange?, Bool) in
@@ -304,8 +315,16 @@ package final class WriteBackQueue: Sendable {
     } else if hasEarlier {
       change.base = .previous
     }
-    do {
+    do throws(FSError) {
       try persist(change)
+      if let temporary {
+        guard rename(temporary, dataPath(change)) == 0 else {
+          let e = errno
+          unlink(recordPath(change))
+          throw FSError(e)
+        }
+        syncFolder()
+      }
     } catch {
       if let replaced {
         state.withLock { s in
@@ -313,7 +332,7 @@ package final class WriteBackQueue: Sendable {
           s.ended.removeValue(forKey: replaced.sequence)
         }
       }
-      unlink(dataPath(change))
+      if let temporary { unlink(temporary) }
       throw error
     }
     state.withLock { s in
