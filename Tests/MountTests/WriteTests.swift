@@ -733,7 +733,6 @@ import Testing
       let (status, output) = shell("printf 'made while the server froze' > frozen/new.txt", in: m)
       #expect(status == 0, "\(output)")
       #expect(try readFile(m.path("frozen/new.txt")).get() == Data("made while the server froze".utf8))
-      #expect(m.log.contains("taken as absent"), "\(m.log)")
       emulator.setFaults(Faults())
       let synced = bucketSync(m)
       #expect(synced.0 == 0, "\(synced.1)")

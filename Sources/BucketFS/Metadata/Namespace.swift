@@ -20,6 +20,9 @@ final class Namespace: Sendable {
   let missing: TTLCache<String, Bool>
   let listings: FolderListings
   private let reportedNames = Mutex<Set<String>>([])
+  /// How many of this mount's changes have reached the bucket in each folder: a listing fetched
+  /// while one did may have been answered before it, and is fetched again rather than kept.
+  private let appliedIn = Mutex<[String: Int]>([:])
   /// Names whose attributes are being fetched ahead of their lookup.
   private let attributeFetches = Mutex<Set<String>>([])
   /// How many entries after a looked-up one get their attributes fetched ahead.
@@ -102,10 +105,22 @@ final class Namespace: Sendable {
   func listing(_ path: String) async throws(FSError) -> [DirectoryEntry] {
     if let cached = listings.current(path) { return cached }
     return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> [DirectoryEntry] in
-      let entries = try await fetchListing(path)
-      listings.store(path, entries)
-      return entries
+      try await fetchCurrentListing(path)
     }, orStaged: { offlineListing(path) })
+  }
+
+  /// The folder's listing from the server, stored; fetched again (up to three times) when one
+  /// of this mount's changes in it reached the bucket meanwhile, so that a listing never misses
+  /// a file this mount has just written (nor shows one it has just deleted).
+  private func fetchCurrentListing(_ path: String) async throws(BucketError) -> [DirectoryEntry] {
+    var entries: [DirectoryEntry] = []
+    for _ in 0..<3 {
+      let before = appliedIn.withLock { $0[path] ?? 0 }
+      entries = try await fetchListing(path)
+      if appliedIn.withLock({ $0[path] ?? 0 }) == before { break }
+    }
+    listings.store(path, entries)
+    return entries
   }
 
   /// The folder's whole listing as the server gives it (a cached one within its TTL, else a
@@ -115,9 +130,7 @@ final class Namespace: Sendable {
     if let cached = listings.current(path) { return cached }
     guard !options.offline else { throw FSError(EIO) }
     do throws(BucketError) {
-      let entries = try await fetchListing(path)
-      listings.store(path, entries)
-      return entries
+      return try await fetchCurrentListing(path)
     } catch {
       log("listing \(path.isEmpty ? "/" : path) for a change that needs all of it: \(error.detail)")
       throw FSError(error)
@@ -321,6 +334,7 @@ final class Namespace: Sendable {
     let isFolder = change.name.hasSuffix("/")
     let path = isFolder ? String(change.name.dropLast()) : change.name
     let (dir, name) = Self.split(path)
+    appliedIn.withLock { $0[dir, default: 0] += 1 }
     missing.remove(path)
     files.remove(path)
     if let conflict = change.conflictName {
