@@ -62,7 +62,8 @@ enum FuseOperations {
       case nil:
         break
       }
-      reply.answerLookup(within: fs.requestTimeout, parent: parent, name: name)
+      let bound = fs.requestTimeout
+      reply.answer(within: bound, otherwise: { fs.absentAfterTimeout(parent: parent, name: name, seconds: bound) ? .missing : nil })
       Task {
         do {
           reply.entry(try await fs.lookup(parent: parent, name: name))
@@ -155,7 +156,15 @@ enum FuseOperations {
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "opendir")
       var info = fi!.pointee
-      reply.answerOpenDirectory(within: fs.requestTimeout, ino: ino, info)
+      let bound = fs.requestTimeout
+      reply.answer(
+        within: bound,
+        otherwise: { [info] in
+          guard let handle = fs.openDirectoryFromWhatIsKnown(ino, seconds: bound) else { return nil }
+          var opened = info
+          CFuseShims_set_fh(&opened, handle)
+          return .opened(opened)
+        })
       Task {
         do {
           let handle = try await fs.openDirectory(ino)

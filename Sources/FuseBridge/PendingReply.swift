@@ -28,47 +28,34 @@ final class PendingReply: @unchecked Sendable {
   /// on time even when every task thread is busy.
   private static let deadlines = DispatchQueue(label: "bucketfs.fuse.deadlines")
 
-  /// Answers EIO after `seconds` if nothing else has by then: a reader waits no longer than
-  /// its bound, whatever the fetches behind its request are doing. A later answer is dropped
-  /// (`entry` and `open` say so, so that their caller can undo what the kernel will not hold).
-  func answer(within seconds: Double, then timedOut: (@Sendable () -> Void)? = nil) {
-    Self.deadlines.asyncAfter(deadline: .now() + seconds) { [weak self] in
-      guard let self, self.claim() else { return }
-      self.filesystem.timedOut(self.operation, seconds: seconds)
-      timedOut?()
-      fuse_reply_err(self.req, EIO)
-    }
+  /// What a request whose deadline passed answers instead of EIO, where the filesystem knows
+  /// better: a lookup a writable mount takes as absent, a folder opened with what is known of it.
+  enum LateAnswer {
+    case missing
+    case opened(fuse_file_info)
   }
 
-  /// An opendir's deadline: when it passes, the folder is opened with what the filesystem knows
-  /// of it where it knows something (`openDirectoryFromWhatIsKnown`), else EIO.
-  func answerOpenDirectory(within seconds: Double, ino: UInt64, _ info: fuse_file_info) {
+  /// Answers EIO after `seconds` if nothing else has by then (or `late`'s answer, when it has
+  /// one): a reader waits no longer than its bound, whatever the fetches behind its request are
+  /// doing. A later answer is dropped (`entry` and `open` say so, so that their caller can undo
+  /// what the kernel will not hold).
+  func answer(
+    within seconds: Double, then timedOut: (@Sendable () -> Void)? = nil, otherwise late: (@Sendable () -> LateAnswer?)? = nil
+  ) {
     Self.deadlines.asyncAfter(deadline: .now() + seconds) { [weak self] in
       guard let self, self.claim() else { return }
-      guard let handle = self.filesystem.openDirectoryFromWhatIsKnown(ino, seconds: seconds) else {
+      switch late?() {
+      case .missing:
+        var e = fuse_entry_param()
+        e.entry_timeout = self.filesystem.missCacheTime
+        fuse_reply_entry(self.req, &e)
+      case .opened(var info):
+        fuse_reply_open(self.req, &info)
+      case nil:
         self.filesystem.timedOut(self.operation, seconds: seconds)
+        timedOut?()
         fuse_reply_err(self.req, EIO)
-        return
       }
-      var opened = info
-      CFuseShims_set_fh(&opened, handle)
-      fuse_reply_open(self.req, &opened)
-    }
-  }
-
-  /// A lookup's deadline: when it passes, the name is answered missing where the filesystem
-  /// takes an unanswered name as absent (a writable mount), else EIO.
-  func answerLookup(within seconds: Double, parent: UInt64, name: String) {
-    Self.deadlines.asyncAfter(deadline: .now() + seconds) { [weak self] in
-      guard let self, self.claim() else { return }
-      guard self.filesystem.absentAfterTimeout(parent: parent, name: name, seconds: seconds) else {
-        self.filesystem.timedOut(self.operation, seconds: seconds)
-        fuse_reply_err(self.req, EIO)
-        return
-      }
-      var e = fuse_entry_param()
-      e.entry_timeout = self.filesystem.missCacheTime
-      fuse_reply_entry(self.req, &e)
     }
   }
 

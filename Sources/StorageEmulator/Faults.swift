@@ -21,10 +21,14 @@ public struct Faults: Sendable {
   /// connection is reset instead of answered: the client never learns that it succeeded
   /// (counts against `limit`).
   public var loseAnswerTo: String? = nil
+  /// Requests (those `pathFilter` lets through) are held unanswered until the faults are set
+  /// again or the server stops: a server that accepts connections and says nothing, for as long
+  /// as a test needs, without guessing how long that is.
+  public var hold = false
 
   public init() {}
 
   public var isEmpty: Bool {
-    latency == .zero && errorFraction == 0 && resetAfterBytes == nil && stallAfterBytes == nil && loseAnswerTo == nil
+    latency == .zero && errorFraction == 0 && resetAfterBytes == nil && stallAfterBytes == nil && loseAnswerTo == nil && !hold
   }
 }

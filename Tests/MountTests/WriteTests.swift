@@ -723,8 +723,8 @@ import Testing
       let m = try fx.mount(options: ["writable", "read_timeout=2"])
       let ro = try fx.mount(options: ["read_timeout=2"], name: "ro")
       var frozen = Faults()
-      // Every request about the new name waits far past read_timeout.
-      frozen.latency = .seconds(20)
+      // Every request about the new name is held unanswered until the faults are cleared.
+      frozen.hold = true
       frozen.pathFilter = "new.txt"
       emulator.setFaults(frozen)
       var st = stat()
@@ -752,7 +752,7 @@ import Testing
       #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("seen")) == ["old.txt"])
       #expect(FileManager.default.createFile(atPath: m.path("seen/mine.txt"), contents: Data("mine".utf8)))
       var frozen = Faults()
-      frozen.latency = .seconds(20)
+      frozen.hold = true
       frozen.pathFilter = "prefix="
       emulator.setFaults(frozen)
       #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("seen")).sorted() == ["mine.txt", "old.txt"])

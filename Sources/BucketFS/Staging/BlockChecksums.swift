@@ -33,7 +33,6 @@ package struct BlockChecksums: Sendable, Equatable {
     var st = stat()
     guard fstat(fd, &st) == 0, Int64(st.st_size) == size else { return nil }
     var all = BlockChecksums(crcs: [])
-    var whole = CRC32C()
     let digest = md5 ? Digest(.md5) : nil
     let chunk = 64 * blockSize
     var buffer = [UInt8](repeating: 0, count: chunk)
@@ -44,13 +43,15 @@ package struct BlockChecksums: Sendable, Equatable {
         guard readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<want]), at: offset) else { return false }
         let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<want])
         all.crcs += of(bytes).crcs
-        whole.update(bytes)
         digest?.update(bytes)
         return true
       }
       guard ok else { return nil }
       offset += Int64(want)
     }
+    // The whole file's CRC from its blocks' (the bytes are read and checksummed once).
+    let lengths = all.crcs.indices.map { i in Int(min(Int64(blockSize), size - Int64(i) * Int64(blockSize))) }
+    let whole = CRC32C.combining(zip(all.crcs, lengths).map { (crc: $0, length: $1) })
     return (all, whole, digest.map { $0.finalize().base64EncodedString() })
   }
 

@@ -12,7 +12,8 @@ struct DamagedRecords: Sendable {
     folder = queueFolder.appendingPathComponent("damaged")
   }
 
-  /// How many things were set aside (this mount and earlier ones).
+  /// How many things were set aside (this mount and earlier ones): a listing of the folder, read
+  /// by the queue once, when it loads (nothing is set aside later).
   var count: Int {
     ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { $0.hasSuffix(".why") }.count
   }

@@ -58,6 +58,8 @@ package final class WriteBackQueue: Sendable {
     /// How changes that left the queue ended, for a wait that looks after they left (an fsync
     /// must learn of a conflict, not take a missing record for success); the latest 10,000.
     var ended: [UInt64: Ending] = [:]
+    /// What `damaged` holds; it changes only when a mount reads the queue.
+    var damagedCount = 0
   }
 
   /// How a change left the queue.
@@ -149,8 +151,10 @@ package final class WriteBackQueue: Sendable {
       var st = stat()
       if stat(dataPath(change), &st) == 0 { sizes[change.sequence] = Int64(st.st_size) }
     }
+    let damagedCount = damaged.count
     state.withLock { s in
       s.changes = changes
+      s.damagedCount = damagedCount
       s.sizes = sizes
       s.bytes = sizes.values.reduce(0, +)
       s.next = (changes.keys.max() ?? 0) + 1
@@ -455,10 +459,11 @@ package final class WriteBackQueue: Sendable {
   /// Changes queued (not failed), their bytes, those that failed for good, and the records set
   /// aside as damaged.
   var totals: QueueTotals {
-    let (changes, applied, conflicts, bytes) = state.withLock { ($0.changes.values.filter { $0.state != .done }, $0.applied, $0.conflicts, $0.bytes) }
+    let (changes, applied, conflicts, bytes, damaged) = state.withLock {
+      ($0.changes.values.filter { $0.state != .done }, $0.applied, $0.conflicts, $0.bytes, $0.damagedCount)
+    }
     let failed = changes.filter { $0.state == .failed }.count
-    return QueueTotals(
-      changes: changes.count - failed, bytes: bytes, failed: failed, applied: applied, conflicts: conflicts, damaged: damaged.count)
+    return QueueTotals(changes: changes.count - failed, bytes: bytes, failed: failed, applied: applied, conflicts: conflicts, damaged: damaged)
   }
 
   /// What is left, one line per change, for `bucketfs sync`.

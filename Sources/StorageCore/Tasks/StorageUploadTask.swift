@@ -143,7 +143,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
         url = existing
         offset = bytes
       case .finished(let metadata): return metadata
-      case .forgotten: url = try await openSession(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
+      case .forgotten: url = try await startOver(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
       }
     } else {
       url = try await openSession(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
@@ -170,7 +170,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
           case .forgotten:
             // The server lost the session (restarted, or it expired): everything again.
             restarts += 1
-            url = try await openSession(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
+            url = try await startOver(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
             offset = 0
           }
           updateProgress(completed: offset)
@@ -208,9 +208,7 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
           case .failed where [404, 410].contains(response.head.status) && restarts < 3:
             restarts += 1
             // The session is gone (the server restarted or let it expire): everything again.
-            session.withLock { $0 = nil }
-            keptSession?.opened(nil)
-            url = try await openSession(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
+            url = try await startOver(metadataJSON: json, contentType: metadata.contentType!, runner: runner)
             offset = 0
             updateProgress(completed: 0)
           case .failed:
@@ -258,10 +256,16 @@ public final class StorageUploadTask: StorageTask, @unchecked Sendable {
     do throws(StorageError) {
       return try await queryOffset(url, runner: runner)
     } catch where [400, 404, 410].contains(error.httpStatus ?? 0) {
-      session.withLock { $0 = nil }
-      keptSession?.opened(nil)
       return .forgotten
     }
+  }
+
+  /// A new session in place of one the server forgot; the old one is dropped first, also from
+  /// where the caller keeps it, so that a failure to open the new one cannot leave it in use.
+  private func startOver(metadataJSON json: Data, contentType: String, runner: RequestRunner) async throws(StorageError) -> String {
+    session.withLock { $0 = nil }
+    keptSession?.opened(nil)
+    return try await openSession(metadataJSON: json, contentType: contentType, runner: runner)
   }
 
   /// Where the session stands. A session that says `final` is not sent another command (the

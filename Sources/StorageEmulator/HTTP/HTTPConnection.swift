@@ -83,7 +83,9 @@ struct HTTPConnection {
         return
       }
       let body = RequestBody(reader: reader, contentLength: contentLength, chunked: chunked)
+      let faultChanges = server.faultChanges
       let plan = server.faultPlan(path: target)
+      if let plan, plan.hold { server.hold(since: faultChanges) }
       if let plan, plan.latency > .zero { Thread.sleep(forTimeInterval: plan.latency.seconds) }
       if let plan, plan.errorFraction > 0 {
         try? body.discard()

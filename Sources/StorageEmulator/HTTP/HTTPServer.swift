@@ -16,6 +16,9 @@ final class HTTPServer: @unchecked Sendable {
   private let handler: Handler
   let faults: Mutex<Faults>
   private let faultCounter = Mutex<(seen: Int, injected: Int)>((0, 0))
+  /// Requests held by `Faults.hold`, and how many times the faults have changed: a request
+  /// that read faults already replaced is not held.
+  private let held = Mutex<(changes: Int, waiting: [DispatchSemaphore])>((0, []))
   let connections = ConnectionTable()
   let limits: ConnectionLimits
   private let maxConnections: Int
@@ -66,6 +69,7 @@ final class HTTPServer: @unchecked Sendable {
     guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
     shutdown(listenFD, Int32(SHUT_RDWR))
     close(listenFD)
+    releaseHeld()
     connections.shutdownAll()
   }
 
@@ -131,6 +135,30 @@ final class HTTPServer: @unchecked Sendable {
   func setFaults(_ new: Faults) {
     faults.withLock { $0 = new }
     faultCounter.withLock { $0 = (0, 0) }
+    releaseHeld()
+  }
+
+  /// How many times the faults have changed; read before the faults a request goes by.
+  var faultChanges: Int { held.withLock { $0.changes } }
+
+  /// Holds the calling connection until the faults change after `changes` (or the server stops).
+  func hold(since changes: Int) {
+    let release = DispatchSemaphore(value: 0)
+    let waits = held.withLock { h -> Bool in
+      guard h.changes == changes else { return false }
+      h.waiting.append(release)
+      return true
+    }
+    if waits { release.wait() }
+  }
+
+  private func releaseHeld() {
+    let waiting = held.withLock { h -> [DispatchSemaphore] in
+      h.changes += 1
+      defer { h.waiting.removeAll() }
+      return h.waiting
+    }
+    waiting.forEach { $0.signal() }
   }
 
   /// True when the answer to the request for `target` is to be lost (see `Faults.loseAnswerTo`).
