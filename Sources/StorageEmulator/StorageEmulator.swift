@@ -71,7 +71,7 @@ public final class StorageEmulator: Sendable {
     var firebase = FirebaseRoutes(store: store, uploads: uploads, access: access)
     firebase.ignoresPreconditions = configuration.ignoresFirebasePreconditions
     box.firebase = firebase
-    box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase)
+    box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase, registry: BucketRegistry(root: configuration.root))
     box.authority = authority
     box.publicBase = base
     box.fixedBase = configuration.publicURL
@@ -132,7 +132,9 @@ final class RoutesBox: @unchecked Sendable {
         "connectionsAccepted": server?.connectionsAccepted.load(ordering: .relaxed) ?? 0,
       ])
     }
-    if path.hasPrefix("/storage/v1/") || path.hasPrefix("/upload/storage/v1/") || path.hasPrefix("/download/storage/v1/") {
+    if path.hasPrefix("/storage/v1/") || path.hasPrefix("/upload/storage/v1/") || path.hasPrefix("/download/storage/v1/")
+      || path.hasPrefix("/resumable/upload/storage/v1/") || path == "/batch/storage/v1"
+    {
       return gcs!.handle(&request)
     }
     return firebase!.handle(&request)

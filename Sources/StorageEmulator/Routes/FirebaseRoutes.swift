@@ -132,8 +132,11 @@ struct FirebaseRoutes {
       ("Last-Modified", httpDate(current.updated)),
     ]
     switch dialect {
-    case .firebase: headers.append(("x-goog-hash", "crc32c=\(current.crc32c),md5=\(current.md5Hash)"))
-    case .gcs: headers += [("x-goog-hash", "crc32c=\(current.crc32c)"), ("x-goog-hash", "md5=\(current.md5Hash)")]
+    case .firebase:
+      headers.append(("x-goog-hash", current.md5Hash.isEmpty ? "crc32c=\(current.crc32c)" : "crc32c=\(current.crc32c),md5=\(current.md5Hash)"))
+    case .gcs:
+      headers.append(("x-goog-hash", "crc32c=\(current.crc32c)"))
+      if !current.md5Hash.isEmpty { headers.append(("x-goog-hash", "md5=\(current.md5Hash)")) }
     }
     if let cc = current.cacheControl { headers.append(("Cache-Control", cc)) }
     let encoding = current.contentEncoding?.lowercased()
@@ -234,7 +237,7 @@ struct FirebaseRoutes {
     var metadata: [String: Any] = [:]
     if let type = request.header("content-type") { metadata["contentType"] = type }
     do {
-      return .json(200, try store.store(bucket: bucket, name: name, body: request.body, metadata: metadata).firebaseResource())
+      return .json(200, try store.store(bucket: bucket, name: name, body: request.body, downloadToken: true, metadata: metadata).firebaseResource())
     } catch {
       return error == .incompleteBody ? .error(400, "the upload body was incomplete") : .error(500, "cannot store the object")
     }

@@ -7,76 +7,76 @@ struct GCSRoutes {
   let uploads: UploadSessions
   let access: AccessCheck
   let firebase: FirebaseRoutes
+  let registry: BucketRegistry
 
   static func error(_ status: Int, _ reason: String, _ message: String) -> ServerResponse {
     .json(status, ["error": ["code": status, "message": message, "errors": [["domain": "global", "reason": reason, "message": message]]]])
   }
 
-  /// `/{service}/v1/b[/BUCKET[/o[/OBJECT]]]` split into its parts.
-  static func parse(_ path: String) -> (service: String, bucket: String?, hasObjects: Bool, object: String?)? {
-    let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-    var i = 0
-    var service = "storage"
-    if segments.first == "upload" || segments.first == "download" {
-      service = segments[0]
-      i = 1
-    }
-    guard segments.count > i + 2, segments[i] == "storage", segments[i + 1] == "v1", segments[i + 2] == "b" else { return nil }
-    i += 3
-    guard segments.count > i, !segments[i].isEmpty else { return (service, nil, false, nil) }
-    guard let bucket = segments[i].removingPercentEncoding else { return nil }
-    i += 1
-    guard segments.count > i else { return (service, bucket, false, nil) }
-    guard segments[i] == "o" else { return nil }
-    i += 1
-    guard segments.count > i else { return (service, bucket, true, nil) }
-    guard let object = segments[i...].joined(separator: "/").removingPercentEncoding else { return nil }
-    return (service, bucket, true, object.isEmpty ? nil : object)
+  func handle(_ request: inout ServerRequest) -> ServerResponse {
+    let answer = route(&request)
+    // A partial response: only JSON answers that succeeded are cut down.
+    guard let text = request.query["fields"], (200..<300).contains(answer.status), case .data(let data) = answer.body,
+      answer.headers.contains(where: { $0.0 == "Content-Type" && $0.1.hasPrefix("application/json") })
+    else { return answer }
+    guard let selector = FieldSelector(text) else { return Self.error(400, "invalidParameter", "Invalid field selection \(text)") }
+    guard let json = try? JSONSerialization.jsonObject(with: data) else { return answer }
+    var cut = answer
+    cut.body = .data(JSONWriter.data(selector.apply(json)))
+    return cut
   }
 
-  func handle(_ request: inout ServerRequest) -> ServerResponse {
-    guard let route = Self.parse(request.rawPath) else {
-      return Self.error(400, "invalid", "bad path or percent-encoding")
+  private func route(_ request: inout ServerRequest) -> ServerResponse {
+    guard let route = GCSRoute(path: request.rawPath, method: request.method) else {
+      return Self.error(404, "notFound", "Not Found")
     }
-    if route.service == "upload", let id = request.query["upload_id"] {
+    if case .objects(.upload, _) = route, let id = request.query["upload_id"] {
       return resumable(id: id, request: &request)
     }
     if let denied = access.check(request, method: request.method, record: nil, tokensAllowed: false) { return denied }
-    guard let bucket = route.bucket else {
-      if request.method == "POST" {
-        // Bucket creation: buckets exist once named, so this only echoes the name.
-        let body = (try? request.body.readAll(limit: 1 << 20)) ?? Data()
-        let json = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
-        let name = json?["name"] as? String ?? request.query["name"] ?? "bucket"
-        return .json(200, ["kind": "storage#bucket", "name": name, "id": name])
-      }
-      return .json(200, ["kind": "storage#buckets", "items": [] as [Any]])
-    }
-    if !route.hasObjects {
-      return .json(200, ["kind": "storage#bucket", "name": bucket, "id": bucket, "location": "US", "storageClass": "STANDARD"])
-    }
-    if route.service == "upload" {
+    switch route {
+    case .buckets:
+      return buckets(&request)
+    case .bucket(let bucket):
+      return self.bucket(bucket, request: &request)
+    case .storageLayout(let bucket):
+      return .json(200, [
+        "kind": "storage#storageLayout", "bucket": bucket, "location": "US", "locationType": "multi-region",
+        "hierarchicalNamespace": ["enabled": false],
+      ])
+    case .folders:
+      guard request.method == "GET" else { return Self.error(405, "invalid", "folders are not kept here") }
+      return .json(200, ["kind": request.rawPath.hasSuffix("/managedFolders") ? "storage#managedFolders" : "storage#folders"])
+    case .objects(.upload, let bucket):
       guard request.method == "POST" else { return Self.error(405, "invalid", "uploads are POSTed") }
       return upload(bucket: bucket, request: &request)
-    }
-    if request.method == "POST", let copy = Self.parseCopy(request.rawPath) {
-      return self.copy(copy, request: &request)
-    }
-    guard let name = route.object else {
+    case .objects(_, let bucket):
       guard request.method == "GET" else { return Self.error(405, "invalid", "method not allowed") }
       return list(bucket: bucket, query: request.query, base: request.publicBase)
+    case .copy(let copy):
+      return self.copy(copy, request: &request)
+    case .compose(let bucket, let name):
+      return compose(bucket: bucket, name: name, request: &request)
+    case .batch:
+      guard request.method == "POST" else { return Self.error(405, "invalid", "batches are POSTed") }
+      return batch(&request)
+    case .object(let service, let bucket, let name):
+      return object(service: service, bucket: bucket, name: name, request: &request)
     }
+  }
+
+  private func object(service: GCSRoute.Service, bucket: String, name: String, request: inout ServerRequest) -> ServerResponse {
     let record = store.get(bucket, name)
     switch request.method {
     case "GET":
       guard let record, generationMatches(record, request.query) else {
-        if request.query["alt"] == "media" || route.service == "download" {
+        if request.query["alt"] == "media" || service == .download {
           return ServerResponse(status: 404, headers: [("Content-Type", "text/plain")], body: .data(Data("No such object: \(bucket)/\(name)".utf8)))
         }
         return Self.error(404, "notFound", "No such object: \(bucket)/\(name)")
       }
       if let failed = preconditionFailure(record, request.query) { return failed }
-      if request.query["alt"] == "media" || route.service == "download" {
+      if request.query["alt"] == "media" || service == .download {
         return firebase.media(record, request: request, dialect: .gcs)
       }
       return .json(200, record.gcsResource(base: request.publicBase))
@@ -86,74 +86,22 @@ struct GCSRoutes {
       guard let body = try? request.body.readAll(limit: 1 << 20),
         let json = (body.isEmpty ? [:] : try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
       else { return Self.error(400, "invalid", "the body must be a JSON object") }
+      // PUT (update) replaces the writable fields; PATCH changes those it names.
+      if request.method == "PUT" { record.clearWritableFields() }
       record.apply(json)
       record.metageneration += 1
       record.updated = Int64(Date().timeIntervalSince1970 * 1000)
       guard (try? store.save(record)) != nil else { return Self.error(500, "internalError", "cannot save") }
       return .json(200, record.gcsResource(base: request.publicBase))
     case "DELETE":
-      guard let record else { return Self.error(404, "notFound", "No such object: \(bucket)/\(name)") }
+      guard let record, generationMatches(record, request.query) else {
+        return Self.error(404, "notFound", "No such object: \(bucket)/\(name)")
+      }
       if let failed = preconditionFailure(record, request.query) { return failed }
-      return store.delete(bucket, name) ? ServerResponse(status: 204) : Self.error(404, "notFound", "No such object")
+      return store.delete(bucket, name) ? ServerResponse(status: 204) : Self.error(404, "notFound", "No such object: \(bucket)/\(name)")
     default:
       return Self.error(405, "invalid", "method not allowed")
     }
-  }
-
-  /// A server-side copy's route: `/storage/v1/b/B/o/SOURCE/{rewriteTo,copyTo}/b/B2/o/TARGET`.
-  struct CopyRoute {
-    var bucket: String
-    var source: String
-    var targetBucket: String
-    var target: String
-    /// `rewriteTo` answers a rewrite response around the object; `copyTo` the object.
-    var rewrite: Bool
-  }
-
-  static func parseCopy(_ path: String) -> CopyRoute? {
-    let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-    guard segments.count >= 10, segments[0] == "storage", segments[1] == "v1", segments[2] == "b", segments[4] == "o" else { return nil }
-    // Object names in these paths have their slashes encoded, so the verb is one segment.
-    guard let verb = segments.indices.dropFirst(5).first(where: { segments[$0] == "rewriteTo" || segments[$0] == "copyTo" }),
-      segments.count > verb + 4, segments[verb + 1] == "b", segments[verb + 3] == "o",
-      let bucket = segments[3].removingPercentEncoding,
-      let source = segments[5..<verb].joined(separator: "/").removingPercentEncoding,
-      let targetBucket = segments[verb + 2].removingPercentEncoding,
-      let target = segments[(verb + 4)...].joined(separator: "/").removingPercentEncoding,
-      !source.isEmpty, !target.isEmpty
-    else { return nil }
-    return CopyRoute(bucket: bucket, source: source, targetBucket: targetBucket, target: target, rewrite: segments[verb] == "rewriteTo")
-  }
-
-  /// A server-side copy, done in one call (`done: true`): `sourceGeneration` names the version
-  /// to copy (only the live one is kept here), `ifSourceGeneration*` are checked against it,
-  /// the other preconditions against the target; the JSON body overrides the copied metadata.
-  private func copy(_ route: CopyRoute, request: inout ServerRequest) -> ServerResponse {
-    guard let source = store.get(route.bucket, route.source), request.query["sourceGeneration"].map({ Int64($0) == source.generation }) ?? true
-    else { return Self.error(404, "notFound", "No such object: \(route.bucket)/\(route.source)") }
-    var sourceQuery: [String: String] = [:]
-    for (key, value) in request.query where key.hasPrefix("ifSource") {
-      sourceQuery["if" + key.dropFirst("ifSource".count)] = value
-    }
-    if let failed = preconditionFailure(source, sourceQuery) { return failed }
-    if let failed = preconditionFailure(store.get(route.targetBucket, route.target), request.query) { return failed }
-    guard let body = try? request.body.readAll(limit: 1 << 20),
-      let json = (body.isEmpty ? [:] : try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
-    else { return Self.error(400, "invalid", "the body must be a JSON object") }
-    let record: ObjectRecord
-    do {
-      record = try store.copy(source, bucket: route.targetBucket, name: route.target, metadata: json)
-    } catch ObjectStore.Refusal.invalidName(let why) {
-      return Self.error(400, "invalid", why)
-    } catch {
-      return Self.error(500, "internalError", "cannot store the copy")
-    }
-    let resource = record.gcsResource(base: request.publicBase)
-    guard route.rewrite else { return .json(200, resource) }
-    return .json(200, [
-      "kind": "storage#rewriteResponse", "totalBytesRewritten": String(record.size), "objectSize": String(record.size), "done": true,
-      "resource": resource,
-    ])
   }
 
   private func generationMatches(_ record: ObjectRecord, _ query: [String: String]) -> Bool {
@@ -222,7 +170,7 @@ struct GCSRoutes {
       if metadata["contentType"] == nil, let partType = upload.mediaType { metadata["contentType"] = partType }
       guard let record = try? store.commit(
         bucket: bucket, name: name, temporaryPath: upload.temporaryPath, size: upload.size, hashes: upload.hashes,
-        metadata: metadata)
+        downloadToken: false, metadata: metadata)
       else {
         unlink(upload.temporaryPath)
         return Self.error(500, "internalError", "cannot store the object")
@@ -248,7 +196,7 @@ struct GCSRoutes {
 
   private func storeBody(bucket: String, name: String, metadata: [String: Any], request: inout ServerRequest) -> ServerResponse {
     do {
-      return .json(200, try store.store(bucket: bucket, name: name, body: request.body, metadata: metadata).gcsResource(base: request.publicBase))
+      return .json(200, try store.store(bucket: bucket, name: name, body: request.body, downloadToken: false, metadata: metadata).gcsResource(base: request.publicBase))
     } catch {
       return error == .incompleteBody
         ? Self.error(400, "invalid", "the upload body was incomplete") : Self.error(500, "internalError", "cannot store the object")
@@ -334,7 +282,7 @@ struct GCSRoutes {
     close(session.fd)
     guard let record = try? store.commit(
       bucket: session.bucket, name: session.name, temporaryPath: session.temporaryPath, size: session.received,
-      hashes: session.hashes, metadata: session.metadata)
+      hashes: session.hashes, downloadToken: false, metadata: session.metadata)
     else { return Self.error(500, "internalError", "cannot store the object") }
     session.status = "final"
     session.final = record

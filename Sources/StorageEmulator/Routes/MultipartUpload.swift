@@ -18,11 +18,12 @@ struct MultipartUpload {
   var size: Int64
   var hashes: ObjectHashes
 
-  /// The boundary of a `multipart/related; boundary=…` content type.
+  /// The boundary of a `multipart/related; boundary=…` content type. Google's Python clients
+  /// (gcloud, gsutil) quote it with single quotes, which the service accepts as well as double.
   static func boundary(of contentType: String?) -> String? {
     guard let contentType, let range = contentType.range(of: "boundary=") else { return nil }
     let value = contentType[range.upperBound...].split(separator: ";").first.map {
-      $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+      $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"' "))
     } ?? ""
     return value.isEmpty ? nil : value
   }
@@ -32,14 +33,16 @@ struct MultipartUpload {
   static func receive(_ body: RequestBody, boundary: String, store: ObjectStore) throws(Failure) -> MultipartUpload {
     let scanner = BodyScanner(body)
     let delimiter = Array("--\(boundary)".utf8)
-    let partEnd = Array("\r\n--\(boundary)".utf8)
     // Anything before the first delimiter is a preamble.
     try scanner.skip(until: delimiter, limit: 64 << 10)
-    let firstType = try scanner.partHeaders()
-    _ = firstType
+    // RFC 2046 says CRLF, but Python's email generator (gcloud, gsutil) ends lines with LF alone
+    // and the service takes both: the first delimiter line says which this body uses.
+    let newline = try scanner.lineEnding()
+    let partEnd = newline + delimiter
+    _ = try scanner.partHeaders(newline: newline)
     var metadata = Data()
     try scanner.read(until: partEnd, limit: 1 << 20) { metadata.append(contentsOf: $0) }
-    let mediaType = try scanner.partHeaders()
+    let mediaType = try scanner.partHeaders(newline: newline)
     let (path, fd) = store.temporaryFile()
     guard fd >= 0 else { throw .local("cannot create a temporary file") }
     defer { close(fd) }
@@ -159,16 +162,16 @@ private final class BodyScanner {
 
   /// After a delimiter: the part's header lines up to the empty line; returns its Content-Type.
   /// A part may have no headers at all (Go's client sends the media part that way).
-  func partHeaders() throws(MultipartUpload.Failure) -> String? {
+  func partHeaders(newline: [UInt8]) throws(MultipartUpload.Failure) -> String? {
     while buffer.count < 2 { guard try fill() else { throw .malformed("the body ended after a delimiter") } }
     if buffer[0] == UInt8(ascii: "-") && buffer[1] == UInt8(ascii: "-") {
       throw .malformed("a multipart upload needs a JSON part and a media part")
     }
     var headers = Data()
-    try read(until: Array("\r\n".utf8), limit: 1024) { _ in }  // the rest of the delimiter line
+    try read(until: newline, limit: 1024) { _ in }  // the rest of the delimiter line
     while true {
       var line = Data()
-      try read(until: Array("\r\n".utf8), limit: 16 << 10) { line.append(contentsOf: $0) }
+      try read(until: newline, limit: 16 << 10) { line.append(contentsOf: $0) }
       if line.isEmpty { break }
       headers.append(line)
       headers.append(0x0A)
@@ -179,6 +182,18 @@ private final class BodyScanner {
       if kv.count == 2, kv[0].lowercased() == "content-type" { return kv[1].trimmingCharacters(in: .whitespaces) }
     }
     return nil
+  }
+
+  /// Right after the first delimiter: the line ending the delimiter line ends with (a boundary
+  /// may be followed by spaces before it).
+  func lineEnding() throws(MultipartUpload.Failure) -> [UInt8] {
+    while true {
+      if let lf = buffer.firstIndex(of: 0x0A) {
+        return lf > 0 && buffer[lf - 1] == 0x0D ? [0x0D, 0x0A] : [0x0A]
+      }
+      if buffer.count > 1024 { throw .malformed("the delimiter line is too long") }
+      guard try fill() else { throw .malformed("the body ended after a delimiter") }
+    }
   }
 
   func discardRest() throws(MultipartUpload.Failure) {

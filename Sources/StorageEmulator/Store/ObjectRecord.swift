@@ -8,8 +8,11 @@ struct ObjectRecord: Codable {
   var metageneration: Int64
   var size: Int64
   var contentType: String
+  /// Empty for a composite object: GCS keeps no MD5 of one.
   var md5Hash: String
   var crc32c: String
+  /// How many uploaded objects a composed one was made of (nil for an uploaded object).
+  var componentCount: Int? = nil
   /// Milliseconds since the epoch.
   var timeCreated: Int64
   var updated: Int64
@@ -22,7 +25,7 @@ struct ObjectRecord: Codable {
   /// File name of the bytes inside the bucket folder.
   var dataFile: String
 
-  var etag: String { "\"\(md5Hash)\"" }
+  var etag: String { md5Hash.isEmpty ? "\"\(crc32c)-\(generation)\"" : "\"\(md5Hash)\"" }
 
   /// RFC 3339 with exactly three fractional digits, from whole milliseconds.
   static func formatTime(_ ms: Int64) -> String {
@@ -47,10 +50,11 @@ struct ObjectRecord: Codable {
       "name": name, "bucket": bucket, "generation": String(generation),
       "metageneration": String(metageneration), "contentType": contentType,
       "timeCreated": Self.formatTime(timeCreated), "updated": Self.formatTime(updated),
-      "storageClass": "STANDARD", "size": String(size), "md5Hash": md5Hash, "crc32c": Self.decimalCRC(crc32c),
+      "storageClass": "STANDARD", "size": String(size), "crc32c": Self.decimalCRC(crc32c),
       "etag": etag, "downloadTokens": downloadTokens.joined(separator: ","),
       "contentEncoding": contentEncoding ?? "identity",
     ]
+    if !md5Hash.isEmpty { d["md5Hash"] = md5Hash }
     if let cacheControl { d["cacheControl"] = cacheControl }
     if let contentDisposition { d["contentDisposition"] = contentDisposition }
     if let contentLanguage { d["contentLanguage"] = contentLanguage }
@@ -69,8 +73,10 @@ struct ObjectRecord: Codable {
       "name": name, "bucket": bucket, "generation": String(generation), "metageneration": String(metageneration),
       "contentType": contentType, "timeCreated": Self.formatTime(timeCreated), "updated": Self.formatTime(updated),
       "timeStorageClassUpdated": Self.formatTime(timeCreated), "storageClass": "STANDARD", "size": String(size),
-      "md5Hash": md5Hash, "crc32c": crc32c, "etag": etag,
+      "crc32c": crc32c, "etag": etag,
     ]
+    if !md5Hash.isEmpty { d["md5Hash"] = md5Hash }
+    if let componentCount { d["componentCount"] = componentCount }
     if let cacheControl { d["cacheControl"] = cacheControl }
     if let contentDisposition { d["contentDisposition"] = contentDisposition }
     if let contentEncoding { d["contentEncoding"] = contentEncoding }
@@ -79,6 +85,16 @@ struct ObjectRecord: Codable {
     if !downloadTokens.isEmpty { custom["firebaseStorageDownloadTokens"] = downloadTokens.joined(separator: ",") }
     if !custom.isEmpty { d["metadata"] = custom }
     return d
+  }
+
+  /// What an update (PUT) starts from: the writable fields as an upload without them leaves them.
+  mutating func clearWritableFields() {
+    cacheControl = nil
+    contentDisposition = nil
+    contentEncoding = nil
+    contentLanguage = nil
+    contentType = "application/octet-stream"
+    metadata = [:]
   }
 
   /// Applies the writable fields of an upload or PATCH body (`null` clears a field).

@@ -8,7 +8,9 @@ extension ObjectStore {
   }
 
   /// Stores a request body as the new generation of `name`; on any failure nothing is visible.
-  func store(bucket: String, name: String, body: RequestBody, metadata: [String: Any]) throws(WriteFailure) -> ObjectRecord {
+  func store(
+    bucket: String, name: String, body: RequestBody, downloadToken: Bool, metadata: [String: Any]
+  ) throws(WriteFailure) -> ObjectRecord {
     let (path, fd) = temporaryFile()
     defer { close(fd) }
     let hashes = ObjectHashes()
@@ -20,7 +22,8 @@ extension ObjectStore {
       throw .incompleteBody
     }
     do {
-      return try commit(bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, metadata: metadata)
+      return try commit(
+        bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, downloadToken: downloadToken, metadata: metadata)
     } catch {
       unlink(path)
       throw .local
@@ -37,6 +40,52 @@ extension ObjectStore {
     guard link(dataPath(source), path) == 0 else { throw WriteFailure.local }
     do {
       return try commit(bucket: bucket, name: name, temporaryPath: path, size: source.size, copied: source, metadata: metadata)
+    } catch {
+      unlink(path)
+      throw error
+    }
+  }
+}
+
+extension ObjectStore {
+  /// A new generation of `name` holding the bytes of `sources` one after another (`compose`).
+  /// As on GCS, the result has a CRC32C but no MD5, and counts the uploaded objects it is made of.
+  func compose(_ sources: [ObjectRecord], bucket: String, name: String, metadata: [String: Any]) throws -> ObjectRecord {
+    let (path, fd) = temporaryFile()
+    guard fd >= 0 else { throw WriteFailure.local }
+    defer { close(fd) }
+    let hashes = ObjectHashes()
+    var size: Int64 = 0
+    var buffer = [UInt8](repeating: 0, count: 1 << 20)
+    do {
+      for source in sources {
+        let input = open(dataPath(source), O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw WriteFailure.local }
+        defer { close(input) }
+        while true {
+          let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress!, $0.count) }
+          if n < 0 && errno == EINTR { continue }
+          guard n >= 0 else { throw WriteFailure.local }
+          if n == 0 { break }
+          let written = buffer.withUnsafeBytes { raw -> Bool in
+            let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<n])
+            hashes.update(bytes)
+            var done = 0
+            while done < n {
+              let w = write(fd, bytes.baseAddress! + done, n - done)
+              if w < 0 && errno == EINTR { continue }
+              guard w > 0 else { return false }
+              done += w
+            }
+            return true
+          }
+          guard written else { throw WriteFailure.local }
+          size += Int64(n)
+        }
+      }
+      var fields = metadata
+      fields["componentCount"] = sources.reduce(0) { $0 + ($1.componentCount ?? 1) }
+      return try commit(bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, composite: true, downloadToken: false, metadata: fields)
     } catch {
       unlink(path)
       throw error

@@ -113,6 +113,11 @@ final class ObjectStore: @unchecked Sendable {
     }
   }
 
+  /// The buckets that hold at least one object.
+  func bucketsWithObjects() -> [String] {
+    buckets.withLock { all in all.filter { !$0.value.records.isEmpty }.map(\.key) }
+  }
+
   func get(_ bucket: String, _ name: String) -> ObjectRecord? {
     buckets.withLock { $0[bucket]?.records[Key(name)] }
   }
@@ -144,10 +149,12 @@ final class ObjectStore: @unchecked Sendable {
   }
 
   /// Makes a finished upload (or a copy's bytes, with the `copied` object's hashes and metadata)
-  /// visible as the newest generation of `name`.
+  /// visible as the newest generation of `name`. Objects written through the GCS API have no
+  /// download token until the Firebase API is asked for one (`downloadToken: false`), as on
+  /// Google's servers, where the token is custom metadata that Firebase adds.
   func commit(
     bucket: String, name: String, temporaryPath: String, size: Int64, hashes: ObjectHashes? = nil, copied: ObjectRecord? = nil,
-    metadata: [String: Any]
+    composite: Bool = false, downloadToken: Bool = true, metadata: [String: Any]
   ) throws -> ObjectRecord {
     if let problem = Self.nameProblem(name) { throw Refusal.invalidName(problem) }
     let folder = bucketFolder(bucket)
@@ -160,7 +167,7 @@ final class ObjectStore: @unchecked Sendable {
     var record = copied ?? ObjectRecord(
       name: name, bucket: bucket, generation: generation, metageneration: 1, size: size,
       contentType: "application/octet-stream", md5Hash: md5, crc32c: crc, timeCreated: now, updated: now,
-      metadata: [:], downloadTokens: [UUID().uuidString.lowercased()], dataFile: dataFile)
+      metadata: [:], downloadTokens: downloadToken ? [UUID().uuidString.lowercased()] : [], dataFile: dataFile)
     // A copy keeps the source's content type, custom metadata and tokens, as GCS's does.
     record.name = name
     record.bucket = bucket
@@ -169,6 +176,10 @@ final class ObjectStore: @unchecked Sendable {
     record.timeCreated = now
     record.updated = now
     record.dataFile = dataFile
+    if composite {
+      record.md5Hash = ""
+      record.componentCount = metadata["componentCount"] as? Int
+    }
     record.apply(metadata)
     if rename(temporaryPath, folder.appendingPathComponent(dataFile).path) != 0 {
       throw CocoaError(.fileWriteUnknown)

@@ -1,0 +1,98 @@
+// Which JSON API method a path names. Object names in paths are percent-encoded with their
+// slashes (`o/a%2Fb`), but a raw slash is taken as part of the name too, as GCS does for GET.
+import Foundation
+
+enum GCSRoute: Equatable {
+  enum Service: Equatable { case storage, upload, download }
+
+  /// `b`: list (GET) or create (POST) buckets.
+  case buckets
+  case bucket(String)
+  case storageLayout(String)
+  /// `b/B/managedFolders` and `b/B/folders`: none are kept, so both list nothing.
+  case folders(String)
+  /// `b/B/o`: list objects, or (under `/upload`) upload one.
+  case objects(service: Service, bucket: String)
+  case object(service: Service, bucket: String, name: String)
+  /// `b/B/o/NAME/compose`.
+  case compose(bucket: String, name: String)
+  /// `b/B/o/SOURCE/{rewriteTo,copyTo}/b/B2/o/TARGET`.
+  case copy(Copy)
+  /// `/batch/storage/v1`: many requests in one multipart body.
+  case batch
+
+  struct Copy: Equatable {
+    var bucket: String
+    var source: String
+    var targetBucket: String
+    var target: String
+    /// `rewriteTo` answers a rewrite response around the object; `copyTo` the object.
+    var rewrite: Bool
+  }
+
+  /// Nil for a path that is not one of these, or whose percent-encoding is broken.
+  init?(path: String, method: String) {
+    var segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+    if segments == ["batch", "storage", "v1"] {
+      self = .batch
+      return
+    }
+    var service = Service.storage
+    // gcloud starts resumable uploads at `/resumable/upload/storage/v1/…`, which GCS serves too.
+    if segments.first == "resumable" && segments.dropFirst().first == "upload" { segments.removeFirst() }
+    if segments.first == "upload" || segments.first == "download" {
+      service = segments[0] == "upload" ? .upload : .download
+      segments.removeFirst()
+    }
+    guard segments.count >= 3, segments[0] == "storage", segments[1] == "v1", segments[2] == "b" else { return nil }
+    segments.removeFirst(3)
+    guard let first = segments.first, !first.isEmpty else {
+      guard service == .storage else { return nil }
+      self = .buckets
+      return
+    }
+    guard let bucket = first.removingPercentEncoding else { return nil }
+    segments.removeFirst()
+    guard let kind = segments.first else {
+      guard service == .storage else { return nil }
+      self = .bucket(bucket)
+      return
+    }
+    if kind == "storageLayout" && segments.count == 1 && service == .storage {
+      self = .storageLayout(bucket)
+      return
+    }
+    if (kind == "managedFolders" || kind == "folders") && segments.count == 1 && service == .storage {
+      self = .folders(bucket)
+      return
+    }
+    guard kind == "o" else { return nil }
+    segments.removeFirst()
+    if segments.isEmpty || segments == [""] {
+      self = .objects(service: service, bucket: bucket)
+      return
+    }
+    if method == "POST", service == .storage, let copy = Self.copy(bucket: bucket, segments) {
+      self = .copy(copy)
+      return
+    }
+    if method == "POST", service == .storage, segments.count == 2, segments[1] == "compose" {
+      guard let name = segments[0].removingPercentEncoding, !name.isEmpty else { return nil }
+      self = .compose(bucket: bucket, name: name)
+      return
+    }
+    guard let name = segments.joined(separator: "/").removingPercentEncoding, !name.isEmpty else { return nil }
+    self = .object(service: service, bucket: bucket, name: name)
+  }
+
+  private static func copy(bucket: String, _ segments: [String]) -> Copy? {
+    guard let verb = segments.firstIndex(where: { $0 == "rewriteTo" || $0 == "copyTo" }), verb > 0,
+      segments.count > verb + 4, segments[verb + 1] == "b", segments[verb + 3] == "o",
+      let source = segments[..<verb].joined(separator: "/").removingPercentEncoding,
+      let targetBucket = segments[verb + 2].removingPercentEncoding,
+      let target = segments[(verb + 4)...].joined(separator: "/").removingPercentEncoding,
+      !source.isEmpty, !target.isEmpty
+    else { return nil }
+    return Copy(bucket: bucket, source: source, targetBucket: targetBucket, target: target, rewrite: segments[verb] == "rewriteTo")
+  }
+}
