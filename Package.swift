@@ -6,6 +6,8 @@ let package = Package(
   platforms: [.macOS(.v15)],
   products: [
     .executable(name: "bucketfs", targets: ["bucketfs"]),
+    // The Firebase Storage API for other packages (Examples/StorageConsumer uses it).
+    .library(name: "StorageCore", targets: ["StorageCore"]),
   ],
   targets: [
     .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),

@@ -26,6 +26,7 @@ run_tests --no-parallel --filter 'MountTests|CommandTests'
 if [ -x scripts/interop.sh ]; then
   scripts/interop.sh || { echo "test.sh: interop checks failed" >&2; exit 1; }
 fi
+scripts/consumer-check.sh || { echo "test.sh: the library consumer failed" >&2; exit 1; }
 if [ -x scripts/package-check.sh ]; then
   scripts/package-check.sh || { echo "test.sh: package checks failed" >&2; exit 1; }
 fi

@@ -133,7 +133,7 @@ final class RoutesBox: @unchecked Sendable {
       ])
     }
     if path.hasPrefix("/storage/v1/") || path.hasPrefix("/upload/storage/v1/") || path.hasPrefix("/download/storage/v1/")
-      || path.hasPrefix("/resumable/upload/storage/v1/") || path == "/batch/storage/v1"
+      || path.hasPrefix("/resumable/upload/storage/v1/")
     {
       return gcs!.handle(&request)
     }

@@ -18,8 +18,6 @@ enum GCSRoute: Equatable {
   case compose(bucket: String, name: String)
   /// `b/B/o/SOURCE/{rewriteTo,copyTo}/b/B2/o/TARGET`.
   case copy(Copy)
-  /// `/batch/storage/v1`: many requests in one multipart body.
-  case batch
 
   struct Copy: Equatable {
     var bucket: String
@@ -33,10 +31,6 @@ enum GCSRoute: Equatable {
   /// Nil for a path that is not one of these, or whose percent-encoding is broken.
   init?(path: String, method: String) {
     var segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-    if segments == ["batch", "storage", "v1"] {
-      self = .batch
-      return
-    }
     var service = Service.storage
     // gcloud starts resumable uploads at `/resumable/upload/storage/v1/…`, which GCS serves too.
     if segments.first == "resumable" && segments.dropFirst().first == "upload" { segments.removeFirst() }

@@ -57,9 +57,6 @@ struct GCSRoutes {
       return self.copy(copy, request: &request)
     case .compose(let bucket, let name):
       return compose(bucket: bucket, name: name, request: &request)
-    case .batch:
-      guard request.method == "POST" else { return Self.error(405, "invalid", "batches are POSTed") }
-      return batch(&request)
     case .object(let service, let bucket, let name):
       return object(service: service, bucket: bucket, name: name, request: &request)
     }
