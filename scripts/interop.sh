@@ -7,7 +7,10 @@
 #      `bucketfs serve --require-oauth` (token_uri → the emulator), and our client's JWT,
 #   5. TLS: stunnel4 with a CA made here in front of the emulator; cp, ls and a mount with
 #      --ca-file and SSL_CERT_FILE, and a wrong CA refused with a "certificate" error,
-#   6. the mount's metrics page parsed by prometheus-client, its counters moving with reads.
+#   6. the mount's metrics page parsed by prometheus-client, its counters moving with reads,
+#   7. Google's own CLI against `bucketfs serve`: gcloud storage (plain HTTP) and gsutil (through
+#      the TLS terminator), every download hash-checked by the tools, and a writable mount over
+#      each API reading what gcloud wrote while gcloud reads what the mount wrote.
 # Any mismatch fails. Stops (by pid) and unmounts everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -222,4 +225,138 @@ PY
 fusermount3 -u "$MNT"
 wait "$MOUNT_PID" 2>/dev/null || true
 MOUNT_PID=
+
+echo "== 7. gcloud storage and gsutil against bucketfs serve"
+stop_emulator
+kill "$TUNNEL_PID" 2>/dev/null || true
+wait "$TUNNEL_PID" 2>/dev/null || true
+TUNNEL_PID=
+GTLS_PORT=$(free_port)
+start_emulator "$WORK/google-server" --public-url "https://127.0.0.1:$GTLS_PORT"
+sed -e "s/^accept = .*/accept = 127.0.0.1:$GTLS_PORT/" -e "s/^connect = .*/connect = $EMU_ADDR/" "$WORK/stunnel.conf" >"$WORK/gstunnel.conf"
+stunnel4 "$WORK/gstunnel.conf" 2>"$WORK/gstunnel.log" &
+TUNNEL_PID=$!
+for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/$GTLS_PORT) 2>/dev/null && break; sleep 0.1; done
+# Their state stays in the work folder, not in the home folder.
+export CLOUDSDK_CONFIG="$WORK/gcloud-config" BOTO_CONFIG="$WORK/boto.cfg" BOTO_PATH="$WORK/boto.cfg"
+mkdir -p "$CLOUDSDK_CONFIG"
+cat >"$BOTO_CONFIG" <<CONF
+[Credentials]
+gs_json_host = 127.0.0.1
+gs_json_port = $GTLS_PORT
+[Boto]
+https_validate_certificates = False
+[GSUtil]
+prefer_api = json
+default_project_id = interop
+parallel_composite_upload_threshold = 4M
+parallel_composite_upload_component_size = 2M
+sliced_object_download_threshold = 4M
+sliced_object_download_max_components = 4
+CONF
+gcloud config set api_endpoint_overrides/storage "http://$EMU_ADDR/" >/dev/null 2>&1
+gcloud config set auth/disable_credentials true >/dev/null 2>&1
+gcloud config set pass_credentials_to_gsutil false >/dev/null 2>&1
+gcloud config set project interop >/dev/null 2>&1
+g() { gcloud storage --quiet "$@" 2>>"$WORK/gcloud.log" || { tail -n 30 "$WORK/gcloud.log" >&2; fail "gcloud storage $*"; }; }
+gs() { gsutil -q "$@" 2>>"$WORK/gsutil.log" || { tail -n 30 "$WORK/gsutil.log" >&2; fail "gsutil $*"; }; }
+same_tree() { (cd "$1" && find . -type f -exec sha256sum {} + | sort) >"$WORK/t1.sums"; (cd "$2" && find . -type f -exec sha256sum {} + | sort) >"$WORK/t2.sums"; cmp -s "$WORK/t1.sums" "$WORK/t2.sums"; }
+head -c 24000000 /dev/urandom >"$WORK/up/large.bin"
+g buckets create gs://gdemo
+g buckets list --format='value(name)' | grep -qx gdemo || fail "buckets list does not show gdemo"
+g buckets describe gs://gdemo --format=json | python3 -c 'import json,sys; assert json.load(sys.stdin)["name"] == "gdemo"' || fail "buckets describe"
+ok "gcloud storage buckets create, list (by project) and describe"
+g cp "$WORK/up/hello.txt" gs://gdemo/small/hello.txt
+g cp "$WORK/up/big.bin" gs://gdemo/small/big.bin
+[ "$(g cat gs://gdemo/small/hello.txt)" = "hello interop" ] || fail "gcloud cat of a multipart upload"
+ok "gcloud storage cp (multipart uploads of 14 B and 3 MB) and cat"
+CLOUDSDK_STORAGE_RESUMABLE_THRESHOLD=1M CLOUDSDK_STORAGE_PARALLEL_COMPOSITE_UPLOAD_ENABLED=True CLOUDSDK_STORAGE_PARALLEL_COMPOSITE_UPLOAD_THRESHOLD=10M \
+  CLOUDSDK_STORAGE_PARALLEL_COMPOSITE_UPLOAD_COMPONENT_SIZE=9M g cp "$WORK/up/large.bin" gs://gdemo/pcu/large.bin
+g objects describe gs://gdemo/pcu/large.bin --format=json >"$WORK/pcu.json"
+python3 - "$WORK/pcu.json" <<'PY' || fail "the parallel composite upload is not a composed object"
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert int(o.get("component_count", o.get("componentCount", 0))) > 1, o
+assert int(o["size"]) == 24000000, o
+PY
+# Components are deleted once composed; gcloud deletes only those it kept tracker files for,
+# which resumable uploads have (so the threshold is lowered below the component size).
+[ -z "$(gcloud storage ls 'gs://gdemo/gcloud/**' 2>/dev/null)" ] || fail "parallel composite upload left its components behind"
+CLOUDSDK_STORAGE_SLICED_OBJECT_DOWNLOAD_THRESHOLD=4M CLOUDSDK_STORAGE_SLICED_OBJECT_DOWNLOAD_MAX_COMPONENTS=4 \
+  g cp gs://gdemo/pcu/large.bin "$WORK/down/large-sliced.bin"
+cmp -s "$WORK/up/large.bin" "$WORK/down/large-sliced.bin" || fail "sliced download of a composed object"
+ok "gcloud: parallel composite upload (compose, components removed), sliced download, CRC32C checked"
+g cp -r "$WORK/up" gs://gdemo/tree
+mkdir -p "$WORK/gcloud-down"
+g cp -r gs://gdemo/tree "$WORK/gcloud-down"
+same_tree "$WORK/up" "$WORK/gcloud-down/tree" || fail "gcloud cp -r round trip"
+g rsync "$WORK/up" gs://gdemo/rsynced --recursive
+printf 'changed\n' >"$WORK/up/sub/nested.txt"
+g rsync "$WORK/up" gs://gdemo/rsynced --recursive --delete-unmatched-destination-objects
+mkdir -p "$WORK/rsync-down"
+g rsync gs://gdemo/rsynced "$WORK/rsync-down" --recursive
+same_tree "$WORK/up" "$WORK/rsync-down" || fail "gcloud rsync round trip"
+ok "gcloud storage cp -r and rsync both ways: SHA-256 of every file equal"
+g mv gs://gdemo/small/hello.txt gs://gdemo/moved/hello.txt
+[ "$(g cat gs://gdemo/moved/hello.txt)" = "hello interop" ] || fail "gcloud mv target"
+gcloud storage ls gs://gdemo/small/hello.txt >/dev/null 2>&1 && fail "gcloud mv left its source"
+g buckets create gs://gdemo-copy
+g cp gs://gdemo/small/big.bin gs://gdemo-copy/big.bin
+g objects compose gs://gdemo/tree/sub/item-01.txt gs://gdemo/tree/sub/item-02.txt gs://gdemo/composed.txt
+[ "$(g cat gs://gdemo/composed.txt)" = "$(printf 'item 01\nitem 02')" ] || fail "gcloud objects compose"
+g objects update gs://gdemo/composed.txt --content-type=text/x-composed --custom-metadata=colour=blue
+g objects describe gs://gdemo/composed.txt --format=json | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+assert o["content_type"] == "text/x-composed" and o["custom_fields"]["colour"] == "blue", o' || fail "objects update/describe"
+g ls -l gs://gdemo/tree >/dev/null
+g ls -L gs://gdemo-copy/big.bin | grep -q 'Hash (CRC32C)' || fail "ls -L"
+ok "gcloud: mv, bucket-to-bucket cp, objects compose/update/describe, ls -l/-L"
+g rm -r gs://gdemo/tree
+[ -z "$(gcloud storage ls -r 'gs://gdemo/tree/**' 2>/dev/null)" ] || fail "rm -r left objects"
+g rm -r gs://gdemo-copy
+g buckets list --format='value(name)' | grep -qx gdemo-copy && fail "rm -r of a bucket kept the bucket"
+ok "gcloud storage rm -r of a folder and of a whole bucket"
+
+gs cp "$WORK/up/hello.txt" gs://gsdemo/hello.txt
+[ "$(gs cat gs://gsdemo/hello.txt)" = "hello interop" ] || fail "gsutil cat"
+gs -m cp -r "$WORK/up" gs://gsdemo/tree
+gs cp "$WORK/up/large.bin" gs://gsdemo/large.bin
+gs cp gs://gsdemo/large.bin "$WORK/down/gsutil-large.bin"
+cmp -s "$WORK/up/large.bin" "$WORK/down/gsutil-large.bin" || fail "gsutil round trip of 24 MB"
+mkdir -p "$WORK/gsutil-rsync"
+gs rsync -r "$WORK/up" gs://gsdemo/rs
+gs rsync -r gs://gsdemo/rs "$WORK/gsutil-rsync"
+same_tree "$WORK/up" "$WORK/gsutil-rsync" || fail "gsutil rsync round trip"
+gs mv gs://gsdemo/hello.txt gs://gsdemo/moved.txt
+gs compose gs://gsdemo/tree/sub/item-01.txt gs://gsdemo/tree/sub/item-02.txt gs://gsdemo/c.txt
+gs setmeta -h "Content-Type:text/x-set" -h "x-goog-meta-k:v" gs://gsdemo/c.txt
+gsutil stat gs://gsdemo/c.txt 2>>"$WORK/gsutil.log" | grep -q 'text/x-set' || fail "gsutil setmeta/stat"
+gsutil ls -L gs://gsdemo/moved.txt 2>>"$WORK/gsutil.log" | grep -q 'Hash (md5)' || fail "gsutil ls -L"
+gs -m rm -r gs://gsdemo/tree
+ok "gsutil (JSON API over TLS): cp, -m cp -r, sliced/composite transfers, rsync, mv, compose, setmeta, stat, ls -L, rm -r"
+
+# The mount, both APIs: what gcloud wrote reads back, what the mount writes gcloud reads back.
+for api in firebase gcs; do
+  g cp -r "$WORK/up" "gs://gdemo/for-$api"
+  "$BIN" mount gs://gdemo "$MNT" -f --emulator "$EMU_ADDR" --api "$api" -o "writable,staging_dir=$WORK/g-$api-staging" \
+    2>"$WORK/g-$api-mount.log" &
+  MOUNT_PID=$!
+  for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+  mountpoint -q "$MNT" || { cat "$WORK/g-$api-mount.log" >&2; fail "writable mount over $api"; }
+  same_tree "$WORK/up" "$MNT/for-$api" || fail "the $api mount reads what gcloud wrote"
+  cmp -s "$WORK/up/large.bin" "$MNT/pcu/large.bin" || fail "the $api mount reads a composed object"
+  mkdir "$MNT/from-mount-$api"
+  cp "$WORK/up/big.bin" "$MNT/from-mount-$api/big.bin"
+  printf 'written through the %s mount\n' "$api" >"$MNT/from-mount-$api/note.txt"
+  "$BIN" sync "$MNT" --timeout 120 >/dev/null || fail "sync of the $api mount"
+  fusermount3 -u "$MNT"
+  wait "$MOUNT_PID" 2>/dev/null || true
+  MOUNT_PID=
+  g cp "gs://gdemo/from-mount-$api/big.bin" "$WORK/down/from-mount-$api.bin"
+  cmp -s "$WORK/up/big.bin" "$WORK/down/from-mount-$api.bin" || fail "gcloud reads what the $api mount wrote"
+  [ "$(g cat "gs://gdemo/from-mount-$api/note.txt")" = "written through the $api mount" ] || fail "gcloud cat of the $api mount's file"
+  ok "a writable $api mount reads what gcloud wrote (a composed object too); gcloud reads, hash-checked, what it wrote"
+done
+unset CLOUDSDK_CONFIG BOTO_CONFIG BOTO_PATH
 echo "interop: all checks passed"

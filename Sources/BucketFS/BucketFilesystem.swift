@@ -184,7 +184,15 @@ package final class BucketFilesystem: Sendable {
       guard let entry = local else { throw FSError(ENOENT) }
       return linked(entry, in: dir.path, local: true)
     }
-    let entry = try await namespace.resolve(dir: dir.path, name: name)
+    let entry: DirectoryEntry
+    do {
+      entry = try await namespace.resolve(dir: dir.path, name: name)
+    } catch let error where error.cause?.code == .timedOut {
+      // The server stopped answering and no staged copy has the name: the same answer as when
+      // the lookup's deadline runs out first (the two race when both are read_timeout).
+      if absentAfterTimeout(parent: parent, name: name, seconds: options.readTimeout) { throw FSError(ENOENT) }
+      throw error
+    }
     // Found by Swift's string equality, which is canonical equivalence: another spelling of the
     // name (NFD for NFC) is another object.
     guard Namespace.sameBytes(entry.name, name) else { throw FSError(ENOENT) }

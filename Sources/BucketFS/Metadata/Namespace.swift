@@ -266,11 +266,22 @@ final class Namespace: Sendable {
     let path = Self.join(dir, name)
     if missing.get(path) != nil { throw FSError(ENOENT) }
     var fromStaged = false
+    var unanswered = false
     let found: DirectoryEntry? = try await fromServer("looking up \(path)", { () async throws(BucketError) -> DirectoryEntry? in
-      try await probe(path: path, name: name)
-    }, orStaged: {
+      do throws(BucketError) {
+        return try await probe(path: path, name: name)
+      } catch {
+        unanswered = error.code == .timedOut
+        throw error
+      }
+    }, orStaged: { () throws(FSError) -> DirectoryEntry? in
       fromStaged = true
-      return offlineListing(dir).first(where: { $0.name == name })
+      if let staged = offlineListing(dir).first(where: { $0.name == name }) { return staged }
+      // A server that cannot be reached leaves the staged copies as the mount's view, but one
+      // that stopped answering may hold the name: its silence is the answer, as when the
+      // lookup's own deadline runs out (the caller decides what a writable mount makes of it).
+      if unanswered { throw FSError(ENOENT) }
+      return nil
     })
     if let found { return found }
     // The staged copies' answer is not the server's: not remembered as missing.
