@@ -339,7 +339,9 @@ ok "gsutil (JSON API over TLS): cp, -m cp -r, sliced/composite transfers, rsync,
 # The mount, both APIs: what gcloud wrote reads back, what the mount writes gcloud reads back.
 for api in firebase gcs; do
   g cp -r "$WORK/up" "gs://gdemo/for-$api"
-  "$BIN" mount gs://gdemo "$MNT" -f --emulator "$EMU_ADDR" --api "$api" -o "writable,staging_dir=$WORK/g-$api-staging" \
+  # Through the TLS terminator: the server's links (upload sessions) lead there.
+  "$BIN" mount gs://gdemo "$MNT" -f --endpoint "https://127.0.0.1:$GTLS_PORT" --ca-file "$WORK/ca.pem" --api "$api" \
+    -o "writable,staging_dir=$WORK/g-$api-staging" \
     2>"$WORK/g-$api-mount.log" &
   MOUNT_PID=$!
   for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
@@ -349,7 +351,7 @@ for api in firebase gcs; do
   mkdir "$MNT/from-mount-$api"
   cp "$WORK/up/big.bin" "$MNT/from-mount-$api/big.bin"
   printf 'written through the %s mount\n' "$api" >"$MNT/from-mount-$api/note.txt"
-  "$BIN" sync "$MNT" --timeout 120 >/dev/null || fail "sync of the $api mount"
+  "$BIN" sync "$MNT" --timeout 120 >/dev/null || { cat "$WORK/g-$api-mount.log" >&2; fail "sync of the $api mount"; }
   fusermount3 -u "$MNT"
   wait "$MOUNT_PID" 2>/dev/null || true
   MOUNT_PID=
