@@ -8,6 +8,9 @@ package struct MountOptions: Sendable {
   package var dirMode: UInt32 = 0o555
   /// As gcsfuse's default: a walk over a tree lists each folder once however long it takes.
   package var metadataTTL: Double = 60
+  /// How long a name is known to be missing (gcsfuse's `negative-ttl-secs` is 5 too): an
+  /// object written elsewhere shows up within this even when its folder was listed just before.
+  package var negativeTTL: Double = 5
   /// 192 MiB keeps the daemon's peak RSS under 300 MiB with prefetch windows in flight.
   package var cacheSize: Int = 192 << 20
   package var stagingDir: URL = MountOptions.defaultStagingDir
@@ -95,6 +98,7 @@ package struct MountOptions: Sendable {
         dirMode = try Self.octal(need(), key)
         modesGiven = true
       case "metadata_ttl": metadataTTL = try Self.seconds(need(), key, allowZero: true)
+      case "negative_ttl": negativeTTL = try Self.seconds(need(), key, allowZero: true)
       case "read_timeout": readTimeout = try Self.seconds(need(), key, allowZero: false)
       case "cache_size": cacheSize = Int(try Self.size(need(), key))
       case "staging_dir": stagingDir = URL(fileURLWithPath: try need())

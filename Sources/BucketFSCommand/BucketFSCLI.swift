@@ -18,6 +18,7 @@ public enum BucketFSCLI {
       auth                                                           show which credentials are used
       stats MOUNTPOINT                                               what a mount has done
       sync MOUNTPOINT [--timeout S]                                  wait until a writable mount's changes are in the bucket
+      refresh MOUNTPOINT [PATH]                                      show changes made elsewhere now
 
     Options of the object commands:
       --emulator HOST:PORT   talk to a local emulator (or set FIREBASE_STORAGE_EMULATOR_HOST, or
@@ -64,6 +65,8 @@ public enum BucketFSCLI {
         return try StatsCommand.run(&args)
       case "sync":
         return try SyncCommand.run(&args)
+      case "refresh":
+        return try RefreshCommand.run(&args)
       case "ls", "stat", "cat", "cp", "rm", "url", "auth":
         let client = try ClientOptions.parse(&args, environment: environment)
         switch command {
@@ -100,6 +103,7 @@ public enum BucketFSCLI {
     case "auth": return AuthCommand.usage
     case "stats": return StatsCommand.usage
     case "sync": return SyncCommand.usage
+    case "refresh": return RefreshCommand.usage
     default: return usage
     }
   }

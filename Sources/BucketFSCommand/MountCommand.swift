@@ -142,7 +142,9 @@ enum MountCommand {
 
     let notifier = SystemdNotifier(environment: environment)
     notifier.send(["READY=1", "STATUS=Mounted \(ref) on \(mountpoint)\(options.offline ? " (offline)" : "")", "MAINPID=\(getpid())"])
-    SignalWaiter.onTermination { signal in
+    // SIGHUP asks the server again about everything (as `bucketfs refresh MOUNTPOINT`);
+    // SIGINT and SIGTERM unmount.
+    SignalWaiter.onTermination(continuingOn: SIGHUP, { _ = fs.refresh(path: "") }) { signal in
       notifier.send(["STOPPING=1", "STATUS=Unmounting \(mountpoint) (signal \(signal))"])
       session.stop()
     }

@@ -35,10 +35,17 @@ public enum SignalWaiter {
   /// cancelled its work exits with 128 + this, as a shell expects, not with "cancelled".
   public static var receivedSignal: Int32 { received.load(ordering: .acquiring) }
 
-  /// Runs `handler` with the signal on a thread of its own when a termination signal arrives.
-  static func onTermination(_ handler: @escaping @Sendable (Int32) -> Void) {
+  /// Runs `handler` with the signal on a thread of its own when a termination signal arrives;
+  /// `signal` (if given) runs `instead` each time and is waited past.
+  static func onTermination(
+    continuingOn other: Int32? = nil, _ instead: (@Sendable () -> Void)? = nil, _ handler: @escaping @Sendable (Int32) -> Void
+  ) {
     let thread = Thread {
-      let signal = waitForTermination()
+      var signal = waitForTermination()
+      while signal == other, let instead {
+        instead()
+        signal = waitForTermination()
+      }
       received.store(signal, ordering: .releasing)
       handler(signal)
     }

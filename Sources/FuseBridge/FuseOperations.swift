@@ -51,24 +51,24 @@ enum FuseOperations {
     ops.lookup = { req, parent, name in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "lookup")
-      guard let name = FuseName.decode(name!) else { return reply.missing() }
+      guard let name = FuseName.decode(name!) else { return reply.missing(parent: parent, name: nil) }
       switch fs.lookupIfCached(parent: parent, name: name) {
       case .success(let attrs):
         return reply.entry(attrs)
       case .failure(let error) where error.errno == ENOENT:
-        return reply.missing()
+        return reply.missing(parent: parent, name: name)
       case .failure(let error):
         return reply.error(error.errno)
       case nil:
         break
       }
       let bound = fs.requestTimeout
-      reply.answer(within: bound, otherwise: { fs.absentAfterTimeout(parent: parent, name: name, seconds: bound) ? .missing : nil })
+      reply.answer(within: bound, otherwise: { fs.absentAfterTimeout(parent: parent, name: name, seconds: bound) ? .missing(parent: parent, name: name) : nil })
       Task {
         do {
           reply.entry(try await fs.lookup(parent: parent, name: name))
         } catch let error as FSError where error.errno == ENOENT {
-          reply.missing()
+          reply.missing(parent: parent, name: name)
         } catch {
           reply.fail(error)
         }
@@ -214,6 +214,11 @@ enum FuseOperations {
       // The daemon's numbers, for `bucketfs stats MOUNTPOINT` (not listed: getfattr -d stays tidy).
       if ino == InodeTable.rootIno && name == BucketFilesystem.statsAttribute {
         return reply.xattr(Array(fs.statsText().utf8), size: size)
+      }
+      // `bucketfs refresh MOUNTPOINT [PATH]`: this file or folder is asked of the server again.
+      if name == BucketFilesystem.refreshAttribute {
+        guard let forgotten = fs.refresh(ino) else { return reply.error(ESTALE) }
+        return reply.xattr(Array("\(forgotten.entries.count) names, \(forgotten.inodes.count) inodes\n".utf8), size: size)
       }
       // What the write-back queue holds, for `bucketfs sync MOUNTPOINT`.
       if ino == InodeTable.rootIno && name == BucketFilesystem.queueAttribute {

@@ -47,6 +47,21 @@ package final class FuseSession: @unchecked Sendable {
       throw .cannotMount("cannot mount on \(mountpoint) (see the messages above)")
     }
     ReadAhead.widen(mountpoint: mountpoint)
+    filesystem.setKernelNotifier { [weak self] forgotten in self?.tellKernel(forgotten) }
+  }
+
+  /// Tells the kernel to drop the entries and the cached attributes and pages of the inodes.
+  private func tellKernel(_ forgotten: BucketFilesystem.Forgotten) {
+    lock.lock()
+    defer { lock.unlock() }
+    guard let session, !unmounted else { return }
+    for entry in forgotten.entries {
+      let bytes = Array(entry.name.utf8)
+      _ = bytes.withUnsafeBufferPointer { p in
+        p.withMemoryRebound(to: CChar.self) { fuse_lowlevel_notify_inval_entry(session, entry.parent, $0.baseAddress, bytes.count) }
+      }
+    }
+    for ino in forgotten.inodes { _ = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0) }
   }
 
   /// Serves requests until unmounted (by `fusermount3 -u` or `stop()`), then cleans up.

@@ -31,7 +31,7 @@ final class PendingReply: @unchecked Sendable {
   /// What a request whose deadline passed answers instead of EIO, where the filesystem knows
   /// better: a lookup a writable mount takes as absent, a folder opened with what is known of it.
   enum LateAnswer {
-    case missing
+    case missing(parent: UInt64, name: String)
     case opened(fuse_file_info)
   }
 
@@ -45,9 +45,10 @@ final class PendingReply: @unchecked Sendable {
     Self.deadlines.asyncAfter(deadline: .now() + seconds) { [weak self] in
       guard let self, self.claim() else { return }
       switch late?() {
-      case .missing:
+      case .missing(let parent, let name):
         var e = fuse_entry_param()
         e.entry_timeout = self.filesystem.missCacheTime
+        if e.entry_timeout > 0 { self.filesystem.answeredMissing(parent: parent, name: name) }
         fuse_reply_entry(self.req, &e)
       case .opened(var info):
         fuse_reply_open(self.req, &info)
@@ -86,11 +87,14 @@ final class PendingReply: @unchecked Sendable {
     fuse_reply_entry(req, &e)
   }
 
-  /// A name that does not exist, remembered by the kernel for a while instead of asked again.
-  func missing() {
+  /// A name that does not exist, remembered by the kernel for a while instead of asked again
+  /// (and by the filesystem, so that a refresh can tell the kernel to forget it).
+  func missing(parent: UInt64, name: String?) {
     var e = fuse_entry_param()
     e.entry_timeout = filesystem.missCacheTime
-    if claim() { fuse_reply_entry(req, &e) }
+    guard claim() else { return }
+    if e.entry_timeout > 0, let name { filesystem.answeredMissing(parent: parent, name: name) }
+    fuse_reply_entry(req, &e)
   }
 
   /// A new file's entry and open handle; when too late, the handle is released and the

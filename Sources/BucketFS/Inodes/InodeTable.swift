@@ -124,6 +124,11 @@ package final class InodeTable: Sendable {
     state.withLock { s in s.nodes[ino]?.lookups += 1 }
   }
 
+  /// Every inode the table holds, with its node.
+  package func known() -> [(ino: UInt64, node: Node)] {
+    state.withLock { s in s.nodes.map { ($0.key, $0.value.node) } }
+  }
+
   package func node(_ ino: UInt64) -> Node? {
     state.withLock { $0.nodes[ino]?.node }
   }

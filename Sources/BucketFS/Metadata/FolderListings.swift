@@ -9,7 +9,9 @@ import Synchronization
 /// `ls -lR`, `tar c` go through a folder that way) renews it for another `metadata_ttl`, and so
 /// does a walk going on inside one of its sub-folders, so a walk costs one listing per folder
 /// however long it takes (a copy of large files, say). Anything else after `metadata_ttl` —
-/// `ls`, a second look at an entry, a name the listing does not have — asks the server again.
+/// `ls`, a second look at an entry — asks the server again. A name the listing does not have is
+/// answered missing for `negative_ttl` (5 s) after the listing was taken or a walk last stepped
+/// through it, then asked of the server, so that an object written elsewhere shows up.
 /// Bytes stay safe either way: a read is pinned to the generation its attributes name, and an
 /// object replaced since gives ESTALE, never mixed bytes.
 final class FolderListings: Sendable {
@@ -34,6 +36,8 @@ final class FolderListings: Sendable {
     /// Attributes fetched after the listing was taken (a v0 listing has names only).
     var attributes: [String: StorageMetadata] = [:]
     var expires: Double
+    /// Until when a name the listing lacks is answered missing without asking.
+    var absentUntil: Double
     /// The last entry looked up in listing order; -1 before the first.
     var cursor = -1
     var order: UInt64
@@ -46,11 +50,15 @@ final class FolderListings: Sendable {
 
   private let state = Mutex(State())
   let ttl: Double
+  let negativeTTL: Double
   let capacity: Int
   private let clock: @Sendable () -> Double
 
-  init(ttl: Double, capacity: Int, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+  init(
+    ttl: Double, negativeTTL: Double? = nil, capacity: Int, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+  ) {
     self.ttl = ttl
+    self.negativeTTL = min(ttl, negativeTTL ?? ttl)
     self.capacity = capacity
     self.clock = clock
   }
@@ -60,15 +68,23 @@ final class FolderListings: Sendable {
     var positions: [String: Int] = [:]
     positions.reserveCapacity(entries.count)
     for (i, e) in entries.enumerated() { positions[e.name] = i }
-    let expires = clock() + ttl
+    let now = clock()
     state.withLock { s in
       s.order += 1
-      s.listings[dir] = Listing(entries: entries, positions: positions, expires: expires, order: s.order)
+      s.listings[dir] = Listing(
+        entries: entries, positions: positions, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order)
       if s.listings.count > capacity {
         // The oldest tenth at once, so that a full map does not sort on every insert.
         let victims = s.listings.sorted { $0.value.order < $1.value.order }.prefix(max(1, capacity / 10))
         for (k, _) in victims { s.listings.removeValue(forKey: k) }
       }
+    }
+  }
+
+  /// Forgets the listings of folder `path` and of every folder under it (`bucketfs refresh`).
+  func forget(under path: String) {
+    state.withLock { s in
+      for dir in s.listings.keys where Namespace.isInside(dir, path) { s.listings.removeValue(forKey: dir) }
     }
   }
 
@@ -103,11 +119,12 @@ final class FolderListings: Sendable {
     return state.withLock { s in
       guard var l = s.listings[dir] else { return .unknown }
       let fresh = now <= l.expires
-      guard let i = l.positions[name] else { return fresh ? .absent : .unknown }
+      guard let i = l.positions[name] else { return fresh && now <= l.absentUntil ? .absent : .unknown }
       // With no time to live (metadata_ttl=0: ask every time) a walk keeps nothing either.
       if i > l.cursor && (fresh || ttl > 0) {
         l.cursor = i
         l.expires = now + ttl
+        l.absentUntil = now + negativeTTL
         s.listings[dir] = l
         Self.renewAncestors(of: dir, in: &s, until: now + ttl)
       } else if !fresh {

@@ -35,11 +35,24 @@ final class Namespace: Sendable {
     self.log = log
     let ttl = options.metadataTTL
     files = TTLCache(ttl: ttl, capacity: 200_000)
-    missing = TTLCache(ttl: ttl, capacity: 50_000)
-    listings = FolderListings(ttl: ttl, capacity: 2_000)
+    missing = TTLCache(ttl: min(ttl, options.negativeTTL), capacity: 50_000)
+    listings = FolderListings(ttl: ttl, negativeTTL: min(ttl, options.negativeTTL), capacity: 2_000)
   }
 
   static func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }
+
+  /// True when `path` is `folder` or under it ("" is the root, which holds everything).
+  static func isInside(_ path: String, _ folder: String) -> Bool {
+    folder.isEmpty || path == folder || (path.hasPrefix(folder) && path.utf8.dropFirst(folder.utf8.count).first == UInt8(ascii: "/"))
+  }
+
+  /// Drops what the mount knows of `path` and everything under it: listings, attributes and
+  /// names known missing are asked of the server again.
+  func forget(under path: String) {
+    listings.forget(under: path)
+    files.removeAll { Self.isInside($0, path) }
+    missing.removeAll { Self.isInside($0, path) }
+  }
 
   /// `join` undone: the folder of `path` ("" at the root) and its last name.
   static func split(_ path: String) -> (dir: String, name: String) {

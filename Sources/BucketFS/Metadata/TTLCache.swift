@@ -55,6 +55,16 @@ package final class TTLCache<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     _ = state.withLock { $0.entries.removeValue(forKey: key) }
   }
 
+  /// Removes the entries whose key `matches`; returns their keys.
+  @discardableResult
+  package func removeAll(where matches: (Key) -> Bool) -> [Key] {
+    state.withLock { s in
+      let keys = s.entries.keys.filter(matches)
+      for k in keys { s.entries.removeValue(forKey: k) }
+      return keys
+    }
+  }
+
   package func removeAll() {
     state.withLock { $0.entries.removeAll() }
   }

@@ -1,0 +1,64 @@
+import Foundation
+import Synchronization
+
+/// `bucketfs refresh MOUNTPOINT [PATH]` and SIGHUP: what the mount and the kernel cache about a
+/// folder or file is dropped at once, so that changes made elsewhere show up without waiting for
+/// `metadata_ttl` (rclone's `vfs/forget`).
+extension BucketFilesystem {
+  /// Reading it from a file or folder refreshes it (not listed, so `getfattr -d` does not):
+  /// getxattr works on read-only mounts, where setxattr would be refused.
+  package static let refreshAttribute = "user.bucketfs.refresh"
+
+  /// A name in a folder the kernel may have cached, as `fuse_lowlevel_notify_inval_entry` takes it.
+  package struct KernelEntry: Hashable, Sendable {
+    package let parent: UInt64
+    package let name: String
+  }
+
+  /// What the kernel must forget after a refresh.
+  package struct Forgotten: Sendable {
+    package var entries: [KernelEntry] = []
+    package var inodes: [UInt64] = []
+  }
+
+  /// The kernel was told `name` in `parent` does not exist: it keeps that for the negative TTL,
+  /// and a refresh must tell it otherwise.
+  package func answeredMissing(parent: UInt64, name: String) {
+    kernelMisses.set(KernelEntry(parent: parent, name: name), true)
+  }
+
+  /// Refreshes the file or folder `ino` and everything under it; nil when the inode is unknown.
+  package func refresh(_ ino: UInt64) -> Forgotten? {
+    guard let node = inodes.node(ino) else { return nil }
+    return refresh(path: node.path)
+  }
+
+  package func refresh(path: String) -> Forgotten {
+    namespace.forget(under: path)
+    var forgotten = Forgotten()
+    for (ino, node) in inodes.known() where Namespace.isInside(node.path, path) {
+      forgotten.inodes.append(ino)
+      guard !node.path.isEmpty else { continue }
+      let (dir, name) = Namespace.split(node.path)
+      if let parent = inodes.existing(InodeTable.Node(path: dir, isDirectory: true)) {
+        forgotten.entries.append(KernelEntry(parent: parent, name: name))
+      }
+    }
+    forgotten.entries += kernelMisses.removeAll { entry in
+      inodes.node(entry.parent).map { Namespace.isInside(Namespace.join($0.path, entry.name), path) } ?? true
+    }
+    log("refresh: \(path.isEmpty ? "/" : path) asked of the server again (\(forgotten.entries.count) names, \(forgotten.inodes.count) inodes)")
+    // After the reply that asked for it: the kernel may not be told to forget an inode while a
+    // request on it is being answered (it waits for that request: a deadlock).
+    if let tell = kernelNotifier.withLock({ $0 }) {
+      let told = forgotten
+      DispatchQueue.global().async { tell(told) }
+    }
+    return forgotten
+  }
+
+  /// How the session tells the kernel to forget entries and inodes (set once it is mounted).
+  package func setKernelNotifier(_ tell: @escaping @Sendable (Forgotten) -> Void) {
+    kernelNotifier.withLock { $0 = tell }
+  }
+}
