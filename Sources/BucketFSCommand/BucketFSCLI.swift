@@ -14,6 +14,8 @@ public enum BucketFSCLI {
       cat gs://BUCKET/OBJECT [--range START-END]                     write an object to stdout
       cp [-r] SRC DST                                                copy between bucket and disk
       rm [-r] gs://BUCKET/OBJECT                                     delete objects
+      mv SRC DST                                                     move objects (copied by the server)
+      du [-s] [-c] [-h] gs://BUCKET[/PREFIX]                         sizes of objects
       url gs://BUCKET/OBJECT                                         print the download URL
       auth                                                           show which credentials are used
       stats MOUNTPOINT                                               what a mount has done
@@ -67,7 +69,7 @@ public enum BucketFSCLI {
         return try SyncCommand.run(&args)
       case "refresh":
         return try RefreshCommand.run(&args)
-      case "ls", "stat", "cat", "cp", "rm", "url", "auth":
+      case "ls", "stat", "cat", "cp", "rm", "url", "auth", "mv", "du":
         let client = try ClientOptions.parse(&args, environment: environment)
         switch command {
         case "ls": return try await ObjectCommands.ls(&args, client)
@@ -76,6 +78,8 @@ public enum BucketFSCLI {
         case "rm": return try await ObjectCommands.rm(&args, client)
         case "url": return try await ObjectCommands.url(&args, client)
         case "auth": return try await AuthCommand.run(&args, client)
+        case "mv": return try await MoveCommand.run(&args, client)
+        case "du": return try await DiskUsageCommand.run(&args, client)
         default: return try await CopyCommand.run(&args, client)
         }
       default:
@@ -104,6 +108,8 @@ public enum BucketFSCLI {
     case "stats": return StatsCommand.usage
     case "sync": return SyncCommand.usage
     case "refresh": return RefreshCommand.usage
+    case "mv": return MoveCommand.usage
+    case "du": return DiskUsageCommand.usage
     default: return usage
     }
   }

@@ -37,7 +37,13 @@ enum CopyCommand {
     let (src, dst) = (paths[0], paths[1])
     ActiveDownloads.removePartialFilesOnTermination()
     switch (isRemote(src), isRemote(dst)) {
+    case (true, true):
+      // Bucket to bucket: the server copies.
+      return try await MoveCommand.carryOut(MoveCommand.plan(from: src, to: dst, client, recursive: recursive), deleteSources: false)
     case (true, false):
+      if let matches = try await WildcardMatches.expand(src, client) {
+        return try await downloadMatches(matches.references(for: src), to: dst, quiet: quiet)
+      }
       let ref = try await client.reference(src)
       if recursive { return try await downloadTree(ref, to: dst, quiet: quiet) }
       return try await download(ref, to: dst, quiet: quiet)
@@ -45,8 +51,8 @@ enum CopyCommand {
       let ref = try await client.reference(dst)
       if recursive { return try await uploadTree(src, to: ref, quiet: quiet) }
       return try await upload(src, to: ref, keepName: dst.hasSuffix("/"), quiet: quiet, preconditions: preconditions)
-    default:
-      throw .usage("cp copies between a bucket URL and a local path; got \(src) and \(dst)")
+    case (false, false):
+      throw .usage("cp copies between a bucket URL and a local path, or two bucket URLs; got \(src) and \(dst)")
     }
   }
 
@@ -101,6 +107,22 @@ enum CopyCommand {
     let bar = ProgressBar(label: name)
     let task = target.putFile(from: URL(fileURLWithPath: src), preconditions: preconditions)
     try await follow(task, bar: bar, quiet: quiet)
+    return 0
+  }
+
+  /// The objects a wildcard matched, into folder `dst` by their last names.
+  static func downloadMatches(_ refs: [StorageReference], to dst: String, quiet: Bool) async throws(CommandError) -> Int32 {
+    var isDir: ObjCBool = false
+    if refs.count > 1 || dst.hasSuffix("/") {
+      guard FileManager.default.fileExists(atPath: dst, isDirectory: &isDir), isDir.boolValue else {
+        throw .local(dst, "not a folder: \(refs.count) objects match")
+      }
+    }
+    let names = refs.map(\.name)
+    if let twice = Dictionary(grouping: names, by: { $0 }).first(where: { $0.value.count > 1 }) {
+      throw .usage("\(TerminalText.visible(twice.key)) matches more than once: the copies would overwrite each other in \(dst)")
+    }
+    for ref in refs { _ = try await download(ref, to: dst, quiet: quiet) }
     return 0
   }
 

@@ -8,7 +8,9 @@ enum ObjectCommands {
     usage: bucketfs ls [-l] [-r] [--page-size N] gs://BUCKET[/PREFIX]
     Lists the objects and folders under PREFIX. -l adds size, updated time and content type;
     -r lists every object below PREFIX instead of one level. --page-size sets how many names each
-    list request asks for (1-1000).
+    list request asks for (1-1000). PREFIX may hold wildcards as gsutil matches them: * (not
+    across /), ** (across /), ?, [abc], [a-z], [!a]; then the matching objects and folders are
+    listed (quote the URL so the shell leaves them alone).
     """
 
   static func ls(_ args: inout Arguments, _ client: ClientOptions) async throws(CommandError) -> Int32 {
@@ -18,6 +20,14 @@ enum ObjectCommands {
     if let pageSize, !(1...1000).contains(pageSize) { throw .usage("--page-size takes 1-1000") }
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(lsUsage) }
+    if let matches = try await WildcardMatches.expand(urls[0], client) {
+      guard !matches.objects.isEmpty || !matches.folders.isEmpty else {
+        throw .storage(StorageError(code: .objectNotFound, object: urls[0], detail: "nothing matches the wildcard"))
+      }
+      let folders = recursive ? [] : matches.folders.map { $0 + "/" }
+      return try await printListing(
+        ref: matches.root, prefixes: folders, items: matches.objects, given: matches.metadata, long: long)
+    }
     let ref = try await client.reference(urls[0])
     let listed: ListPage
     do {
@@ -27,7 +37,12 @@ enum ObjectCommands {
     } catch {
       throw .storage(error)
     }
-    let (prefixes, items, given) = (listed.prefixes, listed.items, listed.metadata)
+    return try await printListing(ref: ref, prefixes: listed.prefixes, items: listed.items, given: listed.metadata, long: long)
+  }
+
+  private static func printListing(
+    ref: StorageReference, prefixes: [String], items: [String], given: [String: StorageMetadata], long: Bool
+  ) async throws(CommandError) -> Int32 {
     var out = ""
     for p in Array(Set(prefixes)).sorted().map(TerminalText.visible) { out += long ? "\(pad("DIR", 12))  \(pad("", 24))  \(p)\n" : "\(p)\n" }
     if long {
@@ -72,13 +87,31 @@ enum ObjectCommands {
   static let statUsage = """
     usage: bucketfs stat [--json] gs://BUCKET/OBJECT
     Prints every metadata field of the object; --json prints the metadata resource with the
-    protocol's field names.
+    protocol's field names. With a wildcard in OBJECT, each matching object's, one after another
+    (--json: a JSON array).
     """
 
   static func stat(_ args: inout Arguments, _ client: ClientOptions) async throws(CommandError) -> Int32 {
     let json = args.flag("--json")
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(statUsage) }
+    if let matches = try await WildcardMatches.expand(urls[0], client) {
+      let refs = try matches.references(for: urls[0])
+      let all = try await fetchMetadata(ref: matches.root, names: refs.map(\.fullPath))
+      let found = refs.compactMap { all[$0.fullPath] }
+      if json {
+        let dicts = found.map { $0.dictionaryRepresentation() }
+        let data = (try? JSONSerialization.data(withJSONObject: dicts, options: [.sortedKeys, .prettyPrinted])) ?? Data()
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+      } else {
+        for (i, m) in found.enumerated() {
+          if i > 0 { FileHandle.standardOutput.write(Data("\n".utf8)) }
+          FileHandle.standardOutput.write(Data("\(TerminalText.visible("gs://\(m.bucket)/\(m.path)")):\n".utf8))
+          printMetadata(m, json: false)
+        }
+      }
+      return 0
+    }
     let ref = try await client.reference(urls[0])
     let metadata: StorageMetadata
     do {
@@ -86,6 +119,11 @@ enum ObjectCommands {
     } catch {
       throw .storage(error)
     }
+    printMetadata(metadata, json: json)
+    return 0
+  }
+
+  private static func printMetadata(_ metadata: StorageMetadata, json: Bool) {
     let dict = metadata.dictionaryRepresentation()
     if json {
       let data = (try? JSONSerialization.data(withJSONObject: dict, options: [.sortedKeys, .prettyPrinted])) ?? Data()
@@ -100,19 +138,24 @@ enum ObjectCommands {
       }
       FileHandle.standardOutput.write(Data(out.utf8))
     }
-    return 0
   }
 
   static let catUsage = """
     usage: bucketfs cat gs://BUCKET/OBJECT [--range START-END]
     Writes the object's bytes (or the inclusive byte range START-END; END may be left out) to stdout.
+    With a wildcard in OBJECT, every matching object's, in name order.
     """
 
   static func cat(_ args: inout Arguments, _ client: ClientOptions) async throws(CommandError) -> Int32 {
     let rangeText = try args.value("--range")
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(catUsage) }
-    let ref = try await client.reference(urls[0])
+    let refs: [StorageReference]
+    if let matches = try await WildcardMatches.expand(urls[0], client) {
+      refs = try matches.references(for: urls[0])
+    } else {
+      refs = [try await client.reference(urls[0])]
+    }
     var range: Range<Int64>? = nil
     if let rangeText {
       let parts = rangeText.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
@@ -127,15 +170,19 @@ enum ObjectCommands {
       }
     }
     let out = StdoutWriter()
-    do {
-      if let r = range, r.upperBound == Int64.max {
-        let size = try await ref.getMetadata().size
-        range = r.lowerBound..<max(r.lowerBound + 1, size)
+    for ref in refs {
+      do {
+        var objectRange = range
+        if let r = range, r.upperBound == Int64.max {
+          let size = try await ref.getMetadata().size
+          objectRange = r.lowerBound..<max(r.lowerBound + 1, size)
+        }
+        _ = try await ref.stream(range: objectRange) { bytes in out.write(bytes) }
+      } catch {
+        if out.readerGone { return ExitStatus.brokenPipe }
+        throw .storage(error)
       }
-      _ = try await ref.stream(range: range) { bytes in out.write(bytes) }
-    } catch {
-      if out.readerGone { return ExitStatus.brokenPipe }
-      throw .storage(error)
+      if out.readerGone || out.failed { break }
     }
     // Quietly, with the status a shell shows for `cat` in the same place (128 + SIGPIPE).
     if out.readerGone { return ExitStatus.brokenPipe }
@@ -145,13 +192,31 @@ enum ObjectCommands {
 
   static let rmUsage = """
     usage: bucketfs rm [-r] gs://BUCKET/OBJECT
-    Deletes the object; with -r, deletes every object under the prefix.
+    Deletes the object; with -r, deletes every object under the prefix. With a wildcard in
+    OBJECT, deletes every matching object (with -r, and everything under matching folders).
     """
 
   static func rm(_ args: inout Arguments, _ client: ClientOptions) async throws(CommandError) -> Int32 {
     let recursive = args.flag("-r", "--recursive")
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(rmUsage) }
+    if let matches = try await WildcardMatches.expand(urls[0], client) {
+      var names = matches.objects
+      if recursive {
+        let under = matches.folders.map { $0 + "/" }
+        let listedUnder = try await listAll(matches.root, matches.folders)
+        names = Array(Set(names + listedUnder.filter { name in under.contains { name.hasPrefix($0) } })).sorted()
+      }
+      guard !names.isEmpty else {
+        throw .storage(StorageError(code: .objectNotFound, object: urls[0], detail: "no object matches the wildcard"))
+      }
+      do {
+        try await deleteAll(names, in: matches.root)
+      } catch {
+        throw .storage(error)
+      }
+      return 0
+    }
     let ref = try await client.reference(urls[0])
     do throws(StorageError) {
       if !recursive {
@@ -160,16 +225,35 @@ enum ObjectCommands {
       }
       let names = try await ListPage.all { token async throws(StorageError) in try await ref.listPage(delimiter: nil, pageToken: token) }.items
       if names.isEmpty { throw StorageError(code: .objectNotFound, object: ref.description, detail: "no objects under this prefix") }
-      let root = ref.root()
-      try await forEachConcurrently(names, limit: 16) { name throws(StorageError) in
-        do throws(StorageError) {
-          try await root.object(named: name).delete()
-        } catch where error.code == .objectNotFound {}
-      }
+      try await deleteAll(names, in: ref.root())
     } catch {
       throw .storage(error)
     }
     return 0
+  }
+
+  /// Deletes `names` 16 at a time; one already gone is not an error.
+  static func deleteAll(_ names: [String], in root: StorageReference) async throws(StorageError) {
+    try await forEachConcurrently(names, limit: 16) { name throws(StorageError) in
+      do throws(StorageError) {
+        try await root.object(named: name).delete()
+      } catch where error.code == .objectNotFound {}
+    }
+  }
+
+  /// Every object name under each of `folders`.
+  static func listAll(_ root: StorageReference, _ folders: [String]) async throws(CommandError) -> [String] {
+    var names: [String] = []
+    for folder in folders {
+      do {
+        names += try await ListPage.all { token async throws(StorageError) in
+          try await root.object(named: folder).listPage(delimiter: nil, pageToken: token)
+        }.items
+      } catch {
+        throw .storage(error)
+      }
+    }
+    return names
   }
 
   static let urlUsage = """

@@ -1,0 +1,51 @@
+import BucketFS
+import Foundation
+import StorageCore
+
+/// The objects (and, for `ls`, the folders) a wildcard URL names: the bucket is listed from the
+/// folder the pattern's literal part ends in, and each name is matched whole.
+struct WildcardMatches {
+  let root: StorageReference
+  /// Matching object names, in the bucket's order.
+  let objects: [String]
+  /// Folders (`a/b`, shown `a/b/`) whose name matches: what `ls gs://b/dir*` shows beside objects.
+  let folders: [String]
+  /// The metadata the listing carried (GCS lists carry it; v0 lists names only).
+  let metadata: [String: StorageMetadata]
+
+  /// Nil when `url`'s object part has no wildcard, or when it matches nothing: then it names an
+  /// object literally (`photo[1].jpg`, which `[1]` would not match), as before wildcards.
+  static func expand(_ url: String, _ client: ClientOptions) async throws(CommandError) -> WildcardMatches? {
+    let ref = try await client.reference(url)
+    guard let pattern = ObjectPattern(ref.fullPath) else { return nil }
+    let root = ref.root()
+    let folder = pattern.literalPrefix.range(of: "/", options: .backwards).map { String(pattern.literalPrefix[..<$0.lowerBound]) } ?? ""
+    let base = folder.isEmpty ? root : root.object(named: folder)
+    let listed: ListPage
+    do {
+      listed = try await ListPage.all { token async throws(StorageError) in try await base.listPage(delimiter: nil, pageToken: token) }
+    } catch {
+      throw .storage(error)
+    }
+    let objects = listed.items.filter { !$0.hasSuffix("/") && pattern.matches($0) }
+    var folders = Set<String>()
+    for name in listed.items {
+      var path = Substring(name)
+      while let slash = path.lastIndex(of: "/") {
+        path = path[..<slash]
+        if path.count < folder.count { break }
+        if pattern.matches(String(path)) { folders.insert(String(path)) }
+      }
+    }
+    if objects.isEmpty && folders.isEmpty { return nil }
+    return WildcardMatches(root: root, objects: objects, folders: folders.sorted(), metadata: listed.metadata)
+  }
+
+  /// The matches as references, or a `no such object` error naming the pattern when none.
+  func references(for url: String) throws(CommandError) -> [StorageReference] {
+    guard !objects.isEmpty else {
+      throw .storage(StorageError(code: .objectNotFound, object: url, detail: "no object matches the wildcard"))
+    }
+    return objects.map { root.object(named: $0) }
+  }
+}
