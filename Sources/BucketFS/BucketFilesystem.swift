@@ -107,6 +107,9 @@ package final class BucketFilesystem: Sendable {
   /// worth a line (not a plain "no such file").
   package func failed(_ operation: String, _ error: FSError) {
     guard let cause = error.cause, cause.code != .objectNotFound, cause.code != .cancelled else { return }
+    // A server that stopped answering for read_timeout fails the request at the same bound its
+    // deadline would (which of the two comes first is a race): counted the same.
+    if cause.code == .timedOut { metrics.fuseTimeouts.add(1, ordering: .relaxed) }
     log("\(operation) \(cause.object.isEmpty ? "" : cause.object + ": ")\(cause.detail)")
   }
 
