@@ -15,15 +15,22 @@ import Testing
     }
   }
 
-  func lines(_ r: RunResult) -> [String] { r.out.split(separator: "\n").map(String.init) }
-
-  @Test(arguments: ["firebase", "gcs"]) func wildcardsMatchAsGsutilMatches(api: String) throws {
+  /// Runs `body` with a server holding the objects of `fill`, a scratch folder, and the options
+  /// that reach the server over `api`.
+  func withObjects(_ api: String, _ body: (URL, [String]) throws -> Void) throws {
     try scope(ServeProcess()) { server in
       let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
       try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
       defer { try? FileManager.default.removeItem(at: dir) }
       try fill(server, api, dir)
-      let on = ["--emulator", server.address, "--api", api]
+      try body(dir, ["--emulator", server.address, "--api", api])
+    }
+  }
+
+  func lines(_ r: RunResult) -> [String] { r.out.split(separator: "\n").map(String.init) }
+
+  @Test(arguments: ["firebase", "gcs"]) func wildcardsMatchAsGsutilMatches(api: String) throws {
+    try withObjects(api) { dir, on in
       var r = try runBucketfs(["ls", "gs://bk/a/*.jpg"] + on)
       #expect(r.status == 0 && lines(r) == ["a/x.jpg", "a/y.jpg"], "\(r.out) \(r.stderr)")
       r = try runBucketfs(["ls", "gs://bk/a/**.jpg"] + on)
@@ -70,12 +77,7 @@ import Testing
   }
 
   @Test(arguments: ["firebase", "gcs"]) func mvDuAndBucketToBucketCopy(api: String) throws {
-    try scope(ServeProcess()) { server in
-      let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
-      try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-      defer { try? FileManager.default.removeItem(at: dir) }
-      try fill(server, api, dir)
-      let on = ["--emulator", server.address, "--api", api]
+    try withObjects(api) { dir, on in
       var r = try runBucketfs(["du", "gs://bk/a"] + on)
       #expect(r.status == 0 && lines(r).count == 4, "\(r.out) \(r.stderr)")
       #expect(lines(r).contains("16  gs://bk/a/x.jpg"), "\(r.out)")
