@@ -41,7 +41,7 @@ enum CopyCommand {
       // Bucket to bucket: the server copies.
       return try await MoveCommand.carryOut(MoveCommand.plan(from: src, to: dst, client, recursive: recursive), deleteSources: false)
     case (true, false):
-      if let matches = try await WildcardMatches.expand(src, client) {
+      if let matches = try await WildcardMatches.expand(src, client, objectsOnly: true) {
         return try await downloadMatches(matches.references(for: src), to: dst, quiet: quiet)
       }
       let ref = try await client.reference(src)

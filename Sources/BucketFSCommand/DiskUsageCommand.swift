@@ -20,7 +20,7 @@ enum DiskUsageCommand {
     let root: StorageReference
     var names: [String]
     var sizes: [String: Int64] = [:]
-    if let matches = try await WildcardMatches.expand(urls[0], client) {
+    if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: true) {
       root = matches.root
       names = matches.objects
       for (name, m) in matches.metadata { sizes[name] = m.size }

@@ -33,7 +33,7 @@ enum MoveCommand {
   static func plan(from src: String, to dst: String, _ client: ClientOptions, recursive: Bool) async throws(CommandError) -> [Job] {
     let target = try await client.reference(dst)
     let intoFolder = dst.hasSuffix("/") || target.fullPath.isEmpty
-    if let matches = try await WildcardMatches.expand(src, client) {
+    if let matches = try await WildcardMatches.expand(src, client, objectsOnly: true) {
       let refs = try matches.references(for: src)
       let names = refs.map { String($0.fullPath.split(separator: "/").last ?? "") }
       if let twice = Dictionary(grouping: names, by: { $0 }).first(where: { $0.value.count > 1 }) {

@@ -20,7 +20,7 @@ enum ObjectCommands {
     if let pageSize, !(1...1000).contains(pageSize) { throw .usage("--page-size takes 1-1000") }
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(lsUsage) }
-    if let matches = try await WildcardMatches.expand(urls[0], client) {
+    if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: recursive) {
       guard !matches.objects.isEmpty || !matches.folders.isEmpty else {
         throw .storage(StorageError(code: .objectNotFound, object: urls[0], detail: "nothing matches the wildcard"))
       }
@@ -95,7 +95,7 @@ enum ObjectCommands {
     let json = args.flag("--json")
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(statUsage) }
-    if let matches = try await WildcardMatches.expand(urls[0], client) {
+    if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: true) {
       let refs = try matches.references(for: urls[0])
       let all = try await fetchMetadata(ref: matches.root, names: refs.map(\.fullPath))
       let found = refs.compactMap { all[$0.fullPath] }
@@ -151,7 +151,7 @@ enum ObjectCommands {
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(catUsage) }
     let refs: [StorageReference]
-    if let matches = try await WildcardMatches.expand(urls[0], client) {
+    if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: true) {
       refs = try matches.references(for: urls[0])
     } else {
       refs = [try await client.reference(urls[0])]
@@ -200,7 +200,7 @@ enum ObjectCommands {
     let recursive = args.flag("-r", "--recursive")
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(rmUsage) }
-    if let matches = try await WildcardMatches.expand(urls[0], client) {
+    if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: !recursive) {
       var names = matches.objects
       if recursive {
         let under = matches.folders.map { $0 + "/" }

@@ -15,7 +15,9 @@ struct WildcardMatches {
 
   /// Nil when `url`'s object part has no wildcard, or when it matches nothing: then it names an
   /// object literally (`photo[1].jpg`, which `[1]` would not match), as before wildcards.
-  static func expand(_ url: String, _ client: ClientOptions) async throws(CommandError) -> WildcardMatches? {
+  /// `objectsOnly`: folders are not wanted, so over the GCS API the server filters the names
+  /// (`matchGlob`, the same syntax) and the listing carries only matches.
+  static func expand(_ url: String, _ client: ClientOptions, objectsOnly: Bool = false) async throws(CommandError) -> WildcardMatches? {
     let ref = try await client.reference(url)
     guard let pattern = ObjectPattern(ref.fullPath) else { return nil }
     let root = ref.root()
@@ -23,7 +25,9 @@ struct WildcardMatches {
     let base = folder.isEmpty ? root : root.object(named: folder)
     let listed: ListPage
     do {
-      listed = try await ListPage.all { token async throws(StorageError) in try await base.listPage(delimiter: nil, pageToken: token) }
+      listed = try await ListPage.all { token async throws(StorageError) in
+        try await base.listPage(delimiter: nil, pageToken: token, maxResults: nil, matchGlob: objectsOnly && !ref.fullPath.contains(where: { "{}\\".contains($0) }) ? ref.fullPath : nil)
+      }
     } catch {
       throw .storage(error)
     }

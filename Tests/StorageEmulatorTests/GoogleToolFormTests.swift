@@ -108,6 +108,22 @@ import Testing
     }
   }
 
+  /// `matchGlob` filters an object list: `*` stays within a folder, `**` crosses them, `{a,b}`.
+  @Test func matchGlobFiltersTheList() throws {
+    try scope(Server()) { s in
+      for name in ["a/x.jpg", "a/y.png", "a/deep/z.jpg", "b.jpg"] { _ = pythonMultipart(s, bucket: "bk", name: name, name) }
+      func names(_ glob: String) -> [String] {
+        let encoded = glob.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? glob
+        return (call(s, "GET", "/storage/v1/b/bk/o?matchGlob=\(encoded)").json["items"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+      }
+      #expect(names("a/*.jpg") == ["a/x.jpg"])
+      #expect(names("a/**.jpg") == ["a/deep/z.jpg", "a/x.jpg"])
+      #expect(names("**.{jpg,png}") == ["a/deep/z.jpg", "a/x.jpg", "a/y.png", "b.jpg"])
+      #expect(names("a/[!x]*") == ["a/y.png"])
+      #expect(call(s, "GET", "/storage/v1/b/bk/o?matchGlob=%5Ba").status == 400)
+    }
+  }
+
   /// Buckets: insert, list by project (with the buckets that hold objects), a second insert of
   /// the name is 409, deleting a bucket that holds objects is 409, an empty one goes.
   @Test func bucketsAreMadeListedAndDeleted() throws {

@@ -133,9 +133,18 @@ extension StorageReference {
   public func listPage(delimiter: String? = "/", pageToken: String? = nil, maxResults: Int? = nil)
     async throws(StorageError) -> ListPage
   {
+    try await listPage(delimiter: delimiter, pageToken: pageToken, maxResults: maxResults, matchGlob: nil)
+  }
+
+  /// `matchGlob` (GCS API only; v0 has none, so it is not sent there) asks the server for the
+  /// names matching a glob; a server may ignore it, so callers match the names again.
+  package func listPage(delimiter: String?, pageToken: String?, maxResults: Int?, matchGlob: String?)
+    async throws(StorageError) -> ListPage
+  {
     let prefix = fullPath.isEmpty ? "" : fullPath + "/"
     let request = storage.wire.list(
-      bucket: bucket, prefix: prefix, delimiter: delimiter, pageToken: pageToken, maxResults: maxResults)
+      bucket: bucket, prefix: prefix, delimiter: delimiter, pageToken: pageToken, maxResults: maxResults,
+      matchGlob: storage.api == .gcs ? matchGlob : nil)
     let response = try await runnerForOperations.run(request)
     guard let page = ListPage.decode(response.body) else {
       throw StorageError(code: .unknown, object: description, detail: "the server sent a list that is not JSON")

@@ -74,9 +74,12 @@ extension ObjectWire {
     HTTPRequest(method: "GET", url: objectURL(path), headers: authHeaders)
   }
 
-  func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?) -> HTTPRequest {
+  func list(
+    bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?, matchGlob: String? = nil
+  ) -> HTTPRequest {
     var query: [(String, String)] = [("prefix", prefix)]
     if let delimiter { query.append(("delimiter", delimiter)) }
+    if let matchGlob { query.append(("matchGlob", matchGlob)) }
     if let pageToken { query.append(("pageToken", pageToken)) }
     if let maxResults { query.append(("maxResults", String(maxResults))) }
     return HTTPRequest(method: "GET", url: bucketURL(bucket) + "?" + PercentEncoding.query(query), headers: authHeaders)

@@ -119,8 +119,14 @@ struct GCSRoutes {
     let delimiter = query["delimiter"].flatMap { $0.isEmpty ? nil : $0 }
     let result = store.list(
       bucket: bucket, prefix: query["prefix"] ?? "", delimiter: delimiter, pageToken: query["pageToken"], maxResults: maxResults)
+    var items = result.items
+    if let text = query["matchGlob"] {
+      guard let glob = MatchGlob(text) else { return Self.error(400, "invalid", "Invalid matchGlob: \(text)") }
+      // A page may come back short: the glob filters the page the prefix gave (GCS pages so too).
+      items = items.filter { glob.matches($0.name) }
+    }
     var body: [String: Any] = ["kind": "storage#objects"]
-    if !result.items.isEmpty { body["items"] = result.items.map { $0.gcsResource(base: base) } }
+    if !items.isEmpty { body["items"] = items.map { $0.gcsResource(base: base) } }
     if !result.prefixes.isEmpty { body["prefixes"] = result.prefixes }
     if let token = result.nextPageToken { body["nextPageToken"] = token }
     return .json(200, body)
