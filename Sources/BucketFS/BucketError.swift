@@ -62,6 +62,11 @@ package struct BucketError: Error, Sendable, CustomStringConvertible {
     self.init(code: code, object: error.object, detail: error.detail, httpStatus: error.httpStatus)
   }
 
+  /// The server is there but gave no answer within the bound: it stalled (`timedOut`), or the
+  /// retry time ran out on failures (`retryLimitExceeded`, which a stall inside it ends as).
+  /// Unlike `serverUnreachable`, the server may hold what was asked for.
+  package var isUnanswered: Bool { code == .timedOut || code == .retryLimitExceeded }
+
   package var description: String { object.isEmpty ? detail : "\(object): \(detail)" }
 }
 

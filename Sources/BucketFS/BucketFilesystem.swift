@@ -109,7 +109,7 @@ package final class BucketFilesystem: Sendable {
     guard let cause = error.cause, cause.code != .objectNotFound, cause.code != .cancelled else { return }
     // A server that stopped answering for read_timeout fails the request at the same bound its
     // deadline would (which of the two comes first is a race): counted the same.
-    if cause.code == .timedOut { metrics.fuseTimeouts.add(1, ordering: .relaxed) }
+    if cause.isUnanswered { metrics.fuseTimeouts.add(1, ordering: .relaxed) }
     log("\(operation) \(cause.object.isEmpty ? "" : cause.object + ": ")\(cause.detail)")
   }
 
@@ -194,7 +194,7 @@ package final class BucketFilesystem: Sendable {
     let entry: DirectoryEntry
     do {
       entry = try await namespace.resolve(dir: dir.path, name: name)
-    } catch let error where error.cause?.code == .timedOut {
+    } catch let error where error.cause?.isUnanswered == true {
       // The server stopped answering and no staged copy has the name: the same answer as when
       // the lookup's deadline runs out first (the two race when both are read_timeout).
       if absentAfterTimeout(parent: parent, name: name, seconds: options.readTimeout) { throw FSError(ENOENT) }

@@ -284,7 +284,7 @@ final class Namespace: Sendable {
       do throws(BucketError) {
         return try await probe(path: path, name: name)
       } catch {
-        unanswered = error.code == .timedOut
+        unanswered = error.isUnanswered
         throw error
       }
     }, orStaged: { () throws(FSError) -> DirectoryEntry? in

@@ -1,0 +1,54 @@
+import BucketFS
+import Foundation
+import StorageCore
+import Testing
+
+/// A bucket whose every request fails with one error code, as a server that stalls, runs out
+/// the retry time, or cannot be reached at all.
+private struct FailingClient: ObjectClient {
+  let code: BucketError.Code
+  let bucket = "bk"
+  var copiesOnServer: Bool { false }
+  var bucketWide: any ObjectClient { self }
+  func fail(_ name: String) -> BucketError { BucketError(code: code, object: name, detail: "injected \(code)") }
+  func metadata(of name: String) async throws(BucketError) -> StorageMetadata { throw fail(name) }
+  func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage { throw fail(prefix) }
+  func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data { throw fail(name) }
+  func read(
+    _ name: String, range: Range<Int64>, generation: Int64,
+    valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
+  ) async throws(BucketError) -> Int64 { throw fail(name) }
+  func downloadURL(name: String, token: String) -> String { "" }
+}
+
+/// A lookup whose request stalls is answered as the lookup's deadline would answer it, since the
+/// two bounds are both read_timeout and either may come first: a read-only mount says EIO (the
+/// server may hold the name), a writable one takes the name as absent so it can be made. Only a
+/// server that cannot be reached leaves the staged copies as the view (ENOENT for the rest).
+@Suite struct UnansweredLookupTests {
+  func lookupErrno(_ code: BucketError.Code, writable: Bool) async throws -> Int32 {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unanswered-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let staging = try StagingArea(folder: folder, bucket: "bk", sizeLimit: 1 << 30, maxFile: 1 << 30, log: { _ in })
+    var options = MountOptions()
+    options.cacheSize = 4 << 20
+    options.writable = writable
+    let fs = BucketFilesystem(client: FailingClient(code: code), prefix: "", options: options, staging: staging, log: { _ in })
+    do {
+      _ = try await fs.lookup(parent: InodeTable.rootIno, name: "new.txt")
+      return 0
+    } catch {
+      return error.errno
+    }
+  }
+
+  @Test(arguments: [BucketError.Code.timedOut, .retryLimitExceeded])
+  func aStalledLookupGetsItsDeadlinesAnswer(code: BucketError.Code) async throws {
+    #expect(try await lookupErrno(code, writable: false) == EIO)
+    #expect(try await lookupErrno(code, writable: true) == ENOENT)
+  }
+
+  @Test func anUnreachableServerLeavesTheStagedView() async throws {
+    #expect(try await lookupErrno(.serverUnreachable, writable: false) == ENOENT)
+  }
+}
