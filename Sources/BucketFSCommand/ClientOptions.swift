@@ -1,5 +1,6 @@
 import Foundation
 import StorageCore
+import Synchronization
 
 /// How object commands reach the bucket: `--emulator HOST:PORT` or FIREBASE_STORAGE_EMULATOR_HOST
 /// (Firebase v0), STORAGE_EMULATOR_HOST=http://HOST:PORT (GCS JSON, as Google's client libraries
@@ -156,11 +157,10 @@ struct ClientOptions {
 }
 
 /// Holds the resolved credentials of a command.
-final class CredentialsBox: @unchecked Sendable {
-  private let lock = NSLock()
-  private var stored: Credentials?
+final class CredentialsBox: Sendable {
+  private let stored = Mutex<Credentials?>(nil)
   var value: Credentials? {
-    get { lock.withLock { stored } }
-    set { lock.withLock { stored = newValue } }
+    get { stored.withLock { $0 } }
+    set { stored.withLock { $0 = newValue } }
   }
 }

@@ -1,6 +1,7 @@
 import BucketFS
 import Foundation
 import StorageCore
+import Synchronization
 
 /// `bucketfs cp SRC DST`: one side a bucket URL, the other a local path or `-`.
 enum CopyCommand {
@@ -220,13 +221,7 @@ enum CopyCommand {
   }
 }
 
-final class Counter: @unchecked Sendable {
-  private let lock = NSLock()
-  private var value: Int64 = 0
-  func increment() -> Int64 {
-    lock.lock()
-    defer { lock.unlock() }
-    value += 1
-    return value
-  }
+final class Counter: Sendable {
+  private let value = Atomic<Int64>(0)
+  func increment() -> Int64 { value.add(1, ordering: .relaxed).newValue }
 }

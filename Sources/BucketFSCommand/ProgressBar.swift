@@ -1,13 +1,13 @@
 import BucketFS
 import Foundation
+import Synchronization
 
 /// A one-line progress bar on stderr (bytes, rate, ETA), drawn only when stderr is a terminal.
-final class ProgressBar: @unchecked Sendable {
+final class ProgressBar: Sendable {
   private let label: String
   private let enabled: Bool
   private let started = Date()
-  private var lastDraw = Date.distantPast
-  private let lock = NSLock()
+  private let lastDraw = Mutex(Date.distantPast)
 
   init(label: String, force: Bool = false) {
     self.label = TerminalText.visible(label)
@@ -16,11 +16,14 @@ final class ProgressBar: @unchecked Sendable {
 
   func update(done: Int64, total: Int64) {
     guard enabled else { return }
-    lock.lock()
-    defer { lock.unlock() }
     let now = Date()
-    guard now.timeIntervalSince(lastDraw) >= 0.1 || done == total else { return }
-    lastDraw = now
+    // One drawing per 0.1 s, claimed under the lock; the line is written outside it.
+    let due = lastDraw.withLock { last in
+      guard now.timeIntervalSince(last) >= 0.1 || done == total else { return false }
+      last = now
+      return true
+    }
+    guard due else { return }
     let elapsed = max(now.timeIntervalSince(started), 0.001)
     let rate = Double(done) / elapsed
     var line = "\r\(label)  \(Self.bytes(done))"
