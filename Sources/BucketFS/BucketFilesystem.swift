@@ -74,7 +74,7 @@ package final class BucketFilesystem: Sendable {
     self.staging = staging
     self.log = log
     namespace = Namespace(client: self.client, options: options, staging: staging, log: log)
-    kernelMisses = TTLCache(ttl: min(options.metadataTTL, options.negativeTTL), capacity: 50_000)
+    kernelMisses = TTLCache(ttl: options.missTTL, capacity: 50_000)
     writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, log: log) } : nil
     // An offline mount talks to no server: its changes wait in the queue for a mount that does.
     if let writeBack, !options.offline {
@@ -122,7 +122,7 @@ package final class BucketFilesystem: Sendable {
   package func cacheTime(_ a: FileAttributes) -> Double { a.volatile ? 0 : options.metadataTTL }
 
   /// How long the kernel may remember that a name is missing.
-  package var missCacheTime: Double { min(options.metadataTTL, options.negativeTTL) }
+  package var missCacheTime: Double { options.missTTL }
 
   /// The kernel dropped `count` references to `ino` (forget), or never got one it was sent
   /// (a reply that came too late).

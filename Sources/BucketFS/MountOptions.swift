@@ -11,6 +11,8 @@ package struct MountOptions: Sendable {
   /// How long a name is known to be missing (gcsfuse's `negative-ttl-secs` is 5 too): an
   /// object written elsewhere shows up within this even when its folder was listed just before.
   package var negativeTTL: Double = 5
+  /// How long a miss is kept: `negative_ttl`, never longer than what is known of names at all.
+  package var missTTL: Double { min(metadataTTL, negativeTTL) }
   /// 192 MiB keeps the daemon's peak RSS under 300 MiB with prefetch windows in flight.
   package var cacheSize: Int = 192 << 20
   package var stagingDir: URL = MountOptions.defaultStagingDir

@@ -119,10 +119,7 @@ enum CopyCommand {
         throw .local(dst, "not a folder: \(refs.count) objects match")
       }
     }
-    let names = refs.map(\.name)
-    if let twice = Dictionary(grouping: names, by: { $0 }).first(where: { $0.value.count > 1 }) {
-      throw .usage("\(TerminalText.visible(twice.key)) matches more than once: the copies would overwrite each other in \(dst)")
-    }
+    _ = try WildcardMatches.distinctLastNames(refs, into: dst)
     for ref in refs { _ = try await download(ref, to: dst, quiet: quiet) }
     return 0
   }

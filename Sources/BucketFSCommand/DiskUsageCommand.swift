@@ -19,11 +19,11 @@ enum DiskUsageCommand {
     guard urls.count == 1 else { throw .usage(usage) }
     let root: StorageReference
     var names: [String]
-    var sizes: [String: Int64] = [:]
+    var given: [String: StorageMetadata]
     if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: true) {
       root = matches.root
       names = matches.objects
-      for (name, m) in matches.metadata { sizes[name] = m.size }
+      given = matches.metadata
     } else {
       let ref = try await client.reference(urls[0])
       root = ref.root()
@@ -34,20 +34,16 @@ enum DiskUsageCommand {
         throw .storage(error)
       }
       names = listed.items
-      for (name, m) in listed.metadata { sizes[name] = m.size }
+      given = listed.metadata
       // A name that is an object rather than a prefix counts itself.
       if names.isEmpty && !ref.fullPath.isEmpty {
         if let m = try? await ref.getMetadata() {
           names = [ref.fullPath]
-          sizes[ref.fullPath] = m.size
+          given[ref.fullPath] = m
         }
       }
     }
-    // The v0 list names objects only: their sizes are fetched, 32 at a time.
-    let unknown = names.filter { sizes[$0] == nil }
-    if !unknown.isEmpty {
-      for (name, m) in try await ObjectCommands.fetchMetadata(ref: root, names: unknown) { sizes[name] = m.size }
-    }
+    let sizes = try await ObjectCommands.metadata(of: names, in: root, given: given).mapValues(\.size)
     let bucket = root.bucket
     var out = ""
     var sum: Int64 = 0

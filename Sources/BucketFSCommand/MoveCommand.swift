@@ -20,6 +20,9 @@ enum MoveCommand {
   struct Job: Sendable {
     let source: StorageReference
     let target: StorageReference
+    /// The source's metadata when the plan just read it (one object); else it is read right
+    /// before its copy, so a long move copies what each source is then.
+    let known: StorageMetadata?
   }
 
   static func run(_ args: inout Arguments, _ client: ClientOptions) async throws(CommandError) -> Int32 {
@@ -35,16 +38,13 @@ enum MoveCommand {
     let intoFolder = dst.hasSuffix("/") || target.fullPath.isEmpty
     if let matches = try await WildcardMatches.expand(src, client, objectsOnly: true) {
       let refs = try matches.references(for: src)
-      let names = refs.map { String($0.fullPath.split(separator: "/").last ?? "") }
-      if let twice = Dictionary(grouping: names, by: { $0 }).first(where: { $0.value.count > 1 }) {
-        throw .usage("\(twice.key) matches more than once: its copies would overwrite each other in \(dst)")
-      }
-      return zip(refs, names).map { Job(source: $0.0, target: target.child($0.1)) }
+      let names = try WildcardMatches.distinctLastNames(refs, into: dst)
+      return zip(refs, names).map { Job(source: $0.0, target: target.child($0.1), known: nil) }
     }
     let source = try await client.reference(src)
     do {
-      _ = try await source.getMetadata()
-      return [Job(source: source, target: intoFolder ? target.child(source.name) : target)]
+      let metadata = try await source.getMetadata()
+      return [Job(source: source, target: intoFolder ? target.child(source.name) : target, known: metadata)]
     } catch where error.code == .objectNotFound && recursive {
       // Not an object: the objects under it, as `gsutil mv` moves a folder.
     } catch {
@@ -59,7 +59,7 @@ enum MoveCommand {
     guard !names.isEmpty else { throw .storage(StorageError(code: .objectNotFound, object: src, detail: "no such object or prefix")) }
     let base = source.fullPath + "/"
     let root = source.root()
-    return names.map { Job(source: root.object(named: $0), target: target.child(String($0.dropFirst(base.count)))) }
+    return names.map { Job(source: root.object(named: $0), target: target.child(String($0.dropFirst(base.count))), known: nil) }
   }
 
   /// Copies every job, 16 at once; with `deleteSources`, deletes each source once copied.
@@ -67,8 +67,8 @@ enum MoveCommand {
     let kept = KeptSources()
     do {
       try await forEachConcurrently(jobs, limit: CopyCommand.parallelTransfers) { job throws(StorageError) in
-        let copied = try await copy(job)
-        guard deleteSources, let generation = copied else { return }
+        let generation = try await copy(job)
+        guard deleteSources else { return }
         do throws(StorageError) {
           try await job.source.delete(preconditions: Preconditions(ifGenerationMatch: generation))
         } catch where error.code == .preconditionFailed || error.code == .objectChanged {
@@ -85,8 +85,9 @@ enum MoveCommand {
   }
 
   /// Copies one object; returns the source generation that was copied.
-  private static func copy(_ job: Job) async throws(StorageError) -> Int64? {
-    let metadata = try await job.source.getMetadata()
+  private static func copy(_ job: Job) async throws(StorageError) -> Int64 {
+    let metadata: StorageMetadata
+    if let known = job.known { metadata = known } else { metadata = try await job.source.getMetadata() }
     do throws(StorageError) {
       _ = try await job.source.copy(to: job.target, generation: metadata.generation, preconditions: Preconditions())
     } catch where error.code == .invalidArgument {

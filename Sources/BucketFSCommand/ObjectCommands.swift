@@ -21,9 +21,6 @@ enum ObjectCommands {
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(lsUsage) }
     if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: recursive) {
-      guard !matches.objects.isEmpty || !matches.folders.isEmpty else {
-        throw .storage(StorageError(code: .objectNotFound, object: urls[0], detail: "nothing matches the wildcard"))
-      }
       let folders = recursive ? [] : matches.folders.map { $0 + "/" }
       return try await printListing(
         ref: matches.root, prefixes: folders, items: matches.objects, given: matches.metadata, long: long)
@@ -46,9 +43,7 @@ enum ObjectCommands {
     var out = ""
     for p in Array(Set(prefixes)).sorted().map(TerminalText.visible) { out += long ? "\(pad("DIR", 12))  \(pad("", 24))  \(p)\n" : "\(p)\n" }
     if long {
-      // The GCS list carries each object's metadata; the v0 list only names.
-      var metadata = given
-      metadata.merge(try await fetchMetadata(ref: ref, names: items.filter { given[$0] == nil })) { a, _ in a }
+      let metadata = try await metadata(of: items, in: ref, given: given)
       for name in items {
         guard let m = metadata[name] else { continue }
         let updated = m.updated.map(StorageMetadata.formatDate) ?? "-"
@@ -63,6 +58,16 @@ enum ObjectCommands {
 
   private static func pad(_ s: String, _ width: Int) -> String {
     s.count >= width ? s : String(repeating: " ", count: width - s.count) + s
+  }
+
+  /// The metadata of `names`: what a listing carried (`given`: GCS lists carry each object's),
+  /// and the rest fetched (v0 lists carry names only).
+  static func metadata(of names: [String], in ref: StorageReference, given: [String: StorageMetadata]) async throws(CommandError)
+    -> [String: StorageMetadata]
+  {
+    let missing = names.filter { given[$0] == nil }
+    guard !missing.isEmpty else { return given }
+    return given.merging(try await fetchMetadata(ref: ref, names: missing)) { a, _ in a }
   }
 
   /// Metadata of many objects, fetched concurrently (the v0 list carries names only).
@@ -97,7 +102,7 @@ enum ObjectCommands {
     guard urls.count == 1 else { throw .usage(statUsage) }
     if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: true) {
       let refs = try matches.references(for: urls[0])
-      let all = try await fetchMetadata(ref: matches.root, names: refs.map(\.fullPath))
+      let all = try await metadata(of: matches.objects, in: matches.root, given: matches.metadata)
       let found = refs.compactMap { all[$0.fullPath] }
       if json {
         let dicts = found.map { $0.dictionaryRepresentation() }
@@ -201,12 +206,8 @@ enum ObjectCommands {
     let urls = try args.positionals()
     guard urls.count == 1 else { throw .usage(rmUsage) }
     if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: !recursive) {
-      var names = matches.objects
-      if recursive {
-        let under = matches.folders.map { $0 + "/" }
-        let listedUnder = try await listAll(matches.root, matches.folders)
-        names = Array(Set(names + listedUnder.filter { name in under.contains { name.hasPrefix($0) } })).sorted()
-      }
+      // The listing the wildcard was matched in holds everything under the matching folders.
+      let names = recursive ? matches.objectsWithin() : matches.objects
       guard !names.isEmpty else {
         throw .storage(StorageError(code: .objectNotFound, object: urls[0], detail: "no object matches the wildcard"))
       }
@@ -239,21 +240,6 @@ enum ObjectCommands {
         try await root.object(named: name).delete()
       } catch where error.code == .objectNotFound {}
     }
-  }
-
-  /// Every object name under each of `folders`.
-  static func listAll(_ root: StorageReference, _ folders: [String]) async throws(CommandError) -> [String] {
-    var names: [String] = []
-    for folder in folders {
-      do {
-        names += try await ListPage.all { token async throws(StorageError) in
-          try await root.object(named: folder).listPage(delimiter: nil, pageToken: token)
-        }.items
-      } catch {
-        throw .storage(error)
-      }
-    }
-    return names
   }
 
   static let urlUsage = """

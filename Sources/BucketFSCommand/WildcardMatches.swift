@@ -12,6 +12,8 @@ struct WildcardMatches {
   let folders: [String]
   /// The metadata the listing carried (GCS lists carry it; v0 lists names only).
   let metadata: [String: StorageMetadata]
+  /// Every name the listing the wildcard was matched in holds.
+  let listed: [String]
 
   /// Nil when `url`'s object part has no wildcard, or when it matches nothing: then it names an
   /// object literally (`photo[1].jpg`, which `[1]` would not match), as before wildcards.
@@ -23,17 +25,19 @@ struct WildcardMatches {
     let root = ref.root()
     let folder = pattern.literalPrefix.range(of: "/", options: .backwards).map { String(pattern.literalPrefix[..<$0.lowerBound]) } ?? ""
     let base = folder.isEmpty ? root : root.object(named: folder)
+    // matchGlob has `{a,b}` and escapes, which ObjectPattern takes literally: not sent then.
+    let glob = objectsOnly && !ref.fullPath.contains(where: { "{}\\".contains($0) }) ? ref.fullPath : nil
     let listed: ListPage
     do {
       listed = try await ListPage.all { token async throws(StorageError) in
-        try await base.listPage(delimiter: nil, pageToken: token, maxResults: nil, matchGlob: objectsOnly && !ref.fullPath.contains(where: { "{}\\".contains($0) }) ? ref.fullPath : nil)
+        try await base.listPage(delimiter: nil, pageToken: token, maxResults: nil, matchGlob: glob)
       }
     } catch {
       throw .storage(error)
     }
     let objects = listed.items.filter { !$0.hasSuffix("/") && pattern.matches($0) }
     var folders = Set<String>()
-    for name in listed.items {
+    for name in listed.items where !objectsOnly {
       var path = Substring(name)
       while let slash = path.lastIndex(of: "/") {
         path = path[..<slash]
@@ -42,7 +46,23 @@ struct WildcardMatches {
       }
     }
     if objects.isEmpty && folders.isEmpty { return nil }
-    return WildcardMatches(root: root, objects: objects, folders: folders.sorted(), metadata: listed.metadata)
+    return WildcardMatches(root: root, objects: objects, folders: folders.sorted(), metadata: listed.metadata, listed: listed.items)
+  }
+
+  /// The matching objects and every object under a matching folder (`rm -r`), in name order.
+  func objectsWithin() -> [String] {
+    let under = folders.map { $0 + "/" }
+    return Array(Set(objects + listed.filter { name in under.contains { name.hasPrefix($0) } })).sorted()
+  }
+
+  /// The last names the matches take in folder `dst`; refused before anything is copied when
+  /// two would be the same file there.
+  static func distinctLastNames(_ refs: [StorageReference], into dst: String) throws(CommandError) -> [String] {
+    let names = refs.map(\.name)
+    if let twice = Dictionary(grouping: names, by: { $0 }).first(where: { $0.value.count > 1 }) {
+      throw .usage("\(TerminalText.visible(twice.key)) matches more than once: the copies would overwrite each other in \(dst)")
+    }
+    return names
   }
 
   /// The matches as references, or a `no such object` error naming the pattern when none.

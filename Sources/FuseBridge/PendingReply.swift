@@ -46,10 +46,7 @@ final class PendingReply: @unchecked Sendable {
       guard let self, self.claim() else { return }
       switch late?() {
       case .missing(let parent, let name):
-        var e = fuse_entry_param()
-        e.entry_timeout = self.filesystem.missCacheTime
-        if e.entry_timeout > 0 { self.filesystem.answeredMissing(parent: parent, name: name) }
-        fuse_reply_entry(self.req, &e)
+        self.replyMissing(parent: parent, name: name)
       case .opened(var info):
         fuse_reply_open(self.req, &info)
       case nil:
@@ -90,9 +87,13 @@ final class PendingReply: @unchecked Sendable {
   /// A name that does not exist, remembered by the kernel for a while instead of asked again
   /// (and by the filesystem, so that a refresh can tell the kernel to forget it).
   func missing(parent: UInt64, name: String?) {
+    if claim() { replyMissing(parent: parent, name: name) }
+  }
+
+  /// The negative entry, once claimed.
+  private func replyMissing(parent: UInt64, name: String?) {
     var e = fuse_entry_param()
     e.entry_timeout = filesystem.missCacheTime
-    guard claim() else { return }
     if e.entry_timeout > 0, let name { filesystem.answeredMissing(parent: parent, name: name) }
     fuse_reply_entry(req, &e)
   }

@@ -58,7 +58,7 @@ final class FolderListings: Sendable {
     ttl: Double, negativeTTL: Double? = nil, capacity: Int, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
   ) {
     self.ttl = ttl
-    self.negativeTTL = min(ttl, negativeTTL ?? ttl)
+    self.negativeTTL = negativeTTL ?? ttl
     self.capacity = capacity
     self.clock = clock
   }

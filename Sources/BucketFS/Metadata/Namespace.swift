@@ -35,8 +35,8 @@ final class Namespace: Sendable {
     self.log = log
     let ttl = options.metadataTTL
     files = TTLCache(ttl: ttl, capacity: 200_000)
-    missing = TTLCache(ttl: min(ttl, options.negativeTTL), capacity: 50_000)
-    listings = FolderListings(ttl: ttl, negativeTTL: min(ttl, options.negativeTTL), capacity: 2_000)
+    missing = TTLCache(ttl: options.missTTL, capacity: 50_000)
+    listings = FolderListings(ttl: ttl, negativeTTL: options.missTTL, capacity: 2_000)
   }
 
   static func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }

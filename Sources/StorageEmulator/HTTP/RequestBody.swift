@@ -85,15 +85,7 @@ final class RequestBody {
       let chunk = try read(max: 1 << 20)
       if chunk.isEmpty { return total }
       let ok = chunk.withUnsafeBytes { raw -> Bool in
-        var done = 0
-        while done < raw.count {
-          let n = write(fd, raw.baseAddress! + done, raw.count - done)
-          if n < 0 {
-            if errno == EINTR { continue }
-            return false
-          }
-          done += n
-        }
+        guard writeAll(fd, raw) else { return false }
         hashes?.update(raw)
         return true
       }

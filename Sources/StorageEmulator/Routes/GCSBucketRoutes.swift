@@ -26,7 +26,7 @@ extension GCSRoutes {
       let json = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
       guard let name = json?["name"] as? String else { return Self.error(400, "required", "Required field name is missing") }
       if let problem = BucketRegistry.nameProblem(name) { return Self.error(400, "invalid", problem) }
-      guard !store.bucketsWithObjects().contains(name), registry.create(name, project: request.query["project"] ?? "") else {
+      guard !store.holdsObjects(name), registry.create(name, project: request.query["project"] ?? "") else {
         return Self.error(
           409, "conflict", "The requested bucket name is not available. The bucket namespace is shared by all users of the system.")
       }
@@ -45,7 +45,7 @@ extension GCSRoutes {
       _ = try? request.body.readAll(limit: 1 << 20)
       return .json(200, resource(registry.info(name)))
     case "DELETE":
-      guard !store.bucketsWithObjects().contains(name) else {
+      guard !store.holdsObjects(name) else {
         return Self.error(409, "conflict", "The bucket you tried to delete is not empty.")
       }
       guard registry.isCreated(name) else { return Self.error(404, "notFound", "The specified bucket does not exist.") }

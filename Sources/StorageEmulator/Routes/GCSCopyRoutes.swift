@@ -94,13 +94,12 @@ extension GCSRoutes {
     var sources: [ObjectRecord] = []
     for item in list {
       guard let sourceName = item["name"] as? String else { return Self.error(400, "required", "Required field sourceObjects.name is missing") }
-      let wanted = (item["generation"] as? String).flatMap { Int64($0) } ?? (item["generation"] as? NSNumber)?.int64Value
+      let wanted = Self.int64(item["generation"])
       guard let source = store.get(bucket, sourceName), wanted.map({ $0 == source.generation }) ?? true else {
         return Self.error(404, "notFound", "No such object: \(bucket)/\(sourceName)")
       }
       if let conditions = item["objectPreconditions"] as? [String: Any], let match = conditions["ifGenerationMatch"] {
-        let expected = (match as? String).flatMap { Int64($0) } ?? (match as? NSNumber)?.int64Value
-        if expected != source.generation {
+        if Self.int64(match) != source.generation {
           return Self.error(412, "conditionNotMet", "At least one of the pre-conditions you specified did not hold (ifGenerationMatch).")
         }
       }
@@ -116,9 +115,15 @@ extension GCSRoutes {
     destination.removeValue(forKey: "name")
     destination.removeValue(forKey: "bucket")
     do {
-      return .json(200, try store.compose(sources, bucket: bucket, name: name, metadata: destination).gcsResource(base: request.publicBase))
+      let record = try store.compose(sources, componentCount: components, bucket: bucket, name: name, metadata: destination)
+      return .json(200, record.gcsResource(base: request.publicBase))
     } catch {
       return Self.error(500, "internalError", "cannot store the composed object")
     }
+  }
+
+  /// A JSON int64 as the API writes it (a string) or as a client may (a number).
+  private static func int64(_ value: Any?) -> Int64? {
+    (value as? String).flatMap { Int64($0) } ?? (value as? NSNumber)?.int64Value
   }
 }

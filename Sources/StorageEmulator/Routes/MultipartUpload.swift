@@ -64,15 +64,7 @@ struct MultipartUpload {
   }
 
   private static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(Failure) {
-    var done = 0
-    while done < bytes.count {
-      let n = Foundation.write(fd, bytes.baseAddress! + done, bytes.count - done)
-      if n < 0 {
-        if errno == EINTR { continue }
-        throw .local(String(cString: strerror(errno)))
-      }
-      done += n
-    }
+    guard writeAll(fd, bytes) else { throw .local(String(cString: strerror(errno))) }
   }
 }
 

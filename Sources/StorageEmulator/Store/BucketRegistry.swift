@@ -21,8 +21,9 @@ final class BucketRegistry: Sendable {
     created = Mutex(Dictionary(saved.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }))
   }
 
-  /// Why GCS would refuse `name` as a bucket name (nil when it takes it): 3–63 characters of
-  /// lower-case letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit.
+  /// Why GCS would refuse `name` as a bucket name (nil when it takes it): 3–222 characters of
+  /// lower-case letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit
+  /// (GCS's 63-character limit on each dot-separated part is not checked).
   static func nameProblem(_ name: String) -> String? {
     let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
     guard (3...222).contains(name.count), name.allSatisfy({ allowed.contains($0) }),

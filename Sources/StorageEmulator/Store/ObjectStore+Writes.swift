@@ -48,9 +48,11 @@ extension ObjectStore {
 }
 
 extension ObjectStore {
-  /// A new generation of `name` holding the bytes of `sources` one after another (`compose`).
-  /// As on GCS, the result has a CRC32C but no MD5, and counts the uploaded objects it is made of.
-  func compose(_ sources: [ObjectRecord], bucket: String, name: String, metadata: [String: Any]) throws -> ObjectRecord {
+  /// A new generation of `name` holding the bytes of `sources` one after another (`compose`),
+  /// made of `componentCount` uploaded objects. As on GCS, it has a CRC32C but no MD5.
+  func compose(
+    _ sources: [ObjectRecord], componentCount: Int, bucket: String, name: String, metadata: [String: Any]
+  ) throws -> ObjectRecord {
     let (path, fd) = temporaryFile()
     guard fd >= 0 else { throw WriteFailure.local }
     defer { close(fd) }
@@ -70,22 +72,15 @@ extension ObjectStore {
           let written = buffer.withUnsafeBytes { raw -> Bool in
             let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<n])
             hashes.update(bytes)
-            var done = 0
-            while done < n {
-              let w = write(fd, bytes.baseAddress! + done, n - done)
-              if w < 0 && errno == EINTR { continue }
-              guard w > 0 else { return false }
-              done += w
-            }
-            return true
+            return writeAll(fd, bytes)
           }
           guard written else { throw WriteFailure.local }
           size += Int64(n)
         }
       }
-      var fields = metadata
-      fields["componentCount"] = sources.reduce(0) { $0 + ($1.componentCount ?? 1) }
-      return try commit(bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, composite: true, downloadToken: false, metadata: fields)
+      return try commit(
+        bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, componentCount: componentCount,
+        downloadToken: false, metadata: metadata)
     } catch {
       unlink(path)
       throw error

@@ -118,6 +118,10 @@ final class ObjectStore: @unchecked Sendable {
     buckets.withLock { all in all.filter { !$0.value.records.isEmpty }.map(\.key) }
   }
 
+  func holdsObjects(_ bucket: String) -> Bool {
+    buckets.withLock { $0[bucket].map { !$0.records.isEmpty } ?? false }
+  }
+
   func get(_ bucket: String, _ name: String) -> ObjectRecord? {
     buckets.withLock { $0[bucket]?.records[Key(name)] }
   }
@@ -154,7 +158,7 @@ final class ObjectStore: @unchecked Sendable {
   /// Google's servers, where the token is custom metadata that Firebase adds.
   func commit(
     bucket: String, name: String, temporaryPath: String, size: Int64, hashes: ObjectHashes? = nil, copied: ObjectRecord? = nil,
-    composite: Bool = false, downloadToken: Bool = true, metadata: [String: Any]
+    componentCount: Int? = nil, downloadToken: Bool = true, metadata: [String: Any]
   ) throws -> ObjectRecord {
     if let problem = Self.nameProblem(name) { throw Refusal.invalidName(problem) }
     let folder = bucketFolder(bucket)
@@ -176,9 +180,10 @@ final class ObjectStore: @unchecked Sendable {
     record.timeCreated = now
     record.updated = now
     record.dataFile = dataFile
-    if composite {
+    if let componentCount {
+      // A composite object: GCS keeps no MD5 of one.
       record.md5Hash = ""
-      record.componentCount = metadata["componentCount"] as? Int
+      record.componentCount = componentCount
     }
     record.apply(metadata)
     if rename(temporaryPath, folder.appendingPathComponent(dataFile).path) != 0 {
