@@ -79,6 +79,7 @@ row "upload $SIZE_MIB MiB: cp vs curl (s)" "$curl_up" "$bfs_up" "$(ratio "$curl_
 
 if [ -f scripts/bench-mount.sh ]; then
   . scripts/bench-mount.sh
+  . scripts/bench-staged.sh
   fusermount3 -u "$MNT" 2>/dev/null || true
   . scripts/bench-distance.sh
   . scripts/bench-rclone.sh

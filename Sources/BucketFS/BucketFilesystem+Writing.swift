@@ -230,7 +230,7 @@ extension BucketFilesystem {
   // MARK: the operations
 
   /// Creates file `name` in folder `parent` and opens it for writing.
-  package func create(parent: UInt64, name: String, flags: Int32) async throws(FSError) -> (FileAttributes, UInt64) {
+  package func create(parent: UInt64, name: String, flags: Int32) async throws(FSError) -> (FileAttributes, UInt64, KernelIO) {
     let writeBack = try writable()
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
@@ -240,7 +240,8 @@ extension BucketFilesystem {
     let edit = try await edit(path, truncate: !exists || flags & O_TRUNC != 0, created: !exists)
     let handle = writeBack.handles.add(.edit(edit))
     namespace.missing.remove(path)
-    return (localAttributes(path, edit: edit, lookup: true), handle)
+    let attrs = localAttributes(path, edit: edit, lookup: true)
+    return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, generation: nil, keepCache: false) { nil })
   }
 
   private func localAttributes(_ path: String, edit: LocalEdits.Edit, lookup: Bool) -> FileAttributes {

@@ -19,7 +19,7 @@ package final class BucketFilesystem: Sendable {
   package let cache: BlockCache
   package let staging: StagingArea?
   let mountTime = Date().timeIntervalSince1970
-  let log: @Sendable (String) -> Void
+  package let log: @Sendable (String) -> Void
   package let metrics: Metrics
   let tokenRefreshes: @Sendable () -> Int
   let transferLoopAge: @Sendable () -> Double
@@ -50,6 +50,8 @@ package final class BucketFilesystem: Sendable {
   /// The generation each inode had when last opened: when it is unchanged the kernel may keep
   /// its page cache across opens.
   private let openedGenerations = Mutex<[UInt64: Int64]>([:])
+  /// Whether the kernel reads each inode's opens through its page cache or by passthrough.
+  let kernelIO: KernelIOModes
   /// Reads that just ran out of time make the next reads of the object fail at once, for 1 s.
   private let recentTimeouts = RecentTimeouts(echo: .seconds(1))
   /// Whether the log has said that lookups the server did not answer are taken as absent.
@@ -75,6 +77,7 @@ package final class BucketFilesystem: Sendable {
     self.log = log
     namespace = Namespace(client: self.client, options: options, staging: staging, log: log)
     kernelMisses = TTLCache(ttl: options.missTTL, capacity: 50_000)
+    kernelIO = KernelIOModes(log: log)
     writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, log: log) } : nil
     // An offline mount talks to no server: its changes wait in the queue for a mount that does.
     if let writeBack, !options.offline {
@@ -291,14 +294,30 @@ package final class BucketFilesystem: Sendable {
 
   // MARK: files
 
+  /// Whether this mount would open staged copies by passthrough (it has staging, and
+  /// `-o passthrough=no` was not given): the bridge then offers `BackingFiles`.
+  package var wantsPassthrough: Bool { options.passthrough && staging != nil }
+
+  /// The bridge can register backing files; INIT says whether the kernel takes passthrough.
+  package func offerPassthrough(_ files: BackingFiles) { kernelIO.offer(files) }
+
+  package var passthroughOffered: Bool { kernelIO.offered }
+
+  /// INIT's answer: passthrough is on, or the kernel does not offer it (said in the log).
+  package func passthroughStarted(_ on: Bool) {
+    kernelIO.started(on)
+    if !on { log("passthrough: this kernel does not offer it (Linux 6.9 or later with CONFIG_FUSE_PASSTHROUGH); staged files are read through the daemon") }
+  }
+
   /// Opens a file for reading: pins its generation and starts staging it. Returns the handle and
-  /// whether the kernel may keep cached pages from an earlier open (same generation).
-  package func open(_ ino: UInt64, flags: Int32) async throws(FSError) -> (handle: UInt64, keepCache: Bool) {
+  /// how the kernel reads it: by passthrough from a verified staged copy, or through its page
+  /// cache, keeping pages from an earlier open of the same generation.
+  package func open(_ ino: UInt64, flags: Int32) async throws(FSError) -> (handle: UInt64, io: KernelIO) {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { throw FSError(EISDIR) }
     if let local = try await openLocal(node.objectName ?? node.path, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
-      return (local, false)
+      return (local, kernelIO.open(ino, handle: local, generation: nil, keepCache: false) { nil })
     }
     // A name this mount renamed, whose copy the bucket has not made yet, reads the source's bytes.
     var path = node.objectName ?? node.path
@@ -322,7 +341,11 @@ package final class BucketFilesystem: Sendable {
     let file = OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy)
     let fh = openFiles.add(file)
     readAhead(after: node)
-    return (fh, keep)
+    let io = kernelIO.open(ino, handle: fh, generation: m.generation, keepCache: keep) {
+      staging?.verifiedFile(objectName, generation: m.generation)
+    }
+    if case .passthrough(_, directIO: false) = io { metrics.passthroughOpens.add(1, ordering: .relaxed) }
+    return (fh, io)
   }
 
   /// When `node` was opened right after the entry before it in its folder's listing, fetches
@@ -386,6 +409,7 @@ package final class BucketFilesystem: Sendable {
   }
 
   package func release(handle: UInt64) {
+    kernelIO.release(handle)
     if WriteBack.isLocal(handle) { return releaseLocal(handle: handle) }
     guard let file = openFiles.remove(handle) else { return }
     // Read-ahead of a closed file is wasted: stop it, unless another handle reads the object.

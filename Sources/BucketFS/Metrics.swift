@@ -27,6 +27,8 @@ package final class Metrics: Sendable {
   let fuseTimeouts = Atomic<Int>(0)
   /// Files fetched ahead of their open because a process read their folder in order.
   let readAheadFiles = Atomic<Int>(0)
+  /// Opens the kernel reads by itself from the staged copy (FUSE passthrough).
+  package let passthroughOpens = Atomic<Int>(0)
   /// Times the transfer loop was seen held up for more than a second.
   package let transferLoopStalls = Atomic<Int>(0)
 
@@ -107,6 +109,7 @@ package final class Metrics: Sendable {
     single(
       "bucketfs_readahead_files_total", "counter", "Files fetched ahead of their open (a folder read in listing order).",
       readAheadFiles.load(ordering: .relaxed))
+    single("bucketfs_passthrough_opens_total", "counter", "Opens the kernel reads from the staged copy by itself (FUSE passthrough).", passthroughOpens.load(ordering: .relaxed))
     single("bucketfs_fuse_timeouts_total", "counter", "FUSE requests answered EIO for passing their bound.", fuseTimeouts.load(ordering: .relaxed))
     single(
       "bucketfs_transfer_loop_seconds_since_turn", "gauge",
@@ -153,6 +156,7 @@ package final class Metrics: Sendable {
       ("retries", "\(r.retries)"),
       ("token refreshes", "\(r.tokenRefreshes)"),
       ("files read ahead", "\(readAheadFiles.load(ordering: .relaxed))"),
+      ("opens by passthrough", "\(passthroughOpens.load(ordering: .relaxed))"),
       ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),
       ("transfer loop", String(format: "last turned %.2f s ago, %d stalls", r.transferLoopAge, transferLoopStalls.load(ordering: .relaxed))),
     ]

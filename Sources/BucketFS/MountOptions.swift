@@ -22,6 +22,9 @@ package struct MountOptions: Sendable {
   /// The size of a large upload's chunks (the write-back queue's); nil: the client's (32M).
   package var uploadChunk: Int64?
   package var offline = false
+  /// Complete staged copies are read by the kernel itself (FUSE passthrough) where it can;
+  /// `-o passthrough=no` keeps every read going through the daemon.
+  package var passthrough = true
   package var allowOther = false
   package var debug = false
   /// Credentials named in `-o` (the way fstab passes them): a key file or a token file.
@@ -90,6 +93,7 @@ package struct MountOptions: Sendable {
         break
       case "allow_other": allowOther = try Self.boolean(value, key)
       case "offline": offline = try Self.boolean(value, key)
+      case "passthrough": passthrough = try Self.boolean(value, key)
       case "writable": writable = try Self.boolean(value, key)
       case "uid": uid = try Self.number(need(), key)
       case "gid": gid = try Self.number(need(), key)

@@ -1,4 +1,11 @@
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include "CFuse.h"
 
 void CFuseShims_set_keep_cache(struct fuse_file_info *fi, int on) { fi->keep_cache = on ? 1 : 0; }
@@ -41,3 +48,148 @@ void CFuseShims_tune_connection(struct fuse_conn_info *conn) {
   conn->max_background = 64;
   conn->congestion_threshold = 48;
 }
+
+// MARK: passthrough
+//
+// libfuse 3.14 knows nothing of FUSE passthrough (kernel 6.9, protocol 7.40), but it lets the
+// daemon see every request and reply on /dev/fuse (fuse_session_custom_io). The two replies
+// that must say more than libfuse writes are patched on their way out: INIT (the passthrough
+// flag and a stack depth) and OPEN/CREATE (FOPEN_PASSTHROUGH and the backing id). libfuse
+// builds and sends a reply on the thread that calls fuse_reply_*, and reads a request and calls
+// its handler on one thread, so what to patch is handed over in thread-local variables: no
+// table of requests, no lock.
+
+// Bits and layouts of protocol 7.40 that Debian 12's <linux/fuse.h> (7.38) does not have.
+#define CFUSE_INIT_EXT (1u << 30)
+#define CFUSE_INIT2_PASSTHROUGH (1u << 5)  // FUSE_PASSTHROUGH: bit 37 of the 64-bit flags
+#define CFUSE_FOPEN_DIRECT_IO (1u << 0)
+#define CFUSE_FOPEN_NOFLUSH (1u << 5)
+#define CFUSE_FOPEN_PARALLEL_DIRECT_WRITES (1u << 6)
+#define CFUSE_FOPEN_PASSTHROUGH (1u << 7)
+// What the kernel accepts beside FOPEN_PASSTHROUGH (fs/fuse/iomode.c); keep_cache is not.
+#define CFUSE_FOPEN_PASSTHROUGH_MASK \
+  (CFUSE_FOPEN_PASSTHROUGH | CFUSE_FOPEN_DIRECT_IO | CFUSE_FOPEN_PARALLEL_DIRECT_WRITES | CFUSE_FOPEN_NOFLUSH)
+
+struct cfuse_backing_map {
+  int32_t fd;
+  uint32_t flags;
+  uint64_t padding;
+};
+#define CFUSE_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct cfuse_backing_map)
+#define CFUSE_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+
+// The request header and the start of INIT's argument, as the kernel sends them.
+struct cfuse_in_header {
+  uint32_t len, opcode;
+  uint64_t unique, nodeid;
+  uint32_t uid, gid, pid;
+  uint16_t total_extlen, padding;
+};
+struct cfuse_init_in_start {
+  uint32_t major, minor, max_readahead, flags, flags2;
+};
+struct cfuse_out_header {
+  uint32_t len;
+  int32_t error;
+  uint64_t unique;
+};
+
+static __thread int init_offers_passthrough;  // set by the read of an INIT request
+static __thread int init_reply_passthrough;   // set by tune_connection when it takes the offer
+static __thread int32_t open_reply_backing;    // set around fuse_reply_open/create
+
+static ssize_t channel_read(int fd, void *buf, size_t len, void *userdata) {
+  (void)userdata;
+  ssize_t n = read(fd, buf, len);
+  if (n >= (ssize_t)(sizeof(struct cfuse_in_header) + sizeof(struct cfuse_init_in_start))) {
+    const struct cfuse_in_header *h = buf;
+    if (h->opcode == 26) {  // FUSE_INIT
+      const struct cfuse_init_in_start *in = (const void *)((const char *)buf + sizeof(*h));
+      init_offers_passthrough = (in->flags & CFUSE_INIT_EXT) && (in->flags2 & CFUSE_INIT2_PASSTHROUGH);
+    }
+  }
+  return n;
+}
+
+static int reply_ok(struct iovec *iov, int count, size_t least) {
+  if (count < 2 || iov[0].iov_len < sizeof(struct cfuse_out_header) || iov[1].iov_len < least) return 0;
+  return ((const struct cfuse_out_header *)iov[0].iov_base)->error == 0;
+}
+
+static ssize_t channel_writev(int fd, struct iovec *iov, int count, void *userdata) {
+  (void)userdata;
+  if (init_reply_passthrough) {
+    init_reply_passthrough = 0;
+    // fuse_init_out: flags at 12, flags2 at 32, max_stack_depth at 36.
+    if (reply_ok(iov, count, 40)) {
+      char *out = iov[1].iov_base;
+      uint32_t flags, flags2, depth = 1;
+      memcpy(&flags, out + 12, 4);
+      memcpy(&flags2, out + 32, 4);
+      flags |= CFUSE_INIT_EXT;
+      flags2 |= CFUSE_INIT2_PASSTHROUGH;
+      memcpy(out + 12, &flags, 4);
+      memcpy(out + 32, &flags2, 4);
+      memcpy(out + 36, &depth, 4);
+    }
+  } else if (open_reply_backing > 0 && reply_ok(iov, count, 16)) {
+    // fuse_open_out ends the argument (OPEN: alone; CREATE: after fuse_entry_out):
+    // fh, open_flags, backing_id.
+    char *open_out = (char *)iov[1].iov_base + iov[1].iov_len - 16;
+    uint32_t flags;
+    memcpy(&flags, open_out + 8, 4);
+    flags = (flags | CFUSE_FOPEN_PASSTHROUGH) & CFUSE_FOPEN_PASSTHROUGH_MASK;
+    memcpy(open_out + 8, &flags, 4);
+    memcpy(open_out + 12, &open_reply_backing, 4);
+  }
+  return writev(fd, iov, count);
+}
+
+// Given, so that libfuse keeps splicing replies from staged files (it does not without one).
+static ssize_t channel_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned int flags, void *userdata) {
+  (void)userdata;
+  return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+int CFuseShims_watch_channel(struct fuse_session *se) {
+  static const struct fuse_custom_io io = {
+    .writev = channel_writev,
+    .read = channel_read,
+    .splice_receive = NULL,
+    .splice_send = channel_splice_send,
+  };
+  return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
+
+int CFuseShims_take_passthrough(void) {
+  if (!init_offers_passthrough) return 0;
+  init_reply_passthrough = 1;
+  return 1;
+}
+
+int CFuseShims_reply_open(fuse_req_t req, const struct fuse_file_info *fi, int32_t backing_id) {
+  open_reply_backing = backing_id;
+  int result = fuse_reply_open(req, fi);
+  open_reply_backing = 0;
+  return result;
+}
+
+int CFuseShims_reply_create(fuse_req_t req, const struct fuse_entry_param *e, const struct fuse_file_info *fi, int32_t backing_id) {
+  open_reply_backing = backing_id;
+  int result = fuse_reply_create(req, e, fi);
+  open_reply_backing = 0;
+  return result;
+}
+
+int32_t CFuseShims_backing_open(int session_fd, int fd) {
+  struct cfuse_backing_map map = {.fd = fd, .flags = 0, .padding = 0};
+  int id = ioctl(session_fd, CFUSE_DEV_IOC_BACKING_OPEN, &map);
+  return id < 0 ? -errno : id;
+}
+
+int CFuseShims_backing_close(int session_fd, int32_t backing_id) {
+  uint32_t id = (uint32_t)backing_id;
+  return ioctl(session_fd, CFUSE_DEV_IOC_BACKING_CLOSE, &id) < 0 ? -errno : 0;
+}
+
+void CFuseShims_set_direct_io(struct fuse_file_info *fi, int on) { fi->direct_io = on ? 1 : 0; }

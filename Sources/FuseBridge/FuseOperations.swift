@@ -44,8 +44,10 @@ enum FuseOperations {
   static func make() -> fuse_lowlevel_ops {
     var ops = fuse_lowlevel_ops()
 
-    ops.`init` = { _, conn in
+    ops.`init` = { userdata, conn in
       if let conn { CFuseShims_tune_connection(conn) }
+      let fs = Unmanaged<BucketFilesystem>.fromOpaque(userdata!).takeUnretainedValue()
+      if fs.passthroughOffered { fs.passthroughStarted(CFuseShims_take_passthrough() == 1) }
     }
 
     ops.lookup = { req, parent, name in
@@ -108,11 +110,10 @@ enum FuseOperations {
       reply.answer(within: fs.requestTimeout)
       Task {
         do {
-          let (handle, keep) = try await fs.open(ino, flags: flags)
+          let (handle, io) = try await fs.open(ino, flags: flags)
           CFuseShims_set_fh(&info, handle)
-          CFuseShims_set_keep_cache(&info, keep ? 1 : 0)
-          // Too late: no release will come for this handle.
-          if !reply.open(&info) { fs.release(handle: handle) }
+          // Too late, or the opener is gone: no release will come for this handle.
+          if !reply.open(&info, io) { fs.release(handle: handle) }
         } catch {
           reply.fail(error)
         }

@@ -48,6 +48,29 @@ package final class FuseSession: @unchecked Sendable {
     }
     ReadAhead.widen(mountpoint: mountpoint)
     filesystem.setKernelNotifier { [weak self] forgotten in self?.tellKernel(forgotten) }
+    offerPassthrough(session)
+  }
+
+  /// Watches the session's requests and replies so that INIT and OPEN can carry passthrough
+  /// (CFuseShims_watch_channel), when the filesystem wants it and this process may register
+  /// backing files (CAP_SYS_ADMIN: root). INIT, answered by the loop, settles it.
+  private func offerPassthrough(_ session: OpaquePointer) {
+    guard filesystem.wantsPassthrough else { return }
+    guard geteuid() == 0 else {
+      return filesystem.log("passthrough: needs root (CAP_SYS_ADMIN); staged files are read through the daemon")
+    }
+    let status = CFuseShims_watch_channel(session)
+    guard status == 0 else {
+      return filesystem.log("passthrough: libfuse would not let the session be watched (\(String(cString: strerror(-status)))); staged files are read through the daemon")
+    }
+    let fd = fuse_session_fd(session)
+    filesystem.offerPassthrough(
+      BackingFiles(
+        register: { file in
+          let id = CFuseShims_backing_open(fd, file)
+          return id > 0 ? .success(id) : .failure(FSError(id < 0 ? -id : EIO))
+        },
+        unregister: { id in _ = CFuseShims_backing_close(fd, id) }))
   }
 
   /// Tells the kernel to drop the entries and the cached attributes and pages of the inodes.

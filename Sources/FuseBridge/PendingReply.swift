@@ -100,14 +100,13 @@ final class PendingReply: @unchecked Sendable {
 
   /// A new file's entry and open handle; when too late, the handle is released and the
   /// lookup given back.
-  func create(_ attrs: FileAttributes, handle: UInt64, _ fi: inout fuse_file_info) {
+  func create(_ attrs: FileAttributes, handle: UInt64, _ io: KernelIO, _ fi: inout fuse_file_info) {
     var e = FuseOperations.entryParam(attrs, ttl: filesystem.cacheTime(attrs))
     CFuseShims_set_fh(&fi, handle)
-    guard claim() else {
+    guard claim(), CFuseShims_reply_create(req, &e, &fi, Self.prepare(&fi, io)) != -ENOENT else {
       filesystem.release(handle: handle)
       return filesystem.forget(attrs.ino, count: 1)
     }
-    fuse_reply_create(req, &e, &fi)
   }
 
   /// Runs `work` in a task and answers with what it returns (through `answer`), or with its failure.
@@ -137,10 +136,24 @@ final class PendingReply: @unchecked Sendable {
 
   /// False when the request was answered already (its deadline passed).
   @discardableResult
-  func open(_ fi: inout fuse_file_info) -> Bool {
+  /// Answers an open (of a file: as `io` says); false when the kernel will not hold the handle
+  /// (too late, or the opener gave up), so that the caller releases it.
+  func open(_ fi: inout fuse_file_info, _ io: KernelIO? = nil) -> Bool {
     guard claim() else { return false }
-    fuse_reply_open(req, &fi)
-    return true
+    return CFuseShims_reply_open(req, &fi, io.map { Self.prepare(&fi, $0) } ?? 0) != -ENOENT
+  }
+
+  /// Sets what `io` asks of the reply's flags; the backing id to send (0: none).
+  private static func prepare(_ fi: inout fuse_file_info, _ io: KernelIO) -> Int32 {
+    switch io {
+    case .cached(let keep):
+      CFuseShims_set_keep_cache(&fi, keep ? 1 : 0)
+      return 0
+    case .passthrough(let id, let directIO):
+      CFuseShims_set_keep_cache(&fi, 0)
+      CFuseShims_set_direct_io(&fi, directIO ? 1 : 0)
+      return id
+    }
   }
 
   func buffer(_ data: UnsafeRawBufferPointer) {

@@ -17,8 +17,8 @@ extension FuseOperations {
       let flags = CFuseShims_fi_flags(fi)
       Task {
         do {
-          let (attrs, handle) = try await fs.create(parent: parent, name: name, flags: flags)
-          reply.create(attrs, handle: handle, &info)
+          let (attrs, handle, io) = try await fs.create(parent: parent, name: name, flags: flags)
+          reply.create(attrs, handle: handle, io, &info)
         } catch {
           reply.fail(error)
         }

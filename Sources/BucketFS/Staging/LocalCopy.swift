@@ -18,7 +18,9 @@ struct LocalCopy: Sendable {
     case filling(PartialCopy)
     /// Verified whole and renamed into place; every read checks the blocks it touches against
     /// `checksums` (nil: made by a version that kept none, verified whole on first use).
-    case complete(checksums: BlockChecksums?)
+    /// `identity`: the data file as it was when last verified (nil: not known), which a copy
+    /// must still be to be read by the kernel itself (passthrough).
+    case complete(checksums: BlockChecksums?, identity: CopyIdentity?)
   }
 
   let name: String
@@ -31,8 +33,10 @@ struct LocalCopy: Sendable {
     LocalCopy(name: copy.name, metadata: copy.metadata, dataPath: dataPath, state: .filling(copy))
   }
 
-  static func complete(name: String, metadata: StorageMetadata, dataPath: String, checksums: BlockChecksums?) -> LocalCopy {
-    LocalCopy(name: name, metadata: metadata, dataPath: dataPath, state: .complete(checksums: checksums))
+  static func complete(
+    name: String, metadata: StorageMetadata, dataPath: String, checksums: BlockChecksums?, identity: CopyIdentity?
+  ) -> LocalCopy {
+    LocalCopy(name: name, metadata: metadata, dataPath: dataPath, state: .complete(checksums: checksums, identity: identity))
   }
 
   var filling: PartialCopy? {
@@ -46,22 +50,28 @@ struct LocalCopy: Sendable {
   }
 
   var checksums: BlockChecksums? {
-    if case .complete(let checksums) = state { return checksums }
+    if case .complete(let checksums, _) = state { return checksums }
+    return nil
+  }
+
+  var identity: CopyIdentity? {
+    if case .complete(_, let identity) = state { return identity }
     return nil
   }
 
   /// filling → complete, once the copy was verified and renamed into place. False (nothing
   /// changes) from any other state.
-  mutating func completed(checksums: BlockChecksums) -> Bool {
+  mutating func completed(checksums: BlockChecksums, identity: CopyIdentity?) -> Bool {
     guard case .filling = state else { return false }
-    state = .complete(checksums: checksums)
+    state = .complete(checksums: checksums, identity: identity)
     return true
   }
 
-  /// complete without checksums → complete with them, once verified whole on first use.
-  mutating func checked(_ checksums: BlockChecksums) {
-    guard case .complete(nil) = state else { return }
-    state = .complete(checksums: checksums)
+  /// complete → complete, verified whole again (on first use without checksums, or before a
+  /// passthrough open of a file that changed): its checksums and its file as it is now.
+  mutating func checked(_ checksums: BlockChecksums, identity: CopyIdentity?) {
+    guard case .complete = state else { return }
+    state = .complete(checksums: checksums, identity: identity)
   }
 
   /// What the rest of the mount sees of a complete copy.

@@ -169,7 +169,12 @@ package final class StagingArea: Sendable {
         log("staging \(partial.name): cannot rename the copy into place: \(String(cString: strerror(errno)))")
         return abandon(key, partial)
       }
-      guard index.completed(key, partial, checksums: checksums) else { return }
+      // The file as verified, for passthrough opens (kept in the side file for the next mount).
+      let identity = CopyIdentity.of(path: copy.dataPath)
+      guard let complete = index.completed(key, partial, checksums: checksums, identity: identity) else { return }
+      if identity != nil, !index.writeSideFile(complete, checksums: checksums, identity: identity) {
+        log("staging: cannot write the index of \(partial.name)")
+      }
       evictIfNeeded()
     }
   }
@@ -200,8 +205,6 @@ package final class StagingArea: Sendable {
     }
     let paths = index.paths(key)
     let checksums = bytes.withUnsafeBytes { BlockChecksums.of($0) }
-    let copy = LocalCopy.complete(name: name, metadata: metadata, dataPath: paths.data.path, checksums: checksums)
-    guard index.writeSideFile(copy, checksums: checksums) else { return }
     unlink(paths.partial.path)
     let fd = open(paths.partial.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return }
@@ -209,7 +212,14 @@ package final class StagingArea: Sendable {
     close(fd)
     guard written, rename(paths.partial.path, paths.data.path) == 0 else {
       unlink(paths.partial.path)
-      unlink(paths.side.path)
+      return
+    }
+    // The side file after the rename, so that it can name the file as verified: a crash
+    // between the two leaves a data file no side file names, which the next mount removes.
+    let identity = CopyIdentity.of(path: paths.data.path)
+    let copy = LocalCopy.complete(name: name, metadata: metadata, dataPath: paths.data.path, checksums: checksums, identity: identity)
+    guard index.writeSideFile(copy, checksums: checksums, identity: identity) else {
+      unlink(paths.data.path)
       return
     }
     guard index.added(key, copy) else { return }
@@ -226,23 +236,10 @@ package final class StagingArea: Sendable {
     guard var copy = index.use(key) else { return nil }
     if copy.checksums == nil {
       // Made by a version that kept no block checksums: verified whole once.
-      guard let checksums = CopyVerification.checkWhole(path: copy.dataPath, metadata: copy.metadata) else {
-        drop(key, reason: "it does not match the object's hash")
-        return nil
-      }
-      copy.checked(checksums)
-      index.checked(key, checksums)
-      if !index.writeSideFile(copy, checksums: checksums) { log("staging: cannot write the index of \(name)") }
+      guard let checked = checkWhole(key, copy) else { return nil }
+      copy = checked
     }
-    let dataPath = copy.dataPath
-    let file = index.openFile(key) {
-      let fd = open(dataPath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-      return fd >= 0 ? FileDescriptor(fd) : nil
-    }
-    guard let file else {
-      drop(key, reason: "it cannot be opened: \(String(cString: strerror(errno)))")
-      return nil
-    }
+    guard let file = openFile(key, copy) else { return nil }
     switch CopyVerification.read(copy, file: file, offset: offset, count: count) {
     case .success(let reply):
       return reply
@@ -250,6 +247,50 @@ package final class StagingArea: Sendable {
       drop(key, reason: damage.reason)
       return nil
     }
+  }
+
+  /// The descriptor of complete copy `name` at `generation` for the kernel to read by itself
+  /// (passthrough), which checks no block: only while its file is the one last verified
+  /// (`CopyIdentity`). A copy that changed since, or was never seen as verified, is verified
+  /// whole first; one that no longer matches the object is dropped. Nil: not complete, damaged,
+  /// or changing while it was checked (its reads then go through the daemon, which checks them).
+  package func verifiedFile(_ name: String, generation: Int64) -> FileDescriptor? {
+    let key = index.key(name, generation)
+    guard var copy = index.use(key), let file = openFile(key, copy) else { return nil }
+    let now = CopyIdentity.of(file)
+    guard let now, now != copy.identity else { return now == nil ? nil : file }
+    guard let checked = checkWhole(key, copy) else { return nil }
+    copy = checked
+    // Written to while it was read back: not handed over this time.
+    return CopyIdentity.of(file) == copy.identity && copy.identity == now ? file : nil
+  }
+
+  /// The shared descriptor of complete copy `key`; nil (the copy dropped) when it cannot be opened.
+  private func openFile(_ key: String, _ copy: LocalCopy) -> FileDescriptor? {
+    let dataPath = copy.dataPath
+    let file = index.openFile(key) {
+      let fd = open(dataPath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+      return fd >= 0 ? FileDescriptor(fd) : nil
+    }
+    if file == nil { drop(key, reason: "it cannot be opened: \(String(cString: strerror(errno)))") }
+    return file
+  }
+
+  /// Complete copy `key` read back whole against the object's hash: the copy with its new
+  /// checksums and identity (kept in its side file), or nil when it no longer matches (dropped).
+  private func checkWhole(_ key: String, _ copy: LocalCopy) -> LocalCopy? {
+    let before = CopyIdentity.of(path: copy.dataPath)
+    guard let checksums = CopyVerification.checkWhole(path: copy.dataPath, metadata: copy.metadata) else {
+      drop(key, reason: "it does not match the object's hash")
+      return nil
+    }
+    // A file that changed while it was read is not known as verified.
+    let identity = CopyIdentity.of(path: copy.dataPath) == before ? before : nil
+    var checked = copy
+    checked.checked(checksums, identity: identity)
+    index.checked(key, checksums, identity: identity)
+    if !index.writeSideFile(checked, checksums: checksums, identity: identity) { log("staging: cannot write the index of \(copy.name)") }
+    return checked
   }
 
   // MARK: complete → absent

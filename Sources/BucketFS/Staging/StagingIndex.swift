@@ -30,6 +30,7 @@ final class StagingIndex: Sendable {
   private let bucket: String
   private let state = Mutex(State())
   static let checksumsKey = "bucketfs.blockCRC32C"
+  static let identityKey = "bucketfs.verifiedFile"
 
   init(folder: URL, bucket: String) {
     self.folder = folder
@@ -52,11 +53,13 @@ final class StagingIndex: Sendable {
     (folder.appendingPathComponent(key + ".data"), folder.appendingPathComponent(key + ".json"), folder.appendingPathComponent("." + key + ".part"))
   }
 
-  /// The side file: the object's metadata, its name and (once complete) the block checksums.
-  func writeSideFile(_ copy: LocalCopy, checksums: BlockChecksums?) -> Bool {
+  /// The side file: the object's metadata, its name and (once complete) the block checksums
+  /// and what the data file was when verified.
+  func writeSideFile(_ copy: LocalCopy, checksums: BlockChecksums?, identity: CopyIdentity? = nil) -> Bool {
     var dict = copy.metadata.dictionaryRepresentation()
     dict["name"] = copy.name
     if let checksums { dict[Self.checksumsKey] = checksums.encoded }
+    if let identity { dict[Self.identityKey] = identity.encoded }
     guard let json = try? JSONSerialization.data(withJSONObject: dict) else { return false }
     // Not synced: the data file's rename is the commit; a side file lost or left from before the
     // checksums makes the copy be dropped or verified again.
@@ -87,7 +90,9 @@ final class StagingIndex: Sendable {
         continue
       }
       let checksums = (dict[Self.checksumsKey] as? String).flatMap(BlockChecksums.init(encoded:))
-      copies[key] = .complete(name: name, metadata: StorageMetadata(dictionary: dict), dataPath: data.path, checksums: checksums)
+      let identity = (dict[Self.identityKey] as? String).flatMap(CopyIdentity.init(encoded:))
+      copies[key] = .complete(
+        name: name, metadata: StorageMetadata(dictionary: dict), dataPath: data.path, checksums: checksums, identity: identity)
       let mtime = (try? fm.attributesOfItem(atPath: data.path)[.modificationDate] as? Date) ?? Date()
       lastUse[key] = UInt64(mtime.timeIntervalSince1970)
     }
@@ -118,13 +123,13 @@ final class StagingIndex: Sendable {
   }
 
   /// filling → complete. False when the copy is no longer the one being filled.
-  func completed(_ key: String, _ filled: PartialCopy, checksums: BlockChecksums) -> Bool {
+  func completed(_ key: String, _ filled: PartialCopy, checksums: BlockChecksums, identity: CopyIdentity?) -> LocalCopy? {
     state.withLock { s in
-      guard var copy = s.copies[key], copy.filling === filled, copy.completed(checksums: checksums) else { return false }
+      guard var copy = s.copies[key], copy.filling === filled, copy.completed(checksums: checksums, identity: identity) else { return nil }
       s.copies[key] = copy
       s.bytes += copy.metadata.size
       s.touch(key)
-      return true
+      return copy
     }
   }
 
@@ -164,9 +169,9 @@ final class StagingIndex: Sendable {
     return copy
   }
 
-  /// A complete copy verified on first use gets its checksums.
-  func checked(_ key: String, _ checksums: BlockChecksums) {
-    state.withLock { s in s.copies[key]?.checked(checksums) }
+  /// A complete copy verified whole again gets its checksums and its file's identity.
+  func checked(_ key: String, _ checksums: BlockChecksums, identity: CopyIdentity?) {
+    state.withLock { s in s.copies[key]?.checked(checksums, identity: identity) }
   }
 
   // MARK: use

@@ -20,4 +20,18 @@ int CFuseShims_loop_mt(struct fuse_session *se, unsigned int max_idle_threads);
 // Asks the kernel for large reads and async reads in init.
 int CFuseShims_reply_fd(fuse_req_t req, int fd, off_t offset, size_t size);
 void CFuseShims_tune_connection(struct fuse_conn_info *conn);
+
+// Passthrough (kernel 6.9+), which libfuse 3.14 does not know: the session's requests and
+// replies go through hooks that add it to INIT and OPEN replies (shims.c says how).
+// After fuse_session_mount: 0, or a negative errno.
+int CFuseShims_watch_channel(struct fuse_session *se);
+// In init: asks for passthrough when the kernel offered it; 1 when it will be on.
+int CFuseShims_take_passthrough(void);
+// fuse_reply_open/create; with backing_id > 0 the reply opens the file by passthrough.
+int CFuseShims_reply_open(fuse_req_t req, const struct fuse_file_info *fi, int32_t backing_id);
+int CFuseShims_reply_create(fuse_req_t req, const struct fuse_entry_param *e, const struct fuse_file_info *fi, int32_t backing_id);
+// FUSE_DEV_IOC_BACKING_OPEN/CLOSE on the session's descriptor: an id (> 0), or a negative errno.
+int32_t CFuseShims_backing_open(int session_fd, int fd);
+int CFuseShims_backing_close(int session_fd, int32_t backing_id);
+void CFuseShims_set_direct_io(struct fuse_file_info *fi, int on);
 #endif

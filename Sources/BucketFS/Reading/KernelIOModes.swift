@@ -1,0 +1,164 @@
+// How the kernel reads each inode's open files: through its page cache and this daemon's READ
+// replies (cached), or by itself from a complete staged copy (passthrough, Linux 6.9+). The
+// kernel will not mix the two on one inode (fs/fuse/iomode.c): an open without passthrough
+// fails while the inode has a backing file, a passthrough open fails while the inode has cached
+// opens, all passthrough opens of an inode must name the same backing file, and an open the
+// kernel refuses is EIO for the program that made it. So an inode's mode is decided here, for
+// all of its opens at once:
+//
+//   none ──first open, verified staged copy──▶ passthrough(backing, opens) ──last release──▶ none
+//   none ──first open, no copy──────────────▶ cached(opens) ─────────────────last release──▶ none
+//
+// and every later open joins the mode the inode is in. An open that must not read the backing
+// file (another generation of the object, this mount's own edit of it) still opens by
+// passthrough, with direct I/O: its reads and writes come to the daemon, only mmap would use the
+// backing file. Our count of an inode's opens is never below the kernel's (an open counts here
+// before its reply, a release after the kernel dropped it), so a mode chosen here is never one
+// the kernel refuses.
+import Foundation
+import Synchronization
+
+/// The kernel's registry of backing files (FUSE_DEV_IOC_BACKING_OPEN/CLOSE), given by the bridge.
+package struct BackingFiles: Sendable {
+  /// Registers an open file: its backing id, or the errno the kernel refused it with.
+  package let register: @Sendable (Int32) -> Result<Int32, FSError>
+  package let unregister: @Sendable (Int32) -> Void
+
+  package init(register: @escaping @Sendable (Int32) -> Result<Int32, FSError>, unregister: @escaping @Sendable (Int32) -> Void) {
+    self.register = register
+    self.unregister = unregister
+  }
+}
+
+/// How one open is answered.
+package enum KernelIO: Equatable, Sendable {
+  /// Through the page cache; `keepCache`: pages cached by an earlier open still hold.
+  case cached(keepCache: Bool)
+  /// Read by the kernel from backing file `backingID`; `directIO`: reads and writes of this open
+  /// still come to the daemon.
+  case passthrough(backingID: Int32, directIO: Bool)
+}
+
+final class KernelIOModes: Sendable {
+  private enum Mode {
+    case cached(opens: Int)
+    case passthrough(backingID: Int32, generation: Int64, opens: Int)
+  }
+
+  private struct State {
+    var modes: [UInt64: Mode] = [:]
+    /// The inode of each open handle.
+    var inodes: [UInt64: UInt64] = [:]
+  }
+
+  /// Whether this mount opens by passthrough.
+  enum Passthrough {
+    /// Off (`-o passthrough=no`, no staging, not root, a kernel without it, or refused).
+    case off
+    /// The bridge can register backing files; INIT has not said whether the kernel takes it.
+    case offered(BackingFiles)
+    case on(BackingFiles)
+  }
+
+  private let state = Mutex(State())
+  private let passthrough = Mutex(Passthrough.off)
+  private let log: @Sendable (String) -> Void
+  private let saidRefused = Atomic<Bool>(false)
+
+  init(log: @escaping @Sendable (String) -> Void) { self.log = log }
+
+  func offer(_ files: BackingFiles) { passthrough.withLock { $0 = .offered(files) } }
+
+  var offered: Bool {
+    passthrough.withLock { if case .offered = $0 { return true } else { return false } }
+  }
+
+  /// INIT settled it: the kernel took passthrough (`on`), or it did not offer it.
+  func started(_ on: Bool) {
+    passthrough.withLock { p in
+      guard case .offered(let files) = p else { return }
+      p = on ? .on(files) : .off
+    }
+  }
+
+  private var backing: BackingFiles? {
+    passthrough.withLock { if case .on(let files) = $0 { return files } else { return nil } }
+  }
+
+  /// The mode of `handle`, a new open of `ino`. `generation`: what the open reads (nil: this
+  /// mount's own bytes, never a backing file); `stagedCopy` gives the verified staged copy of
+  /// that generation, asked only when the open could start passthrough.
+  func open(
+    _ ino: UInt64, handle: UInt64, generation: Int64?, keepCache: Bool, stagedCopy: () -> FileDescriptor?
+  ) -> KernelIO {
+    if let joined = state.withLock({ s in Self.join(ino, handle, generation, keepCache, &s) }) { return joined }
+    var registered: Int32?
+    if generation != nil, let files = backing, let file = stagedCopy() {
+      switch files.register(file.fd) {
+      case .success(let id): registered = id
+      case .failure(let error): refused(error)
+      }
+    }
+    let (io, unused) = state.withLock { s -> (KernelIO, Int32?) in
+      // Another open of the inode may have settled its mode meanwhile: join it.
+      if let joined = Self.join(ino, handle, generation, keepCache, &s) { return (joined, registered) }
+      s.inodes[handle] = ino
+      if let registered, let generation {
+        s.modes[ino] = .passthrough(backingID: registered, generation: generation, opens: 1)
+        return (.passthrough(backingID: registered, directIO: false), nil)
+      }
+      s.modes[ino] = .cached(opens: 1)
+      return (.cached(keepCache: keepCache), nil)
+    }
+    if let unused { backing?.unregister(unused) }
+    return io
+  }
+
+  /// `handle` was released; the inode's backing file goes with its last passthrough open.
+  func release(_ handle: UInt64) {
+    let unused = state.withLock { s -> Int32? in
+      guard let ino = s.inodes.removeValue(forKey: handle), let mode = s.modes[ino] else { return nil }
+      switch mode {
+      case .cached(let n):
+        s.modes[ino] = n > 1 ? .cached(opens: n - 1) : nil
+        return nil
+      case .passthrough(let id, let generation, let n):
+        guard n <= 1 else {
+          s.modes[ino] = .passthrough(backingID: id, generation: generation, opens: n - 1)
+          return nil
+        }
+        s.modes[ino] = nil
+        return id
+      }
+    }
+    if let unused { backing?.unregister(unused) }
+  }
+
+  private static func join(_ ino: UInt64, _ handle: UInt64, _ generation: Int64?, _ keepCache: Bool, _ s: inout State) -> KernelIO? {
+    switch s.modes[ino] {
+    case nil:
+      return nil
+    case .cached(let n):
+      s.modes[ino] = .cached(opens: n + 1)
+      s.inodes[handle] = ino
+      return .cached(keepCache: keepCache)
+    case .passthrough(let id, let backed, let n):
+      s.modes[ino] = .passthrough(backingID: id, generation: backed, opens: n + 1)
+      s.inodes[handle] = ino
+      return .passthrough(backingID: id, directIO: generation != backed)
+    }
+  }
+
+  /// Without the privilege (not root) no backing file will ever be accepted: passthrough ends
+  /// for the mount. Any other refusal (a staging folder the kernel cannot stack on) is for
+  /// that file. Said once either way.
+  private func refused(_ error: FSError) {
+    if error.errno == EPERM {
+      passthrough.withLock { $0 = .off }
+      log("passthrough: the kernel refused a backing file (\(String(cString: strerror(error.errno)))); reads go through the daemon")
+      return
+    }
+    guard !saidRefused.exchange(true, ordering: .relaxed) else { return }
+    log("passthrough: the kernel refused a staged copy as a backing file (\(String(cString: strerror(error.errno)))); such files are read through the daemon")
+  }
+}
