@@ -303,6 +303,9 @@ package final class BucketFilesystem: Sendable {
 
   package var passthroughOffered: Bool { kernelIO.offered }
 
+  /// Where the staged copies live (nil: no staging), for the bridge's checks of its filesystem.
+  package var stagingFolder: String? { staging?.folder.path }
+
   /// INIT's answer: passthrough is on, or the kernel does not offer it (said in the log).
   package func passthroughStarted(_ on: Bool) {
     kernelIO.started(on)

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/vfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include "CFuse.h"
@@ -95,7 +96,7 @@ struct cfuse_out_header {
 };
 
 static __thread int init_offers_passthrough;  // set by the read of an INIT request
-static __thread int init_reply_passthrough;   // set by tune_connection when it takes the offer
+static __thread uint32_t init_reply_passthrough;  // the stack depth, set when init takes the offer
 static __thread int32_t open_reply_backing;    // set around fuse_reply_open/create
 
 static ssize_t channel_read(int fd, void *buf, size_t len, void *userdata) {
@@ -119,11 +120,12 @@ static int reply_ok(struct iovec *iov, int count, size_t least) {
 static ssize_t channel_writev(int fd, struct iovec *iov, int count, void *userdata) {
   (void)userdata;
   if (init_reply_passthrough) {
+    uint32_t depth = init_reply_passthrough;
     init_reply_passthrough = 0;
     // fuse_init_out: flags at 12, flags2 at 32, max_stack_depth at 36.
     if (reply_ok(iov, count, 40)) {
       char *out = iov[1].iov_base;
-      uint32_t flags, flags2, depth = 1;
+      uint32_t flags, flags2;
       memcpy(&flags, out + 12, 4);
       memcpy(&flags2, out + 32, 4);
       flags |= CFUSE_INIT_EXT;
@@ -161,9 +163,9 @@ int CFuseShims_watch_channel(struct fuse_session *se) {
   return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }
 
-int CFuseShims_take_passthrough(void) {
-  if (!init_offers_passthrough) return 0;
-  init_reply_passthrough = 1;
+int CFuseShims_take_passthrough(uint32_t stack_depth) {
+  if (!init_offers_passthrough || stack_depth < 1 || stack_depth > 2) return 0;
+  init_reply_passthrough = stack_depth;
   return 1;
 }
 
@@ -193,3 +195,9 @@ int CFuseShims_backing_close(int session_fd, int32_t backing_id) {
 }
 
 void CFuseShims_set_direct_io(struct fuse_file_info *fi, int on) { fi->direct_io = on ? 1 : 0; }
+
+uint32_t CFuseShims_backing_stack_depth(const char *folder) {
+  struct statfs fs;
+  // OVERLAYFS_SUPER_MAGIC: a container's disk, itself stacked once.
+  return statfs(folder, &fs) == 0 && fs.f_type == 0x794c7630 ? 2 : 1;
+}

@@ -47,7 +47,9 @@ enum FuseOperations {
     ops.`init` = { userdata, conn in
       if let conn { CFuseShims_tune_connection(conn) }
       let fs = Unmanaged<BucketFilesystem>.fromOpaque(userdata!).takeUnretainedValue()
-      if fs.passthroughOffered { fs.passthroughStarted(CFuseShims_take_passthrough() == 1) }
+      if fs.passthroughOffered, let folder = fs.stagingFolder {
+        fs.passthroughStarted(CFuseShims_take_passthrough(CFuseShims_backing_stack_depth(folder)) == 1)
+      }
     }
 
     ops.lookup = { req, parent, name in

@@ -26,7 +26,7 @@ package final class StagingArea: Sendable {
     package var dataPath: String
   }
 
-  let folder: URL
+  package let folder: URL
   let sizeLimit: Int64
   let maxFile: Int64
   private let index: StagingIndex

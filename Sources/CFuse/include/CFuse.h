@@ -25,8 +25,13 @@ void CFuseShims_tune_connection(struct fuse_conn_info *conn);
 // replies go through hooks that add it to INIT and OPEN replies (shims.c says how).
 // After fuse_session_mount: 0, or a negative errno.
 int CFuseShims_watch_channel(struct fuse_session *se);
-// In init: asks for passthrough when the kernel offered it; 1 when it will be on.
-int CFuseShims_take_passthrough(void);
+// In init: asks for passthrough when the kernel offered it, with backing files as deep as
+// `stack_depth` (1: on a plain filesystem; 2: on one stacked once, such as overlayfs); 1 when it
+// will be on.
+int CFuseShims_take_passthrough(uint32_t stack_depth);
+// The depth to ask for backing files in `folder`: 2 on overlayfs, else 1 (asking 2 everywhere
+// would keep an overlayfs from being stacked on top of the mount).
+uint32_t CFuseShims_backing_stack_depth(const char *folder);
 // fuse_reply_open/create; with backing_id > 0 the reply opens the file by passthrough.
 int CFuseShims_reply_open(fuse_req_t req, const struct fuse_file_info *fi, int32_t backing_id);
 int CFuseShims_reply_create(fuse_req_t req, const struct fuse_entry_param *e, const struct fuse_file_info *fi, int32_t backing_id);
