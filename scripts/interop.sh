@@ -340,6 +340,10 @@ ok "gsutil (JSON API over TLS): cp, -m cp -r, sliced/composite transfers, rsync,
 # The mount, both APIs: what gcloud wrote reads back, what the mount writes gcloud reads back.
 for api in firebase gcs; do
   g cp -r "$WORK/up" "gs://gdemo/for-$api"
+  # --preserve-posix: mode, owner and time in Google's keys, shown by the mount.
+  printf '#!/bin/sh\necho posix\n' >"$WORK/posix-$api.sh"
+  chmod 750 "$WORK/posix-$api.sh"; chown 1234:5678 "$WORK/posix-$api.sh"; touch -d @1650000000 "$WORK/posix-$api.sh"
+  g cp -P "$WORK/posix-$api.sh" "gs://gdemo/posix-$api.sh"
   # Through the TLS terminator: the server's links (upload sessions) lead there.
   "$BIN" mount gs://gdemo "$MNT" -f --endpoint "https://127.0.0.1:$GTLS_PORT" --ca-file "$WORK/ca.pem" --api "$api" \
     -o "writable,staging_dir=$WORK/g-$api-staging" \
@@ -349,8 +353,12 @@ for api in firebase gcs; do
   mountpoint -q "$MNT" || { cat "$WORK/g-$api-mount.log" >&2; fail "writable mount over $api"; }
   same_tree "$WORK/up" "$MNT/for-$api" || fail "the $api mount reads what gcloud wrote"
   cmp -s "$WORK/up/large.bin" "$MNT/pcu/large.bin" || fail "the $api mount reads a composed object"
+  [ "$(stat -c '%a %u %g %Y' "$MNT/posix-$api.sh")" = "750 1234 5678 1650000000" ] \
+    || fail "the $api mount shows what gcloud cp -P kept: $(stat -c '%a %u %g %Y' "$MNT/posix-$api.sh")"
   mkdir "$MNT/from-mount-$api"
   cp "$WORK/up/big.bin" "$MNT/from-mount-$api/big.bin"
+  printf '#!/bin/sh\n' >"$MNT/from-mount-$api/run.sh"
+  chmod 711 "$MNT/from-mount-$api/run.sh"; chown 2345:6789 "$MNT/from-mount-$api/run.sh"
   printf 'written through the %s mount\n' "$api" >"$MNT/from-mount-$api/note.txt"
   "$BIN" sync "$MNT" --timeout 120 >/dev/null || { cat "$WORK/g-$api-mount.log" >&2; fail "sync of the $api mount"; }
   fusermount3 -u "$MNT"
@@ -359,7 +367,10 @@ for api in firebase gcs; do
   g cp "gs://gdemo/from-mount-$api/big.bin" "$WORK/down/from-mount-$api.bin"
   cmp -s "$WORK/up/big.bin" "$WORK/down/from-mount-$api.bin" || fail "gcloud reads what the $api mount wrote"
   [ "$(g cat "gs://gdemo/from-mount-$api/note.txt")" = "written through the $api mount" ] || fail "gcloud cat of the $api mount's file"
-  ok "a writable $api mount reads what gcloud wrote (a composed object too); gcloud reads, hash-checked, what it wrote"
+  g cp -P "gs://gdemo/from-mount-$api/run.sh" "$WORK/down/run-$api.sh"
+  [ "$(stat -c '%a %u %g' "$WORK/down/run-$api.sh")" = "711 2345 6789" ] \
+    || fail "gcloud cp -P of what the $api mount chmod/chowned: $(stat -c '%a %u %g' "$WORK/down/run-$api.sh")"
+  ok "a writable $api mount reads what gcloud wrote (a composed object, cp -P's mode, owner and time too); gcloud reads, hash-checked, what it wrote, and cp -P its chmod and chown"
 done
 unset CLOUDSDK_CONFIG BOTO_CONFIG BOTO_PATH
 stop_emulator

@@ -20,11 +20,11 @@ extension BucketFilesystem {
     guard let writeBack else { return nil }
     let name = Namespace.split(path).name
     if let edit = writeBack.edits[path] {
-      return .some(localFile(name: name, path: path, size: edit.size, mtime: edit.modified))
+      return .some(localFile(name: name, path: path, size: edit.size, mtime: edit.modified, custom: edit.custom))
     }
     let view = writeBack.queue.view(path)
     if let (size, mtime) = view?.fileAttributes {
-      return .some(localFile(name: name, path: path, size: size, mtime: mtime))
+      return .some(localFile(name: name, path: path, size: size, mtime: mtime, custom: writeBack.queue.queuedMetadata(path)?.custom))
     }
     // A folder this mount made or put something in (a queued upload under it) shows; one whose
     // placeholder it deleted, with nothing uploaded under it, does not.
@@ -37,12 +37,15 @@ extension BucketFilesystem {
     return nil
   }
 
-  private func localFile(name: String, path: String, size: Int64, mtime: Double) -> DirectoryEntry {
+  private func localFile(name: String, path: String, size: Int64, mtime: Double, custom: [String: String]?) -> DirectoryEntry {
     let when = Date(timeIntervalSince1970: mtime)
-    let metadata = StorageMetadata(dictionary: [
+    var metadata = StorageMetadata(dictionary: [
       "name": client.bucketName(path), "bucket": client.bucket, "size": String(size), "generation": "0",
       "updated": StorageMetadata.formatDate(when), "timeCreated": StorageMetadata.formatDate(when),
     ])
+    // Only the POSIX entries: a kept `mtime` would hide the local file's own time.
+    let posix = PosixAttributes(custom: custom)
+    metadata.customMetadata = PosixAttributes(mode: posix.mode, uid: posix.uid, gid: posix.gid).custom
     return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata)
   }
 
@@ -230,7 +233,12 @@ extension BucketFilesystem {
   // MARK: the operations
 
   /// Creates file `name` in folder `parent` and opens it for writing.
-  package func create(parent: UInt64, name: String, flags: Int32) async throws(FSError) -> (FileAttributes, UInt64, KernelIO) {
+  /// `mode` and `by` (the creator) are kept with the object where they differ from what the
+  /// mount shows by default (`file_mode`, `uid`, `gid`), so that a file created executable, or by
+  /// another user of an `allow_other` mount, stays so.
+  package func create(
+    parent: UInt64, name: String, flags: Int32, mode: UInt32 = 0o644, by creator: (uid: UInt32, gid: UInt32)? = nil
+  ) async throws(FSError) -> (FileAttributes, UInt64, KernelIO) {
     let writeBack = try writable()
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
@@ -238,6 +246,12 @@ extension BucketFilesystem {
     // O_CREAT on a name another process made meanwhile opens it (truncated only with O_TRUNC).
     let exists = localEntry(path) != nil
     let edit = try await edit(path, truncate: !exists || flags & O_TRUNC != 0, created: !exists)
+    if !exists && options.posix {
+      let kept = PosixAttributes(
+        mode: mode & 0o777 != options.fileMode ? mode & 0o777 : nil, uid: creator.flatMap { $0.uid != options.uid ? $0.uid : nil },
+        gid: creator.flatMap { $0.gid != options.gid ? $0.gid : nil })
+      if !kept.custom.isEmpty { edit.setMetadata(contentType: nil, custom: kept.custom) }
+    }
     let handle = writeBack.handles.add(.edit(edit))
     namespace.missing.remove(path)
     let attrs = localAttributes(path, edit: edit, lookup: true)
@@ -246,9 +260,10 @@ extension BucketFilesystem {
 
   private func localAttributes(_ path: String, edit: LocalEdits.Edit, lookup: Bool) -> FileAttributes {
     let ino = inodes.ino(for: InodeTable.Node(path: path, isDirectory: false, objectName: path), lookup: lookup)
+    let posix = posixAttributes(ino, edit.custom)
     var a = FileAttributes(
-      ino: ino, size: edit.size, isDirectory: false, mode: options.fileMode, uid: options.uid, gid: options.gid,
-      mtime: edit.modified, ctime: edit.modified)
+      ino: ino, size: edit.size, isDirectory: false, mode: posix.mode ?? options.fileMode, uid: posix.uid ?? options.uid,
+      gid: posix.gid ?? options.gid, mtime: edit.modified, ctime: edit.modified)
     a.volatile = true
     return a
   }
@@ -325,10 +340,47 @@ extension BucketFilesystem {
     }
   }
 
-  /// Size and times. Mode and owner belong to the mount's options and are left as they are.
-  package func setattr(_ ino: UInt64, size: Int64?, mtime: Double?, handle: UInt64?) async throws(FSError) -> FileAttributes {
-    if (size != nil || mtime != nil) && writeBack == nil { throw FSError(EROFS) }
+  /// chmod, chown and chgrp as the kernel asks them: what is asked and who asks.
+  package struct OwnerChange: Sendable {
+    package var mode: UInt32?
+    package var uid: UInt32?
+    package var gid: UInt32?
+    package var caller: UInt32
+
+    package init(mode: UInt32? = nil, uid: UInt32? = nil, gid: UInt32? = nil, caller: UInt32) {
+      self.mode = mode
+      self.uid = uid
+      self.gid = gid
+      self.caller = caller
+    }
+
+    var isEmpty: Bool { mode == nil && uid == nil && gid == nil }
+  }
+
+  /// Size, times, mode and owner. Mode and owner are kept in the object's custom metadata (the
+  /// keys of Google's `--preserve-posix`), through the queue like any change; a change that
+  /// cannot be kept is refused, never answered as done: with `-o posix=no`, of a folder (it has
+  /// no object), set-id and sticky bits (Google's keys hold the permission bits only), and one
+  /// the caller may not make (chown by anyone but root; chmod and chgrp by anyone but the owner).
+  /// Asking for what a file already has succeeds on any mount.
+  package func setattr(
+    _ ino: UInt64, size: Int64?, mtime: Double?, owner: OwnerChange? = nil, handle: UInt64?
+  ) async throws(FSError) -> FileAttributes {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
+    if let owner, !owner.isEmpty {
+      let current = node.isDirectory ? attributes(ino: ino, directory: true, metadata: nil) : try await getattr(ino)
+      let change = PosixAttributes(
+        mode: owner.mode.flatMap { $0 != current.mode ? $0 : nil }, uid: owner.uid.flatMap { $0 != current.uid ? $0 : nil },
+        gid: owner.gid.flatMap { $0 != current.gid ? $0 : nil })
+      if change != PosixAttributes() {
+        guard writeBack != nil else { throw FSError(EROFS) }
+        guard options.posix, !node.isDirectory, (change.mode ?? 0) & 0o7000 == 0 else { throw FSError(EPERM) }
+        if change.uid != nil && owner.caller != 0 { throw FSError(EPERM) }
+        if (change.mode != nil || change.gid != nil) && owner.caller != 0 && owner.caller != current.uid { throw FSError(EPERM) }
+        try await keepOwner(node.objectName ?? node.path, change)
+      }
+    }
+    if (size != nil || mtime != nil) && writeBack == nil { throw FSError(EROFS) }
     if node.isDirectory { return attributes(ino: ino, directory: true, metadata: nil) }
     guard size != nil || mtime != nil else { return try await getattr(ino) }
     let writeBack = try writable()
@@ -351,9 +403,35 @@ extension BucketFilesystem {
       guard ftruncate(edit.file.fd, off_t(size)) == 0 else { throw FSError(errno) }
       edit.changed()
     }
-    if let mtime { edit.setMtime(mtime) }
+    if let mtime {
+      edit.setMtime(mtime)
+      if options.posix { edit.setMetadata(contentType: nil, custom: PosixAttributes(mtime: mtime).custom) }
+    }
     if opened { try queue(edit) }
     return localAttributes(path, edit: edit, lookup: false)
+  }
+
+  /// Mode and owner `change` of file `path`: with its bytes when they are being edited, else as a
+  /// metadata change through the queue (shown from now on, over what the bucket says).
+  private func keepOwner(_ path: String, _ change: PosixAttributes) async throws(FSError) {
+    let writeBack = try writable()
+    if let edit = writeBack.edits[path] {
+      edit.setMetadata(contentType: nil, custom: change.custom)
+      return
+    }
+    if localEntry(path) != nil {
+      // Bytes this mount queued: the new entries go with their upload, as setxattr's do.
+      let edit = try await self.edit(path, truncate: false)
+      edit.setMetadata(contentType: nil, custom: change.custom)
+      defer { writeBack.edits.close(edit) }
+      try queue(edit)
+      return
+    }
+    let (dir, name) = Namespace.split(path)
+    let (entry, base) = try await resolveForChange(dir, name)
+    guard !entry.isDirectory else { throw FSError(EPERM) }
+    let sequence = try writeBack.queue.metadata(path, contentType: nil, custom: change.custom, base: base)
+    posixChanges.queued(path, change, sequence: sequence)
   }
 
   package func unlink(parent: UInt64, name: String) async throws(FSError) {

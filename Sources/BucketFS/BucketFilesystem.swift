@@ -52,6 +52,8 @@ package final class BucketFilesystem: Sendable {
   private let openedGenerations = Mutex<[UInt64: Int64]>([:])
   /// Whether the kernel reads each inode's opens through its page cache or by passthrough.
   let kernelIO: KernelIOModes
+  /// Mode and owner changes this mount queued and the queue has not applied yet.
+  let posixChanges = PosixChanges()
   /// Reads that just ran out of time make the next reads of the object fail at once, for 1 s.
   private let recentTimeouts = RecentTimeouts(echo: .seconds(1))
   /// Whether the log has said that lookups the server did not answer are taken as absent.
@@ -81,22 +83,34 @@ package final class BucketFilesystem: Sendable {
     writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, log: log) } : nil
     // An offline mount talks to no server: its changes wait in the queue for a mount that does.
     if let writeBack, !options.offline {
-      writeBack.queue.start(client: self.client) { [namespace] change, metadata in
+      writeBack.queue.start(client: self.client) { [namespace, posixChanges] change, metadata in
         namespace.applied(change, metadata)
+        // The bucket has what this mount set: its metadata answers from now on.
+        posixChanges.applied(change.name, sequence: change.sequence)
       }
     }
   }
 
   func attributes(ino: UInt64, directory: Bool, metadata: StorageMetadata?) -> FileAttributes {
+    let posix = directory ? PosixAttributes() : posixAttributes(ino, metadata?.customMetadata)
     // The time a writer kept in custom metadata (ours and rclone's `mtime`, gcsfuse's
-    // `gcsfuse_mtime`), else when the object was written.
+    // `gcsfuse_mtime`, Google's tools' whole seconds), else when the object was written.
     let kept = metadata?.customMetadata.flatMap { $0["mtime"] ?? $0["gcsfuse_mtime"] }.flatMap(Self.parseTime)
-    let mtime = kept ?? metadata?.updated?.timeIntervalSince1970 ?? mountTime
+    let mtime = kept ?? posix.mtime ?? metadata?.updated?.timeIntervalSince1970 ?? mountTime
     let ctime = metadata?.timeCreated?.timeIntervalSince1970 ?? mtime
     return FileAttributes(
       ino: ino, size: directory ? 0 : metadata?.size ?? 0, isDirectory: directory,
-      mode: directory ? options.dirMode : options.fileMode, uid: options.uid, gid: options.gid,
-      mtime: mtime, ctime: ctime)
+      mode: directory ? options.dirMode : posix.mode ?? options.fileMode, uid: posix.uid ?? options.uid,
+      gid: posix.gid ?? options.gid, mtime: mtime, ctime: ctime)
+  }
+
+  /// The POSIX attributes of file `ino`: what its object's metadata says, and over it what this
+  /// mount set and has not seen applied yet (none with `-o posix=no`).
+  func posixAttributes(_ ino: UInt64, _ custom: [String: String]?) -> PosixAttributes {
+    guard options.posix else { return PosixAttributes() }
+    let stored = PosixAttributes(custom: custom)
+    guard let mine = posixChanges.attributes({ inodes.node(ino).map { $0.objectName ?? $0.path } }) else { return stored }
+    return stored.overridden(by: mine)
   }
 
   func gsURL(_ objectPath: String) -> String { "gs://\(client.bucket)/\(client.bucketName(objectPath))" }

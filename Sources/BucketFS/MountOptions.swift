@@ -25,6 +25,10 @@ package struct MountOptions: Sendable {
   /// Complete staged copies are read by the kernel itself (FUSE passthrough) where it can;
   /// `-o passthrough=no` keeps every read going through the daemon.
   package var passthrough = true
+  /// Mode, owner, group and times are read from and kept in the objects' custom metadata (the
+  /// keys of Google's `--preserve-posix`); `-o posix=no` shows the mount's own and refuses
+  /// chmod and chown.
+  package var posix = true
   package var allowOther = false
   package var debug = false
   /// Credentials named in `-o` (the way fstab passes them): a key file or a token file.
@@ -94,6 +98,7 @@ package struct MountOptions: Sendable {
       case "allow_other": allowOther = try Self.boolean(value, key)
       case "offline": offline = try Self.boolean(value, key)
       case "passthrough": passthrough = try Self.boolean(value, key)
+      case "posix": posix = try Self.boolean(value, key)
       case "writable": writable = try Self.boolean(value, key)
       case "uid": uid = try Self.number(need(), key)
       case "gid": gid = try Self.number(need(), key)

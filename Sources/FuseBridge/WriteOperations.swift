@@ -9,15 +9,17 @@ import Foundation
 
 extension FuseOperations {
   static func addWrites(_ ops: inout fuse_lowlevel_ops) {
-    ops.create = { req, parent, name, _, fi in
+    ops.create = { req, parent, name, mode, fi in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "create")
       guard let name = FuseName.decode(name!) else { return reply.error(EILSEQ) }
       var info = fi!.pointee
       let flags = CFuseShims_fi_flags(fi)
+      let ctx = fuse_req_ctx(req).pointee
+      let caller = (uid: ctx.uid, gid: ctx.gid)
       Task {
         do {
-          let (attrs, handle, io) = try await fs.create(parent: parent, name: name, flags: flags)
+          let (attrs, handle, io) = try await fs.create(parent: parent, name: name, flags: flags, mode: UInt32(mode) & 0o777, by: caller)
           reply.create(attrs, handle: handle, io, &info)
         } catch {
           reply.fail(error)
@@ -56,7 +58,11 @@ extension FuseOperations {
         mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
       }
       let handle = fi.map { CFuseShims_fi_fh($0) }
-      reply.run({ [mtime] in try await fs.setattr(ino, size: size, mtime: mtime, handle: handle) }) { reply.attr($0) }
+      let owner = BucketFilesystem.OwnerChange(
+        mode: toSet & FUSE_SET_ATTR_MODE != 0 ? UInt32(st.st_mode) & 0o7777 : nil,
+        uid: toSet & FUSE_SET_ATTR_UID != 0 ? st.st_uid : nil, gid: toSet & FUSE_SET_ATTR_GID != 0 ? st.st_gid : nil,
+        caller: fuse_req_ctx(req).pointee.uid)
+      reply.run({ [mtime] in try await fs.setattr(ino, size: size, mtime: mtime, owner: owner, handle: handle) }) { reply.attr($0) }
     }
 
     ops.unlink = { req, parent, name in

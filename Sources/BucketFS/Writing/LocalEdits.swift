@@ -43,6 +43,8 @@ final class LocalEdits: Sendable {
 
     var name: String { state.withLock { $0.name } }
     var mtime: Double? { state.withLock { $0.mtime } }
+    /// The custom metadata the bytes will go with.
+    var custom: [String: String] { state.withLock { $0.custom } }
     var lastQueued: UInt64? { state.withLock { $0.queued } }
     func changed() { state.withLock { $0.dirty = true } }
     func setMtime(_ t: Double) { state.withLock { $0.mtime = t; $0.dirty = true } }

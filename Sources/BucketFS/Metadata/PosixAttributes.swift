@@ -1,0 +1,84 @@
+// The POSIX attributes an object carries in its custom metadata, in the keys Google's own tools
+// write and read for `--preserve-posix` (`gcloud storage cp -P`, `gsutil cp -P`, Storage
+// Transfer Service): the permission bits as three octal digits, owner and group as decimal
+// ids, the modification time in whole seconds. An object without them shows the mount's
+// `file_mode`, `uid` and `gid`.
+import Foundation
+import Synchronization
+
+struct PosixAttributes: Equatable, Sendable {
+  static let modeKey = "goog-reserved-posix-mode"
+  static let uidKey = "goog-reserved-posix-uid"
+  static let gidKey = "goog-reserved-posix-gid"
+  static let mtimeKey = "goog-reserved-file-mtime"
+
+  /// Permission bits only (0o777): what Google's tools keep.
+  var mode: UInt32?
+  var uid: UInt32?
+  var gid: UInt32?
+  var mtime: Double?
+
+  init(mode: UInt32? = nil, uid: UInt32? = nil, gid: UInt32? = nil, mtime: Double? = nil) {
+    self.mode = mode
+    self.uid = uid
+    self.gid = gid
+    self.mtime = mtime
+  }
+
+  /// What `custom` holds; a value that is not a number of the right kind is left out, as
+  /// gcloud leaves it out.
+  init(custom: [String: String]?) {
+    guard let custom else { return }
+    mode = custom[Self.modeKey].flatMap { UInt32($0, radix: 8) }.flatMap { $0 <= 0o7777 ? $0 & 0o777 : nil }
+    uid = custom[Self.uidKey].flatMap { UInt32($0) }
+    gid = custom[Self.gidKey].flatMap { UInt32($0) }
+    mtime = custom[Self.mtimeKey].flatMap { Int64($0) }.flatMap { $0 >= 0 ? Double($0) : nil }
+  }
+
+  /// `other`'s values where it has them.
+  func overridden(by other: PosixAttributes) -> PosixAttributes {
+    PosixAttributes(mode: other.mode ?? mode, uid: other.uid ?? uid, gid: other.gid ?? gid, mtime: other.mtime ?? mtime)
+  }
+
+  /// The custom metadata entries for what is set.
+  var custom: [String: String] {
+    var out: [String: String] = [:]
+    if let mode { out[Self.modeKey] = String(mode & 0o777, radix: 8).leftPadded(to: 3) }
+    if let uid { out[Self.uidKey] = String(uid) }
+    if let gid { out[Self.gidKey] = String(gid) }
+    if let mtime { out[Self.mtimeKey] = String(Int64(mtime.rounded(.down))) }
+    return out
+  }
+}
+
+extension String {
+  fileprivate func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
+}
+
+/// Mode and owner changes (chmod, chown) this mount queued, by path, until the queue applies
+/// the change that carries them: until then they answer over what the bucket's metadata says.
+final class PosixChanges: Sendable {
+  private let set = Mutex<[String: (attributes: PosixAttributes, sequence: UInt64)]>([:])
+
+  func attributes(_ path: () -> String?) -> PosixAttributes? {
+    guard set.withLock({ !$0.isEmpty }), let path = path() else { return nil }
+    return set.withLock { $0[path]?.attributes }
+  }
+
+  /// `change` was queued as `sequence`, over what was set before.
+  func queued(_ path: String, _ change: PosixAttributes, sequence: UInt64) {
+    set.withLock { s in
+      let before = s[path]?.attributes ?? PosixAttributes()
+      s[path] = (before.overridden(by: change), sequence)
+    }
+  }
+
+  /// The queue applied change `sequence` of `path`.
+  func applied(_ path: String, sequence: UInt64) {
+    set.withLock { s in
+      if let mine = s[path], mine.sequence <= sequence { s.removeValue(forKey: path) }
+    }
+  }
+
+  func forget(_ path: String) { _ = set.withLock { $0.removeValue(forKey: path) } }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import ChildProcess
+import TestSupport
+import StorageCore
+import Testing
+
+/// Modes, owners and times kept in the keys Google's tools use for `--preserve-posix`: shown
+/// from objects that carry them, kept by chmod/chown/create through the write-back queue,
+/// back after a remount; refused (never answered as done) where they cannot be kept.
+@Suite(.serialized) struct PosixAttributeTests {
+  func mode(_ path: String) -> UInt32? {
+    var st = stat()
+    return stat(path, &st) == 0 ? UInt32(st.st_mode) & 0o7777 : nil
+  }
+
+  func owner(_ path: String) -> (uid: UInt32, gid: UInt32, mtime: Int)? {
+    var st = stat()
+    return stat(path, &st) == 0 ? (st.st_uid, st.st_gid, st.st_mtim.tv_sec) : nil
+  }
+
+  func sync(_ m: MountedBucket) {
+    let (status, output) = runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "30"])
+    #expect(status == 0, "bucketfs sync: \(output)")
+  }
+
+  func custom(_ fx: MountFixture, _ name: String) async throws -> [String: String] {
+    try await fx.storage.reference(withPath: name).getMetadata().customMetadata ?? [:]
+  }
+
+  @Test(arguments: [[], ["--api", "gcs"]])
+  func objectsWrittenWithPreservePosixShowTheirAttributes(api: [String]) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put(
+        "p/kept.sh", Data("echo hi\n".utf8),
+        custom: [
+          "goog-reserved-posix-mode": "750", "goog-reserved-posix-uid": "1234", "goog-reserved-posix-gid": "5678",
+          "goog-reserved-file-mtime": "1700000000",
+        ])
+      _ = try await fx.put("p/plain.txt", Data("plain".utf8), custom: ["goog-reserved-posix-mode": "not octal"])
+      let m = try fx.mount(extra: api)
+      #expect(mode(m.path("p/kept.sh")) == 0o750)
+      let kept = try #require(owner(m.path("p/kept.sh")))
+      #expect(kept.uid == 1234 && kept.gid == 5678 && kept.mtime == 1_700_000_000)
+      // A value gcloud would not read is not read here either: the mount's file_mode.
+      #expect(mode(m.path("p/plain.txt")) == 0o444)
+      let plain = try fx.mount(options: ["posix=no"], extra: api, name: "plain")
+      #expect(mode(plain.path("p/kept.sh")) == 0o444)
+      #expect(owner(plain.path("p/kept.sh"))?.uid == getuid())
+    }
+  }
+
+  @Test func chmodAndChownAreKeptAndComeBackAfterARemount() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("p/run.sh", Data("#!/bin/sh\n".utf8))
+      let m = try fx.mount(options: ["writable"])
+      let path = m.path("p/run.sh")
+      #expect(mode(path) == 0o644)
+      #expect(chmod(path, 0o755) == 0)
+      #expect(mode(path) == 0o755, "chmod was answered but not shown")
+      #expect(chown(path, 4321, 8765) == 0)
+      #expect(owner(path).map { ($0.uid, $0.gid) } ?? (0, 0) == (4321, 8765))
+      sync(m)
+      let stored = try await custom(fx, "p/run.sh")
+      #expect(stored["goog-reserved-posix-mode"] == "755")
+      #expect(stored["goog-reserved-posix-uid"] == "4321")
+      #expect(stored["goog-reserved-posix-gid"] == "8765")
+      // The bytes are the object's still: a metadata change, not an upload.
+      #expect(try await fx.storage.reference(withPath: "p/run.sh").data(maxSize: 1 << 20) == Data("#!/bin/sh\n".utf8))
+      m.unmount()
+      let again = try fx.mount(name: "again")
+      #expect(mode(again.path("p/run.sh")) == 0o755)
+      #expect(owner(again.path("p/run.sh"))?.uid == 4321)
+    }
+  }
+
+  @Test func aFileCreatedWithAModeKeepsIt() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      let old = umask(0)
+      defer { umask(old) }
+      let fd = open(m.path("tool"), O_CREAT | O_WRONLY | O_EXCL, 0o755)
+      #expect(fd >= 0)
+      #expect(write(fd, "x", 1) == 1)
+      #expect(close(fd) == 0)
+      #expect(mode(m.path("tool")) == 0o755)
+      // cp -p of a file written here: its mode and time go with its upload.
+      let (status, output) = runTool("/bin/sh", ["-c", "cd '\(m.mountpoint.path)' && echo data > f && chmod 600 f && touch -d @1600000000 f"])
+      #expect(status == 0, "\(output)")
+      #expect(mode(m.path("f")) == 0o600)
+      sync(m)
+      #expect(try await custom(fx, "tool")["goog-reserved-posix-mode"] == "755")
+      let f = try await custom(fx, "f")
+      #expect(f["goog-reserved-posix-mode"] == "600")
+      #expect(f["goog-reserved-file-mtime"] == "1600000000")
+      m.unmount()
+      let again = try fx.mount(name: "again")
+      #expect(mode(again.path("tool")) == 0o755)
+      #expect(owner(again.path("f"))?.mtime == 1_600_000_000)
+    }
+  }
+
+  /// What cannot be kept answers an error at once and changes nothing.
+  @Test func whatCannotBeKeptIsRefused() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("p/file.txt", Data("x".utf8))
+      let rw = try fx.mount(options: ["writable"])
+      #expect(chmod(rw.path("p/file.txt"), 0o4755) == -1 && errno == EPERM, "set-id bits")
+      #expect(chmod(rw.path("p"), 0o700) == -1 && errno == EPERM, "a folder's mode")
+      #expect(mkfifo(rw.path("p/fifo"), 0o644) == -1 && errno == EPERM)
+      #expect(link(rw.path("p/file.txt"), rw.path("p/hard")) == -1 && errno == EPERM)
+      #expect(access(rw.path("p/fifo"), F_OK) == -1 && access(rw.path("p/hard"), F_OK) == -1)
+      // Asking for what it has already is no change: answered on any mount.
+      #expect(chmod(rw.path("p/file.txt"), 0o644) == 0)
+      let plain = try fx.mount(options: ["writable", "posix=no"], name: "plain")
+      #expect(chmod(plain.path("p/file.txt"), 0o600) == -1 && errno == EPERM)
+      #expect(chown(plain.path("p/file.txt"), 99, 99) == -1 && errno == EPERM)
+      let ro = try fx.mount(name: "ro")
+      #expect(chmod(ro.path("p/file.txt"), 0o600) == -1 && errno == EROFS)
+      #expect(mode(ro.path("p/file.txt")) == 0o444)
+      #expect(try await custom(fx, "p/file.txt")["goog-reserved-posix-mode"] == nil)
+    }
+  }
+}
