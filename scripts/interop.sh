@@ -344,6 +344,8 @@ for api in firebase gcs; do
   printf '#!/bin/sh\necho posix\n' >"$WORK/posix-$api.sh"
   chmod 750 "$WORK/posix-$api.sh"; chown 1234:5678 "$WORK/posix-$api.sh"; touch -d @1650000000 "$WORK/posix-$api.sh"
   g cp -P "$WORK/posix-$api.sh" "gs://gdemo/posix-$api.sh"
+  ln -sfn "posix-$api.sh" "$WORK/link-$api"
+  g cp --preserve-symlinks "$WORK/link-$api" "gs://gdemo/link-$api"
   # Through the TLS terminator: the server's links (upload sessions) lead there.
   "$BIN" mount gs://gdemo "$MNT" -f --endpoint "https://127.0.0.1:$GTLS_PORT" --ca-file "$WORK/ca.pem" --api "$api" \
     -o "writable,staging_dir=$WORK/g-$api-staging" \
@@ -355,7 +357,9 @@ for api in firebase gcs; do
   cmp -s "$WORK/up/large.bin" "$MNT/pcu/large.bin" || fail "the $api mount reads a composed object"
   [ "$(stat -c '%a %u %g %Y' "$MNT/posix-$api.sh")" = "750 1234 5678 1650000000" ] \
     || fail "the $api mount shows what gcloud cp -P kept: $(stat -c '%a %u %g %Y' "$MNT/posix-$api.sh")"
+  [ "$(readlink "$MNT/link-$api")" = "posix-$api.sh" ] || fail "the $api mount reads gcloud's --preserve-symlinks link"
   mkdir "$MNT/from-mount-$api"
+  ln -s ../posix-$api.sh "$MNT/from-mount-$api/link"
   cp "$WORK/up/big.bin" "$MNT/from-mount-$api/big.bin"
   printf '#!/bin/sh\n' >"$MNT/from-mount-$api/run.sh"
   chmod 711 "$MNT/from-mount-$api/run.sh"; chown 2345:6789 "$MNT/from-mount-$api/run.sh"
@@ -368,9 +372,11 @@ for api in firebase gcs; do
   cmp -s "$WORK/up/big.bin" "$WORK/down/from-mount-$api.bin" || fail "gcloud reads what the $api mount wrote"
   [ "$(g cat "gs://gdemo/from-mount-$api/note.txt")" = "written through the $api mount" ] || fail "gcloud cat of the $api mount's file"
   g cp -P "gs://gdemo/from-mount-$api/run.sh" "$WORK/down/run-$api.sh"
+  g cp --preserve-symlinks "gs://gdemo/from-mount-$api/link" "$WORK/down/link-$api"
+  [ "$(readlink "$WORK/down/link-$api")" = "../posix-$api.sh" ] || fail "gcloud --preserve-symlinks of the $api mount's link"
   [ "$(stat -c '%a %u %g' "$WORK/down/run-$api.sh")" = "711 2345 6789" ] \
     || fail "gcloud cp -P of what the $api mount chmod/chowned: $(stat -c '%a %u %g' "$WORK/down/run-$api.sh")"
-  ok "a writable $api mount reads what gcloud wrote (a composed object, cp -P's mode, owner and time too); gcloud reads, hash-checked, what it wrote, and cp -P its chmod and chown"
+  ok "a writable $api mount reads what gcloud wrote (a composed object, cp -P's mode, owner and time, a --preserve-symlinks link); gcloud reads, hash-checked, what it wrote, cp -P its chmod and chown, and its link as a link"
 done
 unset CLOUDSDK_CONFIG BOTO_CONFIG BOTO_PATH
 stop_emulator

@@ -7,7 +7,7 @@ import Foundation
 import StorageCore
 
 extension BucketFilesystem {
-  private func writable() throws(FSError) -> WriteBack {
+  func writable() throws(FSError) -> WriteBack {
     guard let writeBack else { throw FSError(EROFS) }
     return writeBack
   }
@@ -43,9 +43,11 @@ extension BucketFilesystem {
       "name": client.bucketName(path), "bucket": client.bucket, "size": String(size), "generation": "0",
       "updated": StorageMetadata.formatDate(when), "timeCreated": StorageMetadata.formatDate(when),
     ])
-    // Only the POSIX entries: a kept `mtime` would hide the local file's own time.
+    // Only the POSIX and link entries: a kept `mtime` would hide the local file's own time.
     let posix = PosixAttributes(custom: custom)
-    metadata.customMetadata = PosixAttributes(mode: posix.mode, uid: posix.uid, gid: posix.gid).custom
+    var shown = PosixAttributes(mode: posix.mode, uid: posix.uid, gid: posix.gid).custom
+    if SymlinkObject.isLink(custom), let custom { shown.merge(custom.filter { $0.key == SymlinkObject.key || $0.key == SymlinkObject.targetKey }) { a, _ in a } }
+    metadata.customMetadata = shown
     return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata)
   }
 
@@ -125,7 +127,7 @@ extension BucketFilesystem {
   }
 
   /// The edit of `path`, opened (or joined) with its current bytes, unless `truncate`.
-  private func edit(_ path: String, truncate: Bool, created: Bool = false) async throws(FSError) -> LocalEdits.Edit {
+  func edit(_ path: String, truncate: Bool, created: Bool = false) async throws(FSError) -> LocalEdits.Edit {
     let writeBack = try writable()
     if let edit = writeBack.edits[path] {
       return try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in edit }.truncated(truncate)
@@ -135,12 +137,16 @@ extension BucketFilesystem {
     var base: PendingChange.Base = .generation(0)
     var dirty = truncate || created
     var startMetadata: (contentType: String?, custom: [String: String]?)? = nil
+    var keptTime: Double? = nil
     do throws(FSError) {
       switch writeBack.queue.view(path) {
-      case .file(let dataPath, _, _):
+      case .file(let dataPath, _, let mtime):
         if !truncate { try Self.copy(from: dataPath, to: file.fd) }
         base = .previous
         startMetadata = writeBack.queue.queuedMetadata(path)
+        // The time set on the queued bytes (touch, rsync) stays theirs while they are unchanged
+        // (a chmod, a setxattr after them); 0: none was set.
+        if !truncate && mtime > 0 { keptTime = mtime }
       case .copied(let source, _):
         base = .previous
         startMetadata = writeBack.queue.queuedMetadata(path)
@@ -168,8 +174,10 @@ extension BucketFilesystem {
           }
           if let m {
             base = .generation(m.generation)
+            // New bytes have a new time: a kept one (ours, Google's tools') would hide it.
             var custom = m.customMetadata ?? [:]
             custom.removeValue(forKey: "mtime")
+            custom.removeValue(forKey: PosixAttributes.mtimeKey)
             startMetadata = (m.contentType, custom)
             if !truncate { try await download(path, m, into: file.fd) }
           } else {
@@ -182,7 +190,7 @@ extension BucketFilesystem {
       throw error
     }
     let fresh = LocalEdits.Edit(file: file, path: localPath, name: path, base: base, dirty: dirty)
-    if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom) }
+    if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom, mtime: keptTime) }
     return try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
   }
 
@@ -264,6 +272,7 @@ extension BucketFilesystem {
     var a = FileAttributes(
       ino: ino, size: edit.size, isDirectory: false, mode: posix.mode ?? options.fileMode, uid: posix.uid ?? options.uid,
       gid: posix.gid ?? options.gid, mtime: edit.modified, ctime: edit.modified)
+    if SymlinkObject.isLink(edit.custom) { a.becomeLink(target: nil) }
     a.volatile = true
     return a
   }
@@ -299,7 +308,7 @@ extension BucketFilesystem {
   }
 
   @discardableResult
-  private func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
+  func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
     // One close of a file at a time: two processes closing it at once must queue their copies
     // in the order they were taken, or an older copy could land last.
     edit.queueing.lock()
@@ -374,10 +383,16 @@ extension BucketFilesystem {
         gid: owner.gid.flatMap { $0 != current.gid ? $0 : nil })
       if change != PosixAttributes() {
         guard writeBack != nil else { throw FSError(EROFS) }
-        guard options.posix, !node.isDirectory, (change.mode ?? 0) & 0o7000 == 0 else { throw FSError(EPERM) }
+        guard options.posix, (change.mode ?? 0) & 0o7000 == 0 else { throw FSError(EPERM) }
         if change.uid != nil && owner.caller != 0 { throw FSError(EPERM) }
         if (change.mode != nil || change.gid != nil) && owner.caller != 0 && owner.caller != current.uid { throw FSError(EPERM) }
-        try await keepOwner(node.objectName ?? node.path, change)
+        if node.isDirectory {
+          // A folder is a name prefix, with no object to keep them in: they hold for the
+          // mount's life (tar -x, cp -a and rsync -a set every folder's mode as they go).
+          posixChanges.queued(node.path, change, sequence: .max)
+        } else {
+          try await keepOwner(node.objectName ?? node.path, change)
+        }
       }
     }
     if (size != nil || mtime != nil) && writeBack == nil { throw FSError(EROFS) }
@@ -451,14 +466,14 @@ extension BucketFilesystem {
   /// of a name folder `dir` has: the mount's maps compare names as Swift strings, so NFC and NFD
   /// "café" in one folder would be one file to it and two objects to the bucket (EILSEQ). An
   /// ASCII name has one spelling: only other names cost a look at the folder.
-  private func checkNewName(_ name: String, in dir: String) async throws(FSError) {
+  func checkNewName(_ name: String, in dir: String) async throws(FSError) {
     if let errno = Namespace.refusal(ofNewName: name, at: Namespace.join(dir, name)) { throw FSError(errno) }
     guard !name.utf8.allSatisfy({ $0 < 0x80 }) else { return }
     let listed = (try? await mergedListing(dir, try await namespace.listing(dir))) ?? []
     if listed.contains(where: { $0.name == name && !Namespace.sameBytes($0.name, name) }) { throw FSError(EILSEQ) }
   }
 
-  private func resolveForChange(_ dir: String, _ name: String) async throws(FSError) -> (DirectoryEntry, PendingChange.Base) {
+  func resolveForChange(_ dir: String, _ name: String) async throws(FSError) -> (DirectoryEntry, PendingChange.Base) {
     let path = Namespace.join(dir, name)
     if let local = localEntry(path) {
       guard let entry = local else { throw FSError(ENOENT) }
@@ -626,6 +641,9 @@ extension BucketFilesystem {
   /// `setfattr -n user.content_type` or `user.meta.KEY`: the object's metadata, through the
   /// queue. Other names are the object's own (size, hashes…: EPERM) or not ours (ENOTSUP).
   package func setXattr(_ ino: UInt64, name: String, value: String) async throws(FSError) {
+    // Not ours (ACLs, security labels): not supported, on files and folders alike, so that
+    // cp -a and rsync -a fall back to chmod as they do on any filesystem without ACLs.
+    guard name.hasPrefix("user.") else { throw FSError(ENOTSUP) }
     let writeBack = try writable()
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     // A folder is a name prefix: it has no metadata of its own.

@@ -92,16 +92,18 @@ package final class BucketFilesystem: Sendable {
   }
 
   func attributes(ino: UInt64, directory: Bool, metadata: StorageMetadata?) -> FileAttributes {
-    let posix = directory ? PosixAttributes() : posixAttributes(ino, metadata?.customMetadata)
+    let posix = posixAttributes(ino, directory ? nil : metadata?.customMetadata)
     // The time a writer kept in custom metadata (ours and rclone's `mtime`, gcsfuse's
     // `gcsfuse_mtime`, Google's tools' whole seconds), else when the object was written.
     let kept = metadata?.customMetadata.flatMap { $0["mtime"] ?? $0["gcsfuse_mtime"] }.flatMap(Self.parseTime)
     let mtime = kept ?? posix.mtime ?? metadata?.updated?.timeIntervalSince1970 ?? mountTime
     let ctime = metadata?.timeCreated?.timeIntervalSince1970 ?? mtime
-    return FileAttributes(
+    var a = FileAttributes(
       ino: ino, size: directory ? 0 : metadata?.size ?? 0, isDirectory: directory,
-      mode: directory ? options.dirMode : posix.mode ?? options.fileMode, uid: posix.uid ?? options.uid,
+      mode: posix.mode ?? (directory ? options.dirMode : options.fileMode), uid: posix.uid ?? options.uid,
       gid: posix.gid ?? options.gid, mtime: mtime, ctime: ctime)
+    if !directory, SymlinkObject.isLink(metadata?.customMetadata) { a.becomeLink(target: SymlinkObject.target(in: metadata?.customMetadata)) }
+    return a
   }
 
   /// The POSIX attributes of file `ino`: what its object's metadata says, and over it what this
@@ -150,7 +152,9 @@ package final class BucketFilesystem: Sendable {
 
   /// The attributes of folder `ino` as listings show "." and "..".
   package func folderAttributes(_ ino: UInt64) -> FileAttributes {
-    FileAttributes(ino: ino, size: 0, isDirectory: true, mode: options.dirMode, uid: options.uid, gid: options.gid, mtime: 0, ctime: 0)
+    var a = attributes(ino: ino, directory: true, metadata: nil)
+    (a.mtime, a.ctime) = (0, 0)
+    return a
   }
 
   /// access(2): writing is refused on a read-only mount; the mode bits answer the rest.

@@ -15,7 +15,7 @@ enum FuseOperations {
   static func fill(_ a: FileAttributes) -> stat {
     var st = stat()
     st.st_ino = UInt(a.ino)
-    st.st_mode = (a.isDirectory ? S_IFDIR : S_IFREG) | a.mode
+    st.st_mode = (a.isDirectory ? S_IFDIR : a.isSymlink ? S_IFLNK : S_IFREG) | a.mode
     st.st_nlink = UInt(a.nlink)
     st.st_uid = a.uid
     st.st_gid = a.gid
@@ -102,6 +102,13 @@ enum FuseOperations {
       if let attrs = fs.getattrIfCached(ino) { return reply.attr(attrs) }
       reply.answer(within: fs.requestTimeout)
       reply.run({ try await fs.getattr(ino) }) { reply.attr($0) }
+    }
+
+    ops.readlink = { req, ino in
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "readlink")
+      reply.answer(within: fs.requestTimeout)
+      reply.run({ try await fs.readlink(ino) }) { reply.link($0) }
     }
 
     ops.open = { req, ino, fi in

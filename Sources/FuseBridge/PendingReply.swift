@@ -156,6 +156,10 @@ final class PendingReply: @unchecked Sendable {
     }
   }
 
+  func link(_ target: String) {
+    if claim() { _ = target.withCString { fuse_reply_readlink(req, $0) } }
+  }
+
   func buffer(_ data: UnsafeRawBufferPointer) {
     if claim() { fuse_reply_buf(req, data.baseAddress?.assumingMemoryBound(to: CChar.self), data.count) }
   }

@@ -94,15 +94,17 @@ extension FuseOperations {
       reply.succeed { try await fs.rename(parent: parent, name: name, newParent: newParent, newName: newName, flags: flags) }
     }
 
-    // No hard links, symbolic links, device nodes or extended attributes written: a bucket
-    // has none of them.
+    // No hard links, device nodes, FIFOs or sockets: a bucket has none of them.
     ops.mknod = { req, _, _, _, _ in
       let fs = FuseOperations.filesystem(req)
       PendingReply(req, fs, "mknod").error(fs.unsupported(EPERM))
     }
-    ops.symlink = { req, _, _, _ in
+    ops.symlink = { req, target, parent, name in
       let fs = FuseOperations.filesystem(req)
-      PendingReply(req, fs, "symlink").error(fs.unsupported(EPERM))
+      let reply = PendingReply(req, fs, "symlink")
+      guard let name = FuseName.decode(name!) else { return reply.error(EILSEQ) }
+      guard let target = FuseName.decode(target!) else { return reply.error(EILSEQ) }
+      reply.run({ try await fs.symlink(target: target, parent: parent, name: name) }) { reply.entry($0) }
     }
     ops.link = { req, _, _, _ in
       let fs = FuseOperations.filesystem(req)

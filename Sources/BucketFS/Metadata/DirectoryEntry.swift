@@ -20,6 +20,8 @@ package struct FileAttributes: Sendable, Equatable {
   package var mtime: Double
   package var ctime: Double
   package var nlink: UInt32 { isDirectory ? 2 : 1 }
+  /// A symbolic link (`SymlinkObject`): its size is its target's length.
+  package var isSymlink = false
   /// Attributes of a file changed through the mount and not yet in the bucket: the kernel must
   /// not keep them.
   package var volatile = false
@@ -35,5 +37,16 @@ package struct FileAttributes: Sendable, Equatable {
     self.gid = gid
     self.mtime = mtime
     self.ctime = ctime
+  }
+}
+
+extension FileAttributes {
+  /// A link's attributes: every permission (a link's own mode means nothing on Linux) and,
+  /// when the target is known from metadata, its length as the size (else the object's bytes
+  /// are the target and its size is right already).
+  mutating func becomeLink(target: String?) {
+    isSymlink = true
+    mode = 0o777
+    if let target { size = Int64(target.utf8.count) }
   }
 }

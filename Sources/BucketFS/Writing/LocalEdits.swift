@@ -46,7 +46,13 @@ final class LocalEdits: Sendable {
     /// The custom metadata the bytes will go with.
     var custom: [String: String] { state.withLock { $0.custom } }
     var lastQueued: UInt64? { state.withLock { $0.queued } }
-    func changed() { state.withLock { $0.dirty = true } }
+    /// The bytes changed: their time is the file's own again (a time set before is past).
+    func changed() {
+      state.withLock { s in
+        s.dirty = true
+        s.mtime = nil
+      }
+    }
     func setMtime(_ t: Double) { state.withLock { $0.mtime = t; $0.dirty = true } }
     /// `user.content_type` / `user.meta.KEY` set while the bytes are local: they go with them.
     func setMetadata(contentType: String?, custom: [String: String]) {
@@ -57,10 +63,11 @@ final class LocalEdits: Sendable {
       }
     }
     /// Metadata the edit started from (a queued version's), kept unless set again.
-    func startMetadata(contentType: String?, custom: [String: String]?) {
+    func startMetadata(contentType: String?, custom: [String: String]?, mtime: Double? = nil) {
       state.withLock { s in
         s.contentType = contentType
         s.custom = custom ?? [:]
+        if let mtime { s.mtime = mtime }
       }
     }
     /// Unlinked while open: its bytes are queued no more.
