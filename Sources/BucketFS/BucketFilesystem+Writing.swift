@@ -178,7 +178,10 @@ extension BucketFilesystem {
             var custom = m.customMetadata ?? [:]
             custom.removeValue(forKey: "mtime")
             custom.removeValue(forKey: PosixAttributes.mtimeKey)
-            startMetadata = (m.contentType, custom)
+            // A chmod or setxattr queued and not applied yet is part of what the bytes go with.
+            let pending = writeBack.queue.pendingMetadata(path)
+            custom.merge(pending.custom) { _, queued in queued }
+            startMetadata = (pending.contentType ?? m.contentType, custom)
             if !truncate { try await download(path, m, into: file.fd) }
           } else {
             dirty = true

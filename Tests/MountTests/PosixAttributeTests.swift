@@ -91,6 +91,21 @@ import Testing
       let f = try await custom(fx, "f")
       #expect(f["goog-reserved-posix-mode"] == "600")
       #expect(f["goog-reserved-file-mtime"] == "1600000000")
+      // A chmod of a file in the bucket, then a touch that re-uploads it while the chmod may
+      // still be queued: the upload carries the chmod, whichever the queue does first.
+      let (made, madeOutput) = runTool("/bin/sh", ["-c", "cd '\(m.mountpoint.path)' && for i in 1 2 3 4 5; do echo $i > g$i; done"])
+      #expect(made == 0, "\(madeOutput)")
+      sync(m)
+      for i in 1...5 {
+        #expect(chmod(m.path("g\(i)"), 0o700) == 0)
+        #expect(runTool("/usr/bin/touch", ["-d", "@1600000000", m.path("g\(i)")]).0 == 0)
+      }
+      sync(m)
+      for i in 1...5 {
+        let g = try await custom(fx, "g\(i)")
+        #expect(g["goog-reserved-posix-mode"] == "700", "g\(i): \(g)")
+        #expect(mode(m.path("g\(i)")) == 0o700)
+      }
       m.unmount()
       let again = try fx.mount(name: "again")
       #expect(mode(again.path("tool")) == 0o755)

@@ -417,6 +417,20 @@ package final class WriteBackQueue: Sendable {
     }
   }
 
+  /// What the metadata changes still queued for `name` set (in queue order): an edit that
+  /// starts from the bucket's object starts from these too, or its upload would undo them.
+  func pendingMetadata(_ name: String) -> (contentType: String?, custom: [String: String]) {
+    state.withLock { s in
+      var out: (contentType: String?, custom: [String: String]) = (nil, [:])
+      for change in s.changes.values.sorted(by: { $0.sequence < $1.sequence })
+      where change.kind == .metadata && change.state != .done && Namespace.sameBytes(change.name, name) {
+        if let type = change.contentType { out.contentType = type }
+        out.custom.merge(change.custom ?? [:]) { _, new in new }
+      }
+      return out
+    }
+  }
+
   /// Whether some name under `prefix` is last changed by an upload (a file or placeholder this
   /// mount is putting there).
   func hasUploads(under prefix: String) -> Bool {
