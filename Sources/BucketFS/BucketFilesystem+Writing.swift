@@ -352,6 +352,27 @@ extension BucketFilesystem {
     }
   }
 
+  /// mknod of anything but a regular file (FIFOs, sockets, devices) and hard links: a bucket
+  /// holds none of them. The errors a program checks for first come first, as on a disk:
+  /// EROFS, ENAMETOOLONG, EEXIST; then EPERM, with nothing made.
+  package func refuseSpecial(parent: UInt64, name: String) async -> Int32 {
+    guard writeBack != nil else { return EROFS }
+    if name.utf8.count > 255 { return ENAMETOOLONG }
+    guard let dir = inodes.node(parent), dir.isDirectory else { return ENOENT }
+    if (try? await resolveForChange(dir.path, name)) != nil { return EEXIST }
+    return EPERM
+  }
+
+  /// mknod of a regular file: an empty file, made as create(2) makes one.
+  package func makeFile(parent: UInt64, name: String, mode: UInt32, by creator: (uid: UInt32, gid: UInt32)) async throws(FSError) -> FileAttributes {
+    let dir = inodes.node(parent)
+    if let dir, (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
+    let (attrs, handle, io) = try await create(parent: parent, name: name, flags: O_WRONLY | O_EXCL, mode: mode, by: creator)
+    _ = io
+    release(handle: handle)
+    return attrs
+  }
+
   /// chmod, chown and chgrp as the kernel asks them: what is asked and who asks.
   package struct OwnerChange: Sendable {
     package var mode: UInt32?
@@ -386,7 +407,9 @@ extension BucketFilesystem {
         gid: owner.gid.flatMap { $0 != current.gid ? $0 : nil })
       if change != PosixAttributes() {
         guard writeBack != nil else { throw FSError(EROFS) }
-        guard options.posix, (change.mode ?? 0) & 0o7000 == 0 else { throw FSError(EPERM) }
+        // Set-id bits are never kept (a program in a bucket must not run as its owner); a
+        // folder's sticky bit is (the kernel enforces it), a file's means nothing on Linux.
+        guard options.posix, (change.mode ?? 0) & (node.isDirectory ? 0o6000 : 0o7000) == 0 else { throw FSError(EPERM) }
         if change.uid != nil && owner.caller != 0 { throw FSError(EPERM) }
         if (change.mode != nil || change.gid != nil) && owner.caller != 0 && owner.caller != current.uid { throw FSError(EPERM) }
         if node.isDirectory {

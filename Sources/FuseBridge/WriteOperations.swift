@@ -95,9 +95,16 @@ extension FuseOperations {
     }
 
     // No hard links, device nodes, FIFOs or sockets: a bucket has none of them.
-    ops.mknod = { req, _, _, _, _ in
+    ops.mknod = { req, parent, name, mode, _ in
       let fs = FuseOperations.filesystem(req)
-      PendingReply(req, fs, "mknod").error(fs.unsupported(EPERM))
+      let reply = PendingReply(req, fs, "mknod")
+      guard let name = FuseName.decode(name!) else { return reply.error(EILSEQ) }
+      let ctx = fuse_req_ctx(req).pointee
+      let creator = (uid: ctx.uid, gid: ctx.gid)
+      if mode & S_IFMT == S_IFREG {
+        return reply.run({ try await fs.makeFile(parent: parent, name: name, mode: UInt32(mode) & 0o777, by: creator) }) { reply.entry($0) }
+      }
+      Task { reply.error(await fs.refuseSpecial(parent: parent, name: name)) }
     }
     ops.symlink = { req, target, parent, name in
       let fs = FuseOperations.filesystem(req)
@@ -106,9 +113,11 @@ extension FuseOperations {
       guard let target = FuseName.decode(target!) else { return reply.error(EILSEQ) }
       reply.run({ try await fs.symlink(target: target, parent: parent, name: name) }) { reply.entry($0) }
     }
-    ops.link = { req, _, _, _ in
+    ops.link = { req, _, newParent, newName in
       let fs = FuseOperations.filesystem(req)
-      PendingReply(req, fs, "link").error(fs.unsupported(EPERM))
+      let reply = PendingReply(req, fs, "link")
+      guard let name = FuseName.decode(newName!) else { return reply.error(EILSEQ) }
+      Task { reply.error(await fs.refuseSpecial(parent: newParent, name: name)) }
     }
     // `user.content_type` and `user.meta.KEY` change the object's metadata.
     ops.setxattr = { req, ino, name, value, size, _ in

@@ -122,9 +122,17 @@ import Testing
       // A folder has no object: its mode holds for the mount's life (cp -a, tar -x set it).
       #expect(chmod(rw.path("p"), 0o700) == 0)
       #expect(mode(rw.path("p")) == 0o700)
+      #expect(chmod(rw.path("p"), 0o1777) == 0, "a folder's sticky bit (the kernel enforces it)")
+      #expect(mode(rw.path("p")) == 0o1777)
       #expect(mkfifo(rw.path("p/fifo"), 0o644) == -1 && errno == EPERM)
       #expect(link(rw.path("p/file.txt"), rw.path("p/hard")) == -1 && errno == EPERM)
       #expect(access(rw.path("p/fifo"), F_OK) == -1 && access(rw.path("p/hard"), F_OK) == -1)
+      // The errors a program checks first come first, as on a disk.
+      #expect(mkfifo(rw.path("p/file.txt"), 0o644) == -1 && errno == EEXIST)
+      #expect(mkfifo(rw.path("p/" + String(repeating: "n", count: 256)), 0o644) == -1 && errno == ENAMETOOLONG)
+      // mknod of a regular file makes an empty one.
+      #expect(mknod(rw.path("p/made"), S_IFREG | 0o600, 0) == 0)
+      #expect(mode(rw.path("p/made")) == 0o600)
       // Asking for what it has already is no change: answered on any mount.
       #expect(chmod(rw.path("p/file.txt"), 0o644) == 0)
       let plain = try fx.mount(options: ["writable", "posix=no"], name: "plain")
@@ -132,6 +140,7 @@ import Testing
       #expect(chown(plain.path("p/file.txt"), 99, 99) == -1 && errno == EPERM)
       let ro = try fx.mount(name: "ro")
       #expect(chmod(ro.path("p/file.txt"), 0o600) == -1 && errno == EROFS)
+      #expect(mkfifo(ro.path("p/fifo"), 0o644) == -1 && errno == EROFS)
       #expect(mode(ro.path("p/file.txt")) == 0o444)
       #expect(try await custom(fx, "p/file.txt")["goog-reserved-posix-mode"] == nil)
     }
