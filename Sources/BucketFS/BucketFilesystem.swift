@@ -275,7 +275,14 @@ package final class BucketFilesystem: Sendable {
   package func openDirectory(_ ino: UInt64) async throws(FSError) -> UInt64 {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     guard node.isDirectory else { throw FSError(ENOTDIR) }
-    return openDirs.add(try await mergedListing(node.path, try await namespace.listing(node.path)))
+    do throws(FSError) {
+      return openDirs.add(try await mergedListing(node.path, try await namespace.listing(node.path, unansweredThrows: true)))
+    } catch where error.cause?.isUnanswered == true {
+      // The server stopped answering within read_timeout, the bound the request's deadline has
+      // too: which of the two ends it first is a race, so both answer the same way.
+      if let handle = openDirectoryFromWhatIsKnown(ino, seconds: options.readTimeout) { return handle }
+      throw error
+    }
   }
 
   /// Hands out the entries from `offset` on, one by one, until `emit` says the reply is full;

@@ -87,13 +87,16 @@ final class Namespace: Sendable {
   /// `online`'s answer; on an offline mount, or when the server cannot be reached and copies
   /// are staged, `staged`'s instead.
   func fromServer<T>(
-    _ what: @autoclosure () -> String, _ online: () async throws(BucketError) -> T, orStaged staged: () throws(FSError) -> T
+    _ what: @autoclosure () -> String, _ online: () async throws(BucketError) -> T, orStaged staged: () throws(FSError) -> T,
+    unansweredThrows: Bool = false
   ) async throws(FSError) -> T {
     if options.offline { return try staged() }
     do {
       return try await online()
     } catch let serverError {
-      guard ErrnoMapping.isServerGone(serverError), staging != nil else { throw FSError(serverError) }
+      guard ErrnoMapping.isServerGone(serverError), staging != nil, !(unansweredThrows && serverError.isUnanswered) else {
+        throw FSError(serverError)
+      }
       log("server unavailable (\(serverError.detail)); \(what()) from staged copies")
       do {
         return try staged()
@@ -115,11 +118,14 @@ final class Namespace: Sendable {
   // MARK: listing
 
   /// The entries of folder `path` (relative to the mount root).
-  func listing(_ path: String) async throws(FSError) -> [DirectoryEntry] {
+  /// `unansweredThrows`: a server that stopped answering is thrown, not answered from the staged
+  /// copies, for a caller that answers as the request's deadline would (with the folder's last
+  /// listing, which knows more than the staged copies).
+  func listing(_ path: String, unansweredThrows: Bool = false) async throws(FSError) -> [DirectoryEntry] {
     if let cached = listings.current(path) { return cached }
     return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> [DirectoryEntry] in
       try await fetchCurrentListing(path)
-    }, orStaged: { offlineListing(path) })
+    }, orStaged: { offlineListing(path) }, unansweredThrows: unansweredThrows)
   }
 
   /// The folder's listing from the server, stored; fetched again (up to three times) when one
