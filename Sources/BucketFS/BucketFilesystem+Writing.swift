@@ -367,8 +367,7 @@ extension BucketFilesystem {
   package func makeFile(parent: UInt64, name: String, mode: UInt32, by creator: (uid: UInt32, gid: UInt32)) async throws(FSError) -> FileAttributes {
     let dir = inodes.node(parent)
     if let dir, (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
-    let (attrs, handle, io) = try await create(parent: parent, name: name, flags: O_WRONLY | O_EXCL, mode: mode, by: creator)
-    _ = io
+    let (attrs, handle, _) = try await create(parent: parent, name: name, flags: O_WRONLY | O_EXCL, mode: mode, by: creator)
     release(handle: handle)
     return attrs
   }

@@ -256,13 +256,11 @@ package final class StagingArea: Sendable {
   /// or changing while it was checked (its reads then go through the daemon, which checks them).
   package func verifiedFile(_ name: String, generation: Int64) -> FileDescriptor? {
     let key = index.key(name, generation)
-    guard var copy = index.use(key), let file = openFile(key, copy) else { return nil }
-    let now = CopyIdentity.of(file)
-    guard let now, now != copy.identity else { return now == nil ? nil : file }
-    guard let checked = checkWhole(key, copy) else { return nil }
-    copy = checked
-    // Written to while it was read back: not handed over this time.
-    return CopyIdentity.of(file) == copy.identity && copy.identity == now ? file : nil
+    guard let copy = index.use(key), let file = openFile(key, copy), let now = CopyIdentity.of(file) else { return nil }
+    if now == copy.identity { return file }
+    // Read back whole; one written to meanwhile (its identity moved) is not handed over this time.
+    guard let checked = checkWhole(key, copy), checked.identity == now else { return nil }
+    return file
   }
 
   /// The shared descriptor of complete copy `key`; nil (the copy dropped) when it cannot be opened.
