@@ -39,7 +39,7 @@ extension BucketFilesystem {
 
   private func localFile(name: String, path: String, size: Int64, mtime: Double, custom: [String: String]?) -> DirectoryEntry {
     let when = Date(timeIntervalSince1970: mtime)
-    var metadata = StorageMetadata(dictionary: [
+    let metadata = StorageMetadata(dictionary: [
       "name": client.bucketName(path), "bucket": client.bucket, "size": String(size), "generation": "0",
       "updated": StorageMetadata.formatDate(when), "timeCreated": StorageMetadata.formatDate(when),
     ])
@@ -484,20 +484,32 @@ extension BucketFilesystem {
     try writeBack.queue.delete(entry.objectName ?? path, base: base)
   }
 
-  /// What `name` in `dir` is now, this mount's own changes first, and what a change of it is
-  /// based on: the generation the bucket has, or (for a name this mount changed) whatever the
-  /// queue's changes of it leave.
   /// Refuses a name the bucket cannot hold exactly (`Namespace.refusal`), and a second spelling
-  /// of a name folder `dir` has: the mount's maps compare names as Swift strings, so NFC and NFD
-  /// "café" in one folder would be one file to it and two objects to the bucket (EILSEQ). An
-  /// ASCII name has one spelling: only other names cost a look at the folder.
+  /// of a name folder `dir` has: Swift strings, and most tools, take NFC and NFD "café" for one
+  /// name, the bucket for two objects (EILSEQ). An ASCII name has one spelling: only other names
+  /// cost a look at the folder.
   func checkNewName(_ name: String, in dir: String) async throws(FSError) {
     if let errno = Namespace.refusal(ofNewName: name, at: Namespace.join(dir, name)) { throw FSError(errno) }
     guard !name.utf8.allSatisfy({ $0 < 0x80 }) else { return }
-    let listed = (try? await mergedListing(dir, try await namespace.listing(dir))) ?? []
+    // Another spelling this mount knows without the folder's listing: one it queued or is
+    // editing (its upload may be done while a listing taken before it is still current), or
+    // whose attributes it holds.
+    let path = Namespace.join(dir, name)
+    let known = [writeBack?.queue.otherSpelling(of: path), writeBack?.edits.otherSpelling(of: path), namespace.files.heldKey(path)]
+    if known.contains(where: { $0.map { !Namespace.sameBytes($0, path) } ?? false }) { throw FSError(EILSEQ) }
+    // A listing that fails is answered by the last one the mount has: never by nothing.
+    let listed: [DirectoryEntry]
+    do throws(FSError) {
+      listed = try await mergedListing(dir, try await namespace.listing(dir))
+    } catch {
+      listed = mergedLocally(dir, namespace.listings.lastKnown(dir) ?? []).entries
+    }
     if listed.contains(where: { $0.name == name && !Namespace.sameBytes($0.name, name) }) { throw FSError(EILSEQ) }
   }
 
+  /// What `name` in `dir` is now, this mount's own changes first, and what a change of it is
+  /// based on: the generation the bucket has, or (for a name this mount changed) whatever the
+  /// queue's changes of it leave.
   func resolveForChange(_ dir: String, _ name: String) async throws(FSError) -> (DirectoryEntry, PendingChange.Base) {
     let path = Namespace.join(dir, name)
     if let local = localEntry(path) {

@@ -78,7 +78,8 @@ package final class BucketFilesystem: Sendable {
     self.staging = staging
     self.log = log
     namespace = Namespace(client: self.client, options: options, staging: staging, log: log)
-    kernelMisses = TTLCache(ttl: options.missTTL, capacity: 50_000)
+    kernelMisses = TTLCache(
+      ttl: options.missTTL, capacity: 50_000, sameKey: { $0.parent == $1.parent && Namespace.sameBytes($0.name, $1.name) })
     kernelIO = KernelIOModes(log: log)
     writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, log: log) } : nil
     // An offline mount talks to no server: its changes wait in the queue for a mount that does.

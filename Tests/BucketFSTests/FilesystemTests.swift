@@ -121,6 +121,48 @@ import Testing
     #expect(cache.get("k149") == 149)
   }
 
+  /// NFC and NFD "café" are one `String` key and two objects: a cache keyed by object name
+  /// answers only for the bytes it was given.
+  @Test func anotherSpellingOfANameIsAnotherKey() {
+    let cache = TTLCache<String, Int>(ttl: 5, capacity: 100, sameKey: Namespace.sameBytes)
+    let nfc = "caf\u{e9}"
+    let nfd = "cafe\u{301}"
+    cache.set(nfc, 1)
+    #expect(cache.get(nfc) == 1)
+    #expect(cache.get(nfd) == nil)
+    #expect(cache.heldKey(nfd).map { Array($0.utf8) } == Array(nfc.utf8))
+    cache.remove(nfd)
+    #expect(cache.get(nfc) == 1)
+    cache.set(nfd, 2)
+    #expect(cache.get(nfd) == 2)
+    #expect(cache.get(nfc) == nil)
+
+    let listings = FolderListings(ttl: 5, capacity: 100)
+    listings.store("d", [nfd, nfc].map { DirectoryEntry(name: $0, isDirectory: false, objectName: "d/" + $0) })
+    for name in [nfd, nfc] {
+      guard case .found(let f) = listings.lookup(dir: "d", name: name) else {
+        Issue.record("\(name.debugDescription) not found")
+        continue
+      }
+      #expect(Array(f.entry.name.utf8) == Array(name.utf8))
+    }
+  }
+
+  /// A listing the server answered before one of this mount's changes reached the folder is not
+  /// kept over the change: the check and the keeping are one step.
+  @Test func aListingOlderThanAChangeIsNotKept() {
+    let listings = FolderListings(ttl: 5, capacity: 100)
+    let file = DirectoryEntry(name: "new", isDirectory: false, objectName: "d/new")
+    let mark = listings.changeMark("d")
+    // The change lands while the listing is on its way (no listing kept yet to update).
+    listings.update("d", name: "new", entry: file)
+    #expect(!listings.store("d", [], fetchedAt: mark))
+    #expect(listings.current("d") == nil)
+    let later = listings.changeMark("d")
+    #expect(listings.store("d", [file], fetchedAt: later))
+    #expect(listings.current("d")?.map(\.name) == ["new"])
+  }
+
   /// A walk in listing order keeps a folder's listing (and those of the folders it is inside)
   /// however long it takes; anything else after the time to live asks the server again.
   @Test func aWalkKeepsItsListingAndNothingElseDoes() {

@@ -46,6 +46,8 @@ final class FolderListings: Sendable {
   private struct State {
     var listings: [String: Listing] = [:]
     var order: UInt64 = 0
+    /// How many of this mount's changes reached the bucket in each folder (`update`, `remove`).
+    var changes: [String: UInt64] = [:]
   }
 
   private let state = Mutex(State())
@@ -63,13 +65,21 @@ final class FolderListings: Sendable {
     self.clock = clock
   }
 
-  /// Keeps `entries` as folder `dir`'s listing from now on (a walk starts over).
-  func store(_ dir: String, _ entries: [DirectoryEntry]) {
+  /// A mark to pass to `store` for a listing about to be fetched.
+  func changeMark(_ dir: String) -> UInt64 { state.withLock { $0.changes[dir] ?? 0 } }
+
+  /// Keeps `entries` as folder `dir`'s listing from now on (a walk starts over). With `fetchedAt`
+  /// (a `changeMark` taken before the listing was asked for), only if none of this mount's
+  /// changes reached the folder since: the server may have answered before it did, and a listing
+  /// kept then would miss it (checked and kept under one lock, so no change slips in between).
+  @discardableResult
+  func store(_ dir: String, _ entries: [DirectoryEntry], fetchedAt mark: UInt64? = nil) -> Bool {
     var positions: [String: Int] = [:]
     positions.reserveCapacity(entries.count)
     for (i, e) in entries.enumerated() { positions[e.name] = i }
     let now = clock()
-    state.withLock { s in
+    return state.withLock { s in
+      if let mark, (s.changes[dir] ?? 0) != mark { return false }
       s.order += 1
       s.listings[dir] = Listing(
         entries: entries, positions: positions, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order)
@@ -78,6 +88,7 @@ final class FolderListings: Sendable {
         let victims = s.listings.sorted { $0.value.order < $1.value.order }.prefix(max(1, capacity / 10))
         for (k, _) in victims { s.listings.removeValue(forKey: k) }
       }
+      return true
     }
   }
 
@@ -107,7 +118,7 @@ final class FolderListings: Sendable {
   func position(dir: String, name: String) -> Found? {
     let now = clock()
     return state.withLock { s in
-      guard let l = s.listings[dir], now <= l.expires, let i = l.positions[name] else { return nil }
+      guard let l = s.listings[dir], now <= l.expires, let i = Self.index(of: name, in: l) else { return nil }
       return Found(entry: Self.filled(l, i), index: i, entries: l.entries)
     }
   }
@@ -119,7 +130,7 @@ final class FolderListings: Sendable {
     return state.withLock { s in
       guard var l = s.listings[dir] else { return .unknown }
       let fresh = now <= l.expires
-      guard let i = l.positions[name] else { return fresh && now <= l.absentUntil ? .absent : .unknown }
+      guard let i = Self.index(of: name, in: l) else { return fresh && now <= l.absentUntil ? .absent : .unknown }
       // With no time to live (metadata_ttl=0: ask every time) a walk keeps nothing either.
       if i > l.cursor && (fresh || ttl > 0) {
         l.cursor = i
@@ -147,8 +158,9 @@ final class FolderListings: Sendable {
   /// (`entry` nil: `name` is gone).
   func update(_ dir: String, name: String, entry: DirectoryEntry?) {
     state.withLock { s in
+      s.changes[dir, default: 0] += 1
       guard var l = s.listings[dir] else { return }
-      if let i = l.positions[name] {
+      if let i = Self.index(of: name, in: l) {
         if let entry {
           l.entries[i] = entry
         } else {
@@ -167,7 +179,18 @@ final class FolderListings: Sendable {
 
   /// Folder `dir` changed (through this mount): its next use lists it again.
   func remove(_ dir: String) {
-    _ = state.withLock { $0.listings.removeValue(forKey: dir) }
+    state.withLock { s in
+      s.changes[dir, default: 0] += 1
+      s.listings.removeValue(forKey: dir)
+    }
+  }
+
+  /// Where `name` stands in `l`, by its bytes: `positions` is keyed by `String`, which takes two
+  /// canonically equal spellings for one, and the bucket may hold both as two objects.
+  private static func index(of name: String, in l: Listing) -> Int? {
+    guard let i = l.positions[name] else { return nil }
+    if Namespace.sameBytes(l.entries[i].name, name) { return i }
+    return l.entries.firstIndex { Namespace.sameBytes($0.name, name) }
   }
 
   private static func filled(_ l: Listing, _ i: Int) -> DirectoryEntry {

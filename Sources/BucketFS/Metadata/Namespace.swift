@@ -20,9 +20,6 @@ final class Namespace: Sendable {
   let missing: TTLCache<String, Bool>
   let listings: FolderListings
   private let reportedNames = Mutex<Set<String>>([])
-  /// How many of this mount's changes have reached the bucket in each folder: a listing fetched
-  /// while one did may have been answered before it, and is fetched again rather than kept.
-  private let appliedIn = Mutex<[String: Int]>([:])
   /// Names whose attributes are being fetched ahead of their lookup.
   private let attributeFetches = Mutex<Set<String>>([])
   /// How many entries after a looked-up one get their attributes fetched ahead.
@@ -34,8 +31,8 @@ final class Namespace: Sendable {
     self.staging = staging
     self.log = log
     let ttl = options.metadataTTL
-    files = TTLCache(ttl: ttl, capacity: 200_000)
-    missing = TTLCache(ttl: options.missTTL, capacity: 50_000)
+    files = TTLCache(ttl: ttl, capacity: 200_000, sameKey: Self.sameBytes)
+    missing = TTLCache(ttl: options.missTTL, capacity: 50_000, sameKey: Self.sameBytes)
     listings = FolderListings(ttl: ttl, negativeTTL: options.missTTL, capacity: 2_000)
   }
 
@@ -134,11 +131,11 @@ final class Namespace: Sendable {
   private func fetchCurrentListing(_ path: String) async throws(BucketError) -> [DirectoryEntry] {
     var entries: [DirectoryEntry] = []
     for _ in 0..<3 {
-      let before = appliedIn.withLock { $0[path] ?? 0 }
+      let mark = listings.changeMark(path)
       entries = try await fetchListing(path)
-      if appliedIn.withLock({ $0[path] ?? 0 }) == before { break }
+      if listings.store(path, entries, fetchedAt: mark) { return entries }
     }
-    listings.store(path, entries)
+    // Changes keep landing in it: this answer is asked again next time rather than kept.
     return entries
   }
 
@@ -364,7 +361,6 @@ final class Namespace: Sendable {
     let isFolder = change.name.hasSuffix("/")
     let path = isFolder ? String(change.name.dropLast()) : change.name
     let (dir, name) = Self.split(path)
-    appliedIn.withLock { $0[dir, default: 0] += 1 }
     missing.remove(path)
     files.remove(path)
     if let conflict = change.conflictName {

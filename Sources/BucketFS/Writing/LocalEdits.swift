@@ -110,7 +110,8 @@ final class LocalEdits: Sendable {
     }
   }
 
-  private let edits = Mutex<[String: Edit]>([:])
+  /// Keyed by the name's bytes: two spellings `String` takes for one are two objects, two edits.
+  private let edits = Mutex<[[UInt8]: Edit]>([:])
   let folder: URL
 
   init(folder: URL) {
@@ -121,12 +122,13 @@ final class LocalEdits: Sendable {
     }
   }
 
-  subscript(name: String) -> Edit? { edits.withLock { $0[name] } }
+  subscript(name: String) -> Edit? { edits.withLock { $0[Array(name.utf8)] } }
 
   /// The edit of `name`, joined (one more handle) if open, else made by `make`.
   func open(_ name: String, make: () throws(FSError) -> Edit) throws(FSError) -> Edit {
+    let key = Array(name.utf8)
     if let edit = edits.withLock({ e -> Edit? in
-      let edit = e[name]
+      let edit = e[key]
       edit?.opened()
       return edit
     }) {
@@ -134,11 +136,11 @@ final class LocalEdits: Sendable {
     }
     let edit = try make()
     let winner = edits.withLock { e -> Edit in
-      if let other = e[name] {
+      if let other = e[key] {
         other.opened()
         return other
       }
-      e[name] = edit
+      e[key] = edit
       return edit
     }
     if winner !== edit { unlink(edit.path) }
@@ -170,17 +172,26 @@ final class LocalEdits: Sendable {
 
   private func forget(_ edit: Edit) {
     edits.withLock { e in
-      if e[edit.name] === edit { e.removeValue(forKey: edit.name) }
+      let key = Array(edit.name.utf8)
+      if e[key] === edit { e.removeValue(forKey: key) }
     }
   }
 
   /// The edit of `from`, open elsewhere too, follows a rename to `to`.
   func move(_ edit: Edit, from: String, to: String) {
     edits.withLock { e in
-      guard e[from] === edit else { return }
-      e.removeValue(forKey: from)
+      guard e[Array(from.utf8)] === edit else { return }
+      e.removeValue(forKey: Array(from.utf8))
       edit.renamed(to: to)
-      e[to] = edit
+      e[Array(to.utf8)] = edit
+    }
+  }
+
+  /// A name being edited whose bytes differ from `name`'s but that `String` takes for the same
+  /// (canonically equal): nil when there is none.
+  func otherSpelling(of name: String) -> String? {
+    edits.withLock { e in
+      e.keys.lazy.map { String(decoding: $0, as: UTF8.self) }.first { $0 == name && !Namespace.sameBytes($0, name) }
     }
   }
 
@@ -188,8 +199,9 @@ final class LocalEdits: Sendable {
   func names(in dir: String) -> [String: Edit] {
     edits.withLock { e in
       var out: [String: Edit] = [:]
-      for (name, edit) in e where name.hasPrefix(dir) && !name.dropFirst(dir.count).contains("/") {
-        out[String(name.dropFirst(dir.count))] = edit
+      for (key, edit) in e where key.starts(with: dir.utf8) {
+        let rest = key.dropFirst(dir.utf8.count)
+        if !rest.contains(UInt8(ascii: "/")) { out[String(decoding: rest, as: UTF8.self)] = edit }
       }
       return out
     }

@@ -49,7 +49,12 @@ package final class WriteBackQueue: Sendable {
     var conflicts = 0
     /// What the last change carried out of each name left there (nil: it went beside, a
     /// conflict), for a change based on "whatever the queue left" made after it was done.
-    var produced: [String: Int64?] = [:]
+    /// Keyed by the name's bytes: two spellings `String` takes for one are two objects.
+    var produced: [[UInt8]: Int64?] = [:]
+    /// The last spelling of each name (a folder's without its "/") queued by this mount, keyed
+    /// by `String`, which takes canonically equal spellings for one key: how a new name finds
+    /// another spelling of itself that this mount wrote, done or not.
+    var spellings: [String: String] = [:]
     /// When each change queued by this mount may start (see `settle`).
     var readyAt: [UInt64: ContinuousClock.Instant] = [:]
     /// Bytes of the queued uploads.
@@ -159,8 +164,9 @@ package final class WriteBackQueue: Sendable {
       s.bytes = sizes.values.reduce(0, +)
       s.next = (changes.keys.max() ?? 0) + 1
       for key in changes.keys where changes[key]!.state == .started { s.changes[key]!.state = .pending }
-      for done in changes.values.sorted(by: { $0.sequence < $1.sequence }) where done.state == .done {
-        s.produced[done.name] = .some(done.produced)
+      for change in changes.values.sorted(by: { $0.sequence < $1.sequence }) {
+        s.spellings[Self.spellingKey(change.name)] = Self.spellingKey(change.name)
+        if change.state == .done { s.produced[Array(change.name.utf8)] = .some(change.produced) }
       }
     }
     // Changes that were done when the last mount ended: their successors learn the generation.
@@ -301,10 +307,10 @@ package final class WriteBackQueue: Sendable {
     // An earlier upload of the name that has not started is replaced by this change, which
     // takes over its base; any other earlier change of the name is this one's base.
     let (replaced, hasEarlier) = state.withLock { s -> (PendingChange?, Bool) in
-      let earlier = s.changes.values.filter { $0.name == change.name && $0.sequence < change.sequence }
+      let earlier = s.changes.values.filter { Namespace.sameBytes($0.name, change.name) && $0.sequence < change.sequence }
       guard let last = earlier.max(by: { $0.sequence < $1.sequence }) else {
         // Based on a change that is done by now: on what it left.
-        if change.base == .previous, let left = s.produced[change.name], let generation = left { change.base = .generation(generation) }
+        if change.base == .previous, let left = s.produced[Array(change.name.utf8)], let generation = left { change.base = .generation(generation) }
         return (nil, false)
       }
       if last.kind.putsVersion && last.state == .pending && change.kind.putsVersion {
@@ -341,6 +347,7 @@ package final class WriteBackQueue: Sendable {
     }
     state.withLock { s in
       s.changes[change.sequence] = change
+      s.spellings[Self.spellingKey(change.name)] = Self.spellingKey(change.name)
       s.readyAt[change.sequence] = .now + Self.settle
       s.sizes[change.sequence] = size
       s.bytes += size
@@ -394,6 +401,14 @@ package final class WriteBackQueue: Sendable {
 
   // MARK: what the mount shows
 
+  private static func spellingKey(_ name: String) -> String { name.hasSuffix("/") ? String(name.dropLast()) : name }
+
+  /// A spelling of `name` with other bytes that `String` takes for the same (canonically
+  /// equal), queued by this mount: nil when there is none.
+  func otherSpelling(of name: String) -> String? {
+    state.withLock { s in s.spellings[name].flatMap { Namespace.sameBytes($0, name) ? nil : $0 } }
+  }
+
   /// `name` as the queued changes leave it: nil when no change of it is queued.
   func view(_ name: String) -> LocalView? {
     let found = state.withLock { s -> (PendingChange, Int64)? in
@@ -412,7 +427,7 @@ package final class WriteBackQueue: Sendable {
   /// The content type and custom metadata the last queued upload of `name` goes with.
   func queuedMetadata(_ name: String) -> (contentType: String?, custom: [String: String]?)? {
     state.withLock { s in
-      s.changes.values.filter { $0.name == name && $0.kind.putsVersion && $0.state != .done }.max { $0.sequence < $1.sequence }
+      s.changes.values.filter { Namespace.sameBytes($0.name, name) && $0.kind.putsVersion && $0.state != .done }.max { $0.sequence < $1.sequence }
         .map { ($0.contentType, $0.custom) }
     }
   }
@@ -461,12 +476,12 @@ package final class WriteBackQueue: Sendable {
   /// `user.sync_state` of `name`: nil when nothing of it is queued (synced).
   func syncState(_ name: String) -> (state: String, error: String?)? {
     state.withLock { s in
-      let mine = s.changes.values.filter { $0.name == name && $0.state != .done }
+      let mine = s.changes.values.filter { Namespace.sameBytes($0.name, name) && $0.state != .done }
       guard let last = mine.max(by: { $0.sequence < $1.sequence }) else { return nil }
       if last.state == .failed { return ("failed", last.error) }
       if mine.contains(where: { $0.state == .started }) { return ("uploading", nil) }
       let head = s.changes.values.filter { $0.state == .pending || $0.state == .started }.min(by: { $0.sequence < $1.sequence })
-      return ("pending", head?.name == name ? s.lastError : nil)
+      return ("pending", head.map { Namespace.sameBytes($0.name, name) } == true ? s.lastError : nil)
     }
   }
 
@@ -611,7 +626,7 @@ package final class WriteBackQueue: Sendable {
     case .previous:
       // What the previous change of the name left (it may have finished just before this one
       // was added); nothing, when it went beside the object: then this one follows it there.
-      if let left = state.withLock({ $0.produced[change.name] }), let generation = left {
+      if let left = state.withLock({ $0.produced[Array(change.name.utf8)] }), let generation = left {
         base = generation
       } else {
         base = nil
@@ -693,7 +708,7 @@ package final class WriteBackQueue: Sendable {
 
   /// A copy from `name` that failed for good, if any.
   private func failedCopy(of name: String) -> PendingChange? {
-    state.withLock { s in s.changes.values.first { $0.kind == .copy && $0.state == .failed && $0.source?.name == name } }
+    state.withLock { s in s.changes.values.first { $0.kind == .copy && $0.state == .failed && $0.source.map { Namespace.sameBytes($0.name, name) } == true } }
   }
 
   /// `change` is carried out (or, with `skipped`, given up on with a log line saying why).
@@ -791,7 +806,7 @@ package final class WriteBackQueue: Sendable {
       // Under one lock: a change of the same name may start as soon as this one reads as done,
       // and must find what it left.
       s.changes[done.sequence] = record
-      s.produced[done.name] = .some(done.produced)
+      s.produced[Array(done.name.utf8)] = .some(done.produced)
     }
     finish(record)
   }
@@ -800,7 +815,7 @@ package final class WriteBackQueue: Sendable {
   private func finish(_ done: PendingChange) {
     let successors = state.withLock { s -> [PendingChange] in
       s.applied += 1
-      guard let next = s.changes.values.filter({ $0.name == done.name && $0.sequence > done.sequence && $0.state != .done })
+      guard let next = s.changes.values.filter({ Namespace.sameBytes($0.name, done.name) && $0.sequence > done.sequence && $0.state != .done })
         .min(by: { $0.sequence < $1.sequence }), next.base == .previous
       else { return [] }
       return [next]
