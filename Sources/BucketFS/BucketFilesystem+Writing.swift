@@ -526,13 +526,27 @@ extension BucketFilesystem {
     return (entry, .generation(entry.metadata?.generation ?? 0))
   }
 
-  package func mkdir(parent: UInt64, name: String) async throws(FSError) -> FileAttributes {
+  /// Makes folder `name` with the mode the kernel passes (the caller's umask applied) and the
+  /// caller as owner, where they differ from the mount's defaults; like a chmod of a folder,
+  /// they hold for the mount's life.
+  package func mkdir(
+    parent: UInt64, name: String, mode: UInt32? = nil, by creator: (uid: UInt32, gid: UInt32)? = nil
+  ) async throws(FSError) -> FileAttributes {
     let writeBack = try writable()
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
     try await checkNewName(name, in: dir.path)
     if (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
     try writeBack.queue.folder(path)
+    if options.posix {
+      // Set-id bits are never kept (setattr's rule); the sticky bit is.
+      let kept = PosixAttributes(
+        mode: mode.flatMap { $0 & 0o1777 != options.dirMode ? $0 & 0o1777 : nil },
+        uid: creator.flatMap { $0.uid != options.uid ? $0.uid : nil }, gid: creator.flatMap { $0.gid != options.gid ? $0.gid : nil })
+      // A folder of this name removed before keeps nothing for this one.
+      posixChanges.forget(path)
+      if kept != PosixAttributes() { posixChanges.queued(path, kept, sequence: .max) }
+    }
     namespace.missing.remove(path)
     // Nothing was under it a moment ago (else it would exist): names looked up in it, as a copy
     // into it does for each file it creates, are answered without a request.
@@ -550,6 +564,7 @@ extension BucketFilesystem {
     let inside = try await mergedListing(path, try await namespace.listing(path))
     guard inside.isEmpty else { throw FSError(ENOTEMPTY) }
     try writeBack.queue.delete(path + "/", base: .any)
+    posixChanges.forget(path)
   }
 
   /// Renames a file: its bytes go under the new name (based on what is there now) and the old
@@ -655,6 +670,7 @@ extension BucketFilesystem {
       try await moveFile(entry.objectName ?? path, entry, base, to: target + path.dropFirst(source.count), .generation(0), writeBack)
     }
     for dir in folders.reversed() { try writeBack.queue.delete(dir + "/", base: .any) }
+    posixChanges.moveFolders(source, to: target)
     inodes.move(prefix: source, to: target)
     namespace.missing.remove(target)
   }

@@ -72,11 +72,13 @@ extension FuseOperations {
       reply.succeed { try await fs.unlink(parent: parent, name: name) }
     }
 
-    ops.mkdir = { req, parent, name, _ in
+    ops.mkdir = { req, parent, name, mode in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "mkdir")
       guard let name = FuseName.decode(name!) else { return reply.error(EILSEQ) }
-      reply.run({ try await fs.mkdir(parent: parent, name: name) }) { reply.entry($0) }
+      let ctx = fuse_req_ctx(req).pointee
+      let caller = (uid: ctx.uid, gid: ctx.gid)
+      reply.run({ try await fs.mkdir(parent: parent, name: name, mode: UInt32(mode) & 0o7777, by: caller) }) { reply.entry($0) }
     }
 
     ops.rmdir = { req, parent, name in

@@ -113,6 +113,40 @@ import Testing
     }
   }
 
+  /// mkdir(2)'s mode and the caller as owner are the folder's, and hold (as a folder's chmod
+  /// does) for the mount's life: across a rename, not for a folder of the same name made after
+  /// a rmdir. With `default_permissions` the kernel enforces them for every user.
+  @Test func aFolderMadeWithAModeKeepsIt() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable", "allow_other", "default_permissions"])
+      // The kernel applies the umask (process-wide, so read, not set).
+      let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+      let umask = status.split(separator: "\n").first { $0.hasPrefix("Umask:") }
+        .flatMap { UInt32($0.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8) } ?? 0o022
+      #expect(mkdir(m.path("closed"), 0o700) == 0)
+      #expect(mode(m.path("closed")) == 0o700 & ~umask)
+      #expect(mkdir(m.path("shared"), 0o1777) == 0)
+      #expect(mode(m.path("shared")) == 0o1777 & ~umask)
+      #expect(mkdir(m.path("moving"), 0o710) == 0)
+      #expect(rename(m.path("moving"), m.path("moved")) == 0)
+      #expect(mode(m.path("moved")) == 0o710 & ~umask)
+      #expect(mkdir(m.path("again"), 0o700) == 0)
+      #expect(rmdir(m.path("again")) == 0)
+      // Nothing of the removed one: the mount's dir_mode.
+      #expect(mkdir(m.path("again"), 0o755) == 0)
+      #expect(mode(m.path("again")) == 0o755 & ~umask)
+      // Another user: its own folder is its own; root's 0700 one is closed to it.
+      chmod(fx.root.path, 0o711)
+      #expect(chmod(m.path("shared"), 0o1777) == 0)
+      let script = "cd '\(m.path("shared"))' && mkdir -m 700 own && echo x > own/file && stat -c '%a %u %g' own"
+      let (made, output) = runTool("/usr/sbin/runuser", ["-u", "nobody", "--", "/bin/sh", "-c", script])
+      #expect(made == 0, "\(output)")
+      #expect(output.contains("700 65534 65534"), "\(output)")
+      let (closed, why) = runTool("/usr/sbin/runuser", ["-u", "nobody", "--", "/bin/ls", m.path("closed")])
+      #expect(closed != 0 && why.contains("Permission denied"), "\(why)")
+    }
+  }
+
   /// What cannot be kept answers an error at once and changes nothing.
   @Test func whatCannotBeKeptIsRefused() async throws {
     try await MountFixture.scope { fx in

@@ -57,6 +57,8 @@ extension String {
 
 /// Mode and owner changes (chmod, chown) this mount queued, by path, until the queue applies
 /// the change that carries them: until then they answer over what the bucket's metadata says.
+/// A folder's (mkdir's mode and owner, chmod and chown of a folder) are held with sequence
+/// `.max`, for the mount's life: a folder is a prefix, with no object to keep them in.
 final class PosixChanges: Sendable {
   private let set = Mutex<[String: (attributes: PosixAttributes, sequence: UInt64)]>([:])
 
@@ -81,4 +83,17 @@ final class PosixChanges: Sendable {
   }
 
   func forget(_ path: String) { _ = set.withLock { $0.removeValue(forKey: path) } }
+
+  /// Folder `source` was renamed `target`: what was set of it and of the folders under it goes
+  /// with them (a file's own goes with its object).
+  func moveFolders(_ source: String, to target: String) {
+    set.withLock { s in
+      // An empty folder renamed over keeps nothing of its own.
+      for (path, held) in s where held.sequence == .max && Namespace.isInside(path, target) { s.removeValue(forKey: path) }
+      for (path, held) in s where held.sequence == .max && Namespace.isInside(path, source) {
+        s.removeValue(forKey: path)
+        s[target + path.dropFirst(source.count)] = held
+      }
+    }
+  }
 }
