@@ -74,6 +74,7 @@ extension BucketFilesystem {
     edit.setMetadata(contentType: nil, custom: SymlinkObject.custom(target: target))
     try queue(edit)
     namespace.missing.remove(path)
+    entriesChanged(in: dir.path)
     let node = InodeTable.Node(path: path, isDirectory: false, objectName: path)
     var a = attributes(ino: inodes.ino(for: node, lookup: true), directory: false, metadata: nil)
     a.becomeLink(target: target)

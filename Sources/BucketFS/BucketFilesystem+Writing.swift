@@ -254,8 +254,9 @@ extension BucketFilesystem {
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
     try await checkNewName(name, in: dir.path)
-    // O_CREAT on a name another process made meanwhile opens it (truncated only with O_TRUNC).
-    let exists = localEntry(path) != nil
+    // O_CREAT on a name another process made meanwhile opens it (truncated only with O_TRUNC);
+    // a name this mount removed is made anew, with the mode and owner of this create.
+    let exists = localEntry(path).flatMap { $0 } != nil
     let edit = try await edit(path, truncate: !exists || flags & O_TRUNC != 0, created: !exists)
     if !exists && options.posix {
       let kept = PosixAttributes(
@@ -265,6 +266,7 @@ extension BucketFilesystem {
     }
     let handle = writeBack.handles.add(.edit(edit))
     namespace.missing.remove(path)
+    if !exists { entriesChanged(in: dir.path) }
     let attrs = localAttributes(path, edit: edit, lookup: true)
     return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, generation: nil, keepCache: false) { nil })
   }
@@ -421,7 +423,11 @@ extension BucketFilesystem {
       }
     }
     if (size != nil || mtime != nil) && writeBack == nil { throw FSError(EROFS) }
-    if node.isDirectory { return attributes(ino: ino, directory: true, metadata: nil) }
+    if node.isDirectory {
+      // tar -x, cp -a and rsync -a set every folder's time after filling it: held like its mode.
+      if let mtime, options.posix { posixChanges.queued(node.path, PosixAttributes(mtime: mtime), sequence: .max) }
+      return attributes(ino: ino, directory: true, metadata: nil)
+    }
     guard size != nil || mtime != nil else { return try await getattr(ino) }
     let writeBack = try writable()
     let path = node.objectName ?? node.path
@@ -482,6 +488,13 @@ extension BucketFilesystem {
     guard !entry.isDirectory else { throw FSError(EISDIR) }
     if let edit = writeBack.edits[path] { writeBack.edits.detach(edit) }
     try writeBack.queue.delete(entry.objectName ?? path, base: base)
+    entriesChanged(in: dir.path)
+  }
+
+  /// An entry was made or removed in folder `dir`: its mtime and ctime are now, for the mount's
+  /// life (a folder has no object to keep them in).
+  func entriesChanged(in dir: String) {
+    if options.posix { posixChanges.folderChanged(dir) }
   }
 
   /// Refuses a name the bucket cannot hold exactly (`Namespace.refusal`), and a second spelling
@@ -542,11 +555,13 @@ extension BucketFilesystem {
       // Set-id bits are never kept (setattr's rule); the sticky bit is.
       let kept = PosixAttributes(
         mode: mode.flatMap { $0 & 0o1777 != options.dirMode ? $0 & 0o1777 : nil },
-        uid: creator.flatMap { $0.uid != options.uid ? $0.uid : nil }, gid: creator.flatMap { $0.gid != options.gid ? $0.gid : nil })
+        uid: creator.flatMap { $0.uid != options.uid ? $0.uid : nil }, gid: creator.flatMap { $0.gid != options.gid ? $0.gid : nil },
+        mtime: Date().timeIntervalSince1970)
       // A folder of this name removed before keeps nothing for this one.
       posixChanges.forget(path)
-      if kept != PosixAttributes() { posixChanges.queued(path, kept, sequence: .max) }
+      posixChanges.queued(path, kept, sequence: .max)
     }
+    entriesChanged(in: dir.path)
     namespace.missing.remove(path)
     // Nothing was under it a moment ago (else it would exist): names looked up in it, as a copy
     // into it does for each file it creates, are answered without a request.
@@ -565,6 +580,7 @@ extension BucketFilesystem {
     guard inside.isEmpty else { throw FSError(ENOTEMPTY) }
     try writeBack.queue.delete(path + "/", base: .any)
     posixChanges.forget(path)
+    entriesChanged(in: dir.path)
   }
 
   /// Renames a file: its bytes go under the new name (based on what is there now) and the old
@@ -588,7 +604,10 @@ extension BucketFilesystem {
         guard other.isDirectory else { throw FSError(ENOTDIR) }
         guard try await mergedListing(target, try await namespace.listing(target)).isEmpty else { throw FSError(ENOTEMPTY) }
       }
-      return try await renameFolder(source, to: target, writeBack)
+      try await renameFolder(source, to: target, writeBack)
+      entriesChanged(in: from.path)
+      entriesChanged(in: to.path)
+      return
     }
     // A file a process still has open over the target is unlinked by the rename, as on a disk.
     if let replaced = writeBack.edits[target] { writeBack.edits.detach(replaced) }
@@ -600,6 +619,8 @@ extension BucketFilesystem {
     try await moveFile(source, entry, sourceBase, to: target, targetBase, writeBack)
     inodes.move(path: source, to: target)
     namespace.missing.remove(target)
+    entriesChanged(in: from.path)
+    entriesChanged(in: to.path)
   }
 
   /// The bytes of `source` (from the queue or the bucket) queued under `target`, then `source`

@@ -147,6 +147,45 @@ import Testing
     }
   }
 
+  /// A folder's times as a disk keeps them, for the mount's life: a new folder's are now, a
+  /// folder's mtime and ctime move when an entry is made or removed in it, and a time set on it
+  /// (tar -x, cp -a, rsync -a) holds. A chmod moves a file's ctime, not its mtime.
+  @Test func foldersAndChangesHaveTheirTimes() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      func times(_ path: String) -> (mtime: Double, ctime: Double)? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return (Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9, Double(st.st_ctim.tv_sec) + Double(st.st_ctim.tv_nsec) / 1e9)
+      }
+      let before = Date().timeIntervalSince1970.rounded(.down)
+      #expect(mkdir(m.path("d"), 0o755) == 0)
+      #expect((times(m.path("d"))?.mtime ?? 0) >= before)
+      var old = [timespec(tv_sec: 1_500_000_000, tv_nsec: 0), timespec(tv_sec: 1_500_000_000, tv_nsec: 0)]
+      #expect(utimensat(AT_FDCWD, m.path("d"), &old, 0) == 0)
+      #expect(times(m.path("d"))?.mtime == 1_500_000_000)
+      #expect(FileManager.default.createFile(atPath: m.path("d/f"), contents: Data("x".utf8)))
+      #expect((times(m.path("d"))?.mtime ?? 0) >= before)
+      #expect(utimensat(AT_FDCWD, m.path("d"), &old, 0) == 0)
+      #expect(unlink(m.path("d/f")) == 0)
+      #expect((times(m.path("d"))?.ctime ?? 0) >= before)
+      #expect((times(m.path("d"))?.mtime ?? 0) >= before)
+
+      #expect(FileManager.default.createFile(atPath: m.path("g"), contents: Data("x".utf8)))
+      var kept = [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 0)]
+      #expect(utimensat(AT_FDCWD, m.path("g"), &kept, 0) == 0)
+      sync(m)
+      let written = try #require(times(m.path("g")))
+      #expect(chmod(m.path("g"), 0o600) == 0)
+      let changed = try #require(times(m.path("g")))
+      #expect(changed.mtime == 1_600_000_000)
+      #expect(changed.ctime >= written.ctime && changed.ctime >= before, "\(written) \(changed)")
+      sync(m)
+      #expect(times(m.path("g"))?.mtime == 1_600_000_000)
+      #expect((times(m.path("g"))?.ctime ?? 0) >= changed.ctime.rounded(.down))
+    }
+  }
+
   /// What cannot be kept answers an error at once and changes nothing.
   @Test func whatCannotBeKeptIsRefused() async throws {
     try await MountFixture.scope { fx in

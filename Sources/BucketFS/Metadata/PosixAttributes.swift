@@ -60,20 +60,34 @@ extension String {
 /// A folder's (mkdir's mode and owner, chmod and chown of a folder) are held with sequence
 /// `.max`, for the mount's life: a folder is a prefix, with no object to keep them in.
 final class PosixChanges: Sendable {
-  private let set = Mutex<[String: (attributes: PosixAttributes, sequence: UInt64)]>([:])
+  /// What is set of a path, and when it last changed (its ctime).
+  struct Held {
+    var attributes: PosixAttributes
+    var at: Double
+    var sequence: UInt64
+  }
 
-  func attributes(_ path: () -> String?) -> PosixAttributes? {
+  private let set = Mutex<[String: Held]>([:])
+  private let clock: @Sendable () -> Double
+
+  init(clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) { self.clock = clock }
+
+  func held(_ path: () -> String?) -> Held? {
     guard set.withLock({ !$0.isEmpty }), let path = path() else { return nil }
-    return set.withLock { $0[path]?.attributes }
+    return set.withLock { $0[path] }
   }
 
   /// `change` was queued as `sequence`, over what was set before.
   func queued(_ path: String, _ change: PosixAttributes, sequence: UInt64) {
+    let now = clock()
     set.withLock { s in
       let before = s[path]?.attributes ?? PosixAttributes()
-      s[path] = (before.overridden(by: change), sequence)
+      s[path] = Held(attributes: before.overridden(by: change), at: now, sequence: sequence)
     }
   }
+
+  /// An entry was made or removed in folder `path`: its mtime and ctime are now.
+  func folderChanged(_ path: String) { queued(path, PosixAttributes(mtime: clock()), sequence: .max) }
 
   /// The queue applied change `sequence` of `path`.
   func applied(_ path: String, sequence: UInt64) {
