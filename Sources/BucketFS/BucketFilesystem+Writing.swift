@@ -43,9 +43,10 @@ extension BucketFilesystem {
       "name": client.bucketName(path), "bucket": client.bucket, "size": String(size), "generation": "0",
       "updated": StorageMetadata.formatDate(when), "timeCreated": StorageMetadata.formatDate(when),
     ])
-    // Only the POSIX and link entries: a kept `mtime` would hide the local file's own time.
+    // Only the POSIX and link entries and the access time: a kept `mtime` would hide the local
+    // file's own time.
     let posix = PosixAttributes(custom: custom)
-    var shown = PosixAttributes(mode: posix.mode, uid: posix.uid, gid: posix.gid).custom
+    var shown = PosixAttributes(mode: posix.mode, uid: posix.uid, gid: posix.gid, atime: posix.atime).custom
     if SymlinkObject.isLink(custom), let custom { shown.merge(custom.filter { $0.key == SymlinkObject.key || $0.key == SymlinkObject.targetKey }) { a, _ in a } }
     metadata.customMetadata = shown
     return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata)
@@ -277,6 +278,7 @@ extension BucketFilesystem {
     var a = FileAttributes(
       ino: ino, size: edit.size, isDirectory: false, mode: posix.mode ?? options.fileMode, uid: posix.uid ?? options.uid,
       gid: posix.gid ?? options.gid, mtime: edit.modified, ctime: edit.modified)
+    a.atime = posix.atime
     if SymlinkObject.isLink(edit.custom) { a.becomeLink(target: nil) }
     a.volatile = true
     return a
@@ -398,7 +400,7 @@ extension BucketFilesystem {
   /// the caller may not make (chown by anyone but root; chmod and chgrp by anyone but the owner).
   /// Asking for what a file already has succeeds on any mount.
   package func setattr(
-    _ ino: UInt64, size: Int64?, mtime: Double?, owner: OwnerChange? = nil, handle: UInt64?
+    _ ino: UInt64, size: Int64?, mtime: Double?, atime: Double? = nil, owner: OwnerChange? = nil, handle: UInt64?
   ) async throws(FSError) -> FileAttributes {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if let owner, !owner.isEmpty {
@@ -422,15 +424,23 @@ extension BucketFilesystem {
         }
       }
     }
-    if (size != nil || mtime != nil) && writeBack == nil { throw FSError(EROFS) }
+    let times = PosixAttributes(mtime: mtime, atime: atime)
+    if (size != nil || times != PosixAttributes()) && writeBack == nil { throw FSError(EROFS) }
     if node.isDirectory {
-      // tar -x, cp -a and rsync -a set every folder's time after filling it: held like its mode.
-      if let mtime, options.posix { posixChanges.queued(node.path, PosixAttributes(mtime: mtime), sequence: .max) }
+      // tar -x, cp -a and rsync -a set every folder's times after filling it: held like its mode.
+      if times != PosixAttributes(), options.posix { posixChanges.queued(node.path, times, sequence: .max) }
       return attributes(ino: ino, directory: true, metadata: nil)
     }
-    guard size != nil || mtime != nil else { return try await getattr(ino) }
+    guard size != nil || times != PosixAttributes() else { return try await getattr(ino) }
     let writeBack = try writable()
     let path = node.objectName ?? node.path
+    // Only times, of a file whose bytes are the bucket's: a metadata change, not an upload.
+    if size == nil, options.posix, writeBack.edits[path] == nil, localEntry(path) == nil {
+      var custom = times.custom
+      if let mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
+      try await queueMetadata(path, times, custom: custom)
+      return try await getattr(ino)
+    }
     let edit: LocalEdits.Edit
     var opened = false
     if let handle, case .edit(let e) = writeBack.handles[handle] {
@@ -449,10 +459,8 @@ extension BucketFilesystem {
       guard ftruncate(edit.file.fd, off_t(size)) == 0 else { throw FSError(errno) }
       edit.changed()
     }
-    if let mtime {
-      edit.setMtime(mtime)
-      if options.posix { edit.setMetadata(contentType: nil, custom: PosixAttributes(mtime: mtime).custom) }
-    }
+    if let mtime { edit.setMtime(mtime) }
+    if times != PosixAttributes(), options.posix { edit.setMetadata(contentType: nil, custom: times.custom) }
     if opened { try queue(edit) }
     return localAttributes(path, edit: edit, lookup: false)
   }
@@ -473,10 +481,17 @@ extension BucketFilesystem {
       try queue(edit)
       return
     }
+    try await queueMetadata(path, change, custom: change.custom)
+  }
+
+  /// `change` of file `path` as the bucket has it, as a metadata change (`custom`) through the
+  /// queue, shown over what the bucket says until the queue applies it.
+  private func queueMetadata(_ path: String, _ change: PosixAttributes, custom: [String: String]) async throws(FSError) {
+    let writeBack = try writable()
     let (dir, name) = Namespace.split(path)
     let (entry, base) = try await resolveForChange(dir, name)
     guard !entry.isDirectory else { throw FSError(EPERM) }
-    let sequence = try writeBack.queue.metadata(path, contentType: nil, custom: change.custom, base: base)
+    let sequence = try writeBack.queue.metadata(path, contentType: nil, custom: custom, base: base)
     posixChanges.queued(path, change, sequence: sequence)
   }
 

@@ -25,7 +25,7 @@ enum FuseOperations {
     let m = timespec(seconds: a.mtime)
     let c = timespec(seconds: a.ctime)
     st.st_mtim = m
-    st.st_atim = m
+    st.st_atim = a.atime.map { timespec(seconds: $0) } ?? m
     st.st_ctim = c
     return st
   }

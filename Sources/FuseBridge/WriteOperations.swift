@@ -57,12 +57,20 @@ extension FuseOperations {
       } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
         mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
       }
+      var atime: Double? = nil
+      if toSet & FUSE_SET_ATTR_ATIME_NOW != 0 {
+        atime = Date().timeIntervalSince1970
+      } else if toSet & FUSE_SET_ATTR_ATIME != 0 {
+        atime = Double(st.st_atim.tv_sec) + Double(st.st_atim.tv_nsec) / 1e9
+      }
       let handle = fi.map { CFuseShims_fi_fh($0) }
       let owner = BucketFilesystem.OwnerChange(
         mode: toSet & FUSE_SET_ATTR_MODE != 0 ? UInt32(st.st_mode) & 0o7777 : nil,
         uid: toSet & FUSE_SET_ATTR_UID != 0 ? st.st_uid : nil, gid: toSet & FUSE_SET_ATTR_GID != 0 ? st.st_gid : nil,
         caller: fuse_req_ctx(req).pointee.uid)
-      reply.run({ [mtime] in try await fs.setattr(ino, size: size, mtime: mtime, owner: owner, handle: handle) }) { reply.attr($0) }
+      reply.run({ [mtime, atime] in try await fs.setattr(ino, size: size, mtime: mtime, atime: atime, owner: owner, handle: handle) }) {
+        reply.attr($0)
+      }
     }
 
     ops.unlink = { req, parent, name in

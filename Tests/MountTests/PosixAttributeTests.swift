@@ -183,6 +183,27 @@ import Testing
       sync(m)
       #expect(times(m.path("g"))?.mtime == 1_600_000_000)
       #expect((times(m.path("g"))?.ctime ?? 0) >= changed.ctime.rounded(.down))
+
+      // Access and modification times of a file as the bucket has it: a metadata change in
+      // Google's keys (and ours), not a new upload; back after a remount.
+      let generation = try await fx.storage.reference(withPath: "g").getMetadata().generation
+      var both = [timespec(tv_sec: 1_700_000_000, tv_nsec: 0), timespec(tv_sec: 1_750_000_000, tv_nsec: 0)]
+      #expect(utimensat(AT_FDCWD, m.path("g"), &both, 0) == 0)
+      func atime(_ path: String) -> Int? {
+        var st = stat()
+        return stat(path, &st) == 0 ? st.st_atim.tv_sec : nil
+      }
+      #expect(atime(m.path("g")) == 1_700_000_000)
+      #expect(times(m.path("g"))?.mtime == 1_750_000_000)
+      sync(m)
+      let stored = try await fx.storage.reference(withPath: "g").getMetadata()
+      #expect(stored.generation == generation, "the times were a new upload")
+      #expect(stored.customMetadata?["goog-reserved-file-atime"] == "1700000000")
+      #expect(stored.customMetadata?["goog-reserved-file-mtime"] == "1750000000")
+      m.unmount()
+      let again = try fx.mount(name: "again")
+      #expect(atime(again.path("g")) == 1_700_000_000)
+      #expect(times(again.path("g"))?.mtime == 1_750_000_000)
     }
   }
 

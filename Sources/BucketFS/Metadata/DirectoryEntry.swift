@@ -19,6 +19,8 @@ package struct FileAttributes: Sendable, Equatable {
   package var gid: UInt32
   package var mtime: Double
   package var ctime: Double
+  /// nil: the mtime (an object has no access time of its own unless one was set).
+  package var atime: Double?
   package var nlink: UInt32 { isDirectory ? 2 : 1 }
   /// A symbolic link (`SymlinkObject`): its size is its target's length.
   package var isSymlink = false

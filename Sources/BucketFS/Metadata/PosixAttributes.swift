@@ -1,8 +1,8 @@
 // The POSIX attributes an object carries in its custom metadata, in the keys Google's own tools
 // write and read for `--preserve-posix` (`gcloud storage cp -P`, `gsutil cp -P`, Storage
 // Transfer Service): the permission bits as three octal digits, owner and group as decimal
-// ids, the modification time in whole seconds. An object without them shows the mount's
-// `file_mode`, `uid` and `gid`.
+// ids, the modification and access times in whole seconds. An object without them shows the
+// mount's `file_mode`, `uid` and `gid`, and its mtime as its atime.
 import Foundation
 import Synchronization
 
@@ -11,18 +11,21 @@ struct PosixAttributes: Equatable, Sendable {
   static let uidKey = "goog-reserved-posix-uid"
   static let gidKey = "goog-reserved-posix-gid"
   static let mtimeKey = "goog-reserved-file-mtime"
+  static let atimeKey = "goog-reserved-file-atime"
 
   /// Permission bits only (0o777): what Google's tools keep.
   var mode: UInt32?
   var uid: UInt32?
   var gid: UInt32?
   var mtime: Double?
+  var atime: Double?
 
-  init(mode: UInt32? = nil, uid: UInt32? = nil, gid: UInt32? = nil, mtime: Double? = nil) {
+  init(mode: UInt32? = nil, uid: UInt32? = nil, gid: UInt32? = nil, mtime: Double? = nil, atime: Double? = nil) {
     self.mode = mode
     self.uid = uid
     self.gid = gid
     self.mtime = mtime
+    self.atime = atime
   }
 
   /// What `custom` holds; a value that is not a number of the right kind is left out, as
@@ -33,11 +36,13 @@ struct PosixAttributes: Equatable, Sendable {
     uid = custom[Self.uidKey].flatMap { UInt32($0) }
     gid = custom[Self.gidKey].flatMap { UInt32($0) }
     mtime = custom[Self.mtimeKey].flatMap { Int64($0) }.flatMap { $0 >= 0 ? Double($0) : nil }
+    atime = custom[Self.atimeKey].flatMap { Int64($0) }.flatMap { $0 >= 0 ? Double($0) : nil }
   }
 
   /// `other`'s values where it has them.
   func overridden(by other: PosixAttributes) -> PosixAttributes {
-    PosixAttributes(mode: other.mode ?? mode, uid: other.uid ?? uid, gid: other.gid ?? gid, mtime: other.mtime ?? mtime)
+    PosixAttributes(
+      mode: other.mode ?? mode, uid: other.uid ?? uid, gid: other.gid ?? gid, mtime: other.mtime ?? mtime, atime: other.atime ?? atime)
   }
 
   /// The custom metadata entries for what is set.
@@ -47,6 +52,7 @@ struct PosixAttributes: Equatable, Sendable {
     if let uid { out[Self.uidKey] = String(uid) }
     if let gid { out[Self.gidKey] = String(gid) }
     if let mtime { out[Self.mtimeKey] = String(Int64(mtime.rounded(.down))) }
+    if let atime { out[Self.atimeKey] = String(Int64(atime.rounded(.down))) }
     return out
   }
 }
