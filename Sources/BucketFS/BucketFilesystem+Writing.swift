@@ -434,8 +434,11 @@ extension BucketFilesystem {
     guard size != nil || times != PosixAttributes() else { return try await getattr(ino) }
     let writeBack = try writable()
     let path = node.objectName ?? node.path
-    // Only times, of a file whose bytes are the bucket's: a metadata change, not an upload.
-    if size == nil, options.posix, writeBack.edits[path] == nil, localEntry(path) == nil {
+    // Only times, of a file whose bytes are the bucket's (touch opens it first, and writes
+    // nothing): a metadata change, not an upload.
+    var openEdit = writeBack.edits[path]
+    if let handle, case .edit(let e) = writeBack.handles[handle] { openEdit = e }
+    if size == nil, options.posix, writeBack.queue.view(path) == nil, !(openEdit?.isDirty ?? false) {
       var custom = times.custom
       if let mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
       try await queueMetadata(path, times, custom: custom)

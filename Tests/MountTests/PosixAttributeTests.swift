@@ -200,10 +200,17 @@ import Testing
       #expect(stored.generation == generation, "the times were a new upload")
       #expect(stored.customMetadata?["goog-reserved-file-atime"] == "1700000000")
       #expect(stored.customMetadata?["goog-reserved-file-mtime"] == "1750000000")
+      // touch opens the file (writing nothing) and sets the times on its descriptor.
+      #expect(runTool("/usr/bin/touch", ["-m", "-d", "@1760000000", m.path("g")]).0 == 0)
+      #expect(times(m.path("g"))?.mtime == 1_760_000_000)
+      sync(m)
+      let touched = try await fx.storage.reference(withPath: "g").getMetadata()
+      #expect(touched.generation == generation, "touch was a new upload")
+      #expect(touched.customMetadata?["goog-reserved-file-mtime"] == "1760000000")
       m.unmount()
       let again = try fx.mount(name: "again")
       #expect(atime(again.path("g")) == 1_700_000_000)
-      #expect(times(again.path("g"))?.mtime == 1_750_000_000)
+      #expect(times(again.path("g"))?.mtime == 1_760_000_000)
     }
   }
 

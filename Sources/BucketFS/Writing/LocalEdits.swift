@@ -46,6 +46,8 @@ final class LocalEdits: Sendable {
     /// The custom metadata the bytes will go with.
     var custom: [String: String] { state.withLock { $0.custom } }
     var lastQueued: UInt64? { state.withLock { $0.queued } }
+    /// Something of it is not queued yet (bytes, a time, metadata).
+    var isDirty: Bool { state.withLock { $0.dirty } }
     /// The bytes changed: their time is the file's own again (a time set before is past).
     func changed() {
       state.withLock { s in
