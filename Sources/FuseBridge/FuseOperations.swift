@@ -306,7 +306,14 @@ extension timespec {
       self.init(tv_sec: 0, tv_nsec: 0)
       return
     }
+    // To the microsecond: a Double of seconds since 1970 is exact to about a quarter of one, so a
+    // time set to the nanosecond (0.1 s) would come back 6 ns short at the nanosecond.
     let whole = seconds.rounded(.down)
-    self.init(tv_sec: Int(whole), tv_nsec: min(999_999_999, Int((seconds - whole) * 1e9)))
+    let micros = Int(((seconds - whole) * 1e6).rounded())
+    if micros >= 1_000_000 {
+      self.init(tv_sec: Int(whole) + 1, tv_nsec: 0)
+    } else {
+      self.init(tv_sec: Int(whole), tv_nsec: micros * 1000)
+    }
   }
 }

@@ -170,6 +170,12 @@ import Testing
       #expect(unlink(m.path("d/f")) == 0)
       #expect((times(m.path("d"))?.ctime ?? 0) >= before)
       #expect((times(m.path("d"))?.mtime ?? 0) >= before)
+      // A tenth of a second comes back a tenth of a second, to the nanosecond.
+      var tenth = [timespec(tv_sec: 1_900_000_000, tv_nsec: 100_000_000), timespec(tv_sec: 1_900_000_000, tv_nsec: 200_000_000)]
+      #expect(utimensat(AT_FDCWD, m.path("d"), &tenth, 0) == 0)
+      var st = stat()
+      #expect(stat(m.path("d"), &st) == 0)
+      #expect(st.st_atim.tv_nsec == 100_000_000 && st.st_mtim.tv_nsec == 200_000_000, "\(st.st_atim) \(st.st_mtim)")
 
       #expect(FileManager.default.createFile(atPath: m.path("g"), contents: Data("x".utf8)))
       var kept = [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 0)]
