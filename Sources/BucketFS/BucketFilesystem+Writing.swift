@@ -623,20 +623,18 @@ extension BucketFilesystem {
         guard try await mergedListing(target, try await namespace.listing(target)).isEmpty else { throw FSError(ENOTEMPTY) }
       }
       try await renameFolder(source, to: target, writeBack)
-      entriesChanged(in: from.path)
-      entriesChanged(in: to.path)
-      return
+    } else {
+      // A file a process still has open over the target is unlinked by the rename, as on a disk.
+      if let replaced = writeBack.edits[target] { writeBack.edits.detach(replaced) }
+      var targetBase = PendingChange.Base.generation(0)
+      if let (other, base) = existing {
+        if other.isDirectory { throw FSError(EISDIR) }
+        targetBase = base
+      }
+      try await moveFile(source, entry, sourceBase, to: target, targetBase, writeBack)
+      inodes.move(path: source, to: target)
+      namespace.missing.remove(target)
     }
-    // A file a process still has open over the target is unlinked by the rename, as on a disk.
-    if let replaced = writeBack.edits[target] { writeBack.edits.detach(replaced) }
-    var targetBase = PendingChange.Base.generation(0)
-    if let (other, base) = existing {
-      if other.isDirectory { throw FSError(EISDIR) }
-      targetBase = base
-    }
-    try await moveFile(source, entry, sourceBase, to: target, targetBase, writeBack)
-    inodes.move(path: source, to: target)
-    namespace.missing.remove(target)
     entriesChanged(in: from.path)
     entriesChanged(in: to.path)
   }

@@ -93,13 +93,12 @@ package final class BucketFilesystem: Sendable {
   }
 
   func attributes(ino: UInt64, directory: Bool, metadata: StorageMetadata?) -> FileAttributes {
-    let (stored, pending, changedAt) = posixState(ino, directory ? nil : metadata?.customMetadata)
-    let posix = pending.map { stored.overridden(by: $0) } ?? stored
+    let (posix, pending, changedAt) = posixState(ino, directory ? nil : metadata?.customMetadata)
     // A time this mount set and the bucket does not have yet; the time a writer kept in custom
     // metadata (ours and rclone's `mtime`, gcsfuse's `gcsfuse_mtime`, Google's tools' whole
     // seconds); else when the object was written.
     let kept = metadata?.customMetadata.flatMap { $0["mtime"] ?? $0["gcsfuse_mtime"] }.flatMap(Self.parseTime)
-    let mtime = pending?.mtime ?? kept ?? stored.mtime ?? metadata?.updated?.timeIntervalSince1970 ?? mountTime
+    let mtime = pending?.mtime ?? kept ?? posix.mtime ?? metadata?.updated?.timeIntervalSince1970 ?? mountTime
     // The last change of the object or its metadata (`updated` moves with both), or of what
     // this mount set and the bucket does not have yet.
     let ctime = max(metadata?.updated?.timeIntervalSince1970 ?? metadata?.timeCreated?.timeIntervalSince1970 ?? mtime, changedAt ?? 0)
@@ -114,18 +113,15 @@ package final class BucketFilesystem: Sendable {
 
   /// The POSIX attributes of file `ino`: what its object's metadata says, and over it what this
   /// mount set and has not seen applied yet (none with `-o posix=no`).
-  func posixAttributes(_ ino: UInt64, _ custom: [String: String]?) -> PosixAttributes {
-    let (stored, pending, _) = posixState(ino, custom)
-    return pending.map { stored.overridden(by: $0) } ?? stored
-  }
+  func posixAttributes(_ ino: UInt64, _ custom: [String: String]?) -> PosixAttributes { posixState(ino, custom).attributes }
 
-  /// What the metadata says, what this mount set over it and the bucket does not have yet, and
-  /// when it set that (nil: it did not).
-  private func posixState(_ ino: UInt64, _ custom: [String: String]?) -> (stored: PosixAttributes, pending: PosixAttributes?, changedAt: Double?) {
+  /// `posixAttributes`; of them, what this mount set and the bucket does not have yet, and when
+  /// it set that (nil: it did not).
+  private func posixState(_ ino: UInt64, _ custom: [String: String]?) -> (attributes: PosixAttributes, pending: PosixAttributes?, changedAt: Double?) {
     guard options.posix else { return (PosixAttributes(), nil, nil) }
     let stored = PosixAttributes(custom: custom)
     guard let mine = posixChanges.held({ inodes.node(ino).map { $0.objectName ?? $0.path } }) else { return (stored, nil, nil) }
-    return (stored, mine.attributes, mine.at)
+    return (stored.overridden(by: mine.attributes), mine.attributes, mine.at)
   }
 
   func gsURL(_ objectPath: String) -> String { "gs://\(client.bucket)/\(client.bucketName(objectPath))" }

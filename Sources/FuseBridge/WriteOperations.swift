@@ -15,8 +15,7 @@ extension FuseOperations {
       guard let name = FuseName.decode(name!) else { return reply.error(EILSEQ) }
       var info = fi!.pointee
       let flags = CFuseShims_fi_flags(fi)
-      let ctx = fuse_req_ctx(req).pointee
-      let caller = (uid: ctx.uid, gid: ctx.gid)
+      let caller = Self.caller(req)
       Task {
         do {
           let (attrs, handle, io) = try await fs.create(parent: parent, name: name, flags: flags, mode: UInt32(mode) & 0o777, by: caller)
@@ -51,18 +50,8 @@ extension FuseOperations {
       let reply = PendingReply(req, fs, "setattr")
       let st = attr!.pointee
       let size: Int64? = toSet & FUSE_SET_ATTR_SIZE != 0 ? Int64(st.st_size) : nil
-      var mtime: Double? = nil
-      if toSet & FUSE_SET_ATTR_MTIME_NOW != 0 {
-        mtime = Date().timeIntervalSince1970
-      } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
-        mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
-      }
-      var atime: Double? = nil
-      if toSet & FUSE_SET_ATTR_ATIME_NOW != 0 {
-        atime = Date().timeIntervalSince1970
-      } else if toSet & FUSE_SET_ATTR_ATIME != 0 {
-        atime = Double(st.st_atim.tv_sec) + Double(st.st_atim.tv_nsec) / 1e9
-      }
+      let mtime = Self.time(toSet, now: FUSE_SET_ATTR_MTIME_NOW, given: FUSE_SET_ATTR_MTIME, st.st_mtim)
+      let atime = Self.time(toSet, now: FUSE_SET_ATTR_ATIME_NOW, given: FUSE_SET_ATTR_ATIME, st.st_atim)
       let handle = fi.map { CFuseShims_fi_fh($0) }
       let owner = BucketFilesystem.OwnerChange(
         mode: toSet & FUSE_SET_ATTR_MODE != 0 ? UInt32(st.st_mode) & 0o7777 : nil,
@@ -84,8 +73,7 @@ extension FuseOperations {
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "mkdir")
       guard let name = FuseName.decode(name!) else { return reply.error(EILSEQ) }
-      let ctx = fuse_req_ctx(req).pointee
-      let caller = (uid: ctx.uid, gid: ctx.gid)
+      let caller = Self.caller(req)
       reply.run({ try await fs.mkdir(parent: parent, name: name, mode: UInt32(mode) & 0o7777, by: caller) }) { reply.entry($0) }
     }
 
@@ -109,9 +97,8 @@ extension FuseOperations {
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "mknod")
       guard let name = FuseName.decode(name!) else { return reply.error(EILSEQ) }
-      let ctx = fuse_req_ctx(req).pointee
-      let creator = (uid: ctx.uid, gid: ctx.gid)
       if mode & S_IFMT == S_IFREG {
+        let creator = Self.caller(req)
         return reply.run({ try await fs.makeFile(parent: parent, name: name, mode: UInt32(mode) & 0o777, by: creator) }) { reply.entry($0) }
       }
       Task { reply.error(await fs.refuseSpecial(parent: parent, name: name)) }
@@ -141,5 +128,17 @@ extension FuseOperations {
       let fs = FuseOperations.filesystem(req)
       PendingReply(req, fs, "removexattr").error(fs.unsupported(ENOTSUP))
     }
+  }
+
+  /// Who asks: a new file or folder is theirs.
+  private static func caller(_ req: fuse_req_t?) -> (uid: UInt32, gid: UInt32) {
+    let ctx = fuse_req_ctx(req).pointee
+    return (ctx.uid, ctx.gid)
+  }
+
+  /// A time setattr sets (`now`: the current one), or nil when it leaves it.
+  private static func time(_ toSet: Int32, now: Int32, given: Int32, _ ts: timespec) -> Double? {
+    if toSet & now != 0 { return Date().timeIntervalSince1970 }
+    return toSet & given != 0 ? Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 : nil
   }
 }

@@ -6,9 +6,10 @@ import Testing
 
 /// A bucket whose every request fails with one error code, as a server that stalls, runs out
 /// the retry time, or cannot be reached at all.
-private struct FailingClient: ObjectClient {
+private class FailingClient: ObjectClient, @unchecked Sendable {
   let code: BucketError.Code
   let bucket = "bk"
+  init(code: BucketError.Code) { self.code = code }
   var copiesOnServer: Bool { false }
   var bucketWide: any ObjectClient { self }
   func fail(_ name: String) -> BucketError { BucketError(code: code, object: name, detail: "injected \(code)") }
@@ -55,27 +56,14 @@ private struct FailingClient: ObjectClient {
 }
 
 /// A bucket that lists folder `seen/` once and then stops answering with `code`.
-private final class ListsOnceClient: ObjectClient, @unchecked Sendable {
-  let code: BucketError.Code
-  let bucket = "bk"
+private final class ListsOnceClient: FailingClient, @unchecked Sendable {
   private let lists = Mutex(0)
-  init(code: BucketError.Code) { self.code = code }
-  var copiesOnServer: Bool { false }
-  var bucketWide: any ObjectClient { self }
-  func fail(_ name: String) -> BucketError { BucketError(code: code, object: name, detail: "injected \(code)") }
-  func metadata(of name: String) async throws(BucketError) -> StorageMetadata { throw fail(name) }
-  func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
+  override func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
     guard prefix == "seen/" else { return ListPage(prefixes: ["seen/"], items: [], nextPageToken: nil) }
     // A lookup's probe (one result) is answered; the second full listing is not.
     guard maxResults != nil || lists.withLock({ n in n += 1; return n }) == 1 else { throw fail(prefix) }
     return ListPage(prefixes: [], items: ["seen/old.txt"], nextPageToken: nil)
   }
-  func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data { throw fail(name) }
-  func read(
-    _ name: String, range: Range<Int64>, generation: Int64,
-    valve: DeliveryValve?, into deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
-  ) async throws(BucketError) -> Int64 { throw fail(name) }
-  func downloadURL(name: String, token: String) -> String { "" }
 }
 
 /// A folder listing whose request stalls is answered as the opendir's deadline would answer it

@@ -55,8 +55,7 @@ package final class TTLCache<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     let expires = clock() + ttl
     state.withLock { s in
       s.order += 1
-      // A key of other bytes equal to a held one takes its place (the map has one slot for both).
-      s.entries.removeValue(forKey: key)
+      // A key of other bytes equal to a held one takes its slot: the entry says which it is.
       s.entries[key] = Entry(key: key, value: value, expires: expires, order: s.order)
       if s.entries.count > capacity {
         // Drop the oldest tenth at once so that a full cache does not sort on every insert.
@@ -76,7 +75,8 @@ package final class TTLCache<Key: Hashable & Sendable, Value: Sendable>: Sendabl
   @discardableResult
   package func removeAll(where matches: (Key) -> Bool) -> [Key] {
     state.withLock { s in
-      let keys = s.entries.keys.filter(matches)
+      // The entry's own key: the map's may be another spelling that held the slot before.
+      let keys = s.entries.values.map(\.key).filter(matches)
       for k in keys { s.entries.removeValue(forKey: k) }
       return keys
     }
