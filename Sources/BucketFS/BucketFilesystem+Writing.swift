@@ -416,9 +416,7 @@ extension BucketFilesystem {
         if change.uid != nil && owner.caller != 0 { throw FSError(EPERM) }
         if (change.mode != nil || change.gid != nil) && owner.caller != 0 && owner.caller != current.uid { throw FSError(EPERM) }
         if node.isDirectory {
-          // A folder is a name prefix, with no object to keep them in: they hold for the
-          // mount's life (tar -x, cp -a and rsync -a set every folder's mode as they go).
-          posixChanges.queued(node.path, change, sequence: .max)
+          try keepFolder(node.path, change, custom: change.custom)
         } else {
           try await keepOwner(node.objectName ?? node.path, change)
         }
@@ -427,8 +425,12 @@ extension BucketFilesystem {
     let times = PosixAttributes(mtime: mtime, atime: atime)
     if (size != nil || times != PosixAttributes()) && writeBack == nil { throw FSError(EROFS) }
     if node.isDirectory {
-      // tar -x, cp -a and rsync -a set every folder's times after filling it: held like its mode.
-      if times != PosixAttributes(), options.posix { posixChanges.queued(node.path, times, sequence: .max) }
+      // tar -x, cp -a and rsync -a set every folder's times after filling it.
+      if times != PosixAttributes(), options.posix {
+        var custom = times.custom
+        if let mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
+        try keepFolder(node.path, times, custom: custom)
+      }
       return attributes(ino: ino, directory: true, metadata: nil)
     }
     guard size != nil || times != PosixAttributes() else { return try await getattr(ino) }
@@ -466,6 +468,16 @@ extension BucketFilesystem {
     if times != PosixAttributes(), options.posix { edit.setMetadata(contentType: nil, custom: times.custom) }
     if opened { try queue(edit) }
     return localAttributes(path, edit: edit, lookup: false)
+  }
+
+  /// `change` of folder `path` (mode, owner, times), kept in its placeholder's metadata through
+  /// the queue, and shown from now on for the mount's life: the entries this mount makes and
+  /// removes in a folder move its times too, which are not written to the bucket at each one.
+  /// The root has no placeholder: what is set of it holds for the mount's life only.
+  private func keepFolder(_ path: String, _ change: PosixAttributes, custom: [String: String]) throws(FSError) {
+    let writeBack = try writable()
+    if !path.isEmpty { try writeBack.queue.folderMetadata(path, custom: custom) }
+    posixChanges.queued(path, change, sequence: .max)
   }
 
   /// Mode and owner `change` of file `path`: with its bytes when they are being edited, else as a
@@ -568,16 +580,22 @@ extension BucketFilesystem {
     let path = Namespace.join(dir.path, name)
     try await checkNewName(name, in: dir.path)
     if (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
-    try writeBack.queue.folder(path)
+    // A folder of this name removed before keeps nothing for this one.
+    posixChanges.forget(path)
+    namespace.folders.set(path, .none)
     if options.posix {
       // Set-id bits are never kept (setattr's rule); the sticky bit is.
+      let now = Date().timeIntervalSince1970
       let kept = PosixAttributes(
         mode: mode.flatMap { $0 & 0o1777 != options.dirMode ? $0 & 0o1777 : nil },
         uid: creator.flatMap { $0.uid != options.uid ? $0.uid : nil }, gid: creator.flatMap { $0.gid != options.gid ? $0.gid : nil },
-        mtime: Date().timeIntervalSince1970)
-      // A folder of this name removed before keeps nothing for this one.
-      posixChanges.forget(path)
+        mtime: now)
+      var custom = kept.custom
+      custom["mtime"] = WriteBackQueue.rfc3339(now)
+      try writeBack.queue.folder(path, custom: custom)
       posixChanges.queued(path, kept, sequence: .max)
+    } else {
+      try writeBack.queue.folder(path)
     }
     entriesChanged(in: dir.path)
     namespace.missing.remove(path)
@@ -598,6 +616,7 @@ extension BucketFilesystem {
     guard inside.isEmpty else { throw FSError(ENOTEMPTY) }
     try writeBack.queue.delete(path + "/", base: .any)
     posixChanges.forget(path)
+    namespace.folders.set(path, .none)
     entriesChanged(in: dir.path)
   }
 
@@ -700,7 +719,18 @@ extension BucketFilesystem {
         }
       }
     }
-    for dir in folders { try writeBack.queue.folder(target + dir.dropFirst(source.count)) }
+    for dir in folders {
+      // The new placeholder keeps what the old one kept of the folder, and what this mount set.
+      let moved = target + dir.dropFirst(source.count)
+      var custom = options.posix ? namespace.folders.keptEntries(dir) : [:]
+      if options.posix, let held = posixChanges.held({ dir }) {
+        custom.merge(held.attributes.custom) { _, set in set }
+        if let mtime = held.attributes.mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
+      }
+      try writeBack.queue.folder(moved, custom: custom)
+      if let known = namespace.folders.get(dir) { namespace.folders.set(moved, known) }
+    }
+    namespace.folders.forget(under: source)
     for path in files {
       let (dir, name) = Namespace.split(path)
       let (entry, base) = try await resolveForChange(dir, name)

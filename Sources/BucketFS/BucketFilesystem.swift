@@ -92,8 +92,12 @@ package final class BucketFilesystem: Sendable {
     }
   }
 
-  func attributes(ino: UInt64, directory: Bool, metadata: StorageMetadata?) -> FileAttributes {
-    let (posix, pending, changedAt) = posixState(ino, directory ? nil : metadata?.customMetadata)
+  /// A folder's come from its placeholder object (`FolderObjects`) when it has one, as a file's
+  /// from its object; without one, the mount's defaults and its start time.
+  func attributes(ino: UInt64, directory: Bool, metadata given: StorageMetadata?) -> FileAttributes {
+    var metadata = given
+    if directory, metadata == nil, options.posix, let node = inodes.node(ino) { metadata = namespace.folders.get(node.path)?.metadata }
+    let (posix, pending, changedAt) = posixState(ino, metadata?.customMetadata)
     // A time this mount set and the bucket does not have yet; the time a writer kept in custom
     // metadata (ours and rclone's `mtime`, gcsfuse's `gcsfuse_mtime`, Google's tools' whole
     // seconds); else when the object was written.
@@ -260,6 +264,10 @@ package final class BucketFilesystem: Sendable {
       guard let entry = local else { throw FSError(ENOENT) }
       return localAttributes(ino, entry)
     }
+    if node.isDirectory {
+      await namespace.folderObject(node.path)
+      return attributes(ino: ino, directory: true, metadata: nil)
+    }
     let m = try await namespace.fileMetadata(node.objectName ?? node.path)
     return attributes(ino: ino, directory: false, metadata: m)
   }
@@ -309,7 +317,7 @@ package final class BucketFilesystem: Sendable {
       let path = Namespace.join(node.path, e.name)
       let n = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
       let metadata = e.metadata ?? (e.isDirectory ? nil : namespace.files.get(e.objectName ?? path))
-      if plus && (e.isDirectory || metadata != nil) {
+      if plus && (e.isDirectory ? !namespace.folderUnknown(path) : metadata != nil) {
         let (ino, created) = inodes.inoCreating(n)
         guard emit(e, attributes(ino: ino, directory: e.isDirectory, metadata: metadata), true) else {
           if created { inodes.dropIfUnreferenced(ino) }
@@ -474,7 +482,11 @@ package final class BucketFilesystem: Sendable {
       // Removed here: the async path answers ENOENT.
       return local.map { localAttributes(ino, $0) }
     }
-    if node.isDirectory { return attributes(ino: ino, directory: true, metadata: nil) }
+    if node.isDirectory {
+      // A folder whose placeholder is not known yet: the async path asks.
+      if namespace.folderUnknown(node.path) { return nil }
+      return attributes(ino: ino, directory: true, metadata: nil)
+    }
     guard let m = namespace.files.get(node.objectName ?? node.path) else { return nil }
     return attributes(ino: ino, directory: false, metadata: m)
   }

@@ -6,7 +6,8 @@ import StorageCore
 package protocol ObjectClient: Sendable {
   var bucket: String { get }
   func metadata(of name: String) async throws(BucketError) -> StorageMetadata
-  /// One page of names under `prefix` with delimiter `/`.
+  /// One page of names under `prefix` with delimiter `/`; with the GCS API, the items include
+  /// the placeholders (`a/`) of the folders listed, with their metadata.
   func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage
   /// Bytes `range` of generation `generation`; another generation fails with `objectChanged`.
   func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data
@@ -123,7 +124,9 @@ package struct StorageObjectClient: ObjectClient {
     // A reference's list adds "/" itself; list the folder reference of the prefix.
     let folder = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
     return try await BucketError.from { () async throws(StorageError) in
-      try await ref(folder).listPage(delimiter: "/", pageToken: pageToken, maxResults: maxResults)
+      // Folder placeholders with their metadata (a folder's mode, owner and times), where the
+      // API can list them.
+      try await ref(folder).listPage(delimiter: "/", pageToken: pageToken, maxResults: maxResults, matchGlob: nil, folderObjects: true)
     }
   }
 

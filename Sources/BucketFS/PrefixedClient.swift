@@ -35,7 +35,9 @@ package struct PrefixedClient: ObjectClient {
     func view(_ name: String) -> String { String(name.dropFirst(strip)) }
     var metadata: [String: StorageMetadata] = [:]
     for (name, m) in page.metadata { metadata[view(name)] = m }
-    return ListPage(prefixes: page.prefixes.map(view), items: page.items.map(view), metadata: metadata, nextPageToken: page.nextPageToken)
+    var viewed = ListPage(prefixes: page.prefixes.map(view), items: page.items.map(view), metadata: metadata, nextPageToken: page.nextPageToken)
+    viewed.holdsFolderObjects = page.holdsFolderObjects
+    return viewed
   }
 
   package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data {

@@ -147,6 +147,64 @@ import Testing
     }
   }
 
+  /// A folder's mode, owner and the times set on it are kept in its placeholder object (`dir/`)
+  /// in Google's `--preserve-posix` keys: back after a remount, through a folder rename, and for
+  /// a folder that only had objects under it (chmod makes its placeholder); a placeholder
+  /// another tool wrote with those keys shows them, read-only too.
+  @Test(arguments: [[], ["--api", "gcs"]])
+  func foldersKeepModeOwnerAndTimesAfterARemount(api: [String]) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("implicit/file.txt", Data("x".utf8))
+      _ = try await fx.put("theirs/", Data(), custom: ["goog-reserved-posix-mode": "750", "goog-reserved-posix-uid": "42"])
+      let m = try fx.mount(options: ["writable"], extra: api)
+      #expect(mkdir(m.path("made"), 0o755) == 0)
+      #expect(chmod(m.path("made"), 0o710) == 0)
+      #expect(chown(m.path("made"), 1234, 5678) == 0)
+      #expect(mkdir(m.path("made/inner"), 0o755) == 0)
+      #expect(chmod(m.path("made/inner"), 0o700) == 0)
+      #expect(FileManager.default.createFile(atPath: m.path("made/inner/f"), contents: Data("f".utf8)))
+      var set = [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 250_000_000)]
+      #expect(utimensat(AT_FDCWD, m.path("made"), &set, 0) == 0)
+      #expect(chmod(m.path("implicit"), 0o750) == 0)
+      sync(m)
+      func placeholder(_ name: String) async throws -> [String: String] {
+        try await fx.storage.reference().object(named: name).getMetadata().customMetadata ?? [:]
+      }
+      let made = try await placeholder("made/")
+      #expect(made["goog-reserved-posix-mode"] == "710" && made["goog-reserved-posix-uid"] == "1234" && made["goog-reserved-posix-gid"] == "5678", "\(made)")
+      #expect(made["goog-reserved-file-mtime"] == "1600000000", "\(made)")
+      #expect(try await placeholder("implicit/")["goog-reserved-posix-mode"] == "750")
+      #expect(try await fx.storage.reference(withPath: "implicit/file.txt").getMetadata().size == 1, "the placeholder left the files")
+      m.unmount()
+
+      func mtime(_ path: String) -> Double? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9 : nil
+      }
+      let again = try fx.mount(options: ["writable"], extra: api, name: "again")
+      #expect(mode(again.path("made")) == 0o710)
+      #expect(owner(again.path("made")).map { [$0.uid, $0.gid] } == [1234, 5678])
+      #expect(mtime(again.path("made")) == 1_600_000_000.25)
+      #expect(mode(again.path("made/inner")) == 0o700)
+      #expect(mode(again.path("implicit")) == 0o750)
+      #expect(mode(again.path("theirs")) == 0o750 && owner(again.path("theirs"))?.uid == 42)
+      // `ls -l` of the folder (readdirplus) shows the same.
+      let (listed, text) = runTool("/bin/ls", ["-ln", again.path("")])
+      #expect(listed == 0 && text.contains("drwx--x--- 2 1234 5678"), "\(text)")
+      #expect(rename(again.path("made"), again.path("renamed")) == 0)
+      #expect(mode(again.path("renamed")) == 0o710)
+      sync(again)
+      again.unmount()
+
+      let third = try fx.mount(extra: api, name: "third")
+      #expect(mode(third.path("renamed")) == 0o710)
+      #expect(owner(third.path("renamed")).map { [$0.uid, $0.gid] } == [1234, 5678])
+      #expect(mtime(third.path("renamed")) == 1_600_000_000.25)
+      #expect(mode(third.path("renamed/inner")) == 0o700)
+      #expect(mode(third.path("made")) == nil, "the old name is gone")
+    }
+  }
+
   /// A folder's times as a disk keeps them, for the mount's life: a new folder's are now, a
   /// folder's mtime and ctime move when an entry is made or removed in it, and a time set on it
   /// (tar -x, cp -a, rsync -a) holds. A chmod moves a file's ctime, not its mtime.

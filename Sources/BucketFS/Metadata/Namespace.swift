@@ -19,6 +19,7 @@ final class Namespace: Sendable {
   let files: TTLCache<String, StorageMetadata>
   let missing: TTLCache<String, Bool>
   let listings: FolderListings
+  let folders: FolderObjects
   private let reportedNames = Mutex<Set<String>>([])
   /// Names whose attributes are being fetched ahead of their lookup.
   private let attributeFetches = Mutex<Set<String>>([])
@@ -34,6 +35,7 @@ final class Namespace: Sendable {
     files = TTLCache(ttl: ttl, capacity: 200_000, sameKey: Self.sameBytes)
     missing = TTLCache(ttl: options.missTTL, capacity: 50_000, sameKey: Self.sameBytes)
     listings = FolderListings(ttl: ttl, negativeTTL: options.missTTL, capacity: 2_000)
+    folders = FolderObjects(ttl: ttl)
   }
 
   static func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }
@@ -49,6 +51,7 @@ final class Namespace: Sendable {
     listings.forget(under: path)
     files.removeAll { Self.isInside($0, path) }
     missing.removeAll { Self.isInside($0, path) }
+    folders.forget(under: path)
   }
 
   /// `join` undone: the folder of `path` ("" at the root) and its last name.
@@ -162,6 +165,7 @@ final class Namespace: Sendable {
 
     var entries: [DirectoryEntry] = []
     var dirNames = Set<String>()
+    if let own = given[listPrefix] { folders.set(path, .object(own)) }
     for folder in Set(folderNames).sorted() {
       let name = String(folder.dropFirst(listPrefix.count).dropLast())
       guard Self.isValidName(name) else {
@@ -170,6 +174,8 @@ final class Namespace: Sendable {
       }
       dirNames.insert(name)
       entries.append(DirectoryEntry(name: name, isDirectory: true))
+      // A listing that holds placeholders says which folders have none.
+      if listed.holdsFolderObjects { folders.set(Self.join(path, name), given[folder].map(FolderObject.object) ?? .none) }
     }
     var files: [(name: String, payload: String)] = []  // (name in this folder, object name)
     for item in items {
@@ -180,6 +186,7 @@ final class Namespace: Sendable {
         if dirNames.insert(String(name.dropLast())).inserted {
           entries.append(DirectoryEntry(name: String(name.dropLast()), isDirectory: true))
         }
+        if let m = given[item] { folders.set(Self.join(path, String(name.dropLast())), .object(m)) }
         continue
       }
       guard Self.isValidName(name) else {
@@ -236,22 +243,61 @@ final class Namespace: Sendable {
   /// The entry of a listing with its attributes: a v0 listing has none, so they are fetched now,
   /// and those of the next entries in the background, concurrently, because `ls -l` asks for
   /// them one after another in listing order.
+  /// A folder's attributes are its placeholder's (`FolderObjects`), fetched the same way.
   func withAttributes(_ found: FolderListings.Found, dir: String) async throws(FSError) -> DirectoryEntry {
     let entry = found.entry
-    guard !entry.isDirectory, entry.metadata == nil, let objectName = entry.objectName else { return entry }
-    if let m = files.get(objectName) { return entry.with(m) }
-    let following = found.entries[(found.index + 1)...].prefix(Self.attributeBatch).compactMap { e -> String? in
-      guard !e.isDirectory, e.metadata == nil, let name = e.objectName, files.get(name) == nil else { return nil }
-      return name
+    if entry.isDirectory {
+      let path = Self.join(dir, entry.name)
+      guard folderUnknown(path) else { return entry }
+      prefetchAttributes(following(found, dir: dir), dir: dir)
+      await folderObject(path)
+      return entry
     }
-    prefetchAttributes(following, dir: dir)
+    guard entry.metadata == nil, let objectName = entry.objectName else { return entry }
+    if let m = files.get(objectName) { return entry.with(m) }
+    prefetchAttributes(following(found, dir: dir), dir: dir)
     let m = try await fileMetadata(objectName)
     listings.fill(dir: dir, objectName: objectName, m)
     return entry.with(m)
   }
 
-  /// Fetches the attributes of `names` in the background, 32 at a time, each once however many
-  /// lookups ask.
+  /// The objects whose attributes the entries after `found` still need: files' objects, and
+  /// folders' placeholders (`dir/`).
+  private func following(_ found: FolderListings.Found, dir: String) -> [String] {
+    found.entries[(found.index + 1)...].prefix(Self.attributeBatch).compactMap { e -> String? in
+      if e.isDirectory {
+        let path = Self.join(dir, e.name)
+        return folderUnknown(path) ? path + "/" : nil
+      }
+      guard e.metadata == nil, let name = e.objectName, files.get(name) == nil else { return nil }
+      return name
+    }
+  }
+
+  /// Whether folder `path`'s attributes wait for what its placeholder is.
+  func folderUnknown(_ path: String) -> Bool { options.posix && !options.offline && folders.get(path) == nil }
+
+  /// What folder `path`'s placeholder is, asked of the server when the mount does not know (a v0
+  /// listing carries no metadata); nil when it cannot tell now (the server away or offline):
+  /// the mount's defaults answer meanwhile, and the next lookup asks again.
+  @discardableResult
+  func folderObject(_ path: String) async -> FolderObject? {
+    if let known = folders.get(path) { return known }
+    guard !options.offline else { return nil }
+    do throws(BucketError) {
+      let object = FolderObject.object(try await client.metadata(of: path + "/"))
+      folders.set(path, object)
+      return object
+    } catch where error.code == .objectNotFound {
+      folders.set(path, .none)
+      return FolderObject.none
+    } catch {
+      return nil
+    }
+  }
+
+  /// Fetches the attributes of `names` (a folder's placeholder for a name ending in "/") in
+  /// the background, 32 at a time, each once however many lookups ask.
   private func prefetchAttributes(_ names: [String], dir: String) {
     let wanted = attributeFetches.withLock { inflight -> [String] in
       let new = names.filter { !inflight.contains($0) }
@@ -262,6 +308,10 @@ final class Namespace: Sendable {
     Task { [self] in
       _ = try? await mapConcurrently(wanted, limit: 32) { name throws(BucketError) -> Bool in
         defer { _ = self.attributeFetches.withLock { $0.remove(name) } }
+        if name.hasSuffix("/") {
+          await self.folderObject(String(name.dropLast()))
+          return true
+        }
         if let m = try? await self.client.metadata(of: name) {
           self.files.set(name, m)
           self.listings.fill(dir: dir, objectName: name, m)
@@ -299,7 +349,10 @@ final class Namespace: Sendable {
       if unanswered { throw FSError(ENOENT) }
       return nil
     })
-    if let found { return found }
+    if let found {
+      if found.isDirectory && !fromStaged { await folderObject(path) }
+      return found
+    }
     // The staged copies' answer is not the server's: not remembered as missing.
     if fromStaged { throw FSError(ENOENT) }
     // An alias of an object hidden behind a folder of the same name: which alias belongs to
@@ -329,6 +382,12 @@ final class Namespace: Sendable {
     }
     let page = try await folder.get()
     if !page.items.isEmpty || !page.prefixes.isEmpty {
+      // The placeholder sorts first under its folder: a GCS page of one shows whether it is there.
+      if let first = page.items.first, first == path + "/", let m = page.metadata[first] {
+        folders.set(path, .object(m))
+      } else if page.holdsFolderObjects {
+        folders.set(path, .none)
+      }
       return DirectoryEntry(name: name, isDirectory: true)
     }
     switch object {
@@ -370,7 +429,8 @@ final class Namespace: Sendable {
       return
     }
     switch (change.kind, isFolder) {
-    case (.upload, true):
+    case (.upload, true), (.metadata, true):
+      if let metadata { folders.set(path, .object(metadata)) }
       listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: true))
     case (.upload, false), (.copy, _), (.metadata, _):
       guard let metadata else { return listings.remove(dir) }
@@ -378,7 +438,10 @@ final class Namespace: Sendable {
       listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata))
     case (.delete, _):
       listings.update(dir, name: name, entry: nil)
-      if isFolder { listings.remove(path) }
+      if isFolder {
+        listings.remove(path)
+        folders.set(path, .none)
+      }
     }
   }
 
@@ -391,7 +454,8 @@ final class Namespace: Sendable {
     switch listings.lookup(dir: dir, name: name) {
     case .found(let found):
       let e = found.entry
-      if e.isDirectory || e.metadata != nil { return .success(e) }
+      if e.isDirectory { return folderUnknown(Self.join(dir, e.name)) ? nil : .success(e) }
+      if e.metadata != nil { return .success(e) }
       if let m = e.objectName.flatMap({ files.get($0) }) { return .success(e.with(m)) }
       // A v0 listing's file without attributes yet: the async path fetches them (and those of
       // the entries after it).

@@ -273,12 +273,20 @@ package final class WriteBackQueue: Sendable {
     return change.sequence
   }
 
-  /// Queues the placeholder of folder `path` (an empty object named `path/`).
-  func folder(_ path: String) throws(FSError) {
+  /// Queues the placeholder of folder `path` (an empty object named `path/`), with `custom`
+  /// entries (the folder's mode, owner and times); one that is there already gets them instead.
+  func folder(_ path: String, custom: [String: String] = [:]) throws(FSError) {
     let empty = open("/dev/null", O_RDONLY | O_CLOEXEC)
     guard empty >= 0 else { throw FSError(errno) }
     defer { close(empty) }
-    try upload(path + "/", from: empty, contentType: "application/x-directory", mtime: nil, base: .generation(0))
+    try upload(path + "/", from: empty, contentType: "application/x-directory", mtime: nil, custom: custom.isEmpty ? nil : custom, base: .generation(0))
+  }
+
+  /// Queues `custom` entries for folder `path`'s placeholder, which is made if there is none
+  /// (a folder that only has objects under it): chmod, chown and times of a folder.
+  @discardableResult
+  func folderMetadata(_ path: String, custom: [String: String]) throws(FSError) -> UInt64 {
+    try metadata(path + "/", contentType: nil, custom: custom, base: .any)
   }
 
   /// Queues new metadata (content type, custom entries) for `name` as it is in the bucket.
@@ -463,7 +471,8 @@ package final class WriteBackQueue: Sendable {
   func names(in dir: String) -> Set<String> {
     state.withLock { s in
       var out = Set<String>()
-      for change in s.changes.values where change.name.hasPrefix(dir) && change.state != .done {
+      // A metadata change leaves a name as it is.
+      for change in s.changes.values where change.name.hasPrefix(dir) && change.state != .done && change.kind != .metadata {
         let rest = change.name.dropFirst(dir.count)
         guard let first = rest.split(separator: "/", omittingEmptySubsequences: false).first, !first.isEmpty else { continue }
         // "a/b" in dir "" makes folder "a" appear; "a/" is the placeholder of folder "a".
@@ -618,6 +627,7 @@ package final class WriteBackQueue: Sendable {
   }
 
   private func carryOut(_ change: PendingChange, client: any ObjectClient) async -> Carried {
+    if change.name.hasSuffix("/") && change.kind == .metadata { return await carryOutFolderMetadata(change, client: client) }
     let base: Int64?
     var toConflict = false
     switch change.base {
@@ -677,8 +687,12 @@ package final class WriteBackQueue: Sendable {
         change, BucketError(code: .objectNotFound, object: change.name, detail: "\(source) is no longer in the bucket: it changed or was deleted there"))
     } catch where error.code == .preconditionFailed {
       if change.name.hasSuffix("/") {
-        // A folder placeholder someone else made (or removed) meanwhile: the folder is as wanted.
-        return (try? done(change, produced: nil)) ?? .applied(nil)
+        // A folder placeholder someone else made (or removed) meanwhile: the folder is as
+        // wanted, and gets the entries this one carried.
+        guard change.kind == .upload, let custom = change.custom, !custom.isEmpty else { return (try? done(change, produced: nil)) ?? .applied(nil) }
+        var asMetadata = change
+        asMetadata.kind = .metadata
+        return await carryOutFolderMetadata(asMetadata, client: client)
       }
       if change.kind == .copy, let found = try? await client.metadata(of: change.name), found.holdsBytes(of: change.source) {
         // A retried copy whose first try went through: the name holds what the copy put there.
@@ -704,6 +718,38 @@ package final class WriteBackQueue: Sendable {
     } catch {
       return failedOrLater(change, error)
     }
+  }
+
+  /// A folder's mode, owner or times (`change.custom`) on its placeholder, whatever version is
+  /// there (a placeholder has no bytes to lose); a folder without one gets one. A placeholder
+  /// removed or made meanwhile is tried again the other way.
+  private func carryOutFolderMetadata(_ change: PendingChange, client: any ObjectClient) async -> Carried {
+    let custom = change.custom ?? [:]
+    var lastError = BucketError(code: .internalError, object: change.name, detail: "the placeholder kept changing")
+    for _ in 0..<3 {
+      do throws(BucketError) {
+        let m = try await client.updateMetadata(change.name, contentType: nil, custom: custom, ifGenerationMatch: nil)
+        return (try? done(change, produced: m.generation, metadata: m)) ?? .applied(m)
+      } catch where error.code == .objectNotFound {
+        lastError = error
+      } catch {
+        return failedOrLater(change, error)
+      }
+      // The placeholder's (empty) bytes beside the record, removed with it.
+      let empty = open(dataPath(change), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+      guard empty >= 0 else { return failedOrLater(change, BucketError(code: .unknown, object: change.name, detail: "cannot write to the queue: errno \(errno)")) }
+      close(empty)
+      do throws(BucketError) {
+        let m = try await client.upload(
+          change.name, file: dataPath(change), contentType: "application/x-directory", custom: custom, ifGenerationMatch: 0, session: nil)
+        return (try? done(change, produced: m.generation, metadata: m)) ?? .applied(m)
+      } catch where error.code == .preconditionFailed {
+        lastError = error
+      } catch {
+        return failedOrLater(change, error)
+      }
+    }
+    return failedOrLater(change, lastError)
   }
 
   /// A copy from `name` that failed for good, if any.

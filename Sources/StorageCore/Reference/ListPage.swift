@@ -7,6 +7,9 @@ public struct ListPage: Sendable {
   /// Full metadata per item when the protocol carries it (GCS JSON); empty for v0.
   public var metadata: [String: StorageMetadata]
   public var nextPageToken: String?
+  /// Whether the items hold each prefix's own object when there is one (GCS's
+  /// `includeTrailingDelimiter`): then a prefix without one among the items has none.
+  public var holdsFolderObjects = false
 
   public init(prefixes: [String], items: [String], metadata: [String: StorageMetadata] = [:], nextPageToken: String?) {
     self.prefixes = prefixes
@@ -58,8 +61,11 @@ extension ListPage {
     var all = ListPage(prefixes: [], items: [], nextPageToken: nil)
     var seen = Set<String>()
     var token: String? = nil
+    var first = true
     repeat {
       let page = try await fetch(token)
+      all.holdsFolderObjects = (first || all.holdsFolderObjects) && page.holdsFolderObjects
+      first = false
       for prefix in page.prefixes where seen.insert(prefix).inserted { all.prefixes.append(prefix) }
       all.items += page.items
       all.metadata.merge(page.metadata) { first, _ in first }

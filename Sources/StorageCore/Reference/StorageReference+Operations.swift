@@ -138,17 +138,22 @@ extension StorageReference {
 
   /// `matchGlob` (GCS API only; v0 has none, so it is not sent there) asks the server for the
   /// names matching a glob; a server may ignore it, so callers match the names again.
-  package func listPage(delimiter: String?, pageToken: String?, maxResults: Int?, matchGlob: String?)
+  /// `folderObjects` (GCS API only) asks for each prefix's own object (a folder placeholder,
+  /// `a/`) among the items, with its metadata; the page says whether it was asked
+  /// (`ListPage.holdsFolderObjects`).
+  package func listPage(delimiter: String?, pageToken: String?, maxResults: Int?, matchGlob: String?, folderObjects: Bool = false)
     async throws(StorageError) -> ListPage
   {
     let prefix = fullPath.isEmpty ? "" : fullPath + "/"
+    let withFolders = folderObjects && delimiter != nil && storage.api == .gcs
     let request = storage.wire.list(
       bucket: bucket, prefix: prefix, delimiter: delimiter, pageToken: pageToken, maxResults: maxResults,
-      matchGlob: storage.api == .gcs ? matchGlob : nil)
+      matchGlob: storage.api == .gcs ? matchGlob : nil, includeTrailingDelimiter: withFolders)
     let response = try await runnerForOperations.run(request)
-    guard let page = ListPage.decode(response.body) else {
+    guard var page = ListPage.decode(response.body) else {
       throw StorageError(code: .unknown, object: description, detail: "the server sent a list that is not JSON")
     }
+    page.holdsFolderObjects = withFolders
     return page
   }
 

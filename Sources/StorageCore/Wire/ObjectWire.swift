@@ -75,10 +75,12 @@ extension ObjectWire {
   }
 
   func list(
-    bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?, matchGlob: String? = nil
+    bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?, matchGlob: String? = nil,
+    includeTrailingDelimiter: Bool = false
   ) -> HTTPRequest {
     var query: [(String, String)] = [("prefix", prefix)]
     if let delimiter { query.append(("delimiter", delimiter)) }
+    if includeTrailingDelimiter { query.append(("includeTrailingDelimiter", "true")) }
     if let matchGlob { query.append(("matchGlob", matchGlob)) }
     if let pageToken { query.append(("pageToken", pageToken)) }
     if let maxResults { query.append(("maxResults", String(maxResults))) }

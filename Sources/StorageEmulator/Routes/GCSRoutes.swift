@@ -118,7 +118,8 @@ struct GCSRoutes {
     }
     let delimiter = query["delimiter"].flatMap { $0.isEmpty ? nil : $0 }
     let result = store.list(
-      bucket: bucket, prefix: query["prefix"] ?? "", delimiter: delimiter, pageToken: query["pageToken"], maxResults: maxResults)
+      bucket: bucket, prefix: query["prefix"] ?? "", delimiter: delimiter, pageToken: query["pageToken"], maxResults: maxResults,
+      includeTrailingDelimiter: delimiter != nil && query["includeTrailingDelimiter"] == "true")
     var items = result.items
     if let text = query["matchGlob"] {
       guard let glob = MatchGlob(text) else { return Self.error(400, "invalid", "Invalid matchGlob: \(text)") }

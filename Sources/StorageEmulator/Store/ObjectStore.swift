@@ -265,7 +265,11 @@ final class ObjectStore: @unchecked Sendable {
 
   /// Names under `prefix` from `pageToken` on; with a delimiter, deeper names fold into prefixes.
   /// Items and prefixes both count toward `maxResults`, so pages of folders really page.
-  func list(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int) -> ListResult {
+  /// `includeTrailingDelimiter` (GCS's parameter): an object named exactly as a prefix (a folder's
+  /// placeholder, `a/`) is also an item, counted once with its prefix.
+  func list(
+    bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int, includeTrailingDelimiter: Bool = false
+  ) -> ListResult {
     buckets.withLock { all in
       var result = ListResult()
       guard let b = all[bucket] else { return result }
@@ -285,6 +289,8 @@ final class ObjectStore: @unchecked Sendable {
           let folder = Array(key.bytes[..<(cut + delimiterBytes.count)])
           result.prefixes.append(String(decoding: folder, as: UTF8.self))
           count += 1
+          // The placeholder sorts first of the names inside the folder.
+          if includeTrailingDelimiter && key.bytes.count == folder.count { result.items.append(b.records[key]!) }
           // Skip every name inside this folder.
           index += 1
           while index < b.sorted.count && b.sorted[index].bytes.starts(with: folder) { index += 1 }
