@@ -722,6 +722,7 @@ extension BucketFilesystem {
     for dir in folders {
       // The new placeholder keeps what the old one kept of the folder, and what this mount set.
       let moved = target + dir.dropFirst(source.count)
+      if options.posix { await namespace.folderObject(dir) }
       var custom = options.posix ? namespace.folders.keptEntries(dir) : [:]
       if options.posix, let held = posixChanges.held({ dir }) {
         custom.merge(held.attributes.custom) { _, set in set }

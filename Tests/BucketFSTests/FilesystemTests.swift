@@ -285,8 +285,9 @@ final class ManualClock: @unchecked Sendable {
 }
 
 @Suite struct LargeFolderTests {
-  func makeFS(_ client: MemoryObjectClient) -> BucketFilesystem {
+  func makeFS(_ client: MemoryObjectClient, posix: Bool = true) -> BucketFilesystem {
     var options = MountOptions()
+    options.posix = posix
     options.cacheSize = 4 << 20
     // Long enough that a loaded machine cannot expire what the test checks.
     options.metadataTTL = 300
@@ -299,7 +300,8 @@ final class ManualClock: @unchecked Sendable {
     let client = MemoryObjectClient()
     for i in 0..<3000 { client.put(String(format: "f%05d.txt", i), Data("x".utf8)) }
     for i in 0..<2000 { client.put(String(format: "d%05d/x", i), Data("y".utf8)) }
-    let fs = makeFS(client)
+    // Folders whose placeholders need no asking (`aFolderWaitsForItsPlaceholder`).
+    let fs = makeFS(client, posix: false)
     for plus in [false, true] {
       let handle = try await fs.openDirectory(InodeTable.rootIno)
       var offset = 0
@@ -331,6 +333,47 @@ final class ManualClock: @unchecked Sendable {
       #expect(fs.inodes.count == 1 + (plus ? 2000 : 0), "\(fs.inodes.count) inodes after plus=\(plus)")
       #expect(linked == (plus ? 2000 : 0))
     }
+  }
+
+  /// A folder's mode, owner and time are its placeholder's (`dir/`): over a names-only (v0)
+  /// listing, readdirplus hands out no attributes for a folder whose placeholder is unknown, its
+  /// lookup asks for it once (and the next folders' in the background), and from then on the
+  /// folder is answered without asking, readdirplus included. A folder with no placeholder shows
+  /// the defaults.
+  @Test func aFolderWaitsForItsPlaceholder() async throws {
+    let client = MemoryObjectClient()
+    client.put("kept/", Data(), custom: ["goog-reserved-posix-mode": "700", "goog-reserved-posix-uid": "42", "mtime": "2020-01-02T03:04:05.5Z"])
+    client.put("kept/x", Data("x".utf8))
+    client.put("plain/x", Data("x".utf8))
+    let fs = makeFS(client)
+    func linked() async throws -> [String: FileAttributes] {
+      let handle = try await fs.openDirectory(InodeTable.rootIno)
+      defer { fs.releaseDirectory(handle) }
+      var out: [String: FileAttributes] = [:]
+      fs.readDirectory(InodeTable.rootIno, handle: handle, offset: 0, plus: true) { entry, attrs, isLinked in
+        if isLinked {
+          fs.inodes.addLookup(attrs.ino)
+          out[entry.name] = attrs
+        }
+        return true
+      }
+      return out
+    }
+    #expect(try await linked().isEmpty)
+    let before = client.metadataRequests.load(ordering: .relaxed)
+    #expect(fs.lookupIfCached(parent: InodeTable.rootIno, name: "kept") == nil, "answered before its placeholder was known")
+    let kept = try await fs.lookup(parent: InodeTable.rootIno, name: "kept")
+    #expect(kept.mode == 0o700 && kept.uid == 42 && kept.mtime == 1_577_934_245.5, "\(kept)")
+    #expect(client.metadataRequests.load(ordering: .relaxed) == before + 1 || client.metadataRequests.load(ordering: .relaxed) == before + 2)
+    let plain = try await fs.lookup(parent: InodeTable.rootIno, name: "plain")
+    #expect(plain.mode == MountOptions().dirMode && plain.uid == MountOptions().uid)
+    #expect(client.metadataRequests.load(ordering: .relaxed) <= before + 3)
+    let again = try await linked()
+    #expect(again["kept"]?.mode == 0o700 && again["plain"]?.mode == MountOptions().dirMode, "\(again)")
+    let asked = client.metadataRequests.load(ordering: .relaxed)
+    #expect(try fs.lookupIfCached(parent: InodeTable.rootIno, name: "kept")?.get().mode == 0o700)
+    #expect(fs.getattrIfCached(kept.ino)?.mode == 0o700)
+    #expect(client.metadataRequests.load(ordering: .relaxed) == asked)
   }
 
   /// Names first: listing a folder of a names-only (v0) bucket fetches no metadata; a lookup

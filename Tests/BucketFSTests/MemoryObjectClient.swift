@@ -10,9 +10,10 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
   let reads = Atomic<Int>(0)
   let metadataRequests = Atomic<Int>(0)
 
-  func put(_ name: String, _ data: Data) {
+  func put(_ name: String, _ data: Data, custom: [String: String]? = nil) {
     objects.withLock { o in
       var m = StorageMetadata()
+      m.customMetadata = custom
       m.path = name
       m.bucket = bucket
       m.size = Int64(data.count)

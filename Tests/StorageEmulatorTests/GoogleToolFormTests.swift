@@ -124,6 +124,25 @@ import Testing
     }
   }
 
+  /// `includeTrailingDelimiter` lists a folder's placeholder (`a/`) among the items as well as
+  /// its prefix, counted once toward `maxResults`; without it, only the prefix.
+  @Test func includeTrailingDelimiterListsPlaceholders() throws {
+    try scope(Server()) { s in
+      for name in ["a/", "a/x", "b/y", "c"] { _ = pythonMultipart(s, bucket: "bk", name: name, name) }
+      func page(_ query: String) -> (items: [String], prefixes: [String], token: String?) {
+        let json = call(s, "GET", "/storage/v1/b/bk/o?delimiter=/\(query)").json
+        return ((json["items"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }, json["prefixes"] as? [String] ?? [],
+          json["nextPageToken"] as? String)
+      }
+      let with = page("&includeTrailingDelimiter=true")
+      #expect(with.items == ["a/", "c"] && with.prefixes == ["a/", "b/"], "\(with)")
+      let without = page("")
+      #expect(without.items == ["c"] && without.prefixes == ["a/", "b/"], "\(without)")
+      let first = page("&includeTrailingDelimiter=true&maxResults=2")
+      #expect(first.items == ["a/"] && first.prefixes == ["a/", "b/"] && first.token != nil, "\(first)")
+    }
+  }
+
   /// Buckets: insert, list by project (with the buckets that hold objects), a second insert of
   /// the name is 409, deleting a bucket that holds objects is 409, an empty one goes.
   @Test func bucketsAreMadeListedAndDeleted() throws {

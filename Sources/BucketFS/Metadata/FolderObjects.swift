@@ -20,17 +20,20 @@ enum FolderObject: Sendable {
   }
 }
 
-/// The placeholders known, by folder path, each for `metadata_ttl` like a file's attributes.
+/// The placeholders known, by folder path. What a listing says of its folders' placeholders
+/// lives as long as the listing does (a walk that keeps its listings past `metadata_ttl` keeps
+/// this too), and gives way when the parent is listed again.
 final class FolderObjects: Sendable {
-  private let known: TTLCache<String, FolderObject>
-
-  init(ttl: Double) { known = TTLCache(ttl: ttl, capacity: 200_000, sameKey: Namespace.sameBytes) }
+  private let known = TTLCache<String, FolderObject>(ttl: .infinity, capacity: 200_000, sameKey: Namespace.sameBytes)
 
   /// What folder `path`'s placeholder is; nil when the mount does not know. The root has none
   /// (a bucket's root is no object; a mount below a prefix shows the defaults there too).
   func get(_ path: String) -> FolderObject? { path.isEmpty ? FolderObject.none : known.get(path) }
 
   func set(_ path: String, _ object: FolderObject) { if !path.isEmpty { known.set(path, object) } }
+
+  /// Asked of the server again at the folder's next lookup.
+  func forget(_ path: String) { known.remove(path) }
 
   func forget(under path: String) { known.removeAll { Namespace.isInside($0, path) } }
 

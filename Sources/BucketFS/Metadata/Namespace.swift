@@ -35,7 +35,7 @@ final class Namespace: Sendable {
     files = TTLCache(ttl: ttl, capacity: 200_000, sameKey: Self.sameBytes)
     missing = TTLCache(ttl: options.missTTL, capacity: 50_000, sameKey: Self.sameBytes)
     listings = FolderListings(ttl: ttl, negativeTTL: options.missTTL, capacity: 2_000)
-    folders = FolderObjects(ttl: ttl)
+    folders = FolderObjects()
   }
 
   static func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }
@@ -174,8 +174,13 @@ final class Namespace: Sendable {
       }
       dirNames.insert(name)
       entries.append(DirectoryEntry(name: name, isDirectory: true))
-      // A listing that holds placeholders says which folders have none.
-      if listed.holdsFolderObjects { folders.set(Self.join(path, name), given[folder].map(FolderObject.object) ?? .none) }
+      // A listing that holds placeholders says which folders have none; one that does not (v0)
+      // has the placeholders asked for again, as its files' attributes are.
+      if listed.holdsFolderObjects {
+        folders.set(Self.join(path, name), given[folder].map(FolderObject.object) ?? .none)
+      } else {
+        folders.forget(Self.join(path, name))
+      }
     }
     var files: [(name: String, payload: String)] = []  // (name in this folder, object name)
     for item in items {
