@@ -593,7 +593,10 @@ extension BucketFilesystem {
       var custom = kept.custom
       custom["mtime"] = WriteBackQueue.rfc3339(now)
       try writeBack.queue.folder(path, custom: custom)
-      posixChanges.queued(path, kept, sequence: .max)
+      // Shown whole, defaults too: what the queue learns later of an earlier folder of this name
+      // (its chmod, its removal, applied after this mkdir) must not show through.
+      let shown = PosixAttributes(mode: kept.mode ?? options.dirMode, uid: kept.uid ?? options.uid, gid: kept.gid ?? options.gid, mtime: now)
+      posixChanges.queued(path, shown, sequence: .max)
     } else {
       try writeBack.queue.folder(path)
     }
