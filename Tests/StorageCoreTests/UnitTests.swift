@@ -160,6 +160,32 @@ import Testing
     #expect(crc.matches(crc.base64))
   }
 
+  /// Long runs are checksummed in interleaved lanes, short ones in one chain: the same bytes fed
+  /// whole and in pieces of every size around the lanes' (3 KiB) give the same CRC, and one
+  /// flipped byte anywhere in a lane changes it.
+  @Test func crc32cOfLongRunsMatchesShortPieces() {
+    let bytes = randomData(200_000, seed: 11)
+    var whole = CRC32C()
+    bytes.withUnsafeBytes { whole.update($0) }
+    for piece in [1, 7, 8, 1023, 1024, 3071, 3072, 3073, 6144, 9000, 65_536] {
+      var crc = CRC32C()
+      var at = 0
+      while at < bytes.count {
+        let end = min(bytes.count, at + piece)
+        bytes[at..<end].withUnsafeBytes { crc.update($0) }
+        at = end
+      }
+      #expect(crc.value == whole.value, "pieces of \(piece)")
+    }
+    for flipped in [0, 1023, 1024, 2047, 2048, 3071, 150_000] {
+      var damaged = bytes
+      damaged[flipped] ^= 0x40
+      var crc = CRC32C()
+      damaged.withUnsafeBytes { crc.update($0) }
+      #expect(crc.value != whole.value, "byte \(flipped)")
+    }
+  }
+
   @Test func md5KnownValue() {
     let d = Digest(.md5)
     d.update(Data("hello".utf8))
