@@ -426,11 +426,7 @@ extension BucketFilesystem {
     if (size != nil || times != PosixAttributes()) && writeBack == nil { throw FSError(EROFS) }
     if node.isDirectory {
       // tar -x, cp -a and rsync -a set every folder's times after filling it.
-      if times != PosixAttributes(), options.posix {
-        var custom = times.custom
-        if let mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
-        try keepFolder(node.path, times, custom: custom)
-      }
+      if times != PosixAttributes(), options.posix { try keepFolder(node.path, times, custom: times.customWithExactTime) }
       return attributes(ino: ino, directory: true, metadata: nil)
     }
     guard size != nil || times != PosixAttributes() else { return try await getattr(ino) }
@@ -441,9 +437,7 @@ extension BucketFilesystem {
     var openEdit = writeBack.edits[path]
     if let handle, case .edit(let e) = writeBack.handles[handle] { openEdit = e }
     if size == nil, options.posix, writeBack.queue.view(path) == nil, !(openEdit?.isDirty ?? false) {
-      var custom = times.custom
-      if let mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
-      try await queueMetadata(path, times, custom: custom)
+      try await queueMetadata(path, times, custom: times.customWithExactTime)
       return try await getattr(ino)
     }
     let edit: LocalEdits.Edit
@@ -582,7 +576,7 @@ extension BucketFilesystem {
     if (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
     // A folder of this name removed before keeps nothing for this one.
     posixChanges.forget(path)
-    namespace.folders.set(path, .none)
+    namespace.folders.set(path, .absent)
     if options.posix {
       // Set-id bits are never kept (setattr's rule); the sticky bit is.
       let now = Date().timeIntervalSince1970
@@ -590,9 +584,7 @@ extension BucketFilesystem {
         mode: mode.flatMap { $0 & 0o1777 != options.dirMode ? $0 & 0o1777 : nil },
         uid: creator.flatMap { $0.uid != options.uid ? $0.uid : nil }, gid: creator.flatMap { $0.gid != options.gid ? $0.gid : nil },
         mtime: now)
-      var custom = kept.custom
-      custom["mtime"] = WriteBackQueue.rfc3339(now)
-      try writeBack.queue.folder(path, custom: custom)
+      try writeBack.queue.folder(path, custom: kept.customWithExactTime)
       // Shown whole, defaults too: what the queue learns later of an earlier folder of this name
       // (its chmod, its removal, applied after this mkdir) must not show through.
       let shown = PosixAttributes(mode: kept.mode ?? options.dirMode, uid: kept.uid ?? options.uid, gid: kept.gid ?? options.gid, mtime: now)
@@ -619,7 +611,7 @@ extension BucketFilesystem {
     guard inside.isEmpty else { throw FSError(ENOTEMPTY) }
     try writeBack.queue.delete(path + "/", base: .any)
     posixChanges.forget(path)
-    namespace.folders.set(path, .none)
+    namespace.folders.set(path, .absent)
     entriesChanged(in: dir.path)
   }
 
@@ -725,11 +717,11 @@ extension BucketFilesystem {
     for dir in folders {
       // The new placeholder keeps what the old one kept of the folder, and what this mount set.
       let moved = target + dir.dropFirst(source.count)
-      if options.posix { await namespace.folderObject(dir) }
-      var custom = options.posix ? namespace.folders.keptEntries(dir) : [:]
-      if options.posix, let held = posixChanges.held({ dir }) {
-        custom.merge(held.attributes.custom) { _, set in set }
-        if let mtime = held.attributes.mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
+      var custom: [String: String] = [:]
+      if options.posix {
+        await namespace.learnFolderObject(dir)
+        custom = namespace.folders.keptEntries(dir)
+        if let held = posixChanges.held({ dir }) { custom.merge(held.attributes.customWithExactTime) { _, set in set } }
       }
       try writeBack.queue.folder(moved, custom: custom)
       if let known = namespace.folders.get(dir) { namespace.folders.set(moved, known) }

@@ -265,7 +265,7 @@ package final class BucketFilesystem: Sendable {
       return localAttributes(ino, entry)
     }
     if node.isDirectory {
-      await namespace.folderObject(node.path)
+      await namespace.learnFolderObject(node.path)
       return attributes(ino: ino, directory: true, metadata: nil)
     }
     let m = try await namespace.fileMetadata(node.objectName ?? node.path)

@@ -11,7 +11,7 @@ import StorageCore
 enum FolderObject: Sendable {
   /// No placeholder: the folder exists because objects are under it (or this mount made it and
   /// its placeholder is still queued); the mount's `dir_mode`, `uid` and `gid` answer.
-  case none
+  case absent
   case object(StorageMetadata)
 
   var metadata: StorageMetadata? {
@@ -28,7 +28,7 @@ final class FolderObjects: Sendable {
 
   /// What folder `path`'s placeholder is; nil when the mount does not know. The root has none
   /// (a bucket's root is no object; a mount below a prefix shows the defaults there too).
-  func get(_ path: String) -> FolderObject? { path.isEmpty ? FolderObject.none : known.get(path) }
+  func get(_ path: String) -> FolderObject? { path.isEmpty ? .absent : known.get(path) }
 
   func set(_ path: String, _ object: FolderObject) { if !path.isEmpty { known.set(path, object) } }
 
@@ -39,9 +39,5 @@ final class FolderObjects: Sendable {
 
   /// The POSIX entries of folder `path`'s placeholder that go with the folder when it is
   /// renamed (its new placeholder is another object).
-  func keptEntries(_ path: String) -> [String: String] {
-    let custom = get(path)?.metadata?.customMetadata ?? [:]
-    let keys = [PosixAttributes.modeKey, PosixAttributes.uidKey, PosixAttributes.gidKey, PosixAttributes.mtimeKey, PosixAttributes.atimeKey, "mtime"]
-    return custom.filter { keys.contains($0.key) }
-  }
+  func keptEntries(_ path: String) -> [String: String] { PosixAttributes.entries(of: get(path)?.metadata?.customMetadata ?? [:]) }
 }

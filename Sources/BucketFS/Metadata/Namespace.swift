@@ -177,7 +177,7 @@ final class Namespace: Sendable {
       // A listing that holds placeholders says which folders have none; one that does not (v0)
       // has the placeholders asked for again, as its files' attributes are.
       if listed.holdsFolderObjects {
-        folders.set(Self.join(path, name), given[folder].map(FolderObject.object) ?? .none)
+        folders.set(Self.join(path, name), given[folder].map(FolderObject.object) ?? .absent)
       } else {
         folders.forget(Self.join(path, name))
       }
@@ -255,7 +255,7 @@ final class Namespace: Sendable {
       let path = Self.join(dir, entry.name)
       guard folderUnknown(path) else { return entry }
       prefetchAttributes(following(found, dir: dir), dir: dir)
-      await folderObject(path)
+      await learnFolderObject(path)
       return entry
     }
     guard entry.metadata == nil, let objectName = entry.objectName else { return entry }
@@ -282,23 +282,16 @@ final class Namespace: Sendable {
   /// Whether folder `path`'s attributes wait for what its placeholder is.
   func folderUnknown(_ path: String) -> Bool { options.posix && !options.offline && folders.get(path) == nil }
 
-  /// What folder `path`'s placeholder is, asked of the server when the mount does not know (a v0
-  /// listing carries no metadata); nil when it cannot tell now (the server away or offline):
-  /// the mount's defaults answer meanwhile, and the next lookup asks again.
-  @discardableResult
-  func folderObject(_ path: String) async -> FolderObject? {
-    if let known = folders.get(path) { return known }
-    guard !options.offline else { return nil }
+  /// Learns what folder `path`'s placeholder is, from the server when the mount does not know
+  /// (a v0 listing carries no metadata). When it cannot tell now (the server away, offline) it
+  /// stays unknown: the mount's defaults answer meanwhile, and the next lookup asks again.
+  func learnFolderObject(_ path: String) async {
+    guard folders.get(path) == nil, !options.offline else { return }
     do throws(BucketError) {
-      let object = FolderObject.object(try await client.metadata(of: path + "/"))
-      folders.set(path, object)
-      return object
+      folders.set(path, .object(try await client.metadata(of: path + "/")))
     } catch where error.code == .objectNotFound {
-      folders.set(path, .none)
-      return FolderObject.none
-    } catch {
-      return nil
-    }
+      folders.set(path, .absent)
+    } catch {}
   }
 
   /// Fetches the attributes of `names` (a folder's placeholder for a name ending in "/") in
@@ -314,7 +307,7 @@ final class Namespace: Sendable {
       _ = try? await mapConcurrently(wanted, limit: 32) { name throws(BucketError) -> Bool in
         defer { _ = self.attributeFetches.withLock { $0.remove(name) } }
         if name.hasSuffix("/") {
-          await self.folderObject(String(name.dropLast()))
+          await self.learnFolderObject(String(name.dropLast()))
           return true
         }
         if let m = try? await self.client.metadata(of: name) {
@@ -355,7 +348,7 @@ final class Namespace: Sendable {
       return nil
     })
     if let found {
-      if found.isDirectory && !fromStaged { await folderObject(path) }
+      if found.isDirectory && !fromStaged { await learnFolderObject(path) }
       return found
     }
     // The staged copies' answer is not the server's: not remembered as missing.
@@ -391,7 +384,7 @@ final class Namespace: Sendable {
       if let first = page.items.first, first == path + "/", let m = page.metadata[first] {
         folders.set(path, .object(m))
       } else if page.holdsFolderObjects {
-        folders.set(path, .none)
+        folders.set(path, .absent)
       }
       return DirectoryEntry(name: name, isDirectory: true)
     }
@@ -445,7 +438,7 @@ final class Namespace: Sendable {
       listings.update(dir, name: name, entry: nil)
       if isFolder {
         listings.remove(path)
-        folders.set(path, .none)
+        folders.set(path, .absent)
       }
     }
   }

@@ -55,6 +55,19 @@ struct PosixAttributes: Equatable, Sendable {
     if let atime { out[Self.atimeKey] = String(Int64(atime.rounded(.down))) }
     return out
   }
+
+  /// `custom`, and the modification time to the nanosecond in `mtime` (RFC 3339, as rclone
+  /// writes it), which Google's whole seconds would round.
+  var customWithExactTime: [String: String] {
+    var out = custom
+    if let mtime { out["mtime"] = WriteBackQueue.rfc3339(mtime) }
+    return out
+  }
+
+  /// The entries of `custom` that hold POSIX attributes: Google's keys and `mtime`.
+  static func entries(of custom: [String: String]) -> [String: String] {
+    custom.filter { [modeKey, uidKey, gidKey, mtimeKey, atimeKey, "mtime"].contains($0.key) }
+  }
 }
 
 extension String {

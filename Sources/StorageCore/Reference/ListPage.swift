@@ -59,13 +59,12 @@ extension ListPage {
   /// prefixes once each in the order first seen, items in order, metadata merged.
   package static func all<E: Error>(_ fetch: (String?) async throws(E) -> ListPage) async throws(E) -> ListPage {
     var all = ListPage(prefixes: [], items: [], nextPageToken: nil)
+    all.holdsFolderObjects = true
     var seen = Set<String>()
     var token: String? = nil
-    var first = true
     repeat {
       let page = try await fetch(token)
-      all.holdsFolderObjects = (first || all.holdsFolderObjects) && page.holdsFolderObjects
-      first = false
+      all.holdsFolderObjects = all.holdsFolderObjects && page.holdsFolderObjects
       for prefix in page.prefixes where seen.insert(prefix).inserted { all.prefixes.append(prefix) }
       all.items += page.items
       all.metadata.merge(page.metadata) { first, _ in first }
