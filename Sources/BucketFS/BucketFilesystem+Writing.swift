@@ -210,7 +210,7 @@ extension BucketFilesystem {
     let input = Foundation.open(source, O_RDONLY | O_CLOEXEC)
     guard input >= 0 else { throw FSError(errno) }
     defer { close(input) }
-    try WriteBackQueue.copyAll(from: input, to: fd)
+    try DurableFile.copyAll(from: input, to: fd)
   }
 
   /// The object's bytes into `fd`: from its complete staged copy when there is one, else from

@@ -38,15 +38,36 @@ struct PendingChange: Codable, Sendable, Equatable {
     case previous
   }
 
-  enum State: String, Codable, Sendable {
+  /// Where a change is in its life. Kept on disk as the `state`, `produced`, `conflictName` and
+  /// `error` of records written before the life was one value, so that any mount reads any queue.
+  enum Life: Sendable, Equatable {
     /// Waiting its turn (or for the server to answer again).
     case pending
     /// Being carried out; a restart carries it out again.
     case started
-    /// Done, with `produced`; the record goes once the changes after it know the generation.
-    case done
-    /// Refused for good (`error` says why); kept, so that nothing is lost, until removed by hand.
-    case failed
+    /// A newer upload of the name took its place before it started (in memory only: its record
+    /// goes as the newer one's is written).
+    case replaced(by: UInt64)
+    /// Carried out, with what that left; the record goes once the changes after it know.
+    case done(Effect)
+    /// Refused for good, and why; kept, so that nothing is lost, until removed by hand.
+    case failed(String)
+  }
+
+  /// What a change carried out left under its name.
+  enum Effect: Sendable, Equatable {
+    /// This generation (0: no object, after a delete).
+    case generation(Int64)
+    /// Whatever was there: the change was not applied (what it was based on had changed) or
+    /// found it done by someone else. A change based on it cannot know a generation either.
+    case unknown
+    /// Someone else's version: ours went beside it, under this name.
+    case conflict(String)
+
+    /// The generation a change based on this one starts from; nil sends it beside the object.
+    var generation: Int64? {
+      if case .generation(let g) = self { g } else { nil }
+    }
   }
 
   var sequence: UInt64
@@ -63,13 +84,7 @@ struct PendingChange: Codable, Sendable, Equatable {
   /// continues where the server has it instead of starting over.
   var sessionURL: String?
   var source: Source?
-  var state: State = .pending
-  var error: String?
-  /// The generation an upload made (0 after a delete); nil after a conflict, so that the
-  /// changes based on it go beside the object too.
-  var produced: Int64?
-  /// Set when the bucket held another version: where our bytes went instead.
-  var conflictName: String?
+  var life: Life = .pending
   /// An upload's bytes as they were queued: checked when a later mount reads the queue, so
   /// that a truncated or changed `.data` file is never uploaded as the object (nil in records
   /// written before they were kept).
@@ -77,6 +92,82 @@ struct PendingChange: Codable, Sendable, Equatable {
   var dataCRC32C: UInt32?
 
   var fileName: String { String(format: "%012llu", sequence) }
+
+  /// Not yet done, replaced or refused: a worker may take it, or has.
+  var isUnfinished: Bool { life == .pending || life == .started }
+  /// Still the queue's (refused ones too): the mount shows what it leaves.
+  var isQueued: Bool { isUnfinished || isFailed }
+  var isFailed: Bool {
+    if case .failed = life { true } else { false }
+  }
+  /// Where our bytes went when the bucket held another version.
+  var conflictName: String? {
+    if case .done(.conflict(let name)) = life { name } else { nil }
+  }
+}
+
+extension PendingChange {
+  private enum CodingKeys: String, CodingKey {
+    case sequence, kind, name, base, contentType, mtime, custom, sessionURL, source, state, error, produced, conflictName, dataSize, dataCRC32C
+  }
+
+  init(from decoder: any Decoder) throws {
+    let c = try decoder.container(keyedBy: CodingKeys.self)
+    sequence = try c.decode(UInt64.self, forKey: .sequence)
+    kind = try c.decode(Kind.self, forKey: .kind)
+    name = try c.decode(String.self, forKey: .name)
+    base = try c.decode(Base.self, forKey: .base)
+    contentType = try c.decodeIfPresent(String.self, forKey: .contentType)
+    mtime = try c.decodeIfPresent(Double.self, forKey: .mtime)
+    custom = try c.decodeIfPresent([String: String].self, forKey: .custom)
+    sessionURL = try c.decodeIfPresent(String.self, forKey: .sessionURL)
+    source = try c.decodeIfPresent(Source.self, forKey: .source)
+    dataSize = try c.decodeIfPresent(Int64.self, forKey: .dataSize)
+    dataCRC32C = try c.decodeIfPresent(UInt32.self, forKey: .dataCRC32C)
+    switch try c.decodeIfPresent(String.self, forKey: .state) ?? "pending" {
+    case "pending": life = .pending
+    case "started": life = .started
+    case "done":
+      if let conflict = try c.decodeIfPresent(String.self, forKey: .conflictName) {
+        life = .done(.conflict(conflict))
+      } else {
+        life = .done(try c.decodeIfPresent(Int64.self, forKey: .produced).map(Effect.generation) ?? .unknown)
+      }
+    case "failed": life = .failed(try c.decodeIfPresent(String.self, forKey: .error) ?? "refused")
+    case let other:
+      throw DecodingError.dataCorruptedError(forKey: .state, in: c, debugDescription: "no change is \(other)")
+    }
+  }
+
+  func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: CodingKeys.self)
+    try c.encode(sequence, forKey: .sequence)
+    try c.encode(kind, forKey: .kind)
+    try c.encode(name, forKey: .name)
+    try c.encode(base, forKey: .base)
+    try c.encodeIfPresent(contentType, forKey: .contentType)
+    try c.encodeIfPresent(mtime, forKey: .mtime)
+    try c.encodeIfPresent(custom, forKey: .custom)
+    try c.encodeIfPresent(sessionURL, forKey: .sessionURL)
+    try c.encodeIfPresent(source, forKey: .source)
+    try c.encodeIfPresent(dataSize, forKey: .dataSize)
+    try c.encodeIfPresent(dataCRC32C, forKey: .dataCRC32C)
+    switch life {
+    // A replaced change's record is removed, never rewritten; were it, it would wait again.
+    case .pending, .replaced: try c.encode("pending", forKey: .state)
+    case .started: try c.encode("started", forKey: .state)
+    case .done(let effect):
+      try c.encode("done", forKey: .state)
+      switch effect {
+      case .generation(let g): try c.encode(g, forKey: .produced)
+      case .unknown: break
+      case .conflict(let name): try c.encode(name, forKey: .conflictName)
+      }
+    case .failed(let why):
+      try c.encode("failed", forKey: .state)
+      try c.encode(why, forKey: .error)
+    }
+  }
 }
 
 extension StorageMetadata {

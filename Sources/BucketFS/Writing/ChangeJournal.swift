@@ -1,0 +1,133 @@
+// The write-back queue on disk: a record per change (`NNNNNNNNNNNN.json`, the sequence number),
+// and an upload's bytes beside it (`.data`). Bytes under a final name always have a record: they
+// wait under `.data.tmp` until the record is written, so a crash before the record leaves only a
+// temporary file, removed at the next load, and one between the two is finished there.
+import Foundation
+import StorageCore
+
+struct ChangeJournal: Sendable {
+  let folder: URL
+  let damaged: DamagedRecords
+  private let log: @Sendable (String) -> Void
+
+  init(folder: URL, log: @escaping @Sendable (String) -> Void) throws {
+    self.folder = folder
+    self.damaged = DamagedRecords(queueFolder: folder)
+    self.log = log
+    try PrivateFolder.make(folder)
+  }
+
+  func dataPath(_ change: PendingChange) -> String { folder.appendingPathComponent(change.fileName + ".data").path }
+  private func recordPath(_ change: PendingChange) -> String { folder.appendingPathComponent(change.fileName + ".json").path }
+
+  /// The changes an earlier mount left, and the size of each upload's bytes. What cannot be
+  /// trusted (a record that does not decode, a copied record, bytes that are not what their
+  /// record wrote down, bytes without a record) is set aside, never carried out.
+  func load() -> (changes: [PendingChange], sizes: [UInt64: Int64]) {
+    let fm = FileManager.default
+    for file in (try? fm.contentsOfDirectory(atPath: folder.path)) ?? [] where file.hasSuffix(".data.tmp") {
+      let stem = String(file.dropLast(".data.tmp".count))
+      let path = folder.appendingPathComponent(file).path
+      if fm.fileExists(atPath: folder.appendingPathComponent(stem + ".json").path) {
+        _ = rename(path, folder.appendingPathComponent(stem + ".data").path)
+      } else {
+        unlink(path)
+      }
+    }
+    let files = (try? fm.contentsOfDirectory(atPath: folder.path)) ?? []
+    func setAside(_ paths: [String], _ reason: String) {
+      damaged.setAside(paths, reason: reason)
+      log("write-back: \(reason); kept aside in \(damaged.folder.path), not carried out")
+    }
+    var changes: [PendingChange] = []
+    for file in files.sorted() {
+      let path = folder.appendingPathComponent(file).path
+      if file.hasSuffix(".tmp") {
+        unlink(path)
+        continue
+      }
+      guard file.hasSuffix(".json") else { continue }
+      let stem = String(file.dropLast(5))
+      let bytesPath = folder.appendingPathComponent(stem + ".data").path
+      guard let data = fm.contents(atPath: path), let change = try? JSONDecoder().decode(PendingChange.self, from: data) else {
+        setAside([path, bytesPath], "record \(file) cannot be read (truncated or damaged)")
+        continue
+      }
+      guard change.fileName == stem else {
+        setAside([path], "record \(file) is change \(change.sequence)'s (a copy of another record)")
+        continue
+      }
+      if change.kind == .upload && change.isQueued {
+        if !fm.fileExists(atPath: dataPath(change)) {
+          setAside([path], "\(TerminalText.visible(change.name)) (change \(change.sequence)) lost its bytes")
+          continue
+        }
+        if let size = change.dataSize, let crc = change.dataCRC32C,
+          BlockChecksums.compute(path: dataPath(change), size: size, md5: false)?.1.value != crc
+        {
+          setAside([path, dataPath(change)], "the bytes of \(TerminalText.visible(change.name)) (change \(change.sequence)) are not the \(size) bytes queued")
+          continue
+        }
+      }
+      changes.append(change)
+    }
+    // Bytes no record owns (a record deleted by hand): kept, never uploaded under a guess.
+    for file in files where file.hasSuffix(".data") {
+      let stem = String(file.dropLast(5))
+      if !files.contains(stem + ".json") {
+        setAside([folder.appendingPathComponent(file).path], "\(file) has no record")
+      }
+    }
+    var sizes: [UInt64: Int64] = [:]
+    for change in changes where change.kind == .upload {
+      var st = stat()
+      if stat(dataPath(change), &st) == 0 { sizes[change.sequence] = Int64(st.st_size) }
+    }
+    return (changes, sizes)
+  }
+
+  /// `change`'s record, durably.
+  func write(_ change: PendingChange) throws(FSError) {
+    guard let data = try? JSONEncoder().encode(change) else { throw FSError(EIO) }
+    try DurableFile.replace(recordPath(change), with: data)
+  }
+
+  /// The bytes of `fd` under `change`'s temporary name, fsynced and read back (from the page
+  /// cache, so that the record vouches for the bytes on disk): their size and CRC32C.
+  func takeBytes(from fd: Int32, for change: PendingChange) throws(FSError) -> (size: Int64, crc32c: UInt32) {
+    let temporary = dataPath(change) + ".tmp"
+    let size = try DurableFile.copy(from: fd, to: temporary)
+    guard let crc = BlockChecksums.compute(path: temporary, size: size, md5: false)?.1.value else {
+      unlink(temporary)
+      throw FSError(EIO)
+    }
+    return (size, crc)
+  }
+
+  /// Bytes taken for `change` under their final name, once its record is on disk.
+  func keepBytes(of change: PendingChange) throws(FSError) {
+    let temporary = dataPath(change) + ".tmp"
+    guard rename(temporary, dataPath(change)) == 0 else {
+      let e = errno
+      unlink(recordPath(change))
+      unlink(temporary)
+      throw FSError(e)
+    }
+    DurableFile.syncFolder(of: dataPath(change))
+  }
+
+  /// Bytes taken for a change that was not queued after all.
+  func dropBytes(of change: PendingChange) { unlink(dataPath(change) + ".tmp") }
+
+  /// An empty file as `change`'s bytes (a folder placeholder made where there was none).
+  func writeEmptyBytes(for change: PendingChange) throws(FSError) {
+    let empty = open(dataPath(change), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard empty >= 0 else { throw FSError(errno) }
+    close(empty)
+  }
+
+  func remove(_ change: PendingChange) {
+    unlink(dataPath(change))
+    unlink(recordPath(change))
+  }
+}

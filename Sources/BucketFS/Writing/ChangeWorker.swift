@@ -1,0 +1,222 @@
+// Carrying one queued change out on the bucket, each with a precondition naming the generation it
+// was based on, so that nothing is overwritten or deleted that the change did not see. A change
+// whose base moved on the server is not forced: an upload or copy goes beside the object under a
+// conflict name (`NAME.conflict-YYYYMMDDTHHMMSSZ`), a delete or metadata change is not applied;
+// both are logged. The worker touches neither the queue's records nor its state: it says how the
+// change ended (`Verdict`) and `WriteBackQueue` records that.
+import Foundation
+import StorageCore
+
+struct ChangeWorker: Sendable {
+  /// A change as a worker takes it, with what its base stands for at that moment.
+  struct Taken: Sendable {
+    var change: PendingChange
+    var precondition: Precondition
+    /// A rename's copy of this name (a delete's) that the bucket refused for good.
+    var refusedCopy: String?
+  }
+
+  enum Precondition: Sendable, Equatable {
+    /// The bucket must hold this generation (0: nothing by the name).
+    case generation(Int64)
+    /// Whatever is there (folder placeholders).
+    case any
+    /// Based on a change that went beside the object: this one goes beside it too.
+    case beside
+  }
+
+  /// How one try at a change ended.
+  enum Verdict: Sendable {
+    /// Carried out: what it left, the object's new attributes when there are, and, for a change
+    /// not applied, why (logged).
+    case done(PendingChange.Effect, StorageMetadata?, skipped: String? = nil)
+    /// Refused for good: kept in the queue, never tried again by itself.
+    case refused(BucketError)
+    /// To be tried again after a pause (the server away, a status a retry may cure).
+    case retryLater(String)
+
+    /// StorageCore's one rule for what a retry may cure (`Backoff.isRetryable`), and 401, which
+    /// fresh credentials may; the server's word on the request itself (a refused name, a denied
+    /// write) is final.
+    static func of(_ error: BucketError) -> Verdict {
+      let transient = error.httpStatus.map { Backoff.isRetryable(status: $0) || $0 == 401 } ?? true
+      if ErrnoMapping.isServerGone(error) || (transient && (error.code == .unknown || error.code == .unauthenticated)) {
+        return .retryLater(error.detail)
+      }
+      return .refused(error)
+    }
+  }
+
+  let client: any ObjectClient
+  /// Where an upload's bytes are.
+  let dataPath: @Sendable (PendingChange) -> String
+  /// The folder placeholder's (empty) bytes, made beside the record.
+  let writeEmptyBytes: @Sendable (PendingChange) throws(FSError) -> Void
+  /// A large upload's resumable session, to keep with the change as soon as the server opens it.
+  let sessionOpened: @Sendable (PendingChange, String?) -> Void
+  let log: @Sendable (String) -> Void
+
+  static let notApplied = "it changed on the server since it was read"
+
+  func carryOut(_ taken: Taken) async -> Verdict {
+    let change = taken.change
+    if change.name.hasSuffix("/") && change.kind == .metadata { return await folderMetadata(change) }
+    let base: Int64? =
+      switch taken.precondition {
+      case .generation(let g): g
+      case .any, .beside: nil
+      }
+    do throws(BucketError) {
+      if taken.precondition == .beside {
+        guard change.kind.putsVersion else { return .done(.unknown, nil, skipped: Self.notApplied) }
+        return try await beside(change)
+      }
+      switch change.kind {
+      case .upload:
+        var custom = change.custom ?? [:]
+        if let mtime = change.mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
+        let session = UploadSession(url: change.sessionURL) { url in sessionOpened(change, url) }
+        let m = try await client.upload(
+          change.name, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name),
+          custom: custom, ifGenerationMatch: base, session: session)
+        return .done(.generation(m.generation), m)
+      case .copy:
+        let m = try await copied(change, to: change.name, ifGenerationMatch: base)
+        return .done(.generation(m.generation), m)
+      case .metadata:
+        let m = try await client.updateMetadata(change.name, contentType: change.contentType, custom: change.custom ?? [:], ifGenerationMatch: base)
+        return .done(.generation(m.generation), m)
+      case .delete:
+        if let copy = taken.refusedCopy {
+          // A rename whose copy the bucket refused: the old name keeps the only bytes there are.
+          return .done(.unknown, nil, skipped: "its copy to \(copy.debugDescription) was refused, so it stays")
+        }
+        do throws(BucketError) {
+          try await client.delete(change.name, ifGenerationMatch: base)
+        } catch where error.code == .objectNotFound {
+          // Gone already: what the change wanted.
+        }
+        return .done(.generation(0), nil)
+      }
+    } catch where error.code == .objectNotFound && change.kind == .copy {
+      let source = change.source.map { "\($0.name.debugDescription) (generation \($0.generation))" } ?? "the source"
+      return .of(BucketError(code: .objectNotFound, object: change.name, detail: "\(source) is no longer in the bucket: it changed or was deleted there"))
+    } catch where error.code == .preconditionFailed {
+      return await baseMoved(change)
+    } catch {
+      return .of(error)
+    }
+  }
+
+  /// The bucket did not hold the version `change` was based on.
+  private func baseMoved(_ change: PendingChange) async -> Verdict {
+    if change.name.hasSuffix("/") {
+      // A folder placeholder someone else made (or removed) meanwhile: the folder is as wanted,
+      // and gets the entries this one carried.
+      guard change.kind == .upload, let custom = change.custom, !custom.isEmpty else { return .done(.unknown, nil) }
+      var asMetadata = change
+      asMetadata.kind = .metadata
+      return await folderMetadata(asMetadata)
+    }
+    if change.kind == .copy, let found = try? await client.metadata(of: change.name), found.holdsBytes(of: change.source) {
+      // A retried copy whose first try went through: the name holds what the copy put there.
+      let m = await keepTime(change, found, at: change.name)
+      return .done(.generation(m.generation), m)
+    }
+    if change.kind == .upload, let found = try? await client.metadata(of: change.name), found.holdsBytes(ofFile: dataPath(change)) {
+      // An upload whose answer was lost (a reset, a stall, kill -9 before the answer): the
+      // retry's precondition fails on the version the first try made. The name holds our bytes,
+      // so it is done, not a conflict.
+      return .done(.generation(found.generation), found)
+    }
+    guard change.kind.putsVersion else { return .done(.unknown, nil, skipped: Self.notApplied) }
+    do throws(BucketError) {
+      return try await beside(change)
+    } catch {
+      return .of(error)
+    }
+  }
+
+  /// A folder's mode, owner or times (`change.custom`) on its placeholder, whatever version is
+  /// there (a placeholder has no bytes to lose); a folder without one gets one. A placeholder
+  /// removed or made meanwhile is tried again the other way.
+  private func folderMetadata(_ change: PendingChange) async -> Verdict {
+    let custom = change.custom ?? [:]
+    var lastError = BucketError(code: .internalError, object: change.name, detail: "the placeholder kept changing")
+    for _ in 0..<3 {
+      do throws(BucketError) {
+        let m = try await client.updateMetadata(change.name, contentType: nil, custom: custom, ifGenerationMatch: nil)
+        return .done(.generation(m.generation), m)
+      } catch where error.code == .objectNotFound {
+        lastError = error
+      } catch {
+        return .of(error)
+      }
+      do throws(FSError) {
+        try writeEmptyBytes(change)
+      } catch {
+        return .of(BucketError(code: .unknown, object: change.name, detail: "cannot write to the queue: errno \(error.errno)"))
+      }
+      do throws(BucketError) {
+        let m = try await client.upload(
+          change.name, file: dataPath(change), contentType: "application/x-directory", custom: custom, ifGenerationMatch: 0, session: nil)
+        return .done(.generation(m.generation), m)
+      } catch where error.code == .preconditionFailed {
+        lastError = error
+      } catch {
+        return .of(error)
+      }
+    }
+    return .of(lastError)
+  }
+
+  /// Our bytes beside the object, whose version in the bucket was not the one they were based on.
+  private func beside(_ change: PendingChange) async throws(BucketError) -> Verdict {
+    var custom = change.custom ?? [:]
+    custom["bucketfs-conflict-of"] = change.name
+    if let mtime = change.mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
+    let stamped = Self.conflictName(change.name, at: Date())
+    // The stamped name, else (taken by a conflict in the same second) one more random suffix.
+    var target = stamped
+    var m: StorageMetadata
+    while true {
+      do throws(BucketError) {
+        if change.kind == .copy {
+          m = try await copied(change, to: target, ifGenerationMatch: 0)
+        } else {
+          m = try await client.upload(
+            target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
+            ifGenerationMatch: 0, session: nil)
+        }
+        break
+      } catch where error.code == .preconditionFailed && target == stamped {
+        target += "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+      }
+    }
+    log("write-back: \(change.name.debugDescription) changed on the server since it was read; our version is \(target.debugDescription)")
+    return .done(.conflict(target), m)
+  }
+
+  /// The server-side copy of `change` to `target`. The copy takes the source's metadata; a
+  /// source that kept no time of its own gets the one the mount showed.
+  private func copied(_ change: PendingChange, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata {
+    guard let source = change.source else { throw BucketError(code: .internalError, object: change.name, detail: "a copy without a source") }
+    let m = try await client.copy(source.name, generation: source.generation, to: target, ifGenerationMatch: ifGenerationMatch)
+    return await keepTime(change, m, at: target)
+  }
+
+  /// A copy whose source kept no time of its own gets the one the mount showed (best effort: the
+  /// bytes are in place either way).
+  private func keepTime(_ change: PendingChange, _ m: StorageMetadata, at target: String) async -> StorageMetadata {
+    guard let mtime = change.mtime, m.customMetadata?["mtime"] == nil else { return m }
+    return (try? await client.updateMetadata(target, contentType: nil, custom: ["mtime": WriteBackQueue.rfc3339(mtime)], ifGenerationMatch: m.generation)) ?? m
+  }
+
+  static func conflictName(_ name: String, at date: Date) -> String {
+    let f = DateFormatter()
+    f.locale = Locale(identifier: "en_US_POSIX")
+    f.timeZone = TimeZone(identifier: "UTC")
+    f.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+    return name + ".conflict-" + f.string(from: date)
+  }
+}

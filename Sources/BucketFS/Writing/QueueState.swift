@@ -1,0 +1,401 @@
+// The write-back queue's changes in memory, and every rule about them that needs neither the disk
+// nor a server: what a new change is based on and which waiting upload it replaces, which change
+// may start now, how a change's end reaches the ones after it, and what the mount shows of each
+// name meanwhile. `WriteBackQueue` keeps one under its lock, writes the records and runs the
+// workers; everything here is a plain value, tested as one.
+import Foundation
+
+struct QueueState {
+  /// What a name looks like from the changes still queued for it.
+  enum LocalView: Sendable, Equatable {
+    case file(dataPath: String, size: Int64, mtime: Double)
+    /// A version the server will copy here; its bytes are the source object's.
+    case copied(PendingChange.Source, mtime: Double)
+    case folder
+    case deleted
+
+    /// Size and modification time of a file the queue puts there.
+    var fileAttributes: (size: Int64, mtime: Double)? {
+      switch self {
+      case .file(_, let size, let mtime): (size, mtime)
+      case .copied(let source, let mtime): (source.size, mtime)
+      case .folder, .deleted: nil
+      }
+    }
+  }
+
+  /// How a wait for a change ended.
+  enum Outcome: Sendable, Equatable {
+    case applied
+    /// Our bytes went beside the object (`conflictName`).
+    case conflict
+    case failed(String)
+    /// The change is safe on disk and waits (the server cannot be reached, or is slow to).
+    case waiting(String)
+  }
+
+  /// How a change left the queue, for a wait that looks after it left (an fsync must learn of a
+  /// conflict, not take a missing record for success).
+  enum Ending: Equatable {
+    case finished(Outcome)
+    /// A newer upload of the name took its place before it started: wait for that one.
+    case replaced(by: UInt64)
+  }
+
+  /// Where a wait for a change stands.
+  enum WaitState: Equatable {
+    case ended(Outcome)
+    /// Wait for this change instead (it replaced the one waited for).
+    case follow(UInt64)
+    /// Not here and not ended here: carried out by an earlier mount.
+    case unknown
+    /// Not carried out yet; `blockedBy` is why the server has not taken it, when it said.
+    case queued(blockedBy: String?)
+  }
+
+  private typealias NameKey = [UInt8]
+  private static func key(_ name: String) -> NameKey { Array(name.utf8) }
+
+  private(set) var changes: [UInt64: PendingChange] = [:]
+  /// Each name's changes, oldest first. Keyed by the name's bytes: two spellings `String` takes
+  /// for one are two objects.
+  private var byName: [NameKey: [UInt64]] = [:]
+  /// The changes pending or started, oldest first: the scheduler's list.
+  private var unfinished: [UInt64] = []
+  private var next: UInt64 = 1
+  /// Why the change at the head last failed to go out (the server gone, say).
+  private var lastError: String?
+  private(set) var applied = 0
+  private(set) var conflicts = 0
+  /// What the last change carried out of each name left there, for a change based on "whatever
+  /// the queue left" made after it was done.
+  private var left: [NameKey: PendingChange.Effect] = [:]
+  /// The last spelling of each name (a folder's without its "/") queued by this mount, keyed by
+  /// `String`, which takes canonically equal spellings for one key: how a new name finds another
+  /// spelling of itself that this mount wrote, done or not.
+  private var spellings: [String: String] = [:]
+  /// When each change queued by this mount may start (`WriteBackQueue.settle`).
+  private var readyAt: [UInt64: ContinuousClock.Instant] = [:]
+  /// Bytes of the queued uploads.
+  private(set) var bytes: Int64 = 0
+  private var sizes: [UInt64: Int64] = [:]
+  private var ended: [UInt64: Ending] = [:]
+  /// How many endings are remembered for waits.
+  static let endingsKept = 10_000
+  /// What the journal set aside as damaged; it changes only when a mount reads the queue.
+  var damagedCount = 0
+
+  init() {}
+
+  /// The changes a journal held when the mount started (sizes: of the uploads' bytes). A change
+  /// that was started is pending again: a restart carries it out again. Returns the changes that
+  /// were done, for `finished` to pass their results on and remove.
+  mutating func load(_ loaded: [PendingChange], sizes: [UInt64: Int64], damaged: Int) -> [PendingChange] {
+    damagedCount = damaged
+    for var change in loaded.sorted(by: { $0.sequence < $1.sequence }) {
+      if change.life == .started { change.life = .pending }
+      insert(change, size: sizes[change.sequence] ?? 0, readyAt: nil)
+      if case .done(let effect) = change.life { left[Self.key(change.name)] = effect }
+    }
+    next = (loaded.map(\.sequence).max() ?? 0) + 1
+    return loaded.filter { if case .done = $0.life { true } else { false } }.sorted { $0.sequence < $1.sequence }
+  }
+
+  mutating func reserveSequence() -> UInt64 {
+    defer { next += 1 }
+    return next
+  }
+
+  // MARK: adding
+
+  /// Sets what `change` is based on, given the name's earlier changes: an earlier upload of the
+  /// name that has not started is replaced (returned, marked replaced) and its base taken over;
+  /// any other earlier change makes this one based on what that one leaves; with none queued,
+  /// a change based on the queue's previous result is based on what the last one left.
+  mutating func admit(_ change: inout PendingChange) -> PendingChange? {
+    let earlier = (byName[Self.key(change.name)] ?? []).filter { $0 < change.sequence && changes[$0]?.isReplaced == false }
+    guard let lastSequence = earlier.last, let last = changes[lastSequence] else {
+      if change.base == .previous, let generation = left[Self.key(change.name)]?.generation { change.base = .generation(generation) }
+      return nil
+    }
+    if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion {
+      setLife(lastSequence, .replaced(by: change.sequence))
+      ended[lastSequence] = .replaced(by: change.sequence)
+      change.base = last.base
+      if earlier.count > 1 { change.base = .previous }
+      return changes[lastSequence]
+    }
+    change.base = .previous
+    return nil
+  }
+
+  /// A replaced change waits again: the change that replaced it could not be written.
+  mutating func readmit(_ replaced: PendingChange) {
+    setLife(replaced.sequence, .pending)
+    ended.removeValue(forKey: replaced.sequence)
+  }
+
+  /// `change` is in the queue (its record and bytes on disk), to start no sooner than `readyAt`.
+  mutating func insert(_ change: PendingChange, size: Int64, readyAt: ContinuousClock.Instant?) {
+    let name = Self.key(change.name)
+    if changes[change.sequence] == nil {
+      byName[name, default: []].append(change.sequence)
+      if byName[name]!.count > 1, byName[name]![byName[name]!.count - 2] > change.sequence { byName[name]!.sort() }
+    }
+    changes[change.sequence] = change
+    if change.isUnfinished { Self.insertSorted(change.sequence, into: &unfinished) }
+    spellings[Self.spellingKey(change.name)] = Self.spellingKey(change.name)
+    if let readyAt { self.readyAt[change.sequence] = readyAt }
+    sizes[change.sequence] = size
+    bytes += size
+  }
+
+  /// `sequence` left the queue (done and passed on, or replaced): how it ended is kept for waits.
+  mutating func remove(_ sequence: UInt64) {
+    guard let gone = changes.removeValue(forKey: sequence) else { return }
+    setUnfinished(sequence, false)
+    let name = Self.key(gone.name)
+    byName[name]?.removeAll { $0 == sequence }
+    if byName[name]?.isEmpty == true { byName.removeValue(forKey: name) }
+    if ended[sequence] == nil {
+      ended[sequence] = .finished(gone.conflictName == nil ? .applied : .conflict)
+      if ended.count > Self.endingsKept, let oldest = ended.keys.min() { ended.removeValue(forKey: oldest) }
+    }
+    readyAt.removeValue(forKey: sequence)
+    bytes -= sizes.removeValue(forKey: sequence) ?? 0
+  }
+
+  // MARK: carrying out
+
+  /// The oldest change that can go now, marked started. Changes of one name go in order, and
+  /// uploads and deletes do not pass each other (a rename is an upload, then a delete, and the
+  /// old name must not go before the new one is there); uploads of different names go at once,
+  /// and so do deletes. A change not settled yet holds up the ones after it as if started.
+  mutating func takeNext(now: ContinuousClock.Instant) -> PendingChange? {
+    var names = Set<NameKey>()
+    var uploadBefore = false
+    var deleteBefore = false
+    for sequence in unfinished {
+      guard let change = changes[sequence] else { continue }
+      let name = Self.key(change.name)
+      let free = !names.contains(name) && (change.kind.putsVersion ? !deleteBefore : !uploadBefore)
+      let settled = readyAt[sequence].map { $0 <= now } ?? true
+      if change.life == .pending && free && settled {
+        readyAt.removeValue(forKey: sequence)
+        changes[sequence]!.life = .started
+        return changes[sequence]
+      }
+      names.insert(name)
+      if change.kind.putsVersion { uploadBefore = true } else { deleteBefore = true }
+      if uploadBefore && deleteBefore { break }
+    }
+    return nil
+  }
+
+  /// When a change that is waiting to settle may start (nil: none is).
+  var nextSettled: ContinuousClock.Instant? {
+    unfinished.compactMap { changes[$0]?.life == .pending ? readyAt[$0] : nil }.min()
+  }
+
+  /// What the previous change of `name` left, for a change based on it (nil: nothing is known;
+  /// it went beside the object or was not applied).
+  func leftGeneration(_ name: String) -> Int64? { left[Self.key(name)]?.generation }
+
+  /// A started change is to be tried again later (`reason`: why it could not go now).
+  mutating func putBack(_ sequence: UInt64, reason: String) {
+    if changes[sequence]?.life == .started { changes[sequence]!.life = .pending }
+    lastError = reason
+  }
+
+  /// A change went out (or was refused for good): the server answers.
+  mutating func serverAnswered() { lastError = nil }
+
+  mutating func setSession(_ sequence: UInt64, _ url: String?) { changes[sequence]?.sessionURL = url }
+
+  mutating func failed(_ change: PendingChange) { set(change) }
+
+  /// `done` is carried out; a change of the same name may start as soon as it reads as done, and
+  /// finds what it left.
+  mutating func carriedOut(_ done: PendingChange) {
+    set(done)
+    if case .done(let effect) = done.life {
+      left[Self.key(done.name)] = effect
+      if case .conflict = effect { conflicts += 1 }
+    }
+  }
+
+  /// The next change of `done`'s name when it is based on `done`'s result: it now names the
+  /// generation, and is returned so that its record says so too (nil when there is none, or
+  /// when `done` left no generation: then `.previous` stays, and sends it beside the object too).
+  mutating func passOn(_ done: PendingChange) -> PendingChange? {
+    applied += 1
+    guard let nextSequence = byName[Self.key(done.name)]?.first(where: { $0 > done.sequence && changes[$0]?.isQueued == true }),
+      changes[nextSequence]?.base == .previous, case .done(.generation(let g)) = done.life
+    else { return nil }
+    changes[nextSequence]!.base = .generation(g)
+    return changes[nextSequence]
+  }
+
+  private mutating func set(_ change: PendingChange) {
+    guard changes[change.sequence] != nil else { return }
+    changes[change.sequence] = change
+    setUnfinished(change.sequence, change.isUnfinished)
+  }
+
+  private mutating func setLife(_ sequence: UInt64, _ life: PendingChange.Life) {
+    changes[sequence]?.life = life
+    setUnfinished(sequence, changes[sequence]?.isUnfinished ?? false)
+  }
+
+  private mutating func setUnfinished(_ sequence: UInt64, _ yes: Bool) {
+    let at = Self.position(of: sequence, in: unfinished)
+    let present = at < unfinished.count && unfinished[at] == sequence
+    if yes && !present { unfinished.insert(sequence, at: at) }
+    if !yes && present { unfinished.remove(at: at) }
+  }
+
+  private static func position(of sequence: UInt64, in list: [UInt64]) -> Int {
+    var low = 0
+    var high = list.count
+    while low < high {
+      let mid = (low + high) / 2
+      if list[mid] < sequence { low = mid + 1 } else { high = mid }
+    }
+    return low
+  }
+
+  private static func insertSorted(_ sequence: UInt64, into list: inout [UInt64]) {
+    let at = position(of: sequence, in: list)
+    if at == list.count || list[at] != sequence { list.insert(sequence, at: at) }
+  }
+
+  // MARK: waiting
+
+  /// Where change `sequence` stands, for a wait.
+  func waitState(_ sequence: UInt64) -> WaitState {
+    switch ended[sequence] {
+    case .finished(let outcome): return .ended(outcome)
+    case .replaced(let newer): return .follow(newer)
+    case nil: break
+    }
+    guard let change = changes[sequence] else { return .unknown }
+    switch change.life {
+    case .done(.conflict): return .ended(.conflict)
+    case .done: return .ended(.applied)
+    case .failed(let why): return .ended(.failed(why))
+    case .replaced(let newer): return .follow(newer)
+    case .pending, .started:
+      // The server is away (the last attempt said so): a change at the head, or one not taken
+      // yet, will not go until it is back.
+      let isHead = unfinished.first == sequence
+      return .queued(blockedBy: isHead || change.life == .pending ? lastError : nil)
+    }
+  }
+
+  // MARK: what the mount shows
+
+  private static func spellingKey(_ name: String) -> String { name.hasSuffix("/") ? String(name.dropLast()) : name }
+
+  /// A spelling of `name` with other bytes that `String` takes for the same (canonically
+  /// equal), queued by this mount: nil when there is none.
+  func otherSpelling(of name: String) -> String? {
+    spellings[name].flatMap { Namespace.sameBytes($0, name) ? nil : $0 }
+  }
+
+  private func queued(_ name: String) -> [PendingChange] {
+    (byName[Self.key(name)] ?? []).compactMap { changes[$0] }.filter(\.isQueued)
+  }
+
+  /// The last queued change that puts or removes something under `name`, and its bytes' size.
+  func lastVisible(_ name: String) -> (change: PendingChange, size: Int64)? {
+    // A metadata change leaves a name as it is.
+    queued(name).last { $0.kind != .metadata }.map { ($0, sizes[$0.sequence] ?? 0) }
+  }
+
+  /// The content type and custom metadata the last queued upload of `name` goes with.
+  func queuedMetadata(_ name: String) -> (contentType: String?, custom: [String: String]?)? {
+    queued(name).last { $0.kind.putsVersion }.map { ($0.contentType, $0.custom) }
+  }
+
+  /// What the metadata changes still queued for `name` set (in queue order).
+  func pendingMetadata(_ name: String) -> (contentType: String?, custom: [String: String]) {
+    var out: (contentType: String?, custom: [String: String]) = (nil, [:])
+    for change in queued(name) where change.kind == .metadata {
+      if let type = change.contentType { out.contentType = type }
+      out.custom.merge(change.custom ?? [:]) { _, new in new }
+    }
+    return out
+  }
+
+  /// Whether some name under `prefix` is last changed by an upload (a file or placeholder this
+  /// mount is putting there).
+  func hasUploads(under prefix: String) -> Bool {
+    byName.keys.contains { key in
+      key.starts(with: prefix.utf8) && (byName[key] ?? []).last { changes[$0].map { $0.isQueued && $0.kind != .metadata } == true }
+        .map { changes[$0]!.kind.putsVersion } == true
+    }
+  }
+
+  /// Names with queued changes directly in folder `dir` ("" or ending in "/").
+  func names(in dir: String) -> Set<String> {
+    var out = Set<String>()
+    for change in changes.values where change.isQueued && change.kind != .metadata && change.name.hasPrefix(dir) {
+      let rest = change.name.dropFirst(dir.count)
+      guard let first = rest.split(separator: "/", omittingEmptySubsequences: false).first, !first.isEmpty else { continue }
+      // "a/b" in dir "" makes folder "a" appear; "a/" is the placeholder of folder "a".
+      out.insert(rest.contains("/") ? String(first) + "/" : String(first))
+    }
+    return out
+  }
+
+  /// `user.sync_state` of `name`: nil when nothing of it is queued (synced).
+  func syncState(_ name: String) -> (state: String, error: String?)? {
+    let mine = queued(name)
+    guard let last = mine.last else { return nil }
+    if case .failed(let why) = last.life { return ("failed", why) }
+    if mine.contains(where: { $0.life == .started }) { return ("uploading", nil) }
+    let headIsMine = unfinished.first.flatMap { changes[$0] }.map { Namespace.sameBytes($0.name, name) } == true
+    return ("pending", headIsMine ? lastError : nil)
+  }
+
+  /// A copy from `name` that was refused for good, if any: the old name keeps the only bytes.
+  func failedCopy(of name: String) -> PendingChange? {
+    changes.values.first { $0.kind == .copy && $0.isFailed && $0.source.map { Namespace.sameBytes($0.name, name) } == true }
+  }
+
+  var totals: QueueTotals {
+    let queued = changes.values.filter(\.isQueued)
+    let failed = queued.filter(\.isFailed).count
+    return QueueTotals(changes: queued.count - failed, bytes: bytes, failed: failed, applied: applied, conflicts: conflicts, damaged: damagedCount)
+  }
+
+  /// What is left, one line per change, for `bucketfs sync`.
+  func describe() -> String {
+    var lines: [String] = []
+    for (i, c) in changes.values.filter(\.isQueued).sorted(by: { $0.sequence < $1.sequence }).enumerated() {
+      // One change a line whatever its name holds (a record from before names with line breaks
+      // were refused; escapes that would retitle or clear a terminal).
+      var line = "\(c.kind.rawValue)\t\(TerminalText.visible(c.name))\t\(c.stateName)"
+      let why: String? = if case .failed(let why) = c.life { why } else { i == 0 ? lastError : nil }
+      if let why { line += "\t" + TerminalText.visible(why) }
+      lines.append(line)
+    }
+    return lines.joined(separator: "\n") + (lines.isEmpty ? "" : "\n")
+  }
+}
+
+extension PendingChange {
+  var isReplaced: Bool {
+    if case .replaced = life { true } else { false }
+  }
+
+  /// The life's name as `bucketfs sync` prints it.
+  var stateName: String {
+    switch life {
+    case .pending, .replaced: "pending"
+    case .started: "started"
+    case .done: "done"
+    case .failed: "failed"
+    }
+  }
+}
