@@ -344,12 +344,14 @@ extension BucketFilesystem {
     writeBack.edits.close(edit)
   }
 
-  /// fsync: the file's bytes are queued, then its upload is waited for; with the server out of
-  /// reach the bytes on local disk are all there is to wait for.
+  /// fsync: the file's bytes are queued, then its upload is waited for, for `read_timeout` at
+  /// most (the bound of every request that waits on the server). With the server out of reach,
+  /// slow, or busy with the changes before it, the bytes fsynced in the queue are what there is
+  /// to wait for: they reach the bucket from there, across a crash too.
   package func fsync(handle: UInt64) async throws(FSError) {
     guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { return }
     guard let sequence = try queue(edit) else { return }
-    switch await writeBack.queue.wait(for: sequence, within: 3600) {
+    switch await writeBack.queue.wait(for: sequence, within: options.readTimeout) {
     case .applied, .waiting: return
     case .conflict: throw FSError(ESTALE)
     case .failed: throw FSError(EIO)
@@ -803,6 +805,18 @@ extension BucketFilesystem {
 
   /// The root's `user.bucketfs.queue`: how many changes wait, then one line per change.
   package static let queueAttribute = "user.bucketfs.queue"
+
+  /// The same, answered once no change waits to go or after the milliseconds the name ends with
+  /// (`user.bucketfs.queue.wait.2000`; at most `queueWaitLimit`): `bucketfs sync` learns that
+  /// the queue emptied when it does, without asking over and over.
+  package static let queueWaitPrefix = "user.bucketfs.queue.wait."
+  package static let queueWaitLimit = 10.0
+
+  package func queueTextOnceSynced(attribute: String) async -> String? {
+    guard let ms = Int(attribute.dropFirst(Self.queueWaitPrefix.count)), ms >= 0 else { return nil }
+    _ = await writeBack?.queue.waitUntilEmpty(within: min(Double(ms) / 1000, Self.queueWaitLimit))
+    return queueText()
+  }
 
   package func queueText() -> String {
     guard let writeBack else { return "0\n" }

@@ -20,7 +20,10 @@ enum SyncCommand {
     let mountpoint = paths[0]
     let deadline = Date().addingTimeInterval(timeout)
     while true {
-      let text = try MountAttribute.read(mountpoint, BucketFilesystem.queueAttribute)
+      // The mount answers this once the queue is empty, or after the time asked for (a few
+      // seconds at most): the loop asks again until its own deadline, without polling.
+      let left = max(0, min(deadline.timeIntervalSinceNow, BucketFilesystem.queueWaitLimit))
+      let text = try MountAttribute.read(mountpoint, BucketFilesystem.queueWaitPrefix + String(Int(left * 1000)))
       let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
       let counts = lines.first?.split(separator: " ").compactMap { Int($0) } ?? []
       let (waiting, failed) = (counts.first ?? 0, counts.count > 1 ? counts[1] : 0)
@@ -33,7 +36,6 @@ enum SyncCommand {
         FileHandle.standardError.write(Data("bucketfs sync: \(waiting) changes waiting, \(failed) failed\(kept)\n\(left)".utf8))
         return 1
       }
-      Thread.sleep(forTimeInterval: 0.1)
     }
   }
 }

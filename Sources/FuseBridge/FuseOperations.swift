@@ -234,6 +234,12 @@ enum FuseOperations {
       if ino == InodeTable.rootIno && name == BucketFilesystem.queueAttribute {
         return reply.xattr(Array(fs.queueText().utf8), size: size)
       }
+      if ino == InodeTable.rootIno && name.hasPrefix(BucketFilesystem.queueWaitPrefix) {
+        return reply.run({ await fs.queueTextOnceSynced(attribute: name) }) { text in
+          guard let text else { return reply.error(ENODATA) }
+          reply.xattr(Array(text.utf8), size: size)
+        }
+      }
       if let attrs = fs.xattrsIfCached(ino) { return reply.xattr(name, of: attrs, size: size) }
       reply.answer(within: fs.requestTimeout)
       reply.run({ try await fs.xattrs(ino) }) { reply.xattr(name, of: $0, size: size) }

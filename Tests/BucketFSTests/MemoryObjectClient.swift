@@ -80,4 +80,112 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
 
   func downloadURL(name: String, token: String) -> String { "mem://\(name)?token=\(token)" }
 
+  // MARK: writes, with GCS's generation preconditions
+
+  /// Every version written, for copies by generation (a bucket with versioning kept).
+  private let versions = Mutex<[Int64: (Data, StorageMetadata)]>([:])
+  private let generations = Atomic<Int64>(1000)
+  /// Writes carried out whose answers are lost (the client sees a reset), one per write, while
+  /// this is above 0.
+  let answersToLose = Atomic<Int>(0)
+  /// Writes refused as if the server were away (nothing done), one per write, while above 0.
+  let writesToRefuse = Atomic<Int>(0)
+  let writes = Mutex<[String]>([])
+
+  private func precondition(_ name: String, _ ifGenerationMatch: Int64?, in o: [String: (Data, StorageMetadata)]) throws(BucketError) {
+    guard let expected = ifGenerationMatch else { return }
+    let actual = o[name]?.1.generation ?? 0
+    if actual != expected {
+      throw BucketError(code: .preconditionFailed, object: name, detail: "generation \(actual), not \(expected)", httpStatus: 412)
+    }
+  }
+
+  private func gate(_ what: String) throws(BucketError) {
+    writes.withLock { $0.append(what) }
+    if writesToRefuse.load(ordering: .relaxed) > 0 {
+      writesToRefuse.subtract(1, ordering: .relaxed)
+      throw BucketError(code: .serverUnreachable, object: "", detail: "connection refused")
+    }
+  }
+
+  private func answered<T>(_ value: T) throws(BucketError) -> T {
+    if answersToLose.load(ordering: .relaxed) > 0 {
+      answersToLose.subtract(1, ordering: .relaxed)
+      throw BucketError(code: .serverUnreachable, object: "", detail: "connection reset before the answer")
+    }
+    return value
+  }
+
+  private func store(_ name: String, _ data: Data, custom: [String: String]?, contentType: String?, in o: inout [String: (Data, StorageMetadata)]) -> StorageMetadata {
+    var m = StorageMetadata()
+    m.customMetadata = custom
+    m.contentType = contentType
+    m.path = name
+    m.bucket = bucket
+    m.size = Int64(data.count)
+    m.generation = generations.add(1, ordering: .relaxed).newValue
+    m.updated = Date(timeIntervalSince1970: 1_700_000_000)
+    var crc = CRC32C()
+    data.withUnsafeBytes { crc.update($0) }
+    m.crc32c = crc.base64
+    o[name] = (data, m)
+    versions.withLock { $0[m.generation] = (data, m) }
+    return m
+  }
+
+  func upload(
+    _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?, session: UploadSession?
+  ) async throws(BucketError) -> StorageMetadata {
+    try gate("upload \(name)")
+    guard let data = FileManager.default.contents(atPath: path) else {
+      throw BucketError(code: .internalError, object: name, detail: "cannot read \(path)")
+    }
+    let m = try objects.withLock { o throws(BucketError) in
+      try precondition(name, ifGenerationMatch, in: o)
+      return store(name, data, custom: custom.isEmpty ? nil : custom, contentType: contentType, in: &o)
+    }
+    return try answered(m)
+  }
+
+  func delete(_ name: String, ifGenerationMatch: Int64?) async throws(BucketError) {
+    try gate("delete \(name)")
+    try objects.withLock { o throws(BucketError) in
+      guard o[name] != nil else { throw BucketError(code: .objectNotFound, object: name, detail: "no such object", httpStatus: 404) }
+      try precondition(name, ifGenerationMatch, in: o)
+      o[name] = nil
+    }
+    try answered(())
+  }
+
+  func updateMetadata(_ name: String, contentType: String?, custom: [String: String], ifGenerationMatch: Int64?) async throws(BucketError)
+    -> StorageMetadata
+  {
+    try gate("metadata \(name)")
+    let m = try objects.withLock { o throws(BucketError) in
+      guard var (data, m) = o[name] else { throw BucketError(code: .objectNotFound, object: name, detail: "no such object", httpStatus: 404) }
+      try precondition(name, ifGenerationMatch, in: o)
+      if let contentType { m.contentType = contentType }
+      var merged = m.customMetadata ?? [:]
+      merged.merge(custom) { _, new in new }
+      m.customMetadata = merged
+      m.metageneration += 1
+      o[name] = (data, m)
+      _ = data
+      return m
+    }
+    return try answered(m)
+  }
+
+  var copiesOnServer: Bool { true }
+
+  func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata {
+    try gate("copy \(source) \(target)")
+    guard let (data, from) = versions.withLock({ $0[generation] }) ?? objects.withLock({ $0[source].flatMap { $0.1.generation == generation ? $0 : nil } })
+    else { throw BucketError(code: .objectNotFound, object: source, detail: "no generation \(generation)", httpStatus: 404) }
+    let m = try objects.withLock { o throws(BucketError) in
+      try precondition(target, ifGenerationMatch, in: o)
+      return store(target, data, custom: from.customMetadata, contentType: from.contentType, in: &o)
+    }
+    return try answered(m)
+  }
 }

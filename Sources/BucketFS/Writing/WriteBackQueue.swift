@@ -195,7 +195,7 @@ package final class WriteBackQueue: Sendable {
     while true {
       let epoch = changed.epoch
       let totals = self.totals
-      if totals.changes == 0 || ContinuousClock.now >= deadline || onApplied.withLock({ $0 == nil }) { return totals }
+      if totals.changes == 0 || ContinuousClock.now >= deadline { return totals }
       await changed.wait(after: epoch, until: deadline)
     }
   }

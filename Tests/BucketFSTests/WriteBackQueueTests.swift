@@ -1,0 +1,383 @@
+@testable import BucketFS
+import Foundation
+import StorageCore
+import Synchronization
+import Testing
+
+/// The write-back queue's rules without a kernel: the queue state as a value, the worker against
+/// an in-memory bucket with GCS's generation preconditions, and the queue on a real folder.
+@Suite struct QueueStateTests {
+  func change(_ s: inout QueueState, _ kind: PendingChange.Kind, _ name: String, base: PendingChange.Base = .generation(0), size: Int64 = 0)
+    -> (PendingChange, replaced: PendingChange?)
+  {
+    var c = PendingChange(sequence: s.reserveSequence(), kind: kind, name: name, base: base)
+    let replaced = s.admit(&c)
+    s.insert(c, size: size, readyAt: nil)
+    if let replaced { s.remove(replaced.sequence) }
+    return (c, replaced)
+  }
+
+  @Test func aWaitingUploadIsReplacedAndItsBaseTakenOver() {
+    var s = QueueState()
+    let (first, _) = change(&s, .upload, "a.txt", base: .generation(5), size: 10)
+    let (second, replaced) = change(&s, .upload, "a.txt", base: .generation(0), size: 3)
+    #expect(replaced?.sequence == first.sequence)
+    #expect(second.base == .generation(5))
+    #expect(s.waitState(first.sequence) == .follow(second.sequence))
+    #expect(s.bytes == 3)
+    #expect(s.takeNext(now: .now)?.sequence == second.sequence)
+  }
+
+  @Test func aStartedUploadIsNotReplacedAndTheNextIsBasedOnIt() {
+    var s = QueueState()
+    let (first, _) = change(&s, .upload, "a.txt", base: .generation(5))
+    #expect(s.takeNext(now: .now)?.sequence == first.sequence)
+    let (second, replaced) = change(&s, .upload, "a.txt")
+    #expect(replaced == nil)
+    #expect(second.base == .previous)
+    // One name's changes go in order: the second waits for the first.
+    #expect(s.takeNext(now: .now) == nil)
+    var done = s.changes[first.sequence]!
+    done.life = .done(.generation(9))
+    s.carriedOut(done)
+    #expect(s.passOn(done)?.base == .generation(9))
+    s.remove(first.sequence)
+    #expect(s.waitState(first.sequence) == .ended(.applied))
+    #expect(s.takeNext(now: .now)?.base == .generation(9))
+  }
+
+  @Test func aConflictSendsTheNextChangeBesideToo() {
+    var s = QueueState()
+    let (first, _) = change(&s, .upload, "a.txt", base: .generation(5))
+    _ = s.takeNext(now: .now)
+    let (second, _) = change(&s, .upload, "a.txt")
+    var done = s.changes[first.sequence]!
+    done.life = .done(.conflict("a.txt.conflict-x"))
+    s.carriedOut(done)
+    #expect(s.passOn(done) == nil)
+    s.remove(first.sequence)
+    #expect(s.waitState(first.sequence) == .ended(.conflict))
+    #expect(s.conflicts == 1)
+    #expect(s.changes[second.sequence]?.base == .previous)
+    #expect(s.leftGeneration("a.txt") == nil)
+    // A change based on what the queue left, made once nothing of the name is queued, is based
+    // on that too.
+    var later = PendingChange(sequence: s.reserveSequence(), kind: .delete, name: "b.txt", base: .previous)
+    #expect(s.admit(&later) == nil)
+    #expect(later.base == .previous)
+  }
+
+  func finish(_ s: inout QueueState, _ c: PendingChange, _ effect: PendingChange.Effect) {
+    var done = s.changes[c.sequence]!
+    done.life = .done(effect)
+    s.carriedOut(done)
+    _ = s.passOn(done)
+    s.remove(c.sequence)
+  }
+
+  @Test func uploadsAndDeletesDoNotPassEachOther() {
+    var s = QueueState()
+    let (upload, _) = change(&s, .upload, "new.txt")
+    let (other, _) = change(&s, .upload, "other.txt")
+    let (delete, _) = change(&s, .delete, "old.txt", base: .generation(3))
+    let (later, _) = change(&s, .upload, "later.txt")
+    let (second, _) = change(&s, .delete, "old2.txt", base: .generation(4))
+    // Uploads of different names go at once; the rename's delete waits for the uploads before
+    // it, and the upload after the delete waits for it.
+    #expect(s.takeNext(now: .now)?.sequence == upload.sequence)
+    #expect(s.takeNext(now: .now)?.sequence == other.sequence)
+    #expect(s.takeNext(now: .now) == nil)
+    finish(&s, upload, .generation(1))
+    #expect(s.takeNext(now: .now) == nil)
+    finish(&s, other, .generation(2))
+    #expect(s.takeNext(now: .now)?.sequence == delete.sequence)
+    #expect(s.takeNext(now: .now) == nil)
+    finish(&s, delete, .generation(0))
+    #expect(s.takeNext(now: .now)?.sequence == later.sequence)
+    #expect(s.takeNext(now: .now) == nil)
+    finish(&s, later, .generation(5))
+    #expect(s.takeNext(now: .now)?.sequence == second.sequence)
+    #expect(s.applied == 4)
+  }
+
+  @Test func aNewUploadWaitsToSettle() {
+    var s = QueueState()
+    var c = PendingChange(sequence: s.reserveSequence(), kind: .upload, name: "a", base: .generation(0))
+    _ = s.admit(&c)
+    let start = ContinuousClock.now
+    s.insert(c, size: 0, readyAt: start + .milliseconds(50))
+    #expect(s.takeNext(now: start) == nil)
+    #expect(s.nextSettled == start + .milliseconds(50))
+    #expect(s.takeNext(now: start + .milliseconds(50))?.sequence == c.sequence)
+    #expect(s.nextSettled == nil)
+  }
+
+  @Test func whatTheMountShowsOfQueuedNames() {
+    var s = QueueState()
+    _ = change(&s, .upload, "d/a.txt", size: 4)
+    _ = change(&s, .upload, "d/sub/", size: 0)
+    _ = change(&s, .upload, "d/deep/x", size: 0)
+    _ = change(&s, .metadata, "d/only-metadata", base: .generation(2))
+    _ = change(&s, .delete, "d/gone", base: .generation(2))
+    #expect(s.names(in: "d/") == ["a.txt", "sub/", "deep/", "gone"])
+    #expect(s.lastVisible("d/a.txt")?.size == 4)
+    #expect(s.lastVisible("d/only-metadata") == nil)
+    #expect(s.lastVisible("d/gone")?.change.kind == .delete)
+    #expect(s.hasUploads(under: "d/deep/"))
+    #expect(!s.hasUploads(under: "e/"))
+    #expect(s.totals.changes == 5)
+    // A spelling with other bytes that String takes for the same name.
+    #expect(s.otherSpelling(of: "d/a.txt") == nil)
+    _ = change(&s, .upload, "caf\u{E9}")
+    #expect(s.otherSpelling(of: "cafe\u{301}") == "caf\u{E9}")
+    #expect(s.lastVisible("cafe\u{301}") == nil)
+  }
+
+  @Test func aRefusedChangeStaysAndSaysWhy() {
+    var s = QueueState()
+    let (c, _) = change(&s, .upload, "bad")
+    var taken = s.takeNext(now: .now)!
+    taken.life = .failed("name refused")
+    s.failed(taken)
+    #expect(s.waitState(c.sequence) == .ended(.failed("name refused")))
+    #expect(s.syncState("bad")! == ("failed", "name refused"))
+    #expect(s.totals.failed == 1 && s.totals.changes == 0)
+    #expect(s.describe() == "upload\tbad\tfailed\tname refused\n")
+    #expect(s.takeNext(now: .now) == nil)
+  }
+
+  @Test func aChangeBlockedByTheServerSaysWhy() {
+    var s = QueueState()
+    let (c, _) = change(&s, .upload, "a")
+    _ = s.takeNext(now: .now)
+    s.putBack(c.sequence, reason: "connection refused")
+    #expect(s.waitState(c.sequence) == .queued(blockedBy: "connection refused"))
+    #expect(s.syncState("a")! == ("pending", "connection refused"))
+    #expect(s.takeNext(now: .now)?.sequence == c.sequence)
+    s.serverAnswered()
+    #expect(s.waitState(c.sequence) == .queued(blockedBy: nil))
+  }
+
+  /// Records written before a change's life was one value read the same, and back.
+  @Test func recordsKeepTheirFormat() throws {
+    let old = #"{"sequence":7,"kind":"upload","name":"a","base":{"generation":{"_0":3}},"state":"done","produced":12}"#
+    let done = try JSONDecoder().decode(PendingChange.self, from: Data(old.utf8))
+    #expect(done.life == .done(.generation(12)))
+    let conflict = #"{"sequence":8,"kind":"upload","name":"a","base":{"previous":{}},"state":"done","conflictName":"a.c"}"#
+    #expect(try JSONDecoder().decode(PendingChange.self, from: Data(conflict.utf8)).life == .done(.conflict("a.c")))
+    let failed = #"{"sequence":9,"kind":"delete","name":"a","base":{"any":{}},"state":"failed","error":"no"}"#
+    #expect(try JSONDecoder().decode(PendingChange.self, from: Data(failed.utf8)).life == .failed("no"))
+    let skipped = #"{"sequence":10,"kind":"delete","name":"a","base":{"any":{}},"state":"done"}"#
+    #expect(try JSONDecoder().decode(PendingChange.self, from: Data(skipped.utf8)).life == .done(.unknown))
+    for life: PendingChange.Life in [.pending, .started, .done(.generation(4)), .done(.unknown), .done(.conflict("x")), .failed("why")] {
+      var c = PendingChange(sequence: 1, kind: .copy, name: "n", base: .previous)
+      c.life = life
+      #expect(try JSONDecoder().decode(PendingChange.self, from: JSONEncoder().encode(c)) == c)
+    }
+    let unknown = #"{"sequence":9,"kind":"delete","name":"a","base":{"any":{}},"state":"half-done"}"#
+    #expect(throws: DecodingError.self) { try JSONDecoder().decode(PendingChange.self, from: Data(unknown.utf8)) }
+  }
+}
+
+@Suite struct ChangeWorkerTests {
+  let folder = FileManager.default.temporaryDirectory.appendingPathComponent("worker-\(UUID().uuidString)")
+
+  func worker(_ client: MemoryObjectClient) -> ChangeWorker {
+    let folder = self.folder
+    return ChangeWorker(
+      client: client, dataPath: { folder.appendingPathComponent($0.fileName + ".data").path },
+      writeEmptyBytes: { change throws(FSError) in
+        guard FileManager.default.createFile(atPath: folder.appendingPathComponent(change.fileName + ".data").path, contents: Data()) else {
+          throw FSError(EIO)
+        }
+      }, sessionOpened: { _, _ in }, log: { _ in })
+  }
+
+  func upload(_ name: String, _ bytes: String, sequence: UInt64) throws -> PendingChange {
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    let c = PendingChange(sequence: sequence, kind: .upload, name: name, base: .generation(0))
+    try Data(bytes.utf8).write(to: folder.appendingPathComponent(c.fileName + ".data"))
+    return c
+  }
+
+  @Test func anUploadGoesOnlyOnTheVersionItWasBasedOn() async throws {
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let client = MemoryObjectClient()
+    client.put("a.txt", Data("theirs".utf8))
+    let theirs = try await client.metadata(of: "a.txt").generation
+    let c = try upload("a.txt", "ours", sequence: 1)
+    guard case .done(.conflict(let beside), let m, _) = await worker(client).carryOut(.init(change: c, precondition: .generation(theirs - 1))) else {
+      Issue.record("not a conflict")
+      return
+    }
+    #expect(beside.hasPrefix("a.txt.conflict-"))
+    #expect(m?.customMetadata?["bucketfs-conflict-of"] == "a.txt")
+    #expect(client.objects.withLock { $0["a.txt"]?.0 } == Data("theirs".utf8))
+    #expect(client.objects.withLock { $0[beside]?.0 } == Data("ours".utf8))
+
+    guard case .done(.generation(let g), _, _) = await worker(client).carryOut(.init(change: c, precondition: .generation(theirs))) else {
+      Issue.record("not applied")
+      return
+    }
+    #expect(client.objects.withLock { $0["a.txt"]?.1.generation } == g)
+  }
+
+  @Test func anUploadWhoseAnswerWasLostIsDoneWhenTheRetryFindsItsBytes() async throws {
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let client = MemoryObjectClient()
+    let c = try upload("b.txt", "bytes", sequence: 2)
+    client.answersToLose.store(1, ordering: .relaxed)
+    guard case .retryLater = await worker(client).carryOut(.init(change: c, precondition: .generation(0))) else {
+      Issue.record("a lost answer is not final")
+      return
+    }
+    // The retry's precondition fails on the version the first try made: done, not a conflict.
+    let made = try await client.metadata(of: "b.txt").generation
+    guard case .done(.generation(made), _, _) = await worker(client).carryOut(.init(change: c, precondition: .generation(0))) else {
+      Issue.record("the retry took its own version for someone else's")
+      return
+    }
+    #expect(client.objects.withLock { $0.keys.sorted() } == ["b.txt"])
+  }
+
+  @Test func aDeleteOfAMovedVersionIsNotApplied() async throws {
+    let client = MemoryObjectClient()
+    client.put("c.txt", Data("v1".utf8))
+    client.put("c.txt", Data("v2".utf8))
+    let delete = PendingChange(sequence: 3, kind: .delete, name: "c.txt", base: .generation(1))
+    guard case .done(.unknown, nil, let skipped?) = await worker(client).carryOut(.init(change: delete, precondition: .generation(1))) else {
+      Issue.record("a moved version was deleted")
+      return
+    }
+    #expect(skipped == ChangeWorker.notApplied)
+    #expect(client.objects.withLock { $0["c.txt"]?.0 } == Data("v2".utf8))
+    // Gone already is what a delete wants.
+    for _ in 0..<2 {
+      guard case .done(.generation(0), _, _) = await worker(client).carryOut(.init(change: delete, precondition: .any)) else {
+        Issue.record("a delete of whatever is there (or nothing) failed")
+        return
+      }
+    }
+    #expect(client.objects.withLock { $0["c.txt"] } == nil)
+  }
+
+  @Test func theServerAwayIsRetriedAndARefusalIsFinal() async throws {
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let client = MemoryObjectClient()
+    let c = try upload("d.txt", "x", sequence: 4)
+    client.writesToRefuse.store(1, ordering: .relaxed)
+    guard case .retryLater = await worker(client).carryOut(.init(change: c, precondition: .generation(0))) else {
+      Issue.record("the server away is final")
+      return
+    }
+    #expect(client.objects.withLock { $0["d.txt"] } == nil)
+    for status in [400, 403] {
+      guard case .refused = ChangeWorker.Verdict.of(BucketError(code: .unauthorized, object: "d", detail: "no", httpStatus: status)) else {
+        Issue.record("\(status) is retried")
+        continue
+      }
+    }
+    for status in [429, 500, 503, 401] {
+      let code: BucketError.Code = status == 401 ? .unauthenticated : .unknown
+      guard case .retryLater = ChangeWorker.Verdict.of(BucketError(code: code, object: "d", detail: "busy", httpStatus: status)) else {
+        Issue.record("\(status) is final")
+        continue
+      }
+    }
+  }
+
+  @Test func aCopyWhoseSourceVersionIsGoneIsRefused() async throws {
+    let client = MemoryObjectClient()
+    let source = PendingChange.Source(name: "src", generation: 77, size: 1, crc32c: nil, md5Hash: nil)
+    var copy = PendingChange(sequence: 5, kind: .copy, name: "dst", base: .generation(0))
+    copy.source = source
+    guard case .refused(let error) = await worker(client).carryOut(.init(change: copy, precondition: .generation(0))) else {
+      Issue.record("a copy of nothing went")
+      return
+    }
+    #expect(error.detail.contains("no longer in the bucket"))
+  }
+
+  @Test func aFolderWithoutAPlaceholderGetsOneWithItsKeys() async throws {
+    defer { try? FileManager.default.removeItem(at: folder) }
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    let client = MemoryObjectClient()
+    client.put("dir/file", Data("f".utf8))
+    var c = PendingChange(sequence: 6, kind: .metadata, name: "dir/", base: .any)
+    c.custom = ["goog-reserved-posix-mode": "750"]
+    guard case .done(.generation, let m?, _) = await worker(client).carryOut(.init(change: c, precondition: .any)) else {
+      Issue.record("no placeholder")
+      return
+    }
+    #expect(m.customMetadata?["goog-reserved-posix-mode"] == "750")
+    #expect(client.objects.withLock { $0["dir/"]?.0 } == Data())
+    // And one that is there gets them, whatever its version.
+    c.custom = ["goog-reserved-posix-mode": "700"]
+    guard case .done(.generation, let again?, _) = await worker(client).carryOut(.init(change: c, precondition: .any)) else {
+      Issue.record("an existing placeholder did not take the keys")
+      return
+    }
+    #expect(again.customMetadata?["goog-reserved-posix-mode"] == "700")
+  }
+}
+
+/// The queue on a real folder, its workers carrying changes out against the in-memory bucket.
+@Suite struct WriteBackQueueTests {
+  let folder = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString)")
+
+  func file(_ text: String) throws -> FileDescriptor {
+    let path = folder.appendingPathComponent("edit-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    let fd = open(path, O_RDONLY)
+    #expect(fd >= 0)
+    return FileDescriptor(fd)
+  }
+
+  @Test func changesWaitOnDiskAndGoInOrderOnceStarted() async throws {
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let queueFolder = folder.appendingPathComponent("queue")
+    let client = MemoryObjectClient()
+    var sequences: [UInt64] = []
+    do {
+      let queue = try WriteBackQueue(folder: queueFolder, log: { _ in })
+      let f = try file("first")
+      sequences.append(try queue.upload("x.txt", from: f.fd, contentType: "text/plain", mtime: 1, base: .generation(0)))
+      let g = try file("second")
+      sequences.append(try queue.upload("y.txt", from: g.fd, contentType: "text/plain", mtime: 2, base: .generation(0)))
+      sequences.append(try queue.delete("x.txt", base: .previous))
+      // Not started: an offline queue says so and keeps the changes.
+      #expect(await queue.wait(for: sequences[0], within: 5) == .waiting("the mount is offline"))
+      #expect(queue.totals.changes == 3)
+    }
+    // A new queue on the same folder (a new mount) finds them and carries them out.
+    let queue = try WriteBackQueue(folder: queueFolder, log: { _ in })
+    #expect(queue.totals.changes == 3)
+    let applied = Mutex<[UInt64]>([])
+    queue.start(client: client) { change, _ in applied.withLock { $0.append(change.sequence) } }
+    #expect(await queue.wait(for: sequences[2], within: 30) == .applied)
+    #expect(await queue.wait(for: sequences[1], within: 30) == .applied)
+    #expect(client.objects.withLock { $0["x.txt"] } == nil)
+    #expect(client.objects.withLock { $0["y.txt"]?.0 } == Data("second".utf8))
+    #expect(client.writes.withLock { $0 }.filter { $0.contains("x.txt") } == ["upload x.txt", "delete x.txt"])
+    #expect(await queue.waitUntilEmpty(within: 30).changes == 0)
+    #expect(applied.withLock { $0.sorted() } == sequences)
+    let left = try FileManager.default.contentsOfDirectory(atPath: queueFolder.path).filter { $0.hasSuffix(".json") || $0.hasSuffix(".data") }
+    #expect(left.isEmpty)
+  }
+
+  @Test func aWaitForAReplacedUploadFollowsItsReplacement() async throws {
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let client = MemoryObjectClient()
+    client.put("z.txt", Data("theirs".utf8))
+    let queue = try WriteBackQueue(folder: folder.appendingPathComponent("queue"), log: { _ in })
+    let base = try await client.metadata(of: "z.txt").generation
+    let (one, two) = (try file("one"), try file("two"))
+    let first = try queue.upload("z.txt", from: one.fd, contentType: "text/plain", mtime: 1, base: .generation(base))
+    _ = try queue.upload("z.txt", from: two.fd, contentType: "text/plain", mtime: 2, base: .generation(0))
+    queue.start(client: client) { _, _ in }
+    #expect(await queue.wait(for: first, within: 30) == .applied)
+    #expect(client.objects.withLock { $0["z.txt"]?.0 } == Data("two".utf8))
+    #expect(client.writes.withLock { $0 } == ["upload z.txt"])
+  }
+}
