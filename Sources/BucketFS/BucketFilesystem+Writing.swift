@@ -14,27 +14,45 @@ extension BucketFilesystem {
 
   // MARK: the local view
 
-  /// `path` as this mount's own changes show it: nil when none is queued or open (the bucket's
-  /// answer stands), `.some(nil)` when they removed it.
-  func localEntry(_ path: String) -> DirectoryEntry?? {
-    guard let writeBack else { return nil }
+  /// A name as this mount's own changes (open edits, queued changes) show it.
+  enum LocalEntry {
+    /// None is queued or open: the bucket's answer stands.
+    case unchanged
+    case removed
+    case file(DirectoryEntry)
+    case folder(DirectoryEntry)
+
+    var isChanged: Bool {
+      if case .unchanged = self { false } else { true }
+    }
+    /// What the name shows, when this mount put something there.
+    var entry: DirectoryEntry? {
+      switch self {
+      case .file(let e), .folder(let e): e
+      case .unchanged, .removed: nil
+      }
+    }
+  }
+
+  func localEntry(_ path: String) -> LocalEntry {
+    guard let writeBack else { return .unchanged }
     let name = Namespace.split(path).name
     if let edit = writeBack.edits[path] {
-      return .some(localFile(name: name, path: path, size: edit.size, mtime: edit.modified, custom: edit.custom))
+      return .file(localFile(name: name, path: path, size: edit.size, mtime: edit.modified, custom: edit.custom))
     }
     let view = writeBack.queue.view(path)
     if let (size, mtime) = view?.fileAttributes {
-      return .some(localFile(name: name, path: path, size: size, mtime: mtime, custom: writeBack.queue.queuedMetadata(path)?.custom))
+      return .file(localFile(name: name, path: path, size: size, mtime: mtime, custom: writeBack.queue.queuedMetadata(path)?.custom))
     }
     // A folder this mount made or put something in (a queued upload under it) shows; one whose
     // placeholder it deleted, with nothing uploaded under it, does not.
     if writeBack.queue.hasUploads(under: path + "/") || !writeBack.edits.names(in: path + "/").isEmpty {
-      return .some(DirectoryEntry(name: name, isDirectory: true))
+      return .folder(DirectoryEntry(name: name, isDirectory: true))
     }
     let placeholder = writeBack.queue.view(path + "/")
-    if view == .deleted || placeholder == .deleted { return .some(nil) }
-    if placeholder == .folder { return .some(DirectoryEntry(name: name, isDirectory: true)) }
-    return nil
+    if view == .deleted || placeholder == .deleted { return .removed }
+    if placeholder == .folder { return .folder(DirectoryEntry(name: name, isDirectory: true)) }
+    return .unchanged
   }
 
   private func localFile(name: String, path: String, size: Int64, mtime: Double, custom: [String: String]?) -> DirectoryEntry {
@@ -85,7 +103,7 @@ extension BucketFilesystem {
       let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
       guard !name.isEmpty else { continue }
       switch localEntry(base + name) {
-      case .some(.some(let entry)):
+      case .file(let entry), .folder(let entry):
         if let i = byName[name] {
           out[i] = entry
           removed.remove(i)
@@ -93,9 +111,9 @@ extension BucketFilesystem {
           byName[name] = out.count
           out.append(entry)
         }
-      case .some(.none):
+      case .removed:
         if let i = byName[name] { removed.insert(i) }
-      case .none:
+      case .unchanged:
         if let i = byName[name], out[i].isDirectory, raw.hasSuffix("/") { deletedUnder.append(name) }
       }
     }
@@ -113,26 +131,21 @@ extension BucketFilesystem {
       return nil
     }
     if !writing {
-      if let edit = writeBack.edits[path] {
-        edit.opened()
-        return writeBack.handles.add(.edit(edit))
-      }
+      if let edit = writeBack.edits.join(path) { return fileHandles.add(.edit(edit)) }
       if case .file(let dataPath, _, _) = writeBack.queue.view(path) {
         let fd = Foundation.open(dataPath, O_RDONLY | O_CLOEXEC)
-        if fd >= 0 { return writeBack.handles.add(.queued(FileDescriptor(fd))) }
+        if fd >= 0 { return fileHandles.add(.queued(FileDescriptor(fd))) }
       }
       return nil
     }
     let edit = try await edit(path, truncate: flags & O_TRUNC != 0)
-    return writeBack.handles.add(.edit(edit))
+    return fileHandles.add(.edit(edit))
   }
 
   /// The edit of `path`, opened (or joined) with its current bytes, unless `truncate`.
   func edit(_ path: String, truncate: Bool, created: Bool = false) async throws(FSError) -> LocalEdits.Edit {
     let writeBack = try writable()
-    if let edit = writeBack.edits[path] {
-      return try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in edit }.truncated(truncate)
-    }
+    if let edit = writeBack.edits.join(path) { return try edit.truncated(truncate) }
     // What the bytes start from, and the generation the change will be based on.
     let (file, localPath) = try writeBack.edits.newFile()
     var base: PendingChange.Base = .generation(0)
@@ -257,7 +270,7 @@ extension BucketFilesystem {
     try await checkNewName(name, in: dir.path)
     // O_CREAT on a name another process made meanwhile opens it (truncated only with O_TRUNC);
     // a name this mount removed is made anew, with the mode and owner of this create.
-    let exists = localEntry(path).flatMap { $0 } != nil
+    let exists = localEntry(path).entry != nil
     let edit = try await edit(path, truncate: !exists || flags & O_TRUNC != 0, created: !exists)
     if !exists && options.posix {
       let kept = PosixAttributes(
@@ -265,7 +278,7 @@ extension BucketFilesystem {
         gid: creator.flatMap { $0.gid != options.gid ? $0.gid : nil })
       if !kept.custom.isEmpty { edit.setMetadata(contentType: nil, custom: kept.custom) }
     }
-    let handle = writeBack.handles.add(.edit(edit))
+    let handle = fileHandles.add(.edit(edit))
     namespace.missing.remove(path)
     if !exists { entriesChanged(in: dir.path) }
     let attrs = localAttributes(path, edit: edit, lookup: true)
@@ -285,7 +298,7 @@ extension BucketFilesystem {
   }
 
   package func write(handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(FSError) -> Int {
-    guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { throw FSError(EBADF) }
+    guard let writeBack, case .edit(let edit) = fileHandles[handle] else { throw FSError(EBADF) }
     // Queued bytes are never evicted: past the staging budget a write fails, and nothing queued
     // is lost.
     if writeBack.queue.queuedBytes + max(edit.size, offset + Int64(data.count)) > options.stagingSize { throw FSError(ENOSPC) }
@@ -295,12 +308,13 @@ extension BucketFilesystem {
     return n
   }
 
-  func readLocal(handle: UInt64, offset: Int64, count: Int) throws(FSError) -> ReadReply {
-    guard let writeBack, let local = writeBack.handles[handle] else { throw FSError(EBADF) }
+  /// A read of bytes this mount has and the bucket may not: an edit's or the queue's.
+  func readLocal(_ opened: FileHandle, offset: Int64, count: Int) throws(FSError) -> ReadReply {
     let fd: Int32
-    switch local {
+    switch opened {
     case .edit(let edit): fd = edit.file.fd
     case .queued(let file): fd = file.fd
+    case .read: throw FSError(EBADF)
     }
     var buffer = Data(count: count)
     let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(offset)) }
@@ -310,7 +324,7 @@ extension BucketFilesystem {
 
   /// A close of a handle: the bytes written so far are queued (durably) before it returns.
   package func flush(handle: UInt64) throws(FSError) {
-    guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { return }
+    guard let writeBack, case .edit(let edit) = fileHandles[handle] else { return }
     try queue(edit)
   }
 
@@ -318,28 +332,27 @@ extension BucketFilesystem {
   func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
     // One close of a file at a time: two processes closing it at once must queue their copies
     // in the order they were taken, or an older copy could land last.
-    edit.queueing.lock()
-    defer { edit.queueing.unlock() }
-    guard let writeBack, var changes = edit.takeChanges() else { return edit.lastQueued }
-    let name = changes.name
-    // Bytes of this edit went to the queue before: these are based on what those produce.
-    if edit.lastQueued != nil { changes.base = .previous }
-    do throws(FSError) {
-      let sequence = try writeBack.queue.upload(
-        name, from: edit.file.fd, contentType: changes.contentType ?? ContentType.infer(fromName: name),
-        mtime: changes.mtime ?? edit.modified, custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
-      edit.queued(sequence)
-      return sequence
-    } catch {
-      edit.undoTake()
-      log("write-back: cannot queue \(name.debugDescription): errno \(error.errno); the file keeps its bytes until it is closed")
-      throw error
+    try edit.closing.withLock { _ throws(FSError) -> UInt64? in
+      guard let writeBack, var changes = edit.takeChanges() else { return edit.lastQueued }
+      let name = changes.name
+      // Bytes of this edit went to the queue before: these are based on what those produce.
+      if edit.lastQueued != nil { changes.base = .previous }
+      do throws(FSError) {
+        let sequence = try writeBack.queue.upload(
+          name, from: edit.file.fd, contentType: changes.contentType ?? ContentType.infer(fromName: name),
+          mtime: changes.mtime ?? edit.modified, custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
+        edit.queued(sequence)
+        return sequence
+      } catch {
+        edit.undoTake()
+        log("write-back: cannot queue \(name.debugDescription): errno \(error.errno); the file keeps its bytes until it is closed")
+        throw error
+      }
     }
   }
 
-  func releaseLocal(handle: UInt64) {
-    guard let writeBack, let local = writeBack.handles.remove(handle) else { return }
-    guard case .edit(let edit) = local else { return }
+  func releaseLocal(_ opened: FileHandle) {
+    guard let writeBack, case .edit(let edit) = opened else { return }
     _ = try? queue(edit)
     writeBack.edits.close(edit)
   }
@@ -349,7 +362,7 @@ extension BucketFilesystem {
   /// slow, or busy with the changes before it, the bytes fsynced in the queue are what there is
   /// to wait for: they reach the bucket from there, across a crash too.
   package func fsync(handle: UInt64) async throws(FSError) {
-    guard let writeBack, case .edit(let edit) = writeBack.handles[handle] else { return }
+    guard let writeBack, case .edit(let edit) = fileHandles[handle] else { return }
     guard let sequence = try queue(edit) else { return }
     switch await writeBack.queue.wait(for: sequence, within: options.readTimeout) {
     case .applied, .waiting: return
@@ -437,14 +450,14 @@ extension BucketFilesystem {
     // Only times, of a file whose bytes are the bucket's (touch opens it first, and writes
     // nothing): a metadata change, not an upload.
     var openEdit = writeBack.edits[path]
-    if let handle, case .edit(let e) = writeBack.handles[handle] { openEdit = e }
+    if let handle, case .edit(let e) = fileHandles[handle] { openEdit = e }
     if size == nil, options.posix, writeBack.queue.view(path) == nil, !(openEdit?.isDirty ?? false) {
       try await queueMetadata(path, times, custom: times.customWithExactTime)
       return try await getattr(ino)
     }
     let edit: LocalEdits.Edit
     var opened = false
-    if let handle, case .edit(let e) = writeBack.handles[handle] {
+    if let handle, case .edit(let e) = fileHandles[handle] {
       edit = e
     } else {
       edit = try await self.edit(path, truncate: size == 0)
@@ -484,7 +497,7 @@ extension BucketFilesystem {
       edit.setMetadata(contentType: nil, custom: change.custom)
       return
     }
-    if localEntry(path) != nil {
+    if localEntry(path).isChanged {
       // Bytes this mount queued: the new entries go with their upload, as setxattr's do.
       let edit = try await self.edit(path, truncate: false)
       edit.setMetadata(contentType: nil, custom: change.custom)
@@ -551,8 +564,9 @@ extension BucketFilesystem {
   /// queue's changes of it leave.
   func resolveForChange(_ dir: String, _ name: String) async throws(FSError) -> (DirectoryEntry, PendingChange.Base) {
     let path = Namespace.join(dir, name)
-    if let local = localEntry(path) {
-      guard let entry = local else { throw FSError(ENOENT) }
+    let local = localEntry(path)
+    if local.isChanged {
+      guard let entry = local.entry else { throw FSError(ENOENT) }
       return (entry, .previous)
     }
     // Attributes the kernel's lookup fetched a moment ago (a folder listing may be older).
@@ -684,7 +698,7 @@ extension BucketFilesystem {
     _ = edit.takeChanges()
     try writeBack.queue.delete(source, base: sourceBase)
     // Still open elsewhere: the open file follows the rename; else it is done with.
-    if edit.isShared {
+    if writeBack.edits.isShared(edit) {
       writeBack.edits.move(edit, from: source, to: target)
     } else {
       edit.unlinked()
@@ -779,7 +793,7 @@ extension BucketFilesystem {
       throw FSError(ENOTSUP)
     }
     let path = node.objectName ?? node.path
-    if localEntry(path) != nil {
+    if localEntry(path).isChanged {
       // The bytes are local: the metadata goes with their upload.
       let edit = try await self.edit(path, truncate: false)
       edit.setMetadata(contentType: contentType, custom: custom)

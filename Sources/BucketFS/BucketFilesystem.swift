@@ -40,7 +40,21 @@ package final class BucketFilesystem: Sendable {
     }
   }
 
-  private let openFiles = HandleTable<OpenFile>()
+  /// What each file handle the kernel holds reads or writes.
+  enum FileHandle: Sendable {
+    /// An object's version, read from the server, the block cache or its staged copy.
+    case read(OpenFile)
+    /// A file open for writing (or opened for reading while someone writes it).
+    case edit(LocalEdits.Edit)
+    /// Bytes queued for the bucket and not there yet, read from the queue.
+    case queued(FileDescriptor)
+
+    var reading: OpenFile? {
+      if case .read(let file) = self { file } else { nil }
+    }
+  }
+
+  let fileHandles = HandleTable<FileHandle>()
   /// Changes through a writable mount (nil: read-only).
   let writeBack: WriteBack?
   private let folderReadAhead = FolderReadAhead()
@@ -181,7 +195,7 @@ package final class BucketFilesystem: Sendable {
   /// A read of `handle` was answered EIO for passing read_timeout before the read itself was:
   /// the next reads of that object fail at once, as after the read's own timeout.
   package func readTimedOut(handle: UInt64) {
-    if let file = openFiles[handle] { readTimedOut(file) }
+    if let file = fileHandles[handle]?.reading { readTimedOut(file) }
   }
 
   private func readTimedOut(_ file: OpenFile) {
@@ -202,7 +216,7 @@ package final class BucketFilesystem: Sendable {
     let path = Namespace.join(dir.path, name)
     // A name this mount changed is answered from its changes, never from a timeout; one the
     // folder's last listing had is most likely still there (made anew, it would be a conflict).
-    guard localEntry(path) == nil else { return false }
+    guard !localEntry(path).isChanged else { return false }
     if let known = namespace.listings.lastKnown(dir.path), known.contains(where: { Namespace.sameBytes($0.name, name) }) { return false }
     metrics.fuseTimeouts.add(1, ordering: .relaxed)
     namespace.missing.set(path, true)
@@ -221,8 +235,9 @@ package final class BucketFilesystem: Sendable {
     guard dir.isDirectory else { throw FSError(ENOTDIR) }
     if name.utf8.count > 255 { throw FSError(ENAMETOOLONG) }
     guard Namespace.isValidName(name) else { throw FSError(ENOENT) }
-    if let local = localEntry(Namespace.join(dir.path, name)) {
-      guard let entry = local else { throw FSError(ENOENT) }
+    let local = localEntry(Namespace.join(dir.path, name))
+    if local.isChanged {
+      guard let entry = local.entry else { throw FSError(ENOENT) }
       return linked(entry, in: dir.path, local: true)
     }
     let entry: DirectoryEntry
@@ -246,7 +261,7 @@ package final class BucketFilesystem: Sendable {
     let node = InodeTable.Node(path: Namespace.join(dir, entry.name), isDirectory: entry.isDirectory, objectName: entry.objectName)
     let ino = inodes.ino(for: node, lookup: true)
     var a = attributes(ino: ino, directory: entry.isDirectory, metadata: entry.metadata)
-    a.volatile = !entry.isDirectory && (local ?? (writeBack != nil && localEntry(node.path) != nil))
+    a.volatile = !entry.isDirectory && (local ?? localEntry(node.path).isChanged)
     return a
   }
 
@@ -260,8 +275,9 @@ package final class BucketFilesystem: Sendable {
   package func getattr(_ ino: UInt64) async throws(FSError) -> FileAttributes {
     if let cached = getattrIfCached(ino) { return cached }
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
-    if let local = localEntry(node.path) {
-      guard let entry = local else { throw FSError(ENOENT) }
+    let local = localEntry(node.path)
+    if local.isChanged {
+      guard let entry = local.entry else { throw FSError(ENOENT) }
       return localAttributes(ino, entry)
     }
     if node.isDirectory {
@@ -384,7 +400,7 @@ package final class BucketFilesystem: Sendable {
       return same
     }
     let file = OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy)
-    let fh = openFiles.add(file)
+    let fh = fileHandles.add(.read(file))
     readAhead(after: node)
     let io = kernelIO.open(ino, handle: fh, generation: m.generation, keepCache: keep) {
       staging?.verifiedFile(objectName, generation: m.generation)
@@ -432,8 +448,8 @@ package final class BucketFilesystem: Sendable {
   /// A read that `readIfCached` could not answer at once: down the same sources
   /// (`ReadSource`), waiting for the server where they must, within `read_timeout`.
   package func read(handle: UInt64, offset: Int64, count: Int) async throws(FSError) -> ReadReply {
-    if WriteBack.isLocal(handle) { return try readLocal(handle: handle, offset: offset, count: count) }
-    guard let file = openFiles[handle] else { throw FSError(EBADF) }
+    guard let opened = fileHandles[handle] else { throw FSError(EBADF) }
+    guard case .read(let file) = opened else { return try readLocal(opened, offset: offset, count: count) }
     let range = readRange(file, offset: offset, count: count)
     if range.isEmpty { return .bytes(Data()) }
     if options.offline {
@@ -455,10 +471,12 @@ package final class BucketFilesystem: Sendable {
 
   package func release(handle: UInt64) {
     kernelIO.release(handle)
-    if WriteBack.isLocal(handle) { return releaseLocal(handle: handle) }
-    guard let file = openFiles.remove(handle) else { return }
+    guard let opened = fileHandles.remove(handle) else { return }
+    guard case .read(let file) = opened else { return releaseLocal(opened) }
     // Read-ahead of a closed file is wasted: stop it, unless another handle reads the object.
-    let stillOpen = openFiles.contains { $0.objectName == file.objectName && $0.metadata.generation == file.metadata.generation }
+    let stillOpen = fileHandles.contains {
+      $0.reading.map { $0.objectName == file.objectName && $0.metadata.generation == file.metadata.generation } == true
+    }
     if !stillOpen { file.reader.cancelFetches() }
     staging?.release(file.objectName, generation: file.metadata.generation)
   }
@@ -467,8 +485,9 @@ package final class BucketFilesystem: Sendable {
 
   package func lookupIfCached(parent: UInt64, name: String) -> Result<FileAttributes, FSError>? {
     guard let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return nil }
-    if let local = localEntry(Namespace.join(dir.path, name)) {
-      guard let entry = local else { return .failure(FSError(ENOENT)) }
+    let local = localEntry(Namespace.join(dir.path, name))
+    if local.isChanged {
+      guard let entry = local.entry else { return .failure(FSError(ENOENT)) }
       return .success(linked(entry, in: dir.path, local: true))
     }
     return namespace.resolveIfCached(dir: dir.path, name: name)?.flatMap { entry in
@@ -478,9 +497,10 @@ package final class BucketFilesystem: Sendable {
 
   package func getattrIfCached(_ ino: UInt64) -> FileAttributes? {
     guard let node = inodes.node(ino) else { return nil }
-    if writeBack != nil, let local = localEntry(node.path) {
+    let local = localEntry(node.path)
+    if local.isChanged {
       // Removed here: the async path answers ENOENT.
-      return local.map { localAttributes(ino, $0) }
+      return local.entry.map { localAttributes(ino, $0) }
     }
     if node.isDirectory {
       // A folder whose placeholder is not known yet: the async path asks.
@@ -493,8 +513,8 @@ package final class BucketFilesystem: Sendable {
 
   package func xattrsIfCached(_ ino: UInt64) -> [(String, String)]? {
     guard let node = inodes.node(ino) else { return nil }
-    if !node.isDirectory, writeBack != nil, let local = localEntry(node.path) {
-      guard local != nil else { return nil }
+    if !node.isDirectory, case let local = localEntry(node.path), local.isChanged {
+      guard local.entry != nil else { return nil }
       return [("user.gs_url", gsURL(node.path))] + syncAttributes(node.objectName ?? node.path, nil)
     }
     if node.isDirectory { return Xattrs.forDirectory(gsURL: gsURL(node.path.isEmpty ? "" : node.path + "/")) }
@@ -505,8 +525,8 @@ package final class BucketFilesystem: Sendable {
   /// The bytes when they are at hand: in a complete staged copy, in the copy being filled, or
   /// in the block cache. Nil when the async path must fetch them.
   package func readIfCached(handle: UInt64, offset: Int64, count: Int) -> ReadReply? {
-    if WriteBack.isLocal(handle) { return try? readLocal(handle: handle, offset: offset, count: count) }
-    guard let file = openFiles[handle] else { return nil }
+    guard let opened = fileHandles[handle] else { return nil }
+    guard case .read(let file) = opened else { return try? readLocal(opened, offset: offset, count: count) }
     let range = readRange(file, offset: offset, count: count)
     if range.isEmpty { return .bytes(Data()) }
     guard let reply = answerNow(file, range) else { return nil }
@@ -520,7 +540,7 @@ package final class BucketFilesystem: Sendable {
     let (stagedBytes, stagedFiles) = staging?.totals ?? (0, 0)
     return Metrics.Readings(
       cacheBytes: cache.bytesCached, cacheEvictions: cache.evictions, stagingBytes: stagedBytes, stagingFiles: stagedFiles,
-      openHandles: openFiles.count, retries: TransferCounters.retries.load(ordering: .relaxed),
+      openHandles: fileHandles.count { $0.reading != nil }, retries: TransferCounters.retries.load(ordering: .relaxed),
       tokenRefreshes: tokenRefreshes(), transferLoopAge: transferLoopAge(),
       stagingBuffersFree: staging?.buffersFree ?? StagingWriter.poolSize, queue: writeBack?.queue.totals)
   }

@@ -4,9 +4,8 @@ import Synchronization
 final class HandleTable<Value: Sendable>: Sendable {
   private let state: Mutex<(next: UInt64, values: [UInt64: Value])>
 
-  /// Handles count up from `start` (tables whose handles meet at one bridge keep apart).
-  init(start: UInt64 = 1) {
-    state = Mutex((start, [:]))
+  init() {
+    state = Mutex((1, [:]))
   }
 
   func add(_ value: Value) -> UInt64 {
@@ -25,5 +24,5 @@ final class HandleTable<Value: Sendable>: Sendable {
 
   func contains(where predicate: (Value) -> Bool) -> Bool { state.withLock { $0.values.values.contains(where: predicate) } }
 
-  var count: Int { state.withLock { $0.values.count } }
+  func count(where predicate: (Value) -> Bool) -> Int { state.withLock { $0.values.values.count(where: predicate) } }
 }

@@ -1,6 +1,7 @@
 internal import CFuse
 import BucketFS
 import Foundation
+import Synchronization
 
 /// A mounted libfuse session serving a `BucketFilesystem`: the only libfuse user.
 package final class FuseSession: @unchecked Sendable {
@@ -18,11 +19,16 @@ package final class FuseSession: @unchecked Sendable {
     }
   }
 
-  private var session: OpaquePointer?
+  /// The libfuse session while it lives, and whether it was unmounted.
+  private struct Live: @unchecked Sendable {
+    var session: OpaquePointer?
+    var unmounted = false
+  }
+  /// The one lock held across calls out (docs/design.md, "Locks"): libfuse's notify calls and
+  /// its destroy must not overlap, or a notify would use a freed session. Held by the loop
+  /// thread at the end, a signal handler's stop, and the kernel notifications, each brief.
+  private let live = Mutex(Live())
   private var ops: fuse_lowlevel_ops
-  /// Guards `session` between the loop thread (destroy) and a signal handler (unmount).
-  private let lock = NSLock()
-  private var unmounted = false
   package let mountpoint: String
   /// The filesystem the session serves: libfuse holds it as an unretained pointer.
   let filesystem: BucketFilesystem
@@ -37,15 +43,15 @@ package final class FuseSession: @unchecked Sendable {
     if debug { argv.append("-d") }
     var cArgs = argv.map { strdup($0) }
     defer { cArgs.forEach { free($0) } }
-    session = cArgs.withUnsafeMutableBufferPointer { buf in
+    let made = cArgs.withUnsafeMutableBufferPointer { buf in
       CFuseShims_session_new(Int32(buf.count), buf.baseAddress, &ops, Unmanaged.passUnretained(filesystem).toOpaque())
     }
-    guard let session else { throw .cannotCreate }
+    guard let session = made else { throw .cannotCreate }
     if fuse_session_mount(session, mountpoint) != 0 {
       fuse_session_destroy(session)
-      self.session = nil
       throw .cannotMount("cannot mount on \(mountpoint) (see the messages above)")
     }
+    live.withLock { $0.session = session }
     ReadAhead.widen(mountpoint: mountpoint)
     filesystem.setKernelNotifier { [weak self] forgotten in self?.tellKernel(forgotten) }
     offerPassthrough(session)
@@ -75,39 +81,39 @@ package final class FuseSession: @unchecked Sendable {
 
   /// Tells the kernel to drop the entries and the cached attributes and pages of the inodes.
   private func tellKernel(_ forgotten: BucketFilesystem.Forgotten) {
-    lock.lock()
-    defer { lock.unlock() }
-    guard let session, !unmounted else { return }
-    for entry in forgotten.entries {
-      let bytes = Array(entry.name.utf8)
-      _ = bytes.withUnsafeBufferPointer { p in
-        p.withMemoryRebound(to: CChar.self) { fuse_lowlevel_notify_inval_entry(session, entry.parent, $0.baseAddress, bytes.count) }
+    live.withLock { live in
+      guard let session = live.session, !live.unmounted else { return }
+      for entry in forgotten.entries {
+        let bytes = Array(entry.name.utf8)
+        _ = bytes.withUnsafeBufferPointer { p in
+          p.withMemoryRebound(to: CChar.self) { fuse_lowlevel_notify_inval_entry(session, entry.parent, $0.baseAddress, bytes.count) }
+        }
       }
+      for ino in forgotten.inodes { _ = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0) }
     }
-    for ino in forgotten.inodes { _ = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0) }
   }
 
   /// Serves requests until unmounted (by `fusermount3 -u` or `stop()`), then cleans up.
   package func run() -> Int32 {
-    guard let session else { return 1 }
+    guard let session = live.withLock({ $0.session }) else { return 1 }
     let result = CFuseShims_loop_mt(session, 16)
-    lock.lock()
-    defer { lock.unlock() }
-    if !unmounted { fuse_session_unmount(session) }
-    unmounted = true
-    fuse_session_destroy(session)
-    self.session = nil
+    live.withLock { live in
+      if !live.unmounted { fuse_session_unmount(session) }
+      live.unmounted = true
+      fuse_session_destroy(session)
+      live.session = nil
+    }
     return result
   }
 
   /// Ends the loop from another thread (a signal handler): unmounting makes the kernel close the
   /// connection, which wakes every worker blocked on /dev/fuse.
   package func stop() {
-    lock.lock()
-    defer { lock.unlock() }
-    guard let session, !unmounted else { return }
-    fuse_session_exit(session)
-    fuse_session_unmount(session)
-    unmounted = true
+    live.withLock { live in
+      guard let session = live.session, !live.unmounted else { return }
+      fuse_session_exit(session)
+      fuse_session_unmount(session)
+      live.unmounted = true
+    }
   }
 }

@@ -3,19 +3,19 @@ import Synchronization
 
 /// Files open for writing. Each is a private local file in the queue's folder that every handle
 /// of the name shares; a close queues a copy of its bytes (`WriteBackQueue.upload`), and the
-/// last close removes it.
+/// last close removes it. The map's lock and an edit's own are never held together.
 final class LocalEdits: Sendable {
-  final class Edit: @unchecked Sendable {
+  final class Edit: Sendable {
     let file: FileDescriptor
     let path: String
-    /// Held while a copy of the bytes is queued (a local disk's time; only closes of this file
-    /// wait on it).
-    let queueing = NSLock()
+    /// Held while a copy of the bytes is queued: two closes of one file at once must queue
+    /// their copies in the order they were taken, or an older copy could land last. The one
+    /// lock held across disk I/O (docs/design.md, "Locks"); only closes of this file wait on it.
+    let closing = Mutex(())
 
     private struct State {
       var name: String
       var base: PendingChange.Base
-      var opens = 1
       var dirty: Bool
       var mtime: Double?
       var contentType: String?
@@ -82,8 +82,6 @@ final class LocalEdits: Sendable {
         s.base = .previous
       }
     }
-    var isShared: Bool { state.withLock { $0.opens > 1 } }
-
     /// What to queue now, if anything changed since the last time.
     func takeChanges() -> Changes? {
       state.withLock { s in
@@ -95,10 +93,6 @@ final class LocalEdits: Sendable {
 
     func undoTake() { state.withLock { $0.dirty = true } }
     func queued(_ sequence: UInt64) { state.withLock { $0.queued = sequence } }
-
-    func opened() { state.withLock { $0.opens += 1 } }
-    /// True when this was the last handle.
-    func closed() -> Bool { state.withLock { s in s.opens -= 1; return s.opens <= 0 } }
 
     var size: Int64 {
       var st = stat()
@@ -112,8 +106,20 @@ final class LocalEdits: Sendable {
     }
   }
 
-  /// Keyed by the name's bytes: two spellings `String` takes for one are two objects, two edits.
-  private let edits = Mutex<[[UInt8]: Edit]>([:])
+  private struct Open {
+    /// Keyed by the name's bytes: two spellings `String` takes for one are two objects, two edits.
+    var byName: [[UInt8]: Edit] = [:]
+    /// The name each edit in `byName` is under.
+    var names: [ObjectIdentifier: [UInt8]] = [:]
+    /// Handles open on each edit, those detached from their name too.
+    var handles: [ObjectIdentifier: Int] = [:]
+
+    mutating func unname(_ edit: Edit) {
+      guard let key = names.removeValue(forKey: ObjectIdentifier(edit)) else { return }
+      if byName[key] === edit { byName.removeValue(forKey: key) }
+    }
+  }
+  private let open = Mutex(Open())
   let folder: URL
 
   init(folder: URL) {
@@ -124,30 +130,37 @@ final class LocalEdits: Sendable {
     }
   }
 
-  subscript(name: String) -> Edit? { edits.withLock { $0[Array(name.utf8)] } }
+  subscript(name: String) -> Edit? { open.withLock { $0.byName[Array(name.utf8)] } }
+
+  /// The edit of `name` with one more handle, if it is open.
+  func join(_ name: String) -> Edit? {
+    open.withLock { o in
+      guard let edit = o.byName[Array(name.utf8)] else { return nil }
+      o.handles[ObjectIdentifier(edit), default: 0] += 1
+      return edit
+    }
+  }
 
   /// The edit of `name`, joined (one more handle) if open, else made by `make`.
   func open(_ name: String, make: () throws(FSError) -> Edit) throws(FSError) -> Edit {
+    if let edit = join(name) { return edit }
     let key = Array(name.utf8)
-    if let edit = edits.withLock({ e -> Edit? in
-      let edit = e[key]
-      edit?.opened()
-      return edit
-    }) {
-      return edit
-    }
     let edit = try make()
-    let winner = edits.withLock { e -> Edit in
-      if let other = e[key] {
-        other.opened()
-        return other
+    let winner = open.withLock { o -> Edit in
+      let chosen = o.byName[key] ?? edit
+      if chosen === edit {
+        o.byName[key] = edit
+        o.names[ObjectIdentifier(edit)] = key
       }
-      e[key] = edit
-      return edit
+      o.handles[ObjectIdentifier(chosen), default: 0] += 1
+      return chosen
     }
     if winner !== edit { unlink(edit.path) }
     return winner
   }
+
+  /// Whether more than one handle has `edit` open.
+  func isShared(_ edit: Edit) -> Bool { open.withLock { ($0.handles[ObjectIdentifier(edit)] ?? 0) > 1 } }
 
   /// A new private file for an edit.
   func newFile() throws(FSError) -> (FileDescriptor, String) {
@@ -159,9 +172,18 @@ final class LocalEdits: Sendable {
 
   /// The handle is closed; the last one removes the edit.
   func close(_ edit: Edit) {
-    guard edit.closed() else { return }
-    forget(edit)
-    unlink(edit.path)
+    let last = open.withLock { o -> Bool in
+      let id = ObjectIdentifier(edit)
+      let left = (o.handles[id] ?? 1) - 1
+      guard left <= 0 else {
+        o.handles[id] = left
+        return false
+      }
+      o.handles.removeValue(forKey: id)
+      o.unname(edit)
+      return true
+    }
+    if last { unlink(edit.path) }
   }
 
   /// The name was unlinked while the file is still open (a process's close reaches us before
@@ -169,39 +191,35 @@ final class LocalEdits: Sendable {
   /// that name starts anew; the open handles keep writing to the edit's own file.
   func detach(_ edit: Edit) {
     edit.unlinked()
-    forget(edit)
+    open.withLock { $0.unname(edit) }
   }
 
-  private func forget(_ edit: Edit) {
-    edits.withLock { e in
-      let key = Array(edit.name.utf8)
-      if e[key] === edit { e.removeValue(forKey: key) }
-    }
-  }
-
-  /// The edit of `from`, open elsewhere too, follows a rename to `to`.
+  /// The edit of `from`, open elsewhere too, follows a rename to `to`: its later closes queue
+  /// under the new name.
   func move(_ edit: Edit, from: String, to: String) {
-    edits.withLock { e in
-      guard e[Array(from.utf8)] === edit else { return }
-      e.removeValue(forKey: Array(from.utf8))
-      edit.renamed(to: to)
-      e[Array(to.utf8)] = edit
+    guard open.withLock({ $0.byName[Array(from.utf8)] === edit }) else { return }
+    edit.renamed(to: to)
+    open.withLock { o in
+      guard o.byName[Array(from.utf8)] === edit else { return }
+      o.byName.removeValue(forKey: Array(from.utf8))
+      o.byName[Array(to.utf8)] = edit
+      o.names[ObjectIdentifier(edit)] = Array(to.utf8)
     }
   }
 
   /// A name being edited whose bytes differ from `name`'s but that `String` takes for the same
   /// (canonically equal): nil when there is none.
   func otherSpelling(of name: String) -> String? {
-    edits.withLock { e in
-      e.keys.lazy.map { String(decoding: $0, as: UTF8.self) }.first { $0 == name && !Namespace.sameBytes($0, name) }
+    open.withLock { o in
+      o.byName.keys.lazy.map { String(decoding: $0, as: UTF8.self) }.first { $0 == name && !Namespace.sameBytes($0, name) }
     }
   }
 
   /// Names with an edit directly in folder `dir` ("" or ending in "/").
   func names(in dir: String) -> [String: Edit] {
-    edits.withLock { e in
+    open.withLock { o in
       var out: [String: Edit] = [:]
-      for (key, edit) in e where key.starts(with: dir.utf8) {
+      for (key, edit) in o.byName where key.starts(with: dir.utf8) {
         let rest = key.dropFirst(dir.utf8.count)
         if !rest.contains(UInt8(ascii: "/")) { out[String(decoding: rest, as: UTF8.self)] = edit }
       }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// How long and how many: the server's bounds, so that idle clients, slow clients and floods cost
 /// it a fixed amount of memory and descriptors.
@@ -27,40 +28,39 @@ public struct ConnectionLimits: Sendable {
 }
 
 /// The open connections and which of them are idle (waiting for their next request).
-final class ConnectionTable: @unchecked Sendable {
-  private struct Entry {
-    var idleSince: ContinuousClock.Instant?
-  }
+final class ConnectionTable: Sendable {
+  /// Since when each connection has waited for its next request (nil: it is serving one).
+  private let idleSince = Mutex<[Int32: ContinuousClock.Instant?]>([:])
 
-  private let lock = NSLock()
-  private var entries: [Int32: Entry] = [:]
-
-  var count: Int { lock.withLock { entries.count } }
+  var count: Int { idleSince.withLock { $0.count } }
 
   /// A new connection is idle until its first request line arrives.
-  func add(_ fd: Int32) { lock.withLock { entries[fd] = Entry(idleSince: .now) } }
+  func add(_ fd: Int32) { idleSince.withLock { $0[fd] = .some(.now) } }
 
-  func remove(_ fd: Int32) { lock.withLock { _ = entries.removeValue(forKey: fd) } }
+  func remove(_ fd: Int32) { _ = idleSince.withLock { $0.removeValue(forKey: fd) } }
 
   func setIdle(_ fd: Int32, _ idle: Bool) {
-    lock.withLock { entries[fd]?.idleSince = idle ? .now : nil }
+    idleSince.withLock { table in
+      if table[fd] != nil { table[fd] = .some(idle ? .now : nil) }
+    }
   }
 
   /// Shuts down the connection idle the longest; false when none is idle. Its thread sees the
-  /// end of the stream and closes the descriptor.
+  /// end of the stream and closes the descriptor. The shutdown is made under the lock (it does
+  /// not wait): the connection's thread removes its entry before it closes the descriptor, so a
+  /// number shut down here cannot have been reused by a newer connection meanwhile.
   func closeLongestIdle() -> Bool {
-    lock.withLock {
-      guard let (fd, _) = entries.filter({ $0.value.idleSince != nil }).min(by: { $0.value.idleSince! < $1.value.idleSince! })
-      else { return false }
-      entries[fd]?.idleSince = nil
+    idleSince.withLock { table in
+      guard let (fd, _) = table.compactMap({ fd, since in since.map { (fd, $0) } }).min(by: { $0.1 < $1.1 }) else { return false }
+      table[fd] = .some(nil)
       shutdown(fd, Int32(SHUT_RDWR))
       return true
     }
   }
 
   func shutdownAll() {
-    lock.withLock {
-      for fd in entries.keys { shutdown(fd, Int32(SHUT_RDWR)) }
+    idleSince.withLock { table in
+      for fd in table.keys { shutdown(fd, Int32(SHUT_RDWR)) }
     }
   }
 }
