@@ -8,6 +8,8 @@ final class RequestBody {
     case malformed
     case tooLarge
     case local(String)
+    /// The consumer stopped taking the body (a session cancelled meanwhile).
+    case stopped
   }
 
   private let reader: SocketReader
@@ -77,9 +79,11 @@ final class RequestBody {
     }
   }
 
-  /// Streams the body into `fd`, updating `hashes`; returns the bytes written.
+  /// Streams the body into `fd` from its current offset (every byte, through short writes),
+  /// updating `hashes`; returns the bytes written. `landed` hears the total after each chunk is
+  /// written (what a resumable session counts as received) and may stop the drain (`.stopped`).
   @discardableResult
-  func drain(into fd: Int32, hashes: ObjectHashes?) throws(Failure) -> Int64 {
+  func drain(into fd: Int32, hashes: ObjectHashes?, landed: (Int64) -> Bool = { _ in true }) throws(Failure) -> Int64 {
     var total: Int64 = 0
     while true {
       let chunk = try read(max: 1 << 20)
@@ -91,6 +95,7 @@ final class RequestBody {
       }
       if !ok { throw .local(String(cString: strerror(errno))) }
       total += Int64(chunk.count)
+      if !landed(total) { throw .stopped }
     }
   }
 

@@ -14,6 +14,13 @@ struct ServerRequest {
   var publicBase = ""
 
   func header(_ name: String) -> String? { headers[name.lowercased()] }
+
+  /// The body as a JSON object (an empty body is an empty one); nil when it is not one.
+  func jsonObjectBody() -> [String: Any]? {
+    guard let data = try? body.readAll(limit: 1 << 20) else { return nil }
+    if data.isEmpty { return [:] }
+    return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+  }
 }
 
 /// What a route answers; the connection writes it and applies faults.

@@ -191,19 +191,10 @@ struct FirebaseRoutes {
   }
 
   private func patch(bucket: String, name: String, request: inout ServerRequest) -> ServerResponse {
-    guard var record = store.get(bucket, name) else { return .error(404, "Not Found") }
-    guard let body = try? request.body.readAll(limit: 1 << 20),
-      let json = (body.isEmpty ? [:] : try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
-    else { return .error(400, "the body must be a JSON object") }
-    record.apply(json)
-    record.metageneration += 1
-    record.updated = Int64(Date().timeIntervalSince1970 * 1000)
-    do {
-      try store.save(record)
-    } catch {
-      return .error(500, "cannot save metadata")
-    }
-    return .json(200, record.firebaseResource())
+    guard let record = store.get(bucket, name) else { return .error(404, "Not Found") }
+    guard let json = request.jsonObjectBody() else { return .error(400, "the body must be a JSON object") }
+    guard let updated = store.updateMetadata(record, with: json) else { return .error(500, "cannot save metadata") }
+    return .json(200, updated.firebaseResource())
   }
 
   // MARK: uploads
@@ -223,7 +214,7 @@ struct FirebaseRoutes {
         metadata = json
       }
       let session = uploads.create(bucket: bucket, name: name, metadata: metadata, store: store)
-      guard session.fd >= 0 else { return .error(500, "cannot create an upload file") }
+      guard session.isOpen else { return .error(500, "cannot create an upload file") }
       let url = "\(request.publicBase)/v0/b/\(Self.encode(bucket))/o?name=\(Self.encode(name))&upload_id=\(session.id)&upload_protocol=resumable"
       return ServerResponse(status: 200, headers: [
         ("X-Goog-Upload-Status", "active"), ("X-Goog-Upload-URL", url),
@@ -277,89 +268,73 @@ struct FirebaseRoutes {
   private func uploadSession(id: String, request: inout ServerRequest) -> ServerResponse {
     guard let session = uploads.get(id) else { return .error(404, "no such upload session") }
     let command = request.header("x-goog-upload-command")?.lowercased() ?? ""
-    session.lock.lock()
-    defer { session.lock.unlock() }
     func status(_ extra: [(String, String)] = []) -> [(String, String)] {
-      [("X-Goog-Upload-Status", session.status), ("X-Goog-Upload-Size-Received", String(session.received))] + extra
+      let name =
+        switch session.phase {
+        case .active: "active"
+        case .final: "final"
+        case .cancelled: "cancelled"
+        }
+      return [("X-Goog-Upload-Status", name), ("X-Goog-Upload-Size-Received", String(session.received))] + extra
     }
     if command.contains("query") {
-      if session.status == "final", let record = session.final {
-        return .json(200, record.firebaseResource(), headers: status())
-      }
+      if case .final(let record) = session.phase { return .json(200, record.firebaseResource(), headers: status()) }
       return ServerResponse(status: 200, headers: status())
     }
     if command.contains("cancel") {
-      if session.status == "final" { return .error(400, "the upload is already final") }
-      session.status = "cancelled"
-      close(session.fd)
-      unlink(session.temporaryPath)
+      guard session.cancel() else { return .error(400, "the upload is already final") }
       return ServerResponse(status: 200, headers: status())
     }
     // As the official emulator: a command other than query on a finished session is a 400
     // (a client whose last answer was lost must query, see `final`, and fetch the metadata).
-    if session.status == "final" {
-      return ServerResponse(status: 400, headers: status(), body: .data(Data("the upload is already final".utf8)))
+    switch session.phase {
+    case .final: return ServerResponse(status: 400, headers: status(), body: .data(Data("the upload is already final".utf8)))
+    case .cancelled: return .error(400, "the upload was cancelled")
+    case .active: break
     }
-    guard session.status == "active" else { return .error(400, "the upload was cancelled") }
     if command.contains("upload") {
+      var offset: Int64? = nil
       if let offsetText = request.header("x-goog-upload-offset") {
-        guard let offset = Int64(offsetText), offset == session.received else {
-          return ServerResponse(status: 400, headers: status(), body: .data(Data("offset does not match the bytes received".utf8)))
-        }
+        guard let given = Int64(offsetText) else { return .error(400, "bad X-Goog-Upload-Offset") }
+        offset = given
       }
-      lseek(session.fd, off_t(session.received), SEEK_SET)
-      let writer = CountingSink(session: session)
-      do {
-        try writer.drain(request.body)
-      } catch {
-        // Bytes that arrived before the break are kept: the client queries and continues.
-        return ServerResponse(status: 400, headers: status(), body: .data(Data("incomplete chunk".utf8)))
+      switch session.append(request.body, at: offset) {
+      case .success: break
+      case .failure(.offset):
+        return ServerResponse(status: 400, headers: status(), body: .data(Data("offset does not match the bytes received".utf8)))
+      case .failure(let refusal):
+        // Bytes that arrived before a break are kept: the client queries and continues.
+        return answer(refusal, status())
       }
     }
     if command.contains("finalize") {
-      close(session.fd)
-      do {
-        let record = try store.commit(
-          bucket: session.bucket, name: session.name, temporaryPath: session.temporaryPath,
-          size: session.received, hashes: session.hashes, metadata: session.metadata)
-        session.status = "final"
-        session.final = record
-        return .json(200, record.firebaseResource(), headers: status())
-      } catch {
-        return .error(500, "cannot store the object")
+      let finished = session.finish { size, hashes in
+        try store.commit(
+          bucket: session.bucket, name: session.name, temporaryPath: session.temporaryPath, size: size, hashes: hashes, metadata: session.metadata)
+      }
+      switch finished {
+      case .success(let record): return .json(200, record.firebaseResource(), headers: status())
+      case .failure(let refusal): return answer(refusal, status())
       }
     }
     return ServerResponse(status: 200, headers: status())
+  }
+
+  private func answer(_ refusal: UploadSessions.Session.Refusal, _ status: [(String, String)]) -> ServerResponse {
+    switch refusal {
+    case .offset: return ServerResponse(status: 400, headers: status, body: .data(Data("offset does not match the bytes received".utf8)))
+    case .notActive(.final): return ServerResponse(status: 400, headers: status, body: .data(Data("the upload is already final".utf8)))
+    case .notActive: return .error(400, "the upload was cancelled")
+    case .busy: return .error(503, "another request is still writing to this upload")
+    case .body: return ServerResponse(status: 400, headers: status, body: .data(Data("incomplete chunk".utf8)))
+    case .refused(let response): return response
+    case .cannotStore: return .error(500, "cannot store the object")
+    }
   }
 
   static func encode(_ text: String) -> String {
     var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)..<Unicode.Scalar(128)))
     allowed.insert(charactersIn: "-_.~")
     return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
-  }
-}
-
-/// Appends a chunk's bytes to a session, counting each write so a broken chunk keeps what arrived.
-private struct CountingSink {
-  let session: UploadSessions.Session
-
-  func drain(_ body: RequestBody) throws {
-    while true {
-      let chunk = try body.read(max: 1 << 20)
-      if chunk.isEmpty { return }
-      try chunk.withUnsafeBytes { raw in
-        var done = 0
-        while done < raw.count {
-          let n = write(session.fd, raw.baseAddress! + done, raw.count - done)
-          if n < 0 {
-            if errno == EINTR { continue }
-            throw RequestBody.Failure.local(String(cString: strerror(errno)))
-          }
-          done += n
-        }
-        session.hashes.update(raw)
-      }
-      session.received += Int64(chunk.count)
-    }
   }
 }

@@ -39,9 +39,7 @@ extension GCSRoutes {
     if let failed = preconditionFailure(source, sourceQuery) { return failed }
     if let failed = preconditionFailure(store.get(route.targetBucket, route.target), request.query) { return failed }
     if let problem = ObjectStore.nameProblem(route.target) { return Self.error(400, "invalid", problem) }
-    guard let body = try? request.body.readAll(limit: 1 << 20),
-      let json = (body.isEmpty ? [:] : try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
-    else { return Self.error(400, "invalid", "the body must be a JSON object") }
+    guard let json = request.jsonObjectBody() else { return Self.error(400, "invalid", "the body must be a JSON object") }
     if route.rewrite, let step = request.query["maxBytesRewrittenPerCall"] {
       guard let perCall = Int64(step), perCall > 0, perCall % (1 << 20) == 0 else {
         return Self.error(400, "invalid", "maxBytesRewrittenPerCall must be a positive multiple of 1048576")

@@ -78,18 +78,14 @@ struct GCSRoutes {
       }
       return .json(200, record.gcsResource(base: request.publicBase))
     case "PATCH", "PUT":
-      guard var record else { return Self.error(404, "notFound", "No such object: \(bucket)/\(name)") }
+      guard let record else { return Self.error(404, "notFound", "No such object: \(bucket)/\(name)") }
       if let failed = preconditionFailure(record, request.query) { return failed }
-      guard let body = try? request.body.readAll(limit: 1 << 20),
-        let json = (body.isEmpty ? [:] : try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
-      else { return Self.error(400, "invalid", "the body must be a JSON object") }
+      guard let json = request.jsonObjectBody() else { return Self.error(400, "invalid", "the body must be a JSON object") }
       // PUT (update) replaces the writable fields; PATCH changes those it names.
-      if request.method == "PUT" { record.clearWritableFields() }
-      record.apply(json)
-      record.metageneration += 1
-      record.updated = Int64(Date().timeIntervalSince1970 * 1000)
-      guard (try? store.save(record)) != nil else { return Self.error(500, "internalError", "cannot save") }
-      return .json(200, record.gcsResource(base: request.publicBase))
+      guard let updated = store.updateMetadata(record, with: json, replacing: request.method == "PUT") else {
+        return Self.error(500, "internalError", "cannot save")
+      }
+      return .json(200, updated.gcsResource(base: request.publicBase))
     case "DELETE":
       guard let record, generationMatches(record, request.query) else {
         return Self.error(404, "notFound", "No such object: \(bucket)/\(name)")
@@ -188,9 +184,8 @@ struct GCSRoutes {
       }
       if let problem = ObjectStore.nameProblem(name) { return Self.error(400, "invalid", problem) }
       if metadata["contentType"] == nil, let t = request.header("x-upload-content-type") { metadata["contentType"] = t }
-      let session = uploads.create(bucket: bucket, name: name, metadata: metadata, store: store)
-      guard session.fd >= 0 else { return Self.error(500, "internalError", "cannot create an upload file") }
-      session.preconditions = request.query.filter { $0.key.hasPrefix("if") }
+      let session = uploads.create(bucket: bucket, name: name, metadata: metadata, preconditions: request.query.filter { $0.key.hasPrefix("if") }, store: store)
+      guard session.isOpen else { return Self.error(500, "internalError", "cannot create an upload file") }
       let location = "\(request.publicBase)/upload/storage/v1/b/\(FirebaseRoutes.encode(bucket))/o?uploadType=resumable&name=\(FirebaseRoutes.encode(name))&upload_id=\(session.id)"
       return ServerResponse(status: 200, headers: [("Location", location), ("X-GUploader-UploadID", session.id)])
     default:
@@ -208,26 +203,25 @@ struct GCSRoutes {
   }
 
   /// Chunks of a resumable upload: `Content-Range: bytes S-E/TOTAL` (TOTAL may be `*`) appends;
-  /// `bytes */TOTAL` with no body asks how much arrived (308 + Range) or completes.
+  /// `bytes */TOTAL` with no body asks how much arrived (308 + Range) or completes; no
+  /// Content-Range is the whole object in one request.
   private func resumable(id: String, request: inout ServerRequest) -> ServerResponse {
     guard let session = uploads.get(id) else { return Self.error(404, "notFound", "no such upload session") }
-    session.lock.lock()
-    defer { session.lock.unlock() }
     if request.method == "DELETE" {
-      if session.status == "active" {
-        session.status = "cancelled"
-        close(session.fd)
-        unlink(session.temporaryPath)
-      }
+      _ = session.cancel()
       return ServerResponse(status: 499)
     }
-    if let record = session.final { return .json(200, record.gcsResource(base: request.publicBase)) }
-    guard session.status == "active" else { return Self.error(410, "gone", "the upload was cancelled") }
+    switch session.phase {
+    case .final(let record): return .json(200, record.gcsResource(base: request.publicBase))
+    case .cancelled: return Self.error(410, "gone", "the upload was cancelled")
+    case .active: break
+    }
     var start: Int64? = nil
     var total: Int64? = nil
-    if let header = request.header("content-range") {
+    let range = request.header("content-range")
+    if let range {
       // "bytes S-E/T", "bytes S-E/*", "bytes */T"
-      let spec = header.replacingOccurrences(of: "bytes", with: "").trimmingCharacters(in: .whitespaces)
+      let spec = range.replacingOccurrences(of: "bytes", with: "").trimmingCharacters(in: .whitespaces)
       let halves = spec.split(separator: "/", maxSplits: 1).map(String.init)
       guard halves.count == 2 else { return Self.error(400, "invalid", "bad Content-Range") }
       if halves[1] != "*" {
@@ -241,56 +235,37 @@ struct GCSRoutes {
         start = s
       }
     }
-    if let start {
-      guard start == session.received else {
-        return ServerResponse(status: 308, headers: receivedRange(session))
+    if start != nil || range == nil {
+      switch session.append(request.body, at: start) {
+      case .success(let received): if range == nil { total = received }
+      case .failure(.offset): return ServerResponse(status: 308, headers: receivedRange(session))
+      case .failure(let refusal): return answer(refusal, request)
       }
-      lseek(session.fd, off_t(session.received), SEEK_SET)
-      do {
-        while true {
-          let chunk = try request.body.read(max: 1 << 20)
-          if chunk.isEmpty { break }
-          let ok = chunk.withUnsafeBytes { raw -> Bool in
-            session.hashes.update(raw)
-            return write(session.fd, raw.baseAddress!, raw.count) == raw.count
-          }
-          guard ok else { return Self.error(500, "internalError", "cannot write the upload") }
-          session.received += Int64(chunk.count)
-        }
-      } catch {
-        return Self.error(400, "invalid", "incomplete chunk")
-      }
-    } else if request.header("content-range") == nil {
-      // No Content-Range: the whole object in one request.
-      do {
-        while true {
-          let chunk = try request.body.read(max: 1 << 20)
-          if chunk.isEmpty { break }
-          chunk.withUnsafeBytes { raw in
-            session.hashes.update(raw)
-            _ = write(session.fd, raw.baseAddress!, raw.count)
-          }
-          session.received += Int64(chunk.count)
-        }
-      } catch {
-        return Self.error(400, "invalid", "incomplete body")
-      }
-      total = session.received
     }
     guard let total, total == session.received else {
       return ServerResponse(status: 308, headers: receivedRange(session))
     }
-    if let failed = preconditionFailure(store.get(session.bucket, session.name), session.preconditions) {
-      return failed
+    let finished = session.finish(unless: { preconditionFailure(store.get(session.bucket, session.name), session.preconditions) }) { size, hashes in
+      try store.commit(
+        bucket: session.bucket, name: session.name, temporaryPath: session.temporaryPath, size: size, hashes: hashes, downloadToken: false,
+        metadata: session.metadata)
     }
-    close(session.fd)
-    guard let record = try? store.commit(
-      bucket: session.bucket, name: session.name, temporaryPath: session.temporaryPath, size: session.received,
-      hashes: session.hashes, downloadToken: false, metadata: session.metadata)
-    else { return Self.error(500, "internalError", "cannot store the object") }
-    session.status = "final"
-    session.final = record
-    return .json(200, record.gcsResource(base: request.publicBase))
+    switch finished {
+    case .success(let record): return .json(200, record.gcsResource(base: request.publicBase))
+    case .failure(let refusal): return answer(refusal, request)
+    }
+  }
+
+  private func answer(_ refusal: UploadSessions.Session.Refusal, _ request: ServerRequest) -> ServerResponse {
+    switch refusal {
+    case .offset: return Self.error(400, "invalid", "the chunk does not start where the bytes received end")
+    case .notActive(.final(let record)): return .json(200, record.gcsResource(base: request.publicBase))
+    case .notActive: return Self.error(410, "gone", "the upload was cancelled")
+    case .busy: return Self.error(503, "backendError", "another request is still writing to this upload")
+    case .body(let why): return Self.error(400, "invalid", why)
+    case .refused(let response): return response
+    case .cannotStore: return Self.error(500, "internalError", "cannot store the object")
+    }
   }
 
   private func receivedRange(_ session: UploadSessions.Session) -> [(String, String)] {

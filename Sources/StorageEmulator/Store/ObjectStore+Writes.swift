@@ -1,6 +1,19 @@
 import Foundation
 
 extension ObjectStore {
+  /// New metadata for an object as it is (both APIs' PATCH, and GCS's PUT with `replacing`, which
+  /// clears the writable fields first): `json`'s fields set, one metageneration more. Nil when it
+  /// cannot be saved.
+  func updateMetadata(_ record: ObjectRecord, with json: [String: Any], replacing: Bool = false) -> ObjectRecord? {
+    var updated = record
+    if replacing { updated.clearWritableFields() }
+    updated.apply(json)
+    updated.metageneration += 1
+    updated.updated = Int64(Date().timeIntervalSince1970 * 1000)
+    guard (try? save(updated)) != nil else { return nil }
+    return updated
+  }
+
   enum WriteFailure: Error {
     /// The request body ended early or broke: nothing was stored.
     case incompleteBody
