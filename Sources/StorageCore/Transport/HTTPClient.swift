@@ -176,23 +176,23 @@ package final class HTTPClient: @unchecked Sendable {
       // whose speed is averaged over several seconds: a burst followed by silence would keep a
       // caller waiting seconds past its stall timeout.
       let now = ContinuousClock.now
-      for (easy, entry) in active where entry.0.pausedByHandler {
+      for (easy, entry) in active {
+        guard case .paused(let since) = entry.0.pause else { continue }
         // Paused for a slow consumer: not a stall.
         entry.0.lastProgress = now
-        let pausedAt = entry.0.pausedAt ?? now
-        entry.0.pausedAt = pausedAt
+        let pausedAt = since ?? now
+        entry.0.pause = .paused(since: pausedAt)
         // A resume is asked for by whoever made room; one that was lost would leave the
         // transfer paused for good, so a pause also ends by itself after a second (the handler
         // is asked again, and pauses again if it still has no room).
         if entry.0.resumeRequested.exchange(false, ordering: .acquiringAndReleasing) || now - pausedAt > .seconds(1) {
-          // Cleared first: unpausing may hand the kept bytes over at once, and pause again.
-          entry.0.pausedByHandler = false
-          entry.0.pausedAt = nil
+          // Running first: unpausing may hand the kept bytes over at once, and pause again.
+          entry.0.pause = .running
           curl_easy_pause(easy, CURLPAUSE_CONT)
         }
       }
       for (easy, entry) in active where now - entry.0.lastProgress > entry.0.timeouts.stall {
-        entry.0.stalled = true
+        entry.0.end(.stalled)
         finish(easy: easy, code: CURLE_OPERATION_TIMEDOUT)
       }
       curl_multi_perform(multi, &running)
@@ -296,12 +296,12 @@ package final class HTTPClient: @unchecked Sendable {
     Unmanaged.passUnretained(transfer).release()
 
     let result: Result<HTTPResponseHead, TransportError>
-    if transfer.cancelled.load(ordering: .acquiring) || transfer.abortedByHandler {
+    if transfer.cancelled.load(ordering: .acquiring) || transfer.ending == .refusedByHandler {
       result = .failure(TransportError(kind: .cancelled, curlCode: Int(code.rawValue), message: "cancelled"))
-    } else if transfer.stalled {
+    } else if transfer.ending == .stalled {
       let seconds = Double(transfer.timeouts.stall.milliseconds) / 1000
       result = .failure(TransportError(kind: .timedOut, curlCode: Int(code.rawValue), message: "no byte moved for \(seconds) s"))
-    } else if let local = transfer.localError {
+    } else if case .localFailure(let local)? = transfer.ending {
       result = .failure(TransportError(kind: .local, message: local))
     } else if code == CURLE_OK {
       var head = transfer.head
@@ -425,7 +425,7 @@ private let writeCallback: CCurlShims_data_callback = { ptr, size, count, userda
   if !transfer.headDelivered {
     transfer.headDelivered = true
     if !transfer.onHead(transfer.head) {
-      transfer.abortedByHandler = true
+      transfer.end(.refusedByHandler)
       return 0
     }
   }
@@ -433,10 +433,10 @@ private let writeCallback: CCurlShims_data_callback = { ptr, size, count, userda
   case .accept:
     return length
   case .stop:
-    transfer.abortedByHandler = true
+    transfer.end(.refusedByHandler)
     return 0
   case .pause:
-    transfer.pausedByHandler = true
+    transfer.pause = .paused(since: nil)
     return Int(CURL_WRITEFUNC_PAUSE)
   }
 }
@@ -466,10 +466,10 @@ private let readCallback: CCurlShims_data_callback = { ptr, size, count, userdat
       transfer.request.onBodySent?(transfer.bodyOffset)
       return got
     case .pause:
-      transfer.pausedByHandler = true
+      transfer.pause = .paused(since: nil)
       return CCurlShims_readfunc_pause()
     case .failed(let message):
-      transfer.localError = message
+      transfer.end(.localFailure(message))
       return CCurlShims_readfunc_abort()
     }
   }

@@ -21,22 +21,38 @@ package final class HTTPTransfer: @unchecked Sendable {
   let onData: FlowHandler
   let onComplete: CompletionHandler
 
+  /// Why this side ended a transfer before libcurl did; the first reason stands.
+  enum Ending: Equatable {
+    /// A handler refused the head or the bytes.
+    case refusedByHandler
+    /// The loop ended it for moving nothing for the stall timeout.
+    case stalled
+    /// The body to send could not be read.
+    case localFailure(String)
+  }
+
+  /// Whether a handler has libcurl holding the transfer.
+  enum Pause: Equatable {
+    case running
+    /// Paused for a slow consumer (or a body not ready); `since` is when the loop first saw it.
+    case paused(since: ContinuousClock.Instant?)
+  }
+
   // Guarded by the transfer thread: these are touched only by libcurl callbacks and the loop.
   var statusLine: Int = 0
   var headerLines: [String: String] = [:]
   var headDelivered = false
-  var abortedByHandler = false
   var bodyFile: UploadReader?
   var bodyOffset: Int64 = 0
-  var localError: String?
   /// When a byte last moved either way (or the transfer started).
   var lastProgress = ContinuousClock.now
-  /// Set when the loop ended the transfer for moving nothing for the stall timeout.
-  var stalled = false
-  /// Set when the data handler paused the transfer; the loop resumes it once asked.
-  var pausedByHandler = false
-  /// When the loop first saw the current pause.
-  var pausedAt: ContinuousClock.Instant?
+  private(set) var ending: Ending?
+  var pause = Pause.running
+
+  func end(_ why: Ending) {
+    if ending == nil { ending = why }
+  }
+
   let resumeRequested = Atomic<Bool>(false)
 
   let cancelled = Atomic<Bool>(false)

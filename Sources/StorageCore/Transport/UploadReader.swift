@@ -21,16 +21,36 @@ final class UploadReader: @unchecked Sendable {
     case failed(String)
   }
 
+  /// The file to read, as the queue opens and closes it.
+  private enum File {
+    case opening
+    case open(Int32)
+    case failed(String)
+    /// The transfer ended (the queue closes the descriptor after what it is doing).
+    case closed
+
+    var fd: Int32? {
+      if case .open(let fd) = self { fd } else { nil }
+    }
+  }
+
+  /// Where libcurl takes the bytes from.
+  private enum Source {
+    /// Straight from the page cache (preadv2 with RWF_NOWAIT); the queue warms it ahead.
+    case pageCache
+    /// From `chunks`, which the queue fills: the kernel said it cannot read without waiting.
+    case memory
+  }
+
   private struct State {
-    var fd: Int32 = -1
-    var error: String?
-    var transferWaits = false
-    var closed = false
+    var file = File.opening
+    var source = Source.pageCache
     /// The file offset up to which the queue has read (warmed the cache, or filled `chunks`).
     var readThrough: Int64
+    /// A read (or the open) is on the queue or about to be.
     var queueBusy = false
-    /// False once the kernel said it cannot read without waiting: the queue fills `chunks`.
-    var direct = true
+    /// The transfer paused waiting for the queue, which resumes it.
+    var transferWaits = false
     var chunks: [Data] = []
     var consumed = 0
   }
@@ -63,13 +83,13 @@ final class UploadReader: @unchecked Sendable {
       if prefetch { queue.async { self.adviseAhead() } }
     }
     return state.withLock { s -> Take in
-      if let error = s.error { return .failed(error) }
-      guard s.fd >= 0 else {
+      if case .failed(let error) = s.file { return .failed(error) }
+      guard let fd = s.file.fd else {
         s.transferWaits = true
         return .pause
       }
-      if s.direct {
-        let n = CCurlShims_pread_nowait(s.fd, buffer, count, off_t(position))
+      if s.source == .pageCache {
+        let n = CCurlShims_pread_nowait(fd, buffer, count, off_t(position))
         if n > 0 {
           // Ask the kernel to bring the next bytes in (no copy), so that the upload rarely
           // has to pause.
@@ -87,7 +107,7 @@ final class UploadReader: @unchecked Sendable {
             return .failed("reading \(path) failed: \(String(cString: strerror(error)))")
           }
           // The kernel cannot read without waiting: the queue reads into memory instead.
-          s.direct = false
+          s.source = .memory
         }
         // The queue reads from here (whatever it was doing, it looks at this when done).
         s.readThrough = position
@@ -123,35 +143,35 @@ final class UploadReader: @unchecked Sendable {
 
   /// The transfer ended: reading stops and the file is closed.
   func close() {
-    state.withLock { $0.closed = true }
-    queue.async {
-      let fd = self.state.withLock { s -> Int32 in
-        defer { s.fd = -1 }
-        return s.fd
-      }
-      if fd >= 0 { Foundation.close(fd) }
+    let fd = state.withLock { s -> Int32? in
+      defer { s.file = .closed }
+      return s.file.fd
     }
+    // On the queue: a read it is doing may still use the descriptor.
+    if let fd { queue.async { _ = Foundation.close(fd) } }
   }
 
   private func open() {
-    guard !state.withLock({ $0.closed }) else { return }
+    if case .closed = state.withLock({ $0.file }) { return }
     let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC)
     if fd < 0 { return fail("cannot read \(path): \(String(cString: strerror(errno)))") }
-    let wake = state.withLock { s -> Bool in
-      s.fd = fd
+    let (opened, wake) = state.withLock { s -> (Bool, Bool) in
+      if case .closed = s.file { return (false, false) }
+      s.file = .open(fd)
       s.queueBusy = false
       defer { s.transferWaits = false }
-      return s.transferWaits
+      return (true, s.transferWaits)
     }
+    if !opened { _ = Foundation.close(fd) }
     if wake { transfer.resumeReceiving() }
   }
 
   /// On the queue: asks the kernel to read the next bytes into the page cache (no copy); a
   /// transfer that paused meanwhile gets a real read.
   private func adviseAhead() {
-    let (fd, from) = state.withLock { ($0.fd, $0.readThrough) }
+    let (fd, from) = state.withLock { ($0.file.fd, $0.readThrough) }
     let count = min(Int64(Self.warmSize), end - from)
-    if fd >= 0 && count > 0 { _ = posix_fadvise(fd, off_t(from), off_t(count), POSIX_FADV_WILLNEED) }
+    if let fd, count > 0 { _ = posix_fadvise(fd, off_t(from), off_t(count), POSIX_FADV_WILLNEED) }
     let waits = state.withLock { s -> Bool in
       if s.readThrough == from { s.readThrough = from + count }
       s.queueBusy = s.transferWaits
@@ -162,9 +182,9 @@ final class UploadReader: @unchecked Sendable {
 
   /// On the queue: the next bytes into the page cache (direct) or into memory.
   private func readAhead() {
-    let (fd, direct, from, closed) = state.withLock { ($0.fd, $0.direct, $0.readThrough, $0.closed) }
-    guard !closed, fd >= 0 else { return }
-    if direct {
+    let (fd, source, from) = state.withLock { ($0.file.fd, $0.source, $0.readThrough) }
+    guard let fd else { return }
+    if source == .pageCache {
       // Read and dropped: what matters is that the page cache holds it afterwards.
       let count = Int(min(Int64(Self.warmSize), end - from))
       var scratch = [UInt8](repeating: 0, count: min(count, 1 << 20))
@@ -200,7 +220,7 @@ final class UploadReader: @unchecked Sendable {
   private func finishRead(_ update: (inout State) -> Void) -> Bool {
     let (wake, more) = state.withLock { s -> (Bool, Bool) in
       update(&s)
-      let more = !s.direct && !s.closed && s.chunks.count < Self.ahead && s.readThrough < end
+      let more = s.source == .memory && s.file.fd != nil && s.chunks.count < Self.ahead && s.readThrough < end
       s.queueBusy = more
       defer { s.transferWaits = false }
       return (s.transferWaits, more)
@@ -210,11 +230,14 @@ final class UploadReader: @unchecked Sendable {
   }
 
   private func fail(_ message: String) {
-    let wake = state.withLock { s -> Bool in
-      s.error = message
+    // On the queue, so the descriptor is not in use.
+    let (wake, fd) = state.withLock { s -> (Bool, Int32?) in
+      let fd = s.file.fd
+      if case .closed = s.file {} else { s.file = .failed(message) }
       s.queueBusy = false
-      return s.transferWaits
+      return (s.transferWaits, fd)
     }
+    if let fd { _ = Foundation.close(fd) }
     if wake { transfer.resumeReceiving() }
   }
 }
