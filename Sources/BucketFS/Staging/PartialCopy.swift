@@ -29,8 +29,6 @@ package final class PartialCopy: Sendable {
   private let log: @Sendable (String) -> Void
   /// Called once: with true when every block is in the file, with false when the filler gave up.
   private let onEnd: @Sendable (PartialCopy, _ filled: Bool) -> Void
-  /// Set when the copy is abandoned, so that its GETs stop at their next bytes.
-  private let stopped = Atomic<Bool>(false)
 
   /// Why a copy cannot be used any more (reads then go to the server without it).
   enum Broken: Error {
@@ -46,21 +44,40 @@ package final class PartialCopy: Sendable {
     let waiter: Waiter<Void>
   }
 
+  /// Where each block of the file stands.
+  private enum Block: Equatable {
+    /// Neither here nor being fetched.
+    case gap
+    /// Claimed by a GET in flight.
+    case fetching
+    /// In the file, with the CRC32C taken as it arrived.
+    case present(crc: UInt32)
+
+    var crc: UInt32? {
+      if case .present(let crc) = self { crc } else { nil }
+    }
+  }
+
+  /// The background fetch of every gap.
+  private enum Filler {
+    case idle
+    case running
+    /// A GET of it failed: the copy is abandoned, and no filler starts again.
+    case gaveUp
+  }
+
   private struct State {
-    var present: [Bool]
+    var blocks: [Block]
     var presentCount = 0
-    /// The CRC32C of each present block.
-    var crcs: [UInt32]
-    var claimed: [Bool]
     var waiters: [WaitingRead] = []
     /// The block after the last one read: where the filler looks for gaps first.
     var cursor = 0
-    var fillerRunning = false
-    var fillerFailed = false
+    var filler = Filler.idle
+    /// Set once, when the copy cannot be used any more; its GETs stop at their next bytes.
     var broken: Broken?
 
-    /// Block `i` is neither here nor being fetched.
-    func isGap(_ i: Int) -> Bool { !present[i] && !claimed[i] }
+    func isGap(_ i: Int) -> Bool { blocks[i] == .gap }
+    func allPresent(_ range: Range<Int>) -> Bool { range.allSatisfy { blocks[$0].crc != nil } }
   }
 
   private let state: Mutex<State>
@@ -88,9 +105,7 @@ package final class PartialCopy: Sendable {
     self.log = log
     self.onEnd = onEnd
     blockCount = Int((metadata.size + Self.blockSize - 1) / Self.blockSize)
-    state = Mutex(State(
-      present: Array(repeating: false, count: blockCount), crcs: Array(repeating: 0, count: blockCount),
-      claimed: Array(repeating: false, count: blockCount)))
+    state = Mutex(State(blocks: Array(repeating: .gap, count: blockCount)))
   }
 
   private func blocks(offset: Int64, end: Int64) -> Range<Int> {
@@ -101,7 +116,7 @@ package final class PartialCopy: Sendable {
   var bytesPresent: Int64 {
     state.withLock { s in
       let full = Int64(s.presentCount) * Self.blockSize
-      return s.present.last == true ? full - (Int64(blockCount) * Self.blockSize - size) : full
+      return s.blocks.last?.crc != nil ? full - (Int64(blockCount) * Self.blockSize - size) : full
     }
   }
 
@@ -109,14 +124,14 @@ package final class PartialCopy: Sendable {
 
   /// The checksums of every block, once all are present.
   var checksums: BlockChecksums? {
-    state.withLock { s in s.presentCount == blockCount ? BlockChecksums(crcs: s.crcs) : nil }
+    state.withLock { s in s.presentCount == blockCount ? BlockChecksums(crcs: s.blocks.compactMap(\.crc)) : nil }
   }
 
   /// True when bytes `offset..<end` are in the file; records the read for the filler.
   func holds(offset: Int64, end: Int64) -> Bool {
     let wanted = blocks(offset: offset, end: end)
     return state.withLock { s in
-      guard s.broken == nil, wanted.allSatisfy({ s.present[$0] }) else { return false }
+      guard s.broken == nil, s.allPresent(wanted) else { return false }
       s.cursor = wanted.upperBound
       return true
     }
@@ -134,7 +149,7 @@ package final class PartialCopy: Sendable {
           if s.broken != nil { return .failure(BucketError(code: .cancelled, object: name, detail: "copy unusable")) }
           s.cursor = wanted.upperBound
           runs = Self.claimGaps(&s, in: wanted)
-          if wanted.allSatisfy({ s.present[$0] }) { return .success(()) }
+          if s.allPresent(wanted) { return .success(()) }
           s.waiters.append(WaitingRead(blocks: wanted, waiter: waiter))
           return nil
         }
@@ -144,7 +159,7 @@ package final class PartialCopy: Sendable {
       if let broken = state.withLock({ $0.broken }) { throw broken }
       switch outcome {
       case .success:
-        if state.withLock({ s in wanted.allSatisfy { s.present[$0] } }) { return }
+        if state.withLock({ $0.allPresent(wanted) }) { return }
       // A fetch of some of these blocks failed (its error is the read's), or the deadline passed.
       case .failure(let error):
         throw error
@@ -160,14 +175,14 @@ package final class PartialCopy: Sendable {
   }
 
   private static func claim(_ run: Range<Int>, _ s: inout State) {
-    for i in run { s.claimed[i] = true }
+    for i in run { s.blocks[i] = .fetching }
   }
 
   /// Starts the filler unless it runs or gave up: it fetches every gap, a few GETs at a time.
   func startFilling() {
     let start = state.withLock { s -> Bool in
-      guard !s.fillerRunning, !s.fillerFailed, s.broken == nil, s.presentCount < blockCount else { return false }
-      s.fillerRunning = true
+      guard case .idle = s.filler, s.broken == nil, s.presentCount < blockCount else { return false }
+      s.filler = .running
       return true
     }
     guard start else { return }
@@ -202,8 +217,7 @@ package final class PartialCopy: Sendable {
       return ok
     }
     let gaveUp = state.withLock { s -> Bool in
-      s.fillerRunning = false
-      if !succeeded { s.fillerFailed = true }
+      s.filler = succeeded ? .idle : .gaveUp
       return !succeeded && s.broken == nil
     }
     if gaveUp {
@@ -235,7 +249,7 @@ package final class PartialCopy: Sendable {
       do {
         count = try await client.read(name, range: bytes, generation: metadata.generation, valve: valve) {
           [self] chunk, offset in
-          if stopped.load(ordering: .relaxed) { return .stop }
+          if isBroken { return .stop }
           return writer.add(chunk, at: offset)
         }
         writer.close()
@@ -262,15 +276,15 @@ package final class PartialCopy: Sendable {
   private func markPresent(_ run: Range<Int>, crcs: [UInt32]) {
     let (ready, filled) = state.withLock { s -> ([Waiter<Void>], Bool) in
       var added = 0
-      for (i, crc) in zip(run, crcs) where !s.present[i] {
-        s.present[i] = true
-        s.crcs[i] = crc
+      for (i, crc) in zip(run, crcs) where s.blocks[i].crc == nil {
+        s.blocks[i] = .present(crc: crc)
         added += 1
       }
       s.presentCount += added
       var ready: [Waiter<Void>] = []
+      let map = s.blocks
       s.waiters.removeAll { w in
-        guard w.blocks.overlaps(run), w.blocks.allSatisfy({ s.present[$0] }) else { return false }
+        guard w.blocks.overlaps(run), w.blocks.allSatisfy({ map[$0].crc != nil }) else { return false }
         ready.append(w.waiter)
         return true
       }
@@ -283,7 +297,7 @@ package final class PartialCopy: Sendable {
   /// Gives back the blocks of a failed GET and fails the reads that were waiting for them.
   private func failed(_ run: Range<Int>, error: BucketError) {
     let waiting = state.withLock { s -> [Waiter<Void>] in
-      for i in run where !s.present[i] { s.claimed[i] = false }
+      for i in run where s.blocks[i].crc == nil { s.blocks[i] = .gap }
       var out: [Waiter<Void>] = []
       s.waiters.removeAll { w in
         guard w.blocks.overlaps(run) else { return false }
@@ -297,7 +311,6 @@ package final class PartialCopy: Sendable {
 
   /// Marks the copy unusable and wakes every waiting read (they go to the server instead).
   func breakCopy(_ reason: Broken) {
-    stopped.store(true, ordering: .relaxed)
     let (waiting, first) = state.withLock { s -> ([Waiter<Void>], Bool) in
       let first = s.broken == nil
       if first { s.broken = reason }
@@ -322,7 +335,7 @@ package final class PartialCopy: Sendable {
   func verifiedReply(offset: Int64, end: Int64) -> ReadReply? {
     let wanted = blocks(offset: offset, end: end)
     guard let crcs = state.withLock({ s -> [UInt32]? in
-      s.broken == nil && wanted.allSatisfy({ s.present[$0] }) ? Array(s.crcs[wanted]) : nil
+      s.broken == nil && s.allPresent(wanted) ? wanted.map { s.blocks[$0].crc! } : nil
     }) else { return nil }
     let from = Int64(wanted.lowerBound) * Self.blockSize
     let to = min(size, Int64(wanted.upperBound) * Self.blockSize)
