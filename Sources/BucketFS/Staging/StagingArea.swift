@@ -123,30 +123,28 @@ package final class StagingArea: Sendable {
       log("staging \(name): \(String(cString: strerror(ENOSPC))) in \(folder.path) (\(metadata.size >> 20) MiB needed, \(free >> 20) MiB free); reading from the server")
       return nil
     }
-    var made: LocalCopy?
-    let copy = index.startFilling(key) { () -> LocalCopy? in
+    let started = index.startFilling(key) { () -> LocalCopy? in
       guard let partial = PartialCopy(
-        name: name, metadata: metadata, path: paths.partial.path, client: client, writer: copyWriter, log: log,
+        name: name, metadata: metadata, path: index.newPartialPath(key), client: client, writer: copyWriter, log: log,
         onEnd: { [weak self] copy, filled in self?.ended(key, copy, filled: filled) })
       else {
         log("staging: cannot create a copy of \(name) in \(folder.path): \(String(cString: strerror(errno)))")
         return nil
       }
-      made = .filling(partial, dataPath: paths.data.path)
-      return made
+      return .filling(partial, dataPath: paths.data.path)
     }
-    if let made, let partial = made.filling {
+    if let (partial, made) = started, made {
       // The side file goes first among the copy's writes (the index must name a data file
       // before it is renamed into place), off the open(2) that waits for this.
       copyWriter.perform { [self] in
-        if !index.writeSideFile(made, checksums: nil) {
+        if !index.writeSideFile(.filling(partial, dataPath: paths.data.path), checksums: nil) {
           log("staging: cannot write \(paths.side.path)")
           partial.breakCopy(.abandoned)
           abandon(key, partial)
         }
       }
     }
-    return copy
+    return started?.copy
   }
 
   /// A copy got its last block (`filled`) or its filler gave up. A filled copy is checked whole
@@ -204,14 +202,14 @@ package final class StagingArea: Sendable {
       return
     }
     let paths = index.paths(key)
+    let partial = index.newPartialPath(key)
     let checksums = bytes.withUnsafeBytes { BlockChecksums.of($0) }
-    unlink(paths.partial.path)
-    let fd = open(paths.partial.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return }
     let written = bytes.withUnsafeBytes { raw in raw.isEmpty || PartialCopy.writeFully(fd, raw, at: 0) }
     close(fd)
-    guard written, rename(paths.partial.path, paths.data.path) == 0 else {
-      unlink(paths.partial.path)
+    guard written, rename(partial, paths.data.path) == 0 else {
+      unlink(partial)
       return
     }
     // The side file after the rename, so that it can name the file as verified: a crash

@@ -49,8 +49,15 @@ final class StagingIndex: Sendable {
     String(Self.hash(bucket + "\u{0}" + name).prefix(40)) + "-\(generation)"
   }
 
-  func paths(_ key: String) -> (data: URL, side: URL, partial: URL) {
-    (folder.appendingPathComponent(key + ".data"), folder.appendingPathComponent(key + ".json"), folder.appendingPathComponent("." + key + ".part"))
+  func paths(_ key: String) -> (data: URL, side: URL) {
+    (folder.appendingPathComponent(key + ".data"), folder.appendingPathComponent(key + ".json"))
+  }
+
+  /// A file of its own for a copy being made: two makers of one object never share one (the
+  /// second would truncate or unlink the first's), and a crash leaves a `.part` the next load
+  /// removes.
+  func newPartialPath(_ key: String) -> String {
+    folder.appendingPathComponent("." + key + "." + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".part").path
   }
 
   /// The side file: the object's metadata, its name and (once complete) the block checksums
@@ -110,16 +117,21 @@ final class StagingIndex: Sendable {
 
   // MARK: transitions
 
-  /// absent → filling: `make` runs under the lock, so two opens of one object never both create
-  /// (and truncate) its file. The copy being filled when there is one; nil when it is complete
-  /// or `make` gives none.
-  func startFilling(_ key: String, make: () -> LocalCopy?) -> PartialCopy? {
-    state.withLock { s in
-      if let existing = s.copies[key] { return existing.filling }
-      guard let copy = make() else { return nil }
+  /// absent → filling. `make` (which creates the copy's file: disk I/O and maybe a log line)
+  /// runs outside the lock, on a file of its own (`newPartialPath`); when another open made one
+  /// meanwhile, that one is the copy and `make`'s is removed. The copy being filled when there
+  /// is one, and whether `make`'s is it; nil when the object is complete or `make` gives none.
+  func startFilling(_ key: String, make: () -> LocalCopy?) -> (copy: PartialCopy, made: Bool)? {
+    if let existing = state.withLock({ $0.copies[key] }) { return existing.filling.map { ($0, false) } }
+    guard let copy = make(), let partial = copy.filling else { return nil }
+    let winner = state.withLock { s -> LocalCopy in
+      if let other = s.copies[key] { return other }
       s.copies[key] = copy
-      return copy.filling
+      return copy
     }
+    if winner.filling === partial { return (partial, true) }
+    unlink(partial.path)
+    return winner.filling.map { ($0, false) }
   }
 
   /// filling → complete. False when the copy is no longer the one being filled.
