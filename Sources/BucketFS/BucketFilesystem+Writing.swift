@@ -244,11 +244,10 @@ extension BucketFilesystem {
       let end = min(m.size, offset + chunk)
       let data: Data
       do throws(BucketError) {
-        data = try await client.read(path, range: offset..<end, generation: m.generation)
+        data = try await RangedGet.data(client, path, range: offset..<end, generation: m.generation)
       } catch {
         throw FSError(error)
       }
-      guard data.count == Int(end - offset) else { throw FSError(EIO) }
       let written = data.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
       guard written == data.count else { throw FSError(written < 0 ? errno : ENOSPC) }
       offset = end

@@ -168,15 +168,9 @@ package final class ObjectReader: Sendable {
           // The bytes go straight into page buffers: no run buffer to copy them out of.
           let pages = PageAssembler(range: bytes, pageSize: Int(Self.pageSize))
           // Admitted within the cache's budget, so the pages can always take the bytes.
-          let count = try await client.read(name, range: bytes, generation: generation, valve: nil) { chunk, _ in
+          try await RangedGet.run(client, name, range: bytes, generation: generation) { chunk, _ in
             pages.append(chunk)
             return .accept
-          }
-          // Fewer bytes than the object has there would reach the kernel as an early end of file.
-          guard count == Int64(bytes.count) else {
-            throw BucketError(
-              code: .unknown, object: "gs://\(client.bucket)/\(name)",
-              detail: "short read: \(count) of \(bytes.count) bytes at \(bytes.lowerBound)")
           }
           result = .success(pages.pages)
         } catch {

@@ -245,10 +245,8 @@ package final class PartialCopy: Sendable {
       }
     }
     do throws(BucketError) {
-      let count: Int64
       do {
-        count = try await client.read(name, range: bytes, generation: metadata.generation, valve: valve) {
-          [self] chunk, offset in
+        try await RangedGet.run(client, name, range: bytes, generation: metadata.generation, valve: valve) { [self] chunk, offset in
           if isBroken { return .stop }
           return writer.add(chunk, at: offset)
         }
@@ -256,11 +254,6 @@ package final class PartialCopy: Sendable {
       } catch {
         writer.close()
         throw error
-      }
-      guard count == Int64(bytes.count) else {
-        throw BucketError(
-          code: .unknown, object: "gs://\(client.bucket)/\(name)",
-          detail: "short read: \(count) of \(bytes.count) bytes at \(bytes.lowerBound)")
       }
       return true
     } catch {
