@@ -100,12 +100,12 @@ extension StorageReference {
       } catch {
         outcome = .failure(error)
       }
-      if let served = sink.changedTo {
+      if let served = sink.answer.changedTo {
         throw .objectChanged(description, from: expected, to: served)
       }
       // Complete, even if the transfer was stopped early because a server that ignores Range
       // went on past the end.
-      if (200..<300).contains(sink.status), sink.received >= Int(range.count) { return .done(Int64(range.count)) }
+      if sink.answer.isSuccess, sink.received >= Int(range.count) { return .done(Int64(range.count)) }
       if sink.refused { throw StorageError(code: .cancelled, object: description, detail: "cancelled") }
       // Later attempts must serve the same generation as the bytes already received.
       if pinned == nil { pinned = sink.generation }
@@ -122,7 +122,7 @@ extension StorageReference {
       case .success(let head) where head.status == 404 && generation != nil:
         throw .generationGone(description, generation!)
       case .success(let head):
-        return .answered(head, body: sink.errorBody, token: token, progressed: progressed)
+        return .answered(head, body: sink.answer.errorBody, token: token, progressed: progressed)
       case .failure(let error):
         return .broken(error, progressed: progressed)
       }
@@ -217,7 +217,6 @@ extension StorageReference {
         ? storage.wire.download(path, range: range, from: nil, generation: nil)
         : storage.wire.download(path, range: range.map { from..<$0.upperBound }, from: range == nil ? from : nil, generation: counter.generation)
       let (signed, token) = try await storage.authorize(request)
-      counter.errorBody = Data()
       counter.skip = 0
       let handOff = HandOff(label: "bucketfs.stream") { bytes in onData(bytes) }
       let head: HTTPResponseHead
@@ -225,22 +224,15 @@ extension StorageReference {
         head = try await storage.client.stream(
           signed, timeouts: timeouts,
           onHead: { head in
-            counter.status = head.status
-            guard (200..<300).contains(head.status) else { return true }
-            if let pinned = counter.generation, let served = head.generation, served != pinned {
-              counter.changedTo = served
-              return false
-            }
-            if counter.generation == nil { counter.generation = head.generation }
+            guard counter.answer.begin(head, expected: counter.generation) else { return false }
+            guard counter.answer.isSuccess else { return true }
+            if counter.generation == nil { counter.generation = counter.answer.served }
             // A server that ignored a resumed attempt's Range sends the object from its start.
             if before > 0 && head.status == 200 { counter.skip = from }
             return true
           },
           onFlow: { bytes in
-            guard (200..<300).contains(counter.status) else {
-              counter.errorBody.append(contentsOf: bytes.prefix(4096))
-              return .accept
-            }
+            if counter.answer.keepIfError(bytes) { return .accept }
             let skipped = Int(min(Int64(bytes.count), counter.skip))
             let rest = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
             let flow = rest.isEmpty ? .accept : handOff.offer(rest)
@@ -256,15 +248,15 @@ extension StorageReference {
       } catch {
         await handOff.drain()
         if handOff.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
-        if let served = counter.changedTo { throw .objectChanged(description, from: counter.generation, to: served) }
+        if let served = counter.answer.changedTo { throw .objectChanged(description, from: counter.generation, to: served) }
         return .broken(error, progressed: counter.delivered > before)
       }
       if handOff.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
-      if let served = counter.changedTo { throw .objectChanged(description, from: counter.generation, to: served) }
+      if let served = counter.answer.changedTo { throw .objectChanged(description, from: counter.generation, to: served) }
       if (200..<300).contains(head.status) { return .done(counter.delivered) }
       // A resumed attempt that starts at the end: everything was handed on before the break.
       if head.status == 416 && before > 0 && head.contentRangeTotal.map({ from >= $0 }) == true { return .done(counter.delivered) }
-      return .answered(head, body: counter.errorBody, token: token, progressed: counter.delivered > before)
+      return .answered(head, body: counter.answer.errorBody, token: token, progressed: counter.delivered > before)
     }
   }
 }
@@ -278,12 +270,11 @@ final class RangeSink: @unchecked Sendable {
   private(set) var received = 0
   /// Set when `deliver` asked to stop.
   private(set) var refused = false
-  var status = 0
-  var generation: Int64?
-  var changedTo: Int64?
+  private(set) var answer = ObjectAnswer()
+  /// The generation the first answer served; later attempts ask for it.
+  private(set) var generation: Int64?
   /// The object's size, from Content-Range.
   var total: Int64?
-  var errorBody = Data()
   /// Bytes of a 200 answer (the server ignored Range) to skip before the wanted ones.
   private var skip: Int64 = 0
 
@@ -294,25 +285,16 @@ final class RangeSink: @unchecked Sendable {
   }
 
   func begin(_ head: HTTPResponseHead, wantedFrom: Int64, expected: Int64?) -> Bool {
-    status = head.status
-    errorBody = Data()
-    guard (200..<300).contains(head.status) else { return true }
-    let served = head.generation
-    if let expected, let served, served != expected {
-      changedTo = served
-      return false
-    }
-    if generation == nil { generation = served }
+    guard answer.begin(head, expected: expected) else { return false }
+    guard answer.isSuccess else { return true }
+    if generation == nil { generation = answer.served }
     if head["content-range"] != nil || head.status == 200 { total = head.objectSize }
     skip = head.status == 200 ? wantedFrom : 0
     return true
   }
 
   func take(_ bytes: UnsafeRawBufferPointer) -> HTTPTransfer.Flow {
-    guard (200..<300).contains(status) else {
-      errorBody.append(contentsOf: bytes.prefix(4096 - min(4096, errorBody.count)))
-      return .accept
-    }
+    if answer.keepIfError(bytes) { return .accept }
     // Nothing is counted until the bytes are taken: a paused chunk comes again, whole.
     let skipped = Int(min(skip, Int64(bytes.count)))
     let chunk = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
@@ -348,13 +330,10 @@ final class RangeBuffer: @unchecked Sendable {
 /// A stream's progress across its attempts; touched by the transfer thread during a request and
 /// by the caller between requests.
 final class StreamCounter: @unchecked Sendable {
-  var status = 0
+  var answer = ObjectAnswer()
   var delivered: Int64 = 0
-  var errorBody = Data()
   /// The generation the first answer served; later attempts ask for it.
   var generation: Int64?
-  /// Set when an attempt's answer was of another generation.
-  var changedTo: Int64?
   /// Bytes of a resumed attempt's 200 answer already handed on.
   var skip: Int64 = 0
 }

@@ -137,13 +137,8 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       head = try await reference.storage.client.stream(
         request, timeouts: timeouts,
         onHead: { [self] head in
-          sink.head = head
-          guard (200..<300).contains(head.status) else { return true }
-          let served = head.generation
-          if let expected, let served, served != expected {
-            sink.changed = served
-            return false
-          }
+          guard sink.answer.begin(head, expected: expected) else { return false }
+          guard sink.answer.isSuccess else { return true }
           if let maxSize, let total = head.objectSize, total > maxSize {
             sink.tooLarge = total
             return false
@@ -164,10 +159,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
           return true
         },
         onFlow: { [self] bytes in
-          guard let status = sink.head?.status, (200..<300).contains(status) else {
-            sink.errorBody.append(contentsOf: bytes.prefix(4096 - min(4096, sink.errorBody.count)))
-            return .accept
-          }
+          if sink.answer.keepIfError(bytes) { return .accept }
           if let maxSize, sink.received + Int64(bytes.count) > maxSize {
             // No size announced: stop at the limit instead of reading on.
             sink.tooLarge = sink.received + Int64(bytes.count)
@@ -183,7 +175,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       await handOff.drain()
       // A cancelled driver belongs to a pause, even if a resume already set the phase back.
       if Task.isCancelled || phase != .running { return .done(()) }
-      if let changed = sink.changed { return try changedObject(changed, expected: expected) }
+      if let changed = sink.answer.changedTo { return try changedObject(changed, expected: expected) }
       if let total = sink.tooLarge, let maxSize { throw .downloadSizeExceeded(total: total, maxSize: maxSize) }
       if let writeError = sink.writeError {
         throw StorageError(code: .unknown, object: object, detail: "writing \(destination.path) failed: \(writeError)", localFile: true)
@@ -198,7 +190,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     }
     guard (200..<300).contains(head.status) else {
       if head.status == 404, let pinned = pinnedGeneration { throw .generationGone(object, pinned) }
-      return .answered(head, body: sink.errorBody, token: token)
+      return .answered(head, body: sink.answer.errorBody, token: token)
     }
     if Task.isCancelled || phase != .running { return .done(()) }
     return try complete(head: head, sink: sink, fd: fd)
@@ -302,9 +294,7 @@ final class DownloadSink: @unchecked Sendable {
   var offset: Int64
   /// Bytes taken from the transfer (on the transfer thread): ahead of `offset` by what waits.
   var received: Int64
-  var head: HTTPResponseHead?
-  var errorBody = Data()
-  var changed: Int64?
+  var answer = ObjectAnswer()
   /// The size that broke `maxSize`.
   var tooLarge: Int64?
   var lastFired: Int64 = 0
