@@ -155,9 +155,7 @@ package struct StorageObjectClient: ObjectClient {
     metadata.contentType = contentType
     if !custom.isEmpty { metadata.customMetadata = custom }
     return try await BucketError.from { () async throws(StorageError) in
-      try await ref(name).putFileAsync(
-        from: URL(fileURLWithPath: path), metadata: metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch),
-        session: session)
+      try await ref(name).upload(file: path, metadata: metadata, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch), session: session)
     }
   }
 
