@@ -72,37 +72,58 @@ extension BucketFilesystem {
 
   /// Folder `dir`'s listing with this mount's own changes merged in. A listed sub-folder whose
   /// contents this mount is deleting (the bucket still has them until the queue gets there) is
-  /// left out when nothing else is left in it, so that `rm -r` and `mv` can remove it.
-  func mergedListing(_ dir: String, _ entries: [DirectoryEntry]) async throws(FSError) -> [DirectoryEntry] {
-    var (merged, deletedUnder) = mergedLocally(dir, entries)
+  /// left out when nothing else is left in it and it has no placeholder of its own, so that
+  /// `rm -r` and `mv` can remove it while a folder made with mkdir stays.
+  func mergedListing(_ dir: String, _ listing: () async throws(FSError) -> [DirectoryEntry]) async throws(FSError) -> [DirectoryEntry] {
+    let local = localChanges(in: dir)
+    var (merged, deletedUnder) = Self.merge(try await listing(), local)
     // Listed by the bucket, touched here only by deletes: gone if nothing is left in it.
     for name in deletedUnder {
       let path = Namespace.join(dir, name)
-      if try await mergedListing(path, try await namespace.listing(path)).isEmpty {
-        merged.removeAll { $0.name == name && $0.isDirectory }
+      if try await mergedListing(path, { () async throws(FSError) in try await namespace.listing(path) }).isEmpty {
+        await namespace.learnFolderObject(path)
+        if namespace.folders.get(path)?.metadata == nil { merged.removeAll { $0.name == name && $0.isDirectory } }
       }
     }
     return merged
   }
 
-  /// Folder `dir`'s listing with this mount's own changes merged in, without asking anything;
-  /// and the listed sub-folders that this mount only deleted things in (whether any is left in
-  /// them takes their own listing).
-  func mergedLocally(_ dir: String, _ entries: [DirectoryEntry]) -> (entries: [DirectoryEntry], deletedUnder: [String]) {
-    guard let writeBack else { return (entries, []) }
+  /// Folder `dir`'s listing (`known`: what the mount holds of it) with this mount's own changes
+  /// merged in, without asking anything; and the listed sub-folders that this mount only deleted
+  /// things in (whether any is left in them takes their own listing).
+  func mergedLocally(_ dir: String, _ known: () -> [DirectoryEntry]) -> (entries: [DirectoryEntry], deletedUnder: [String]) {
+    let local = localChanges(in: dir)
+    return Self.merge(known(), local)
+  }
+
+  /// What this mount's changes (queued or being edited) show of the names in folder `dir`: the
+  /// raw name (a folder's with its "/") and its local entry. Taken before the bucket's listing
+  /// is read, never after: the queue lets a change go only once the mount's caches hold the
+  /// bucket's answer, so a listing read after this holds every change that left the queue
+  /// meanwhile, and this every change that has not. (Read the other way round, a change that
+  /// lands between the two reads would be in neither: a file just written missing from `ls`,
+  /// one just deleted back in it.)
+  private func localChanges(in dir: String) -> [(raw: String, entry: LocalEntry)] {
+    guard let writeBack else { return [] }
     let base = dir.isEmpty ? "" : dir + "/"
     var names = writeBack.queue.names(in: base)
     for name in writeBack.edits.names(in: base).keys { names.insert(name) }
-    guard !names.isEmpty else { return (entries, []) }
+    return names.sorted().compactMap { raw in
+      let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
+      return name.isEmpty ? nil : (raw, localEntry(base + name))
+    }
+  }
+
+  private static func merge(_ entries: [DirectoryEntry], _ local: [(raw: String, entry: LocalEntry)]) -> (entries: [DirectoryEntry], deletedUnder: [String]) {
+    guard !local.isEmpty else { return (entries, []) }
     var byName: [String: Int] = [:]
     for (i, e) in entries.enumerated() { byName[e.name] = i }
     var out = entries
     var removed = Set<Int>()
     var deletedUnder: [String] = []
-    for raw in names.sorted() {
+    for (raw, entry) in local {
       let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
-      guard !name.isEmpty else { continue }
-      switch localEntry(base + name) {
+      switch entry {
       case .file(let entry), .folder(let entry):
         if let i = byName[name] {
           out[i] = entry
@@ -551,9 +572,9 @@ extension BucketFilesystem {
     // A listing that fails is answered by the last one the mount has: never by nothing.
     let listed: [DirectoryEntry]
     do throws(FSError) {
-      listed = try await mergedListing(dir, try await namespace.listing(dir))
+      listed = try await mergedListing(dir) { () async throws(FSError) in try await namespace.listing(dir) }
     } catch {
-      listed = mergedLocally(dir, namespace.listings.lastKnown(dir) ?? []).entries
+      listed = mergedLocally(dir) { namespace.listings.lastKnown(dir) ?? [] }.entries
     }
     if listed.contains(where: { $0.name == name && !Namespace.sameBytes($0.name, name) }) { throw FSError(EILSEQ) }
   }
@@ -622,7 +643,7 @@ extension BucketFilesystem {
     let path = Namespace.join(dir.path, name)
     let (entry, _) = try await resolveForChange(dir.path, name)
     guard entry.isDirectory else { throw FSError(ENOTDIR) }
-    let inside = try await mergedListing(path, try await namespace.listing(path))
+    let inside = try await mergedListing(path) { () async throws(FSError) in try await namespace.listing(path) }
     guard inside.isEmpty else { throw FSError(ENOTEMPTY) }
     try writeBack.queue.delete(path + "/", base: .any)
     posixChanges.forget(path)
@@ -649,7 +670,9 @@ extension BucketFilesystem {
       if target.hasPrefix(source + "/") { throw FSError(EINVAL) }
       if let (other, _) = existing {
         guard other.isDirectory else { throw FSError(ENOTDIR) }
-        guard try await mergedListing(target, try await namespace.listing(target)).isEmpty else { throw FSError(ENOTEMPTY) }
+        guard try await mergedListing(target, { () async throws(FSError) in try await namespace.listing(target) }).isEmpty else {
+          throw FSError(ENOTEMPTY)
+        }
       }
       try await renameFolder(source, to: target, writeBack)
     } else {
@@ -719,7 +742,7 @@ extension BucketFilesystem {
       folders.append(dir)
       // All of the folder or nothing: the staged copies' part of a listing (the server away)
       // would move some files and delete placeholders over the rest.
-      for entry in try await mergedListing(dir, try await namespace.serverListing(dir)) {
+      for entry in try await mergedListing(dir, { () async throws(FSError) in try await namespace.serverListing(dir) }) {
         let path = Namespace.join(dir, entry.name)
         if entry.isDirectory {
           pending.append(path)

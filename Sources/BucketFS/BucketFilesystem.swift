@@ -302,14 +302,15 @@ package final class BucketFilesystem: Sendable {
     if !saidListingsTimeOut.exchange(true, ordering: .relaxed) {
       log("listing: the server did not answer within \(seconds) s; folders are listed as last seen, with this mount's changes (said once)")
     }
-    return openDirs.add(mergedLocally(node.path, known).entries)
+    return openDirs.add(mergedLocally(node.path) { known }.entries)
   }
 
   package func openDirectory(_ ino: UInt64) async throws(FSError) -> UInt64 {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     guard node.isDirectory else { throw FSError(ENOTDIR) }
     do throws(FSError) {
-      return openDirs.add(try await mergedListing(node.path, try await namespace.listing(node.path, unansweredThrows: true)))
+      return openDirs.add(
+        try await mergedListing(node.path) { () async throws(FSError) in try await namespace.listing(node.path, unansweredThrows: true) })
     } catch where error.cause?.isUnanswered == true {
       // The server stopped answering within read_timeout, the bound the request's deadline has
       // too: which of the two ends it first is a race, so both answer the same way.
