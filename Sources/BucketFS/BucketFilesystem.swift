@@ -541,6 +541,7 @@ package final class BucketFilesystem: Sendable {
     let (stagedBytes, stagedFiles) = staging?.totals ?? (0, 0)
     return Metrics.Readings(
       cacheBytes: cache.bytesCached, cacheEvictions: cache.evictions, stagingBytes: stagedBytes, stagingFiles: stagedFiles,
+      stagingEvicted: staging?.evicted.load(ordering: .relaxed) ?? 0, stagingDropped: staging?.dropped.load(ordering: .relaxed) ?? 0,
       openHandles: fileHandles.count { $0.reading != nil }, retries: TransferCounters.retries.load(ordering: .relaxed),
       tokenRefreshes: tokenRefreshes(), transferLoopAge: transferLoopAge(),
       stagingBuffersFree: staging?.buffersFree ?? StagingWriter.poolSize, queue: writeBack?.queue.totals)

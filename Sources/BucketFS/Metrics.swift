@@ -58,6 +58,8 @@ package final class Metrics: Sendable {
     var cacheEvictions: Int
     var stagingBytes: Int64
     var stagingFiles: Int
+    var stagingEvicted = 0
+    var stagingDropped = 0
     var openHandles: Int
     var retries: Int
     var tokenRefreshes: Int
@@ -100,6 +102,8 @@ package final class Metrics: Sendable {
     single("bucketfs_block_cache_bytes", "gauge", "Bytes held by the block cache.", r.cacheBytes)
     single("bucketfs_staging_bytes", "gauge", "Bytes of complete staged copies.", r.stagingBytes)
     single("bucketfs_staging_files", "gauge", "Complete staged copies.", r.stagingFiles)
+    single("bucketfs_staging_evictions_total", "counter", "Staged copies evicted to stay within the staging size.", r.stagingEvicted)
+    single("bucketfs_staging_damaged_total", "counter", "Staged copies found damaged and dropped (never served).", r.stagingDropped)
     single(
       "bucketfs_staging_buffers_free", "gauge", "Staging write buffers free (\(StagingWriter.poolSize) when nothing is being staged).",
       r.stagingBuffersFree)
@@ -150,7 +154,7 @@ package final class Metrics: Sendable {
       ("requests to the bucket", "\(requests) (\(failed) failed)"),
       ("bytes fetched", "\(bytesFetched.load(ordering: .relaxed))"),
       ("block cache", "\(r.cacheBytes) bytes held, \(hits) hits, \(misses) misses, \(r.cacheEvictions) evictions"),
-      ("staged copies", "\(r.stagingFiles) files, \(r.stagingBytes) bytes"),
+      ("staged copies", "\(r.stagingFiles) files, \(r.stagingBytes) bytes, \(r.stagingEvicted) evicted, \(r.stagingDropped) dropped as damaged"),
       ("open handles", "\(r.openHandles)"),
       ("FUSE operations", "\(ops)"),
       ("retries", "\(r.retries)"),

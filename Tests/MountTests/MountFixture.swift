@@ -153,6 +153,21 @@ final class MountedBucket: @unchecked Sendable {
     stat("write-back queue")?.split(separator: ", ").last.flatMap { Int($0.split(separator: " ")[0]) }
   }
 
+  /// A count from a stats line of "N what, M other" parts: the N before `what`.
+  func count(_ line: String, _ what: String) -> Int? {
+    stat(line)?.split(separator: ", ").lazy.compactMap { part -> Int? in
+      let words = part.split(separator: " ", maxSplits: 1)
+      return words.count == 2 && words[1] == what ? Int(words[0]) : nil
+    }.first
+  }
+
+  /// The write-back queue's changes carried out, and refused for good, since the mount started.
+  var queueDone: Int? { count("write-back queue", "done") }
+  var queueFailed: Int? { count("write-back queue", "failed") }
+  /// Staged copies evicted, and dropped as damaged, since the mount started.
+  var stagedEvicted: Int? { count("staged copies", "evicted") }
+  var stagedDropped: Int? { count("staged copies", "dropped as damaged") }
+
   /// Requests to the bucket that failed so far ("N (F failed)" in the stats).
   var failedRequests: Int {
     guard let line = stat("requests to the bucket"), let failed = line.split(separator: "(").last?.split(separator: " ").first else { return 0 }

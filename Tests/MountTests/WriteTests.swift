@@ -214,7 +214,8 @@ import Testing
       #expect(await object(fx, "notes/b.txt") == Data("written while the server fails".utf8))
       #expect(await object(fx, "notes/c.txt") == Data("synced locally".utf8))
       #expect(await object(fx, "notes/a.txt") == nil)
-      #expect(next.log.contains("from an earlier mount are queued"))
+      // Carried out by this mount, from the queue the killed one left.
+      #expect((next.queueDone ?? 0) >= 2, "\(next.stat("write-back queue") ?? "no stats")")
     }
   }
 
@@ -250,7 +251,7 @@ import Testing
       #expect(status == 1 && output.contains("failed"), "\(output)")
       #expect(await object(fx, "box/offline.txt") == Data("made offline".utf8))
       #expect(await object(fx, "box/after.txt") == Data("good".utf8))
-      #expect(online.log.contains("refused"), "\(online.log)")
+      #expect(online.queueFailed == 1, "\(online.stat("write-back queue") ?? "no stats")")
       #expect(try getxattr(online.path("box/denied.txt"), "user.sync_state").get() == "failed")
       fx.emulator!.setFaults(Faults())
     }
@@ -680,7 +681,6 @@ import Testing
       #expect(await object(fx, "copied.txt") == Data("the copied file\n".utf8))
       for name in ["cut-record", "cut-bytes", "no-record"] { #expect(await object(fx, "\(name).txt") == nil, "\(name)") }
       #expect(try await names(fx).filter { $0.contains("conflict") }.isEmpty)
-      #expect(online.log.contains("kept aside"), "\(online.log)")
       #expect(online.stat("damaged queue records") == "4 kept aside, not carried out")
       let aside = try FileManager.default.contentsOfDirectory(atPath: queue.appendingPathComponent("damaged").path)
       // Four reasons; two records with their bytes, one record, one set of bytes.

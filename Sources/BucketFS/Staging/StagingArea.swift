@@ -10,6 +10,7 @@
 // gigabyte written back at once would slow every read on the machine. The folder and everything
 // in it are private to the owner (0700/0600): the side files hold download tokens.
 import Foundation
+import Synchronization
 import StorageCore
 
 package final class StagingArea: Sendable {
@@ -295,6 +296,7 @@ package final class StagingArea: Sendable {
   private func drop(_ key: String, reason: String) {
     guard let copy = index.removed(key) else { return }
     removeFiles(key)
+    dropped.add(1, ordering: .relaxed)
     log("staging: dropped the staged copy of \(copy.name) (generation \(copy.metadata.generation)): \(reason)")
   }
 
@@ -302,6 +304,7 @@ package final class StagingArea: Sendable {
   func evictIfNeeded() {
     for (key, copy) in index.evict(toFit: sizeLimit) {
       removeFiles(key)
+      evicted.add(1, ordering: .relaxed)
       log("staging: evicted \(copy.name) (\(copy.metadata.size) bytes)")
     }
   }
@@ -326,6 +329,10 @@ package final class StagingArea: Sendable {
 
   /// Bytes and count of complete copies.
   package var totals: (bytes: Int64, files: Int) { index.totals }
+  /// Complete copies evicted to stay within the size limit, and dropped as damaged (a block that
+  /// did not match its checksum, a file changed or cut short), since the mount started.
+  package let evicted = Atomic<Int>(0)
+  package let dropped = Atomic<Int>(0)
 
   /// Open files are never evicted.
   package func retain(_ name: String, generation: Int64) { index.retain(index.key(name, generation)) }
