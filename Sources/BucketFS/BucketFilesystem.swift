@@ -202,6 +202,9 @@ package final class BucketFilesystem: Sendable {
     recentTimeouts.timedOut(file.objectName, generation: file.metadata.generation)
   }
 
+  /// A FUSE request was answered, `seconds` after it arrived (the latency histograms).
+  package func answered(_ operation: String, after seconds: Double) { metrics.fuse(operation, seconds: seconds) }
+
   package func timedOut(_ operation: String, seconds: Double) {
     metrics.fuseTimeouts.add(1, ordering: .relaxed)
     log("\(operation): no answer within \(seconds) s; answered EIO")

@@ -61,7 +61,7 @@ final class PendingReply: @unchecked Sendable {
   private func claim() -> Bool {
     guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return false }
     let spent = (ContinuousClock.now - started).components
-    filesystem.metrics.fuse(operation, seconds: Double(spent.seconds) + Double(spent.attoseconds) / 1e18)
+    filesystem.answered(operation, after: Double(spent.seconds) + Double(spent.attoseconds) / 1e18)
     return true
   }
 
