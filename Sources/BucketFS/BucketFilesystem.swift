@@ -31,12 +31,16 @@ package final class BucketFilesystem: Sendable {
     /// The staged copy being filled, which reads are answered from (nil: staging is off, the
     /// object is staged completely already, small or too large, or the copy broke).
     let copy: PartialCopy?
+    /// Where a rename this mount queued is copying these bytes (the name was opened before the
+    /// copy landed): once the copy and the old name's delete are done, reads go there.
+    let renamedTo: String?
     let opened = ContinuousClock.now
-    init(objectName: String, metadata: StorageMetadata, reader: ObjectReader, copy: PartialCopy?) {
+    init(objectName: String, metadata: StorageMetadata, reader: ObjectReader, copy: PartialCopy?, renamedTo: String? = nil) {
       self.objectName = objectName
       self.metadata = metadata
       self.reader = reader
       self.copy = copy
+      self.renamedTo = renamedTo
     }
   }
 
@@ -115,7 +119,7 @@ package final class BucketFilesystem: Sendable {
     // A time this mount set and the bucket does not have yet; the time a writer kept in custom
     // metadata (ours and rclone's `mtime`, gcsfuse's `gcsfuse_mtime`, Google's tools' whole
     // seconds); else when the object was written.
-    let kept = metadata?.customMetadata.flatMap { $0["mtime"] ?? $0["gcsfuse_mtime"] }.flatMap(Self.parseTime)
+    let kept = metadata?.customMetadata.flatMap { $0["mtime"] ?? $0["gcsfuse_mtime"] }.flatMap(KeptTime.parse)
     let mtime = pending?.mtime ?? kept ?? posix.mtime ?? metadata?.updated?.timeIntervalSince1970 ?? mountTime
     // The last change of the object or its metadata (`updated` moves with both), or of what
     // this mount set and the bucket does not have yet.
@@ -387,8 +391,10 @@ package final class BucketFilesystem: Sendable {
     // A name this mount renamed, whose copy the bucket has not made yet, reads the source's bytes.
     var path = node.objectName ?? node.path
     let m: StorageMetadata
+    var renamedTo: String?
     if case .copied(let source, _)? = writeBack?.queue.view(path) {
       m = try await copySource(source)
+      renamedTo = path
       path = source.name
     } else {
       m = try await namespace.fileMetadata(path)
@@ -403,7 +409,7 @@ package final class BucketFilesystem: Sendable {
       g[ino] = m.generation
       return same
     }
-    let file = OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy)
+    let file = OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy, renamedTo: renamedTo)
     let fh = fileHandles.add(.read(file))
     readAhead(after: node)
     let io = kernelIO.open(ino, handle: fh, generation: m.generation, keepCache: keep) {
@@ -467,10 +473,29 @@ package final class BucketFilesystem: Sendable {
       let reply = try await answer(file, range, by: ReadDeadline(seconds: options.readTimeout, object: file.objectName))
       staging?.served(file.copy)
       return reply
+    } catch where (error.code == .objectNotFound || error.code == .objectChanged) && file.renamedTo != nil {
+      // The rename's copy landed and the old name went: the same bytes are under the new name.
+      guard let moved = await renamedCopy(of: file) else { throw FSError(error) }
+      fileHandles.replace(handle, with: .read(moved))
+      staging?.release(file.objectName, generation: file.metadata.generation)
+      return try await read(handle: handle, offset: offset, count: count)
     } catch {
       if error.code == .timedOut || error.code == .retryLimitExceeded { readTimedOut(file) }
       throw FSError(error)
     }
+  }
+
+  /// `file`'s bytes where the rename this mount queued put them, when the bucket has them there
+  /// (the same size and hash): nil when it does not.
+  private func renamedCopy(of file: OpenFile) async -> OpenFile? {
+    guard let target = file.renamedTo, let m = try? await namespace.fileMetadata(target) else { return nil }
+    let source = PendingChange.Source(
+      name: file.objectName, generation: file.metadata.generation, size: file.metadata.size, crc32c: file.metadata.crc32c,
+      md5Hash: file.metadata.md5Hash)
+    guard m.holdsBytes(of: source) else { return nil }
+    let name = client.bucketName(target)
+    let reader = ObjectReader(client: client.bucketWide, cache: cache, name: name, generation: m.generation, size: m.size)
+    return OpenFile(objectName: name, metadata: m, reader: reader, copy: nil)
   }
 
   package func release(handle: UInt64) {

@@ -19,6 +19,13 @@ final class HandleTable<Value: Sendable>: Sendable {
 
   subscript(_ handle: UInt64) -> Value? { state.withLock { $0.values[handle] } }
 
+  /// What an open handle holds from now on (nothing, when it was closed meanwhile).
+  func replace(_ handle: UInt64, with value: Value) {
+    state.withLock { s in
+      if s.values[handle] != nil { s.values[handle] = value }
+    }
+  }
+
   @discardableResult
   func remove(_ handle: UInt64) -> Value? { state.withLock { $0.values.removeValue(forKey: handle) } }
 

@@ -10,10 +10,10 @@ import Testing
   /// A time no RFC 3339 text can hold (touch -d @9223372036854775807, or not a number) is written
   /// as the nearest one it can, not a crash converting it.
   @Test func timesPastFourDigitYearsAreClamped() {
-    #expect(WriteBackQueue.rfc3339(Double(Int64.max)) == "9999-12-31T23:59:59.000000000Z")
-    #expect(WriteBackQueue.rfc3339(-Double(Int64.max)) == "0001-01-01T00:00:00.000000000Z")
-    #expect(WriteBackQueue.rfc3339(.nan) == "1970-01-01T00:00:00.000000000Z")
-    #expect(WriteBackQueue.rfc3339(1.5) == "1970-01-01T00:00:01.500000000Z")
+    #expect(KeptTime.format(Double(Int64.max)) == "9999-12-31T23:59:59.000000000Z")
+    #expect(KeptTime.format(-Double(Int64.max)) == "0001-01-01T00:00:00.000000000Z")
+    #expect(KeptTime.format(.nan) == "1970-01-01T00:00:00.000000000Z")
+    #expect(KeptTime.format(1.5) == "1970-01-01T00:00:01.500000000Z")
   }
 
   /// Sizes a server may send that no object has: negative, or so large that adding a block overflows.

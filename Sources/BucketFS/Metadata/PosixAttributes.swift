@@ -60,7 +60,7 @@ struct PosixAttributes: Equatable, Sendable {
   /// writes it), which Google's whole seconds would round.
   var customWithExactTime: [String: String] {
     var out = custom
-    if let mtime { out["mtime"] = WriteBackQueue.rfc3339(mtime) }
+    if let mtime { out["mtime"] = KeptTime.format(mtime) }
     return out
   }
 

@@ -74,7 +74,7 @@ struct ChangeWorker: Sendable {
       switch change.kind {
       case .upload:
         var custom = change.custom ?? [:]
-        if let mtime = change.mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
+        if let mtime = change.mtime { custom["mtime"] = KeptTime.format(mtime) }
         let session = UploadSession(url: change.sessionURL) { url in sessionOpened(change, url) }
         let m = try await client.upload(
           change.name, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name),
@@ -174,7 +174,7 @@ struct ChangeWorker: Sendable {
   private func beside(_ change: PendingChange) async throws(BucketError) -> Verdict {
     var custom = change.custom ?? [:]
     custom["bucketfs-conflict-of"] = change.name
-    if let mtime = change.mtime { custom["mtime"] = WriteBackQueue.rfc3339(mtime) }
+    if let mtime = change.mtime { custom["mtime"] = KeptTime.format(mtime) }
     let stamped = Self.conflictName(change.name, at: Date())
     // The stamped name, else (taken by a conflict in the same second) one more random suffix.
     var target = stamped
@@ -209,7 +209,7 @@ struct ChangeWorker: Sendable {
   /// bytes are in place either way).
   private func keepTime(_ change: PendingChange, _ m: StorageMetadata, at target: String) async -> StorageMetadata {
     guard let mtime = change.mtime, m.customMetadata?["mtime"] == nil else { return m }
-    return (try? await client.updateMetadata(target, contentType: nil, custom: ["mtime": WriteBackQueue.rfc3339(mtime)], ifGenerationMatch: m.generation)) ?? m
+    return (try? await client.updateMetadata(target, contentType: nil, custom: ["mtime": KeptTime.format(mtime)], ifGenerationMatch: m.generation)) ?? m
   }
 
   static func conflictName(_ name: String, at date: Date) -> String {

@@ -314,18 +314,4 @@ package final class WriteBackQueue: Sendable {
   /// one at a time would leave a folder copied into the mount waiting for minutes (as many as
   /// `bucketfs cp -r` uploads at once).
   static let workers = 16
-
-  static func rfc3339(_ seconds: Double) -> String {
-    // RFC 3339 has four-digit years; a time set past them (touch -d @9223372036854775807) is
-    // kept as the nearest one it can write, never a crash on the conversion.
-    let seconds = seconds.isFinite ? min(max(seconds, -62_135_596_800), 253_402_300_799) : 0
-    let whole = Int(seconds.rounded(.down))
-    let nanos = Int(((seconds - Double(whole)) * 1e9).rounded())
-    var t = time_t(whole)
-    var parts = tm()
-    gmtime_r(&t, &parts)
-    return String(
-      format: "%04d-%02d-%02dT%02d:%02d:%02d.%09dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour,
-      parts.tm_min, parts.tm_sec, nanos)
-  }
 }

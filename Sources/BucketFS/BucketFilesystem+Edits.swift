@@ -1,0 +1,284 @@
+// Files open for writing: a private local file per name (LocalEdits) that every handle shares,
+// started from the queued bytes, the staged copy or a download; each close queues a durable copy
+// of its bytes (WriteBackQueue), which the queue uploads with a precondition on the generation the
+// bytes were based on.
+import Foundation
+import StorageCore
+
+extension BucketFilesystem {
+  /// A handle on `path` for writing (`truncate`: start empty), or for reading what this mount
+  /// wrote and the bucket does not have yet. Nil when the path has nothing local to read.
+  func openLocal(_ path: String, flags: Int32) async throws(FSError) -> UInt64? {
+    let writing = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
+    guard let writeBack else {
+      if writing { throw FSError(EROFS) }
+      return nil
+    }
+    if !writing {
+      if let edit = writeBack.edits.join(path) { return fileHandles.add(.edit(edit)) }
+      if case .file(let dataPath, _, _) = writeBack.queue.view(path) {
+        let fd = Foundation.open(dataPath, O_RDONLY | O_CLOEXEC)
+        if fd >= 0 { return fileHandles.add(.queued(FileDescriptor(fd))) }
+      }
+      return nil
+    }
+    let edit = try await edit(path, truncate: flags & O_TRUNC != 0)
+    return fileHandles.add(.edit(edit))
+  }
+
+  /// The edit of `path`, opened (or joined) with its current bytes, unless `truncate`.
+  func edit(_ path: String, truncate: Bool, created: Bool = false) async throws(FSError) -> LocalEdits.Edit {
+    let writeBack = try writable()
+    if let edit = writeBack.edits.join(path) { return try edit.truncated(truncate) }
+    // What the bytes start from, and the generation the change will be based on.
+    let (file, localPath) = try writeBack.edits.newFile()
+    var base: PendingChange.Base = .generation(0)
+    var dirty = truncate || created
+    var startMetadata: (contentType: String?, custom: [String: String]?)? = nil
+    var keptTime: Double? = nil
+    do throws(FSError) {
+      switch writeBack.queue.view(path) {
+      case .file(let dataPath, _, let mtime):
+        if !truncate { try Self.copy(from: dataPath, to: file.fd) }
+        base = .previous
+        startMetadata = writeBack.queue.queuedMetadata(path)
+        // The time set on the queued bytes (touch, rsync) stays theirs while they are unchanged
+        // (a chmod, a setxattr after them); 0: none was set.
+        if !truncate && mtime > 0 { keptTime = mtime }
+      case .copied(let source, _):
+        base = .previous
+        startMetadata = writeBack.queue.queuedMetadata(path)
+        if !truncate { try await download(source.name, try await copySource(source), into: file.fd) }
+      case .deleted:
+        base = .previous
+        dirty = true
+      case .folder:
+        throw FSError(EISDIR)
+      case nil:
+        // A create is for a name the kernel found absent a moment ago, which the listing or the
+        // cache of missing names usually confirm without a request; but another process may
+        // have made it since, and the bytes must then be based on what is there.
+        let (dir, name) = Namespace.split(path)
+        var knownAbsent = false
+        if created, case .failure(let e)? = namespace.resolveIfCached(dir: dir, name: name), e.errno == ENOENT { knownAbsent = true }
+        if !knownAbsent {
+          let m: StorageMetadata?
+          do throws(FSError) {
+            m = try await namespace.fileMetadata(path)
+          } catch where error.errno == ENOENT || (created && error.cause.map(ErrnoMapping.isServerGone) == true) {
+            // A new file while the server is away is new as far as anyone here can tell; if
+            // someone made it meanwhile, the upload's precondition fails and ours goes beside.
+            m = nil
+          }
+          if let m {
+            base = .generation(m.generation)
+            // New bytes have a new time: a kept one (ours, Google's tools') would hide it.
+            var custom = m.customMetadata ?? [:]
+            custom.removeValue(forKey: "mtime")
+            custom.removeValue(forKey: PosixAttributes.mtimeKey)
+            // A chmod or setxattr queued and not applied yet is part of what the bytes go with.
+            let pending = writeBack.queue.pendingMetadata(path)
+            custom.merge(pending.custom) { _, queued in queued }
+            startMetadata = (pending.contentType ?? m.contentType, custom)
+            if !truncate { try await download(path, m, into: file.fd) }
+          } else {
+            dirty = true
+          }
+        }
+      }
+    } catch {
+      Foundation.unlink(localPath)
+      throw error
+    }
+    let fresh = LocalEdits.Edit(file: file, path: localPath, name: path, base: base, dirty: dirty)
+    if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom, mtime: keptTime) }
+    return try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
+  }
+
+  /// The attributes of the version a queued copy puts under a name, for reading it meanwhile
+  /// (from the server or a staged copy); ESTALE when the bucket has moved on from it.
+  func copySource(_ source: PendingChange.Source) async throws(FSError) -> StorageMetadata {
+    let m = try await namespace.fileMetadata(source.name)
+    guard m.generation == source.generation else { throw FSError(ESTALE) }
+    return m
+  }
+
+  private static func copy(from source: String, to fd: Int32) throws(FSError) {
+    let input = Foundation.open(source, O_RDONLY | O_CLOEXEC)
+    guard input >= 0 else { throw FSError(errno) }
+    defer { close(input) }
+    try DurableFile.copyAll(from: input, to: fd)
+  }
+
+  /// The object's bytes into `fd`: from its complete staged copy when there is one, else from
+  /// the server (pinned to the generation the edit is based on).
+  private func download(_ path: String, _ m: StorageMetadata, into fd: Int32) async throws(FSError) {
+    let full = client.bucketName(path)
+    if let staged = staging?.completeEntries()[full], staged.metadata.generation == m.generation,
+      (try? Self.copy(from: staged.dataPath, to: fd)) != nil
+    {
+      return
+    }
+    // Offline, only a staged copy can give the bytes.
+    if options.offline { throw FSError(EIO) }
+    ftruncate(fd, 0)
+    let chunk: Int64 = 8 << 20
+    var offset: Int64 = 0
+    while offset < m.size {
+      let end = min(m.size, offset + chunk)
+      let data: Data
+      do throws(BucketError) {
+        data = try await RangedGet.data(client, path, range: offset..<end, generation: m.generation)
+      } catch {
+        throw FSError(error)
+      }
+      let written = data.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+      guard written == data.count else { throw FSError(written < 0 ? errno : ENOSPC) }
+      offset = end
+    }
+  }
+
+  /// Creates file `name` in folder `parent` and opens it for writing.
+  /// `mode` and `by` (the creator) are kept with the object where they differ from what the
+  /// mount shows by default (`file_mode`, `uid`, `gid`), so that a file created executable, or by
+  /// another user of an `allow_other` mount, stays so.
+  package func create(
+    parent: UInt64, name: String, flags: Int32, mode: UInt32 = 0o644, by creator: (uid: UInt32, gid: UInt32)? = nil
+  ) async throws(FSError) -> (FileAttributes, UInt64, KernelIO) {
+    let writeBack = try writable()
+    guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
+    let path = Namespace.join(dir.path, name)
+    try await checkNewName(name, in: dir.path)
+    // O_CREAT on a name another process made meanwhile opens it (truncated only with O_TRUNC);
+    // a name this mount removed is made anew, with the mode and owner of this create.
+    let exists = localEntry(path).entry != nil
+    let edit = try await edit(path, truncate: !exists || flags & O_TRUNC != 0, created: !exists)
+    if !exists && options.posix {
+      let kept = PosixAttributes(
+        mode: mode & 0o777 != options.fileMode ? mode & 0o777 : nil, uid: creator.flatMap { $0.uid != options.uid ? $0.uid : nil },
+        gid: creator.flatMap { $0.gid != options.gid ? $0.gid : nil })
+      if !kept.custom.isEmpty { edit.setMetadata(contentType: nil, custom: kept.custom) }
+    }
+    let handle = fileHandles.add(.edit(edit))
+    namespace.missing.remove(path)
+    if !exists { entriesChanged(in: dir.path) }
+    let attrs = localAttributes(path, edit: edit, lookup: true)
+    return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, generation: nil, keepCache: false) { nil })
+  }
+
+  func localAttributes(_ path: String, edit: LocalEdits.Edit, lookup: Bool) -> FileAttributes {
+    let ino = inodes.ino(for: InodeTable.Node(path: path, isDirectory: false, objectName: path), lookup: lookup)
+    let posix = posixAttributes(ino, edit.custom)
+    var a = FileAttributes(
+      ino: ino, size: edit.size, isDirectory: false, mode: posix.mode ?? options.fileMode, uid: posix.uid ?? options.uid,
+      gid: posix.gid ?? options.gid, mtime: edit.modified, ctime: edit.modified)
+    a.atime = posix.atime
+    if SymlinkObject.isLink(edit.custom) { a.becomeLink(target: nil) }
+    a.volatile = true
+    return a
+  }
+
+  package func write(handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(FSError) -> Int {
+    guard let writeBack, case .edit(let edit) = fileHandles[handle] else { throw FSError(EBADF) }
+    // Queued bytes are never evicted: past the staging budget a write fails, and nothing queued
+    // is lost.
+    if writeBack.queue.queuedBytes + max(edit.size, offset + Int64(data.count)) > options.stagingSize { throw FSError(ENOSPC) }
+    let n = pwrite(edit.file.fd, data.baseAddress, data.count, off_t(offset))
+    guard n >= 0 else { throw FSError(errno) }
+    edit.changed()
+    return n
+  }
+
+  /// A read of bytes this mount has and the bucket may not: an edit's or the queue's.
+  func readLocal(_ opened: FileHandle, offset: Int64, count: Int) throws(FSError) -> ReadReply {
+    let fd: Int32
+    switch opened {
+    case .edit(let edit): fd = edit.file.fd
+    case .queued(let file): fd = file.fd
+    case .read: throw FSError(EBADF)
+    }
+    var buffer = Data(count: count)
+    let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(offset)) }
+    guard n >= 0 else { throw FSError(errno) }
+    return .bytes(buffer.prefix(n))
+  }
+
+  /// A close of a handle: the bytes written so far are queued (durably) before it returns.
+  package func flush(handle: UInt64) throws(FSError) {
+    guard let writeBack, case .edit(let edit) = fileHandles[handle] else { return }
+    try queue(edit)
+  }
+
+  @discardableResult
+  func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
+    // One close of a file at a time: two processes closing it at once must queue their copies
+    // in the order they were taken, or an older copy could land last.
+    try edit.closing.withLock { _ throws(FSError) -> UInt64? in
+      guard let writeBack, var changes = edit.takeChanges() else { return edit.lastQueued }
+      let name = changes.name
+      // Bytes of this edit went to the queue before: these are based on what those produce.
+      if edit.lastQueued != nil { changes.base = .previous }
+      do throws(FSError) {
+        let sequence = try writeBack.queue.upload(
+          name, from: edit.file.fd, contentType: changes.contentType ?? ContentType.infer(fromName: name),
+          mtime: changes.mtime ?? edit.modified, custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
+        edit.queued(sequence)
+        return sequence
+      } catch {
+        edit.undoTake()
+        log("write-back: cannot queue \(name.debugDescription): errno \(error.errno); the file keeps its bytes until it is closed")
+        throw error
+      }
+    }
+  }
+
+  func releaseLocal(_ opened: FileHandle) {
+    guard let writeBack, case .edit(let edit) = opened else { return }
+    _ = try? queue(edit)
+    writeBack.edits.close(edit)
+  }
+
+  /// fsync: the file's bytes are queued, then its upload is waited for, for `read_timeout` at
+  /// most (the bound of every request that waits on the server). With the server out of reach,
+  /// slow, or busy with the changes before it, the bytes fsynced in the queue are what there is
+  /// to wait for: they reach the bucket from there, across a crash too.
+  package func fsync(handle: UInt64) async throws(FSError) {
+    guard let writeBack, case .edit(let edit) = fileHandles[handle] else { return }
+    guard let sequence = try queue(edit) else { return }
+    switch await writeBack.queue.wait(for: sequence, within: options.readTimeout) {
+    case .applied, .waiting: return
+    case .conflict: throw FSError(ESTALE)
+    case .failed: throw FSError(EIO)
+    }
+  }
+
+  /// mknod of anything but a regular file (FIFOs, sockets, devices) and hard links: a bucket
+  /// holds none of them. The errors a program checks for first come first, as on a disk:
+  /// EROFS, ENAMETOOLONG, EEXIST; then EPERM, with nothing made.
+  package func refuseSpecial(parent: UInt64, name: String) async -> Int32 {
+    guard writeBack != nil else { return EROFS }
+    if name.utf8.count > 255 { return ENAMETOOLONG }
+    guard let dir = inodes.node(parent), dir.isDirectory else { return ENOENT }
+    if (try? await resolveForChange(dir.path, name)) != nil { return EEXIST }
+    return EPERM
+  }
+
+  /// mknod of a regular file: an empty file, made as create(2) makes one.
+  package func makeFile(parent: UInt64, name: String, mode: UInt32, by creator: (uid: UInt32, gid: UInt32)) async throws(FSError) -> FileAttributes {
+    let dir = inodes.node(parent)
+    if let dir, (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
+    let (attrs, handle, _) = try await create(parent: parent, name: name, flags: O_WRONLY | O_EXCL, mode: mode, by: creator)
+    release(handle: handle)
+    return attrs
+  }
+}
+
+extension LocalEdits.Edit {
+  func truncated(_ truncate: Bool) throws(FSError) -> LocalEdits.Edit {
+    if truncate {
+      guard ftruncate(file.fd, 0) == 0 else { throw FSError(errno) }
+      changed()
+    }
+    return self
+  }
+}

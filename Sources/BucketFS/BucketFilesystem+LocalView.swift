@@ -1,0 +1,133 @@
+// What a writable mount shows of its own changes before the bucket has them: a name's local entry
+// (an open edit, a queued upload, copy or delete) and a folder's listing with them merged in.
+import Foundation
+import StorageCore
+
+extension BucketFilesystem {
+  /// A name as this mount's own changes (open edits, queued changes) show it.
+  enum LocalEntry {
+    /// None is queued or open: the bucket's answer stands.
+    case unchanged
+    case removed
+    case file(DirectoryEntry)
+    case folder(DirectoryEntry)
+
+    var isChanged: Bool {
+      if case .unchanged = self { false } else { true }
+    }
+    /// What the name shows, when this mount put something there.
+    var entry: DirectoryEntry? {
+      switch self {
+      case .file(let e), .folder(let e): e
+      case .unchanged, .removed: nil
+      }
+    }
+  }
+
+  func localEntry(_ path: String) -> LocalEntry {
+    guard let writeBack else { return .unchanged }
+    let name = Namespace.split(path).name
+    if let edit = writeBack.edits[path] {
+      return .file(localFile(name: name, path: path, size: edit.size, mtime: edit.modified, custom: edit.custom))
+    }
+    let view = writeBack.queue.view(path)
+    if let (size, mtime) = view?.fileAttributes {
+      return .file(localFile(name: name, path: path, size: size, mtime: mtime, custom: writeBack.queue.queuedMetadata(path)?.custom))
+    }
+    // A folder this mount made or put something in (a queued upload under it) shows; one whose
+    // placeholder it deleted, with nothing uploaded under it, does not.
+    if writeBack.queue.hasUploads(under: path + "/") || !writeBack.edits.names(in: path + "/").isEmpty {
+      return .folder(DirectoryEntry(name: name, isDirectory: true))
+    }
+    let placeholder = writeBack.queue.view(path + "/")
+    if view == .deleted || placeholder == .deleted { return .removed }
+    if placeholder == .folder { return .folder(DirectoryEntry(name: name, isDirectory: true)) }
+    return .unchanged
+  }
+
+  private func localFile(name: String, path: String, size: Int64, mtime: Double, custom: [String: String]?) -> DirectoryEntry {
+    let when = Date(timeIntervalSince1970: mtime)
+    let metadata = StorageMetadata(dictionary: [
+      "name": client.bucketName(path), "bucket": client.bucket, "size": String(size), "generation": "0",
+      "updated": StorageMetadata.formatDate(when), "timeCreated": StorageMetadata.formatDate(when),
+    ])
+    // Only the POSIX and link entries and the access time: a kept `mtime` would hide the local
+    // file's own time.
+    let posix = PosixAttributes(custom: custom)
+    var shown = PosixAttributes(mode: posix.mode, uid: posix.uid, gid: posix.gid, atime: posix.atime).custom
+    if SymlinkObject.isLink(custom), let custom { shown.merge(custom.filter { $0.key == SymlinkObject.key || $0.key == SymlinkObject.targetKey }) { a, _ in a } }
+    metadata.customMetadata = shown
+    return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata)
+  }
+
+  /// Folder `dir`'s listing with this mount's own changes merged in. A listed sub-folder whose
+  /// contents this mount is deleting (the bucket still has them until the queue gets there) is
+  /// left out when nothing else is left in it and it has no placeholder of its own, so that
+  /// `rm -r` and `mv` can remove it while a folder made with mkdir stays.
+  func mergedListing(_ dir: String, _ listing: () async throws(FSError) -> [DirectoryEntry]) async throws(FSError) -> [DirectoryEntry] {
+    let local = localChanges(in: dir)
+    var (merged, deletedUnder) = Self.merge(try await listing(), local)
+    // Listed by the bucket, touched here only by deletes: gone if nothing is left in it.
+    for name in deletedUnder {
+      let path = Namespace.join(dir, name)
+      if try await mergedListing(path, { () async throws(FSError) in try await namespace.listing(path) }).isEmpty {
+        await namespace.learnFolderObject(path)
+        if namespace.folders.get(path)?.metadata == nil { merged.removeAll { $0.name == name && $0.isDirectory } }
+      }
+    }
+    return merged
+  }
+
+  /// Folder `dir`'s listing (`known`: what the mount holds of it) with this mount's own changes
+  /// merged in, without asking anything; and the listed sub-folders that this mount only deleted
+  /// things in (whether any is left in them takes their own listing).
+  func mergedLocally(_ dir: String, _ known: () -> [DirectoryEntry]) -> (entries: [DirectoryEntry], deletedUnder: [String]) {
+    let local = localChanges(in: dir)
+    return Self.merge(known(), local)
+  }
+
+  /// What this mount's changes (queued or being edited) show of the names in folder `dir`: the
+  /// raw name (a folder's with its "/") and its local entry. Taken before the bucket's listing
+  /// is read, never after: the queue lets a change go only once the mount's caches hold the
+  /// bucket's answer, so a listing read after this holds every change that left the queue
+  /// meanwhile, and this every change that has not. (Read the other way round, a change that
+  /// lands between the two reads would be in neither: a file just written missing from `ls`,
+  /// one just deleted back in it.)
+  private func localChanges(in dir: String) -> [(raw: String, entry: LocalEntry)] {
+    guard let writeBack else { return [] }
+    let base = dir.isEmpty ? "" : dir + "/"
+    var names = writeBack.queue.names(in: base)
+    for name in writeBack.edits.names(in: base).keys { names.insert(name) }
+    return names.sorted().compactMap { raw in
+      let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
+      return name.isEmpty ? nil : (raw, localEntry(base + name))
+    }
+  }
+
+  private static func merge(_ entries: [DirectoryEntry], _ local: [(raw: String, entry: LocalEntry)]) -> (entries: [DirectoryEntry], deletedUnder: [String]) {
+    guard !local.isEmpty else { return (entries, []) }
+    var byName: [String: Int] = [:]
+    for (i, e) in entries.enumerated() { byName[e.name] = i }
+    var out = entries
+    var removed = Set<Int>()
+    var deletedUnder: [String] = []
+    for (raw, entry) in local {
+      let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
+      switch entry {
+      case .file(let entry), .folder(let entry):
+        if let i = byName[name] {
+          out[i] = entry
+          removed.remove(i)
+        } else {
+          byName[name] = out.count
+          out.append(entry)
+        }
+      case .removed:
+        if let i = byName[name] { removed.insert(i) }
+      case .unchanged:
+        if let i = byName[name], out[i].isDirectory, raw.hasSuffix("/") { deletedUnder.append(name) }
+      }
+    }
+    return (out.enumerated().filter { !removed.contains($0.offset) }.map(\.element), deletedUnder)
+  }
+}
