@@ -740,6 +740,32 @@ import Testing
     }
   }
 
+  /// fsync waits for its file's upload within its bound (read_timeout): a server that takes
+  /// the upload and never answers does not hold it, and the bytes, safe in the queue, reach the
+  /// bucket once the server answers again.
+  @Test func fsyncAnswersWithinItsBoundWhileTheServerHoldsTheUpload() async throws {
+    try await MountFixture.scope { fx in
+      let emulator = try #require(fx.emulator)
+      let m = try fx.mount(options: ["writable", "read_timeout=2"])
+      var frozen = Faults()
+      // The upload of the name is held unanswered until the faults are cleared.
+      frozen.hold = true
+      frozen.pathFilter = "held.txt"
+      emulator.setFaults(frozen)
+      let (status, output) = shell(
+        "python3 -c \"import os; f = open('held.txt', 'w'); f.write('fsynced while held'); f.flush(); os.fsync(f.fileno()); f.close()\"",
+        in: m)
+      #expect(status == 0, "fsync failed: \(output)")
+      // (A listing: a read of the object itself would be held too.)
+      #expect(try await !names(fx).contains("held.txt"))
+      #expect(try getxattr(m.path("held.txt"), "user.sync_state").get() != "synced")
+      emulator.setFaults(Faults())
+      let synced = bucketSync(m)
+      #expect(synced.0 == 0, "\(synced.1)")
+      #expect(await object(fx, "held.txt") == Data("fsynced while held".utf8))
+    }
+  }
+
   /// A listing the server does not answer within read_timeout is answered with what the mount
   /// knows: the folder's last listing and this mount's own changes (said once in the log), not
   /// EIO.
