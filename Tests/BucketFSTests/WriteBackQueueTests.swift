@@ -107,9 +107,11 @@ import Testing
     let start = ContinuousClock.now
     s.insert(c, size: 0, readyAt: start + .milliseconds(50))
     #expect(s.takeNext(now: start) == nil)
-    #expect(s.nextSettled == start + .milliseconds(50))
+    #expect(s.nextSettled(after: start) == start + .milliseconds(50))
+    // Past its time, a change that cannot start is not a time to wake at (it waits for a signal).
+    #expect(s.nextSettled(after: start + .milliseconds(60)) == nil)
     #expect(s.takeNext(now: start + .milliseconds(50))?.sequence == c.sequence)
-    #expect(s.nextSettled == nil)
+    #expect(s.nextSettled(after: start) == nil)
   }
 
   @Test func whatTheMountShowsOfQueuedNames() {

@@ -1,5 +1,6 @@
 // How the queue's workers and waiters learn that something changed (a change queued, one carried
-// out or refused, the server answering again) without polling. A waiter reads `epoch` before it
+// out or refused, the server answering again) without polling: a new change wakes one waiter, an
+// end wakes them all (it may free several changes, and waits for it). A waiter reads `epoch` before it
 // looks at the queue and waits for a signal after that epoch, so a signal between the look and the
 // wait is not lost.
 import Synchronization
@@ -17,6 +18,17 @@ final class ChangeSignal: Sendable {
   private let state = Mutex(State())
 
   var epoch: UInt64 { state.withLock { $0.epoch } }
+
+  /// Wakes one waiter (the one waiting longest): there is one new thing to do.
+  func signalOne() {
+    let woken = state.withLock { s -> Waiter? in
+      s.epoch &+= 1
+      guard let first = s.waiters.keys.min() else { return nil }
+      return s.waiters.removeValue(forKey: first)
+    }
+    woken?.timer?.cancel()
+    woken?.continuation.resume()
+  }
 
   /// Wakes every waiter.
   func signal() {

@@ -74,7 +74,8 @@ struct QueueState {
   /// `String`, which takes canonically equal spellings for one key: how a new name finds another
   /// spelling of itself that this mount wrote, done or not.
   private var spellings: [String: String] = [:]
-  /// When each change queued by this mount may start (`WriteBackQueue.settle`).
+  /// When each change queued by this mount may start (`WriteBackQueue.settle` after it was
+  /// queued, so in the order of sequences; those an earlier mount queued may start at once).
   private var readyAt: [UInt64: ContinuousClock.Instant] = [:]
   /// Bytes of the queued uploads.
   private(set) var bytes: Int64 = 0
@@ -180,7 +181,9 @@ struct QueueState {
       let name = Self.key(change.name)
       let free = !names.contains(name) && (change.kind.putsVersion ? !deleteBefore : !uploadBefore)
       let settled = readyAt[sequence].map { $0 <= now } ?? true
-      if change.life == .pending && free && settled {
+      // Changes settle in the order they were queued: none after this one has settled either.
+      if change.life == .pending && !settled { break }
+      if change.life == .pending && free {
         readyAt.removeValue(forKey: sequence)
         changes[sequence]!.life = .started
         return changes[sequence]
@@ -192,9 +195,15 @@ struct QueueState {
     return nil
   }
 
-  /// When a change that is waiting to settle may start (nil: none is).
-  var nextSettled: ContinuousClock.Instant? {
-    unfinished.compactMap { changes[$0]?.life == .pending ? readyAt[$0] : nil }.min()
+  /// When the next change still settling may start (nil: none is). Only times to come: a
+  /// settled change that waits for another (its name's, or an upload before a delete) is woken
+  /// by that one's end, not by a clock that has passed.
+  func nextSettled(after now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+    // The first one still settling: they settle in the order they were queued.
+    for sequence in unfinished where changes[sequence]?.life == .pending {
+      if let ready = readyAt[sequence], ready > now { return ready }
+    }
+    return nil
   }
 
   /// What the previous change of `name` left, for a change based on it (nil: nothing is known;

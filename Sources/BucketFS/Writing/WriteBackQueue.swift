@@ -17,6 +17,9 @@ package final class WriteBackQueue: Sendable {
   var folder: URL { journal.folder }
   var damaged: DamagedRecords { journal.damaged }
   private let state = Mutex(QueueState())
+  /// Wakes the workers: a change queued (one of them), or one that ended (all: it may free more).
+  private let work = ChangeSignal()
+  /// Wakes the waits (fsync, `bucketfs sync`): a change ended, or the server failed it.
   private let changed = ChangeSignal()
   private let log: @Sendable (String) -> Void
   private let onApplied = Mutex<(@Sendable (PendingChange, StorageMetadata?) -> Void)?>(nil)
@@ -114,7 +117,8 @@ package final class WriteBackQueue: Sendable {
     }
     state.withLock { $0.insert(change, size: size, readyAt: .now + Self.settle) }
     if let replaced { remove(replaced) }
-    changed.signal()
+    // One new change: one worker. (A wait for an upload it replaced follows it when it ends.)
+    work.signalOne()
   }
 
   private func remove(_ change: PendingChange) {
@@ -214,10 +218,11 @@ package final class WriteBackQueue: Sendable {
       Task.detached { [self] in
         var backoff = 0.25
         while !Task.isCancelled {
-          let epoch = changed.epoch
-          let (taken, settles) = state.withLock { s in (Self.take(&s), s.nextSettled) }
+          let epoch = work.epoch
+          let now = ContinuousClock.now
+          let (taken, settles) = state.withLock { s in (Self.take(&s, now: now), s.nextSettled(after: now)) }
           guard let taken else {
-            await changed.wait(after: epoch, until: settles)
+            await work.wait(after: epoch, until: settles)
             continue
           }
           switch await worker.carryOut(taken) {
@@ -230,7 +235,7 @@ package final class WriteBackQueue: Sendable {
             refuse(taken.change, error)
           case .retryLater(let reason):
             state.withLock { $0.putBack(taken.change.sequence, reason: reason) }
-            changed.signal()
+            ended()
             try? await Task.sleep(for: .milliseconds(Int(backoff * 1000)))
             backoff = min(backoff * 2, 15)
           }
@@ -241,8 +246,8 @@ package final class WriteBackQueue: Sendable {
 
   /// The next change that can go, with what its base stands for now: a change based on the
   /// previous one of its name starts after that one is done, so what it left is known.
-  private static func take(_ s: inout QueueState) -> ChangeWorker.Taken? {
-    guard let change = s.takeNext(now: .now) else { return nil }
+  private static func take(_ s: inout QueueState, now: ContinuousClock.Instant) -> ChangeWorker.Taken? {
+    guard let change = s.takeNext(now: now) else { return nil }
     let precondition: ChangeWorker.Precondition =
       switch change.base {
       case .generation(let g): .generation(g)
@@ -284,6 +289,12 @@ package final class WriteBackQueue: Sendable {
       s.serverAnswered()
     }
     passOn(record)
+    ended()
+  }
+
+  /// A change ended, or went back to wait: every worker and every wait looks again.
+  private func ended() {
+    work.signal()
     changed.signal()
   }
 
@@ -302,7 +313,7 @@ package final class WriteBackQueue: Sendable {
       s.serverAnswered()
     }
     log("write-back: \(change.kind.rawValue) of \(change.name.debugDescription) refused: \(error.detail); kept in \(folder.path)")
-    changed.signal()
+    ended()
   }
 
   /// How long a new upload waits before it may start: a shell's `>` closes the file once before
