@@ -101,6 +101,10 @@ package final class BucketFilesystem: Sendable {
     kernelIO = KernelIOModes(log: log)
     writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, log: log) } : nil
     // An offline mount talks to no server: its changes wait in the queue for a mount that does.
+    if let writeBack {
+      let queue = writeBack.queue
+      namespace.setQueuedNames { dir in queue.names(in: dir.isEmpty ? "" : dir + "/") }
+    }
     if let writeBack, !options.offline {
       writeBack.queue.start(client: self.client) { [namespace, posixChanges] change, metadata in
         namespace.applied(change, metadata)

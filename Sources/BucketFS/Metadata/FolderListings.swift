@@ -28,6 +28,9 @@ final class FolderListings: Sendable {
     case absent
     /// No current listing answers: ask the server.
     case unknown
+    /// Not in a current listing whose word on absent names has passed `negative_ttl` (of
+    /// `count` entries): a new listing of the folder can confirm it (`confirmAbsences`).
+    case absenceToConfirm(count: Int)
   }
 
   private struct Listing {
@@ -130,7 +133,10 @@ final class FolderListings: Sendable {
     return state.withLock { s in
       guard var l = s.listings[dir] else { return .unknown }
       let fresh = now <= l.expires
-      guard let i = Self.index(of: name, in: l) else { return fresh && now <= l.absentUntil ? .absent : .unknown }
+      guard let i = Self.index(of: name, in: l) else {
+        guard fresh else { return .unknown }
+        return now <= l.absentUntil ? .absent : .absenceToConfirm(count: l.entries.count)
+      }
       // With no time to live (metadata_ttl=0: ask every time) a walk keeps nothing either.
       if i > l.cursor && (fresh || ttl > 0) {
         l.cursor = i
@@ -142,6 +148,25 @@ final class FolderListings: Sendable {
         return .unknown
       }
       return .found(Found(entry: Self.filled(l, i), index: i, entries: l.entries))
+    }
+  }
+
+  /// A new listing of folder `dir` from the server: when it holds no name the kept listing
+  /// lacks, the kept one (which this mount's own changes keep up to date) answers absent names
+  /// for `negative_ttl` again; true then. A folder this mount is filling would otherwise ask the
+  /// server about every new name once the window passed, and a fresh listing cannot simply be
+  /// kept instead, since this mount's changes land in it while it is fetched. A name another
+  /// writer made is in the new listing and not the kept one: false, and the names are asked for.
+  func confirmAbsences(_ dir: String, from listed: [DirectoryEntry], ours: Set<String>) -> Bool {
+    let now = clock()
+    return state.withLock { s in
+      guard var l = s.listings[dir], now <= l.expires else { return false }
+      // A name of this mount's whose change is still queued may be in the bucket before its
+      // answer is in the kept listing.
+      guard listed.allSatisfy({ Self.index(of: $0.name, in: l) != nil || ours.contains($0.name) }) else { return false }
+      l.absentUntil = now + negativeTTL
+      s.listings[dir] = l
+      return true
     }
   }
 

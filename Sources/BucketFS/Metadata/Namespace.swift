@@ -325,7 +325,15 @@ final class Namespace: Sendable {
     switch listings.lookup(dir: dir, name: name) {
     case .found(let found): return try await withAttributes(found, dir: dir)
     case .absent: throw FSError(ENOENT)
-    case .unknown: break
+    case .absenceToConfirm(let count) where count < Self.confirmableListing && !options.offline:
+      // One listing confirms every absent name for the next window, where a probe would ask
+      // about this one name (two requests) and the next name again.
+      if let listed = try? await fetchListing(dir), listings.confirmAbsences(dir, from: listed, ours: queuedNames(dir)),
+        case .absent = listings.lookup(dir: dir, name: name)
+      {
+        throw FSError(ENOENT)
+      }
+    case .unknown, .absenceToConfirm: break
     }
     let path = Self.join(dir, name)
     if missing.get(path) != nil { throw FSError(ENOENT) }
@@ -363,6 +371,21 @@ final class Namespace: Sendable {
     }
     missing.set(path, true)
     throw FSError(ENOENT)
+  }
+
+  /// Folders of fewer entries than this are listed again to confirm absent names (two pages of
+  /// a listing at most); larger ones are asked about each name.
+  static let confirmableListing = 2000
+
+  /// The names directly in a folder that this mount's queue holds changes of (a writable
+  /// mount's; set once it has a queue).
+  private let queuedNamesSource = Mutex<(@Sendable (String) -> Set<String>)?>(nil)
+
+  func setQueuedNames(_ source: @escaping @Sendable (String) -> Set<String>) { queuedNamesSource.withLock { $0 = source } }
+
+  private func queuedNames(_ dir: String) -> Set<String> {
+    guard let source = queuedNamesSource.withLock({ $0 }) else { return [] }
+    return Set(source(dir).map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 })
   }
 
   /// Asks the server whether `path` is a folder (objects under it) or an object.
@@ -459,7 +482,7 @@ final class Namespace: Sendable {
       // the entries after it).
       return nil
     case .absent: return .failure(FSError(ENOENT))
-    case .unknown: break
+    case .unknown, .absenceToConfirm: break
     }
     if missing.get(Self.join(dir, name)) != nil { return .failure(FSError(ENOENT)) }
     return nil
