@@ -22,7 +22,10 @@ final class Namespace: Sendable {
   let folders: FolderObjects
   private let reportedNames = Mutex<Set<String>>([])
   /// Names whose attributes are being fetched ahead of their lookup.
-  private let attributeFetches = Mutex<Set<String>>([])
+  /// Attribute fetches in flight in the background (`prefetchAttributes`): a lookup that needs
+  /// one waits for it instead of asking the server a second time.
+  private let attributeFetches = Mutex<[String: Task<StorageMetadata?, Never>]>([:])
+  private let attributeSlots = ReadAheadSlots(32)
   /// How many entries after a looked-up one get their attributes fetched ahead.
   static let attributeBatch = 256
 
@@ -297,24 +300,23 @@ final class Namespace: Sendable {
   /// Fetches the attributes of `names` (a folder's placeholder for a name ending in "/") in
   /// the background, 32 at a time, each once however many lookups ask.
   private func prefetchAttributes(_ names: [String], dir: String) {
-    let wanted = attributeFetches.withLock { inflight -> [String] in
-      let new = names.filter { !inflight.contains($0) }
-      inflight.formUnion(new)
-      return new
-    }
-    guard !wanted.isEmpty else { return }
-    Task { [self] in
-      _ = try? await mapConcurrently(wanted, limit: 32) { name throws(BucketError) -> Bool in
-        defer { _ = self.attributeFetches.withLock { $0.remove(name) } }
-        if name.hasSuffix("/") {
-          await self.learnFolderObject(String(name.dropLast()))
-          return true
+    attributeFetches.withLock { inflight in
+      for name in names where inflight[name] == nil {
+        inflight[name] = Task { [self] in
+          await attributeSlots.acquire()
+          defer {
+            attributeSlots.release()
+            _ = attributeFetches.withLock { $0.removeValue(forKey: name) }
+          }
+          if name.hasSuffix("/") {
+            await learnFolderObject(String(name.dropLast()))
+            return nil
+          }
+          guard let m = try? await client.metadata(of: name) else { return nil }
+          files.set(name, m)
+          listings.fill(dir: dir, objectName: name, m)
+          return m
         }
-        if let m = try? await self.client.metadata(of: name) {
-          self.files.set(name, m)
-          self.listings.fill(dir: dir, objectName: name, m)
-        }
-        return true
       }
     }
   }
@@ -425,6 +427,8 @@ final class Namespace: Sendable {
   /// The attributes of object `objectName`.
   func fileMetadata(_ objectName: String) async throws(FSError) -> StorageMetadata {
     if let m = files.get(objectName) { return m }
+    // Being fetched in the background already: that answer, unless it failed.
+    if let pending = attributeFetches.withLock({ $0[objectName] }), let m = await pending.value { return m }
     return try await fromServer("attributes of \(objectName)", { () async throws(BucketError) -> StorageMetadata in
       let m = try await client.metadata(of: objectName)
       files.set(objectName, m)
