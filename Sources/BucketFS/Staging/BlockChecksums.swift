@@ -34,7 +34,9 @@ package struct BlockChecksums: Sendable, Equatable {
     guard fstat(fd, &st) == 0, Int64(st.st_size) == size else { return nil }
     var all = BlockChecksums(crcs: [])
     let digest = md5 ? Digest(.md5) : nil
-    let chunk = 64 * blockSize
+    // No larger than the file: a close queues a 4 KiB file's bytes through here, and a 4 MiB
+    // buffer for it (zeroed, faulted in) cost more than the close's fsyncs.
+    let chunk = Int(min(Int64(64 * blockSize), max(size, 1)))
     var buffer = [UInt8](repeating: 0, count: chunk)
     var offset: Int64 = 0
     while offset < size {
