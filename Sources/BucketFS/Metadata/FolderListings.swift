@@ -160,12 +160,11 @@ final class FolderListings: Sendable {
   func confirmAbsences(_ dir: String, from listed: [DirectoryEntry], ours: Set<String>) -> Bool {
     let now = clock()
     return state.withLock { s in
-      guard var l = s.listings[dir], now <= l.expires else { return false }
+      guard let l = s.listings[dir], now <= l.expires else { return false }
       // A name of this mount's whose change is still queued may be in the bucket before its
       // answer is in the kept listing.
       guard listed.allSatisfy({ Self.index(of: $0.name, in: l) != nil || ours.contains($0.name) }) else { return false }
-      l.absentUntil = now + negativeTTL
-      s.listings[dir] = l
+      s.listings[dir]!.absentUntil = now + negativeTTL
       return true
     }
   }
@@ -184,21 +183,26 @@ final class FolderListings: Sendable {
   func update(_ dir: String, name: String, entry: DirectoryEntry?) {
     state.withLock { s in
       s.changes[dir, default: 0] += 1
-      guard var l = s.listings[dir] else { return }
-      if let i = Self.index(of: name, in: l) {
-        if let entry {
-          l.entries[i] = entry
-        } else {
-          l.entries.remove(at: i)
-          l.positions.removeAll(keepingCapacity: true)
-          for (j, e) in l.entries.enumerated() { l.positions[e.name] = j }
-          if l.cursor >= i { l.cursor -= 1 }
-        }
-      } else if let entry {
-        l.positions[entry.name] = l.entries.count
-        l.entries.append(entry)
+      guard s.listings[dir] != nil else { return }
+      // In place: a copy of the listing out of the map and back would copy its entries and
+      // positions on every change, which made a folder filled through the mount quadratic.
+      Self.apply(name, entry, to: &s.listings[dir]!)
+    }
+  }
+
+  private static func apply(_ name: String, _ entry: DirectoryEntry?, to l: inout Listing) {
+    if let i = index(of: name, in: l) {
+      if let entry {
+        l.entries[i] = entry
+      } else {
+        l.entries.remove(at: i)
+        l.positions.removeAll(keepingCapacity: true)
+        for (j, e) in l.entries.enumerated() { l.positions[e.name] = j }
+        if l.cursor >= i { l.cursor -= 1 }
       }
-      s.listings[dir] = l
+    } else if let entry {
+      l.positions[entry.name] = l.entries.count
+      l.entries.append(entry)
     }
   }
 
