@@ -99,7 +99,7 @@ import Testing
           // The shown name resolves to the same object.
           let folderIno: UInt64
           do {
-            folderIno = try await resolveFolder(fs, folder)
+            folderIno = try await fs.folderIno(folder)
             let attrs = try await fs.lookup(parent: folderIno, name: file.name)
             #expect(!attrs.isDirectory && attrs.size == Int64(bytes.count), "\(where_(step)): lookup of \(file.name) in \(folder)")
           } catch {
@@ -112,7 +112,7 @@ import Testing
         guard model.isFolder(folder) else { continue }
         let ghost = ["ghost", "ghost.object", "x.object.1"].randomElement(using: &rng)!
         do {
-          let ino = try await resolveFolder(fs, folder)
+          let ino = try await fs.folderIno(folder)
           let attrs = try await fs.lookup(parent: ino, name: ghost)
           Issue.record("\(where_(step)): \(folder)/\(ghost) exists: \(attrs)")
         } catch {
@@ -128,7 +128,7 @@ import Testing
             Issue.record("\(where_(step)): \(object) is not in the listing of \(folder)")
             continue
           }
-          let ino = try await resolveFolder(fs, folder)
+          let ino = try await fs.folderIno(folder)
           let attrs = try await fs.lookup(parent: ino, name: entry.name)
           let (handle, _) = try await fs.open(attrs.ino, flags: O_RDONLY)
           let (bytes, generation) = model.objects[object]!
@@ -165,16 +165,6 @@ import Testing
     #expect(goodListings > steps / 20, "seed \(seed): only \(goodListings) listings succeeded")
   }
 
-  /// The inode of `folder`, looked up component by component from the root.
-  func resolveFolder(_ fs: BucketFilesystem, _ folder: String) async throws(FSError) -> UInt64 {
-    var ino = InodeTable.rootIno
-    for part in folder.split(separator: "/") {
-      let attrs = try await fs.lookup(parent: ino, name: String(part))
-      guard attrs.isDirectory else { throw FSError(ENOTDIR) }
-      ino = attrs.ino
-    }
-    return ino
-  }
 
   static var seeds: [UInt64] {
     if let seed = ProcessInfo.processInfo.environment["BUCKETFS_MODEL_SEED"].flatMap(UInt64.init) { return [seed] }

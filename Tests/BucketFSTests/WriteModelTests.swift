@@ -67,7 +67,7 @@ import Testing
         guard !dir.isEmpty, !model.isFolder(dir), model.isFolder(parentOf(dir)) else { continue }
         guard model.files[dir] == nil else { continue }
         op = "mkdir"
-        let parent = try await resolveFolder(fs, parentOf(dir))
+        let parent = try await fs.folderIno(parentOf(dir))
         _ = try await fs.mkdir(parent: parent, name: String(dir.split(separator: "/").last!))
         model.made.insert(dir)
       case 15..<45:
@@ -75,7 +75,7 @@ import Testing
         guard model.isFolder(dir), !model.isFolder(path) else { continue }
         op = "write"
         let bytes = randomData([0, 1, 5000, 70_000].randomElement(using: &rng)!, using: &rng)
-        let parent = try await resolveFolder(fs, dir)
+        let parent = try await fs.folderIno(dir)
         let (_, handle, _) = try await fs.create(parent: parent, name: name, flags: O_WRONLY | O_CREAT | O_TRUNC)
         let half = bytes.count / 2
         for (offset, piece) in [(0, bytes.prefix(half)), (half, bytes.suffix(from: half))] where !piece.isEmpty {
@@ -88,7 +88,7 @@ import Testing
       case 45..<55:
         op = "unlink"
         guard model.isFolder(dir) else { continue }
-        let parent = try await resolveFolder(fs, dir)
+        let parent = try await fs.folderIno(dir)
         do {
           try await fs.unlink(parent: parent, name: name)
           #expect(model.files.removeValue(forKey: path) != nil, "\(at(step)): unlinked \(path), which is not there")
@@ -100,8 +100,8 @@ import Testing
         guard let source = model.files.keys.sorted().randomElement(using: &rng) else { continue }
         guard model.isFolder(dir), !model.isFolder(path), source != path else { continue }
         op = "rename"
-        let from = try await resolveFolder(fs, parentOf(source))
-        let to = try await resolveFolder(fs, dir)
+        let from = try await fs.folderIno(parentOf(source))
+        let to = try await fs.folderIno(dir)
         try await fs.rename(parent: from, name: String(source.split(separator: "/").last!), newParent: to, newName: name, flags: 0)
         model.files[path] = model.files.removeValue(forKey: source)
         if trace { print("step \(step): rename \(source) -> \(path)") }
@@ -109,7 +109,7 @@ import Testing
         // What the mount shows now, before the bucket has it: the bytes of a file.
         guard let file = model.files.keys.sorted().randomElement(using: &rng) else { continue }
         op = "read"
-        let parent = try await resolveFolder(fs, parentOf(file))
+        let parent = try await fs.folderIno(parentOf(file))
         let attrs = try await fs.lookup(parent: parent, name: String(file.split(separator: "/").last!))
         let expected = model.files[file]!
         #expect(attrs.size == Int64(expected.count), "\(at(step)): size of \(file)")
@@ -152,15 +152,6 @@ import Testing
     path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : ""
   }
 
-  func resolveFolder(_ fs: BucketFilesystem, _ folder: String) async throws(FSError) -> UInt64 {
-    var ino = InodeTable.rootIno
-    for part in folder.split(separator: "/") {
-      let attrs = try await fs.lookup(parent: ino, name: String(part))
-      guard attrs.isDirectory else { throw FSError(ENOTDIR) }
-      ino = attrs.ino
-    }
-    return ino
-  }
 
   static var seeds: [UInt64] {
     if let seed = ProcessInfo.processInfo.environment["BUCKETFS_MODEL_SEED"].flatMap(UInt64.init) { return [seed] }
