@@ -167,8 +167,15 @@ extension BucketFilesystem {
     _ source: String, _ entry: DirectoryEntry, _ sourceBase: PendingChange.Base, to target: String, _ targetBase: PendingChange.Base,
     _ writeBack: WriteBack
   ) async throws(FSError) {
-    let mtime = entry.metadata?.customMetadata?["mtime"].flatMap(KeptTime.parse) ?? entry.metadata?.updated?.timeIntervalSince1970
+    // The file as the mount shows it: what the bucket has, under the metadata changes this mount
+    // queued of it (rsync sets a file's time and mode after its upload may have landed, then
+    // renames it; those go with it, or the new name shows the upload's time).
+    let pending = writeBack.queue.pendingMetadata(source)
     var custom = entry.metadata?.customMetadata ?? [:]
+    custom.merge(pending.custom) { _, queued in queued }
+    let contentType = pending.contentType ?? entry.metadata?.contentType
+    let mtime = (custom["mtime"] ?? custom["gcsfuse_mtime"]).flatMap(KeptTime.parse) ?? PosixAttributes(custom: custom).mtime
+      ?? entry.metadata?.updated?.timeIntervalSince1970
     custom.removeValue(forKey: "mtime")
     // A file as the bucket has it, where the bucket copies: the server copies it, so nothing is
     // downloaded and the rename works with the server away too.
@@ -176,7 +183,7 @@ extension BucketFilesystem {
       let m = entry.metadata
     {
       let from = PendingChange.Source(name: source, generation: g, size: m.size, crc32c: m.crc32c, md5Hash: m.md5Hash)
-      try writeBack.queue.copy(target, from: from, contentType: m.contentType, mtime: mtime, custom: custom.isEmpty ? nil : custom, base: targetBase)
+      try writeBack.queue.copy(target, from: from, contentType: contentType, mtime: mtime, custom: custom.isEmpty ? nil : custom, base: targetBase)
       try writeBack.queue.delete(source, base: sourceBase)
       return
     }
@@ -185,7 +192,7 @@ extension BucketFilesystem {
     let edit = try await self.edit(source, truncate: false)
     defer { writeBack.edits.close(edit) }
     try writeBack.queue.upload(
-      target, from: edit.file.fd, contentType: entry.metadata?.contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
+      target, from: edit.file.fd, contentType: contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
       custom: custom.isEmpty ? nil : custom, base: targetBase)
     _ = edit.takeChanges()
     try writeBack.queue.delete(source, base: sourceBase)

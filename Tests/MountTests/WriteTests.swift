@@ -112,6 +112,41 @@ import Testing
     }
   }
 
+  /// What rsync does to each file (close, set its time, rename) with the upload landed before the
+  /// time was set: the time, queued as a metadata change, goes with the file to its new name —
+  /// before the bucket has it, once it has it, and on a new mount. (It took the upload's time,
+  /// and a second rsync sent such files again.)
+  @Test(arguments: ["firebase", "gcs"]) func aTimeSetJustBeforeARenameGoesWithTheFile(api: String) async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable", "metadata_ttl=60"], extra: ["--api", api])
+      var (status, output) = shell("mkdir site; printf 'page' > site/.page.html.tmp", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      // Staged, so that a rename through the Firebase API (a download and an upload) needs no server.
+      (status, output) = shell("cat site/.page.html.tmp", in: m)
+      #expect(status == 0 && output == "page", "\(output)")
+      try await waitStaged(m.path("site/.page.html.tmp"))
+      // The server refuses everything: the time stays a queued metadata change through the rename.
+      var failing = Faults()
+      failing.errorStatus = 503
+      failing.errorFraction = 1
+      fx.emulator!.setFaults(failing)
+      (status, output) = shell("touch -m -d @1612325106 site/.page.html.tmp; chmod 600 site/.page.html.tmp; mv site/.page.html.tmp site/page.html", in: m)
+      #expect(status == 0, "\(output)")
+      var st = stat()
+      #expect(stat(m.path("site/page.html"), &st) == 0 && st.st_mtim.tv_sec == 1_612_325_106 && st.st_mode & 0o777 == 0o600, "\(st.st_mtim.tv_sec) \(String(st.st_mode, radix: 8))")
+      fx.emulator!.setFaults(Faults())
+      (status, output) = bucketSync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "site/page.html") == Data("page".utf8))
+      #expect(await object(fx, "site/.page.html.tmp") == nil)
+      #expect(stat(m.path("site/page.html"), &st) == 0 && st.st_mtim.tv_sec == 1_612_325_106 && st.st_mode & 0o777 == 0o600, "\(st.st_mtim.tv_sec) \(String(st.st_mode, radix: 8))")
+      let again = try fx.mount(options: ["writable"], extra: ["--api", api], name: api + "-again")
+      #expect(stat(again.path("site/page.html"), &st) == 0 && st.st_mtim.tv_sec == 1_612_325_106 && st.st_mode & 0o777 == 0o600, "\(st.st_mtim.tv_sec) \(String(st.st_mode, radix: 8))")
+    }
+  }
+
   /// git clone into the mount, then a clean `git status` and `git fsck`; SQLite with
   /// transactions (its journal made, fsynced and deleted): after `bucketfs sync` a new mount
   /// reads both back, and no change of this mount's own was taken for a conflict.
