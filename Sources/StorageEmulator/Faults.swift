@@ -25,10 +25,14 @@ public struct Faults: Sendable {
   /// again or the server stops: a server that accepts connections and says nothing, for as long
   /// as a test needs, without guessing how long that is.
   public var hold = false
+  /// Requests are served as if they had no `Range` header, as behind a proxy that drops it: a
+  /// ranged or resumed download gets the whole object, 200. Every request, whatever `limit` and
+  /// `pathFilter` say, so that it holds for the attempt after a counted fault.
+  public var ignoreRange = false
 
   public init() {}
 
   public var isEmpty: Bool {
-    latency == .zero && errorFraction == 0 && resetAfterBytes == nil && stallAfterBytes == nil && loseAnswerTo == nil && !hold
+    latency == .zero && errorFraction == 0 && resetAfterBytes == nil && stallAfterBytes == nil && loseAnswerTo == nil && !hold && !ignoreRange
   }
 }

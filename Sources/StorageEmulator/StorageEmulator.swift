@@ -97,6 +97,9 @@ public final class StorageEmulator: Sendable {
   /// Connections open right now (idle keep-alive ones included).
   public var openConnections: Int { server.connections.count }
 
+  /// Faults injected since the faults were last set (counted as `Faults.limit` counts them).
+  public var faultsInjected: Int { server.faultsInjected }
+
   /// Changes the injected faults from now on.
   public func setFaults(_ faults: Faults) {
     server.setFaults(faults)

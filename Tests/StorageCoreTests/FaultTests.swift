@@ -174,3 +174,65 @@ import Testing
     }
   }
 }
+
+/// A server that ignores Range (behind a proxy that drops it) answers a ranged or resumed GET
+/// with the whole object, 200: every reader still gets exactly the bytes it asked for.
+@Suite struct IgnoredRangeTests {
+  @Test(arguments: [StorageAPI.firebase, .gcs]) func everyReaderGetsTheBytesItAskedFor(api: StorageAPI) async throws {
+    try await EmulatorFixture.scope { fx in
+      fx.storage.api = api
+      let data = randomData(1 << 20, seed: 31)
+      let ref = fx.storage.reference(withPath: "whole-only.bin")
+      _ = try await ref.putDataAsync(data)
+      var faults = Faults()
+      faults.ignoreRange = true
+      fx.emulator.setFaults(faults)
+      #expect(try await ref.data(range: 1000..<5000) == data[1000..<5000])
+      let collected = Collected()
+      let count = try await ref.stream(range: 70_000..<300_000) { collected.append($0) }
+      #expect(count == 230_000)
+      #expect(collected.data == data[70_000..<300_000])
+      let whole = Collected()
+      #expect(try await ref.stream { whole.append($0) } == Int64(data.count))
+      #expect(whole.data == data)
+      let file = fx.root.appendingPathComponent("whole-only.copy")
+      _ = try await ref.write(toFile: file).result()
+      #expect(try Data(contentsOf: file) == data)
+
+      // An attempt cut short is resumed with a Range, which is ignored too.
+      func cutOnce() {
+        var faults = Faults()
+        faults.ignoreRange = true
+        faults.resetAfterBytes = 300_000
+        faults.limit = 1
+        fx.emulator.setFaults(faults)
+      }
+      cutOnce()
+      #expect(try await ref.data(range: 100_000..<900_000) == data[100_000..<900_000])
+      cutOnce()
+      let resumed = Collected()
+      #expect(try await ref.stream(range: 10..<1_000_000) { resumed.append($0) } == 999_990)
+      #expect(resumed.data == data[10..<1_000_000])
+      cutOnce()
+      let resumedWhole = Collected()
+      #expect(try await ref.stream { resumedWhole.append($0) } == Int64(data.count))
+      #expect(resumedWhole.data == data)
+      cutOnce()
+      let again = fx.root.appendingPathComponent("whole-only.again")
+      _ = try await ref.write(toFile: again).result()
+      #expect(try Data(contentsOf: again) == data)
+      #expect(fx.emulator.faultsInjected == 1, "the download was cut and resumed")
+    }
+  }
+}
+
+/// Bytes a stream handed on, in order.
+final class Collected: @unchecked Sendable {
+  private let lock = NSLock()
+  private var bytes = Data()
+  var data: Data { lock.withLock { bytes } }
+  func append(_ chunk: UnsafeRawBufferPointer) -> Bool {
+    lock.withLock { bytes.append(contentsOf: chunk) }
+    return true
+  }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 extension StorageReference {
   public func getMetadata() async throws(StorageError) -> StorageMetadata {
@@ -82,19 +83,18 @@ extension StorageReference {
     try requireObject("read(range:)")
     if range.isEmpty { return 0 }
     let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
-    let sink = RangeSink(start: range.lowerBound, limit: Int(range.count), deliver: deliver)
-    var pinned = generation
+    let sink = ObjectSink(start: range.lowerBound, end: range.upperBound, deliver: deliver)
     return try await RetryBudget.run(storage, seconds: budget, object: description) { () async throws(StorageError) -> Attempt<Int64> in
-      let from = range.lowerBound + Int64(sink.received)
-      let before = sink.received
+      let from = sink.next
+      // Later attempts serve the same generation as the bytes already received.
+      let expected = generation ?? sink.generation
       let (request, token) = try await storage.authorize(
-        storage.wire.download(path, range: from..<range.upperBound, from: nil, generation: pinned))
-      let expected = pinned
+        storage.wire.download(path, range: from..<range.upperBound, from: nil, generation: expected))
       let outcome: Result<HTTPResponseHead, TransportError>
       do throws(TransportError) {
         outcome = .success(try await storage.client.stream(
           request, timeouts: timeouts,
-          onHead: { head in sink.begin(head, wantedFrom: from, expected: expected) },
+          onHead: { head in sink.begin(head, expected: expected) },
           onFlow: { bytes in sink.take(bytes) },
           started: { transfer in valve?.attach(transfer) }))
       } catch {
@@ -105,20 +105,18 @@ extension StorageReference {
       }
       // Complete, even if the transfer was stopped early because a server that ignores Range
       // went on past the end.
-      if sink.answer.isSuccess, sink.received >= Int(range.count) { return .done(Int64(range.count)) }
+      if sink.answer.isSuccess, sink.isComplete { return .done(Int64(range.count)) }
       if sink.refused { throw StorageError(code: .cancelled, object: description, detail: "cancelled") }
-      // Later attempts must serve the same generation as the bytes already received.
-      if pinned == nil { pinned = sink.generation }
-      let progressed = sink.received > before
+      let progressed = sink.next > from
       switch outcome {
       case .success(let head) where (200..<300).contains(head.status):
         // Fewer bytes than asked: the object ends before the range does, or the body broke.
-        if let total = sink.total, from + Int64(sink.received - before) >= total { return .done(Int64(sink.received)) }
-        return .retry(.shortBody(description, received: Int64(sink.received), of: Int64(range.count)), progressed: progressed)
+        if let total = sink.total, sink.next >= total { return .done(sink.received) }
+        return .retry(.shortBody(description, received: sink.received, of: Int64(range.count)), progressed: progressed)
       case .success(let head) where head.status == 416 && head.contentRangeTotal.map({ from >= $0 }) == true:
         // The range starts at or past the end (GCS's answer; the official emulator sends the
         // whole object instead, handled above): the object ended first, as for a short read.
-        return .done(Int64(sink.received))
+        return .done(sink.received)
       case .success(let head) where head.status == 404 && generation != nil:
         throw .generationGone(description, generation!)
       case .success(let head):
@@ -209,111 +207,41 @@ extension StorageReference {
   ) async throws(StorageError) -> Int64 {
     try requireObject("stream")
     let (timeouts, budget) = storage.settings.withLock { ($0.timeouts, $0.maxDownloadRetryTime) }
-    let counter = StreamCounter()
+    let handOff = Mutex<HandOff?>(nil)
+    let sink = ObjectSink(start: range?.lowerBound ?? 0, end: range?.upperBound) { bytes, _ in
+      handOff.withLock { $0 }?.offer(bytes) ?? .stop
+    }
     return try await RetryBudget.run(storage, seconds: budget, object: description) { () async throws(StorageError) -> Attempt<Int64> in
-      let before = counter.delivered
-      let from = (range?.lowerBound ?? 0) + before
-      let request = before == 0
+      let from = sink.next
+      let request = sink.received == 0
         ? storage.wire.download(path, range: range, from: nil, generation: nil)
-        : storage.wire.download(path, range: range.map { from..<$0.upperBound }, from: range == nil ? from : nil, generation: counter.generation)
+        : storage.wire.download(path, range: range.map { from..<$0.upperBound }, from: range == nil ? from : nil, generation: sink.generation)
       let (signed, token) = try await storage.authorize(request)
-      counter.skip = 0
-      let handOff = HandOff(label: "bucketfs.stream") { bytes in onData(bytes) }
+      let attempt = HandOff(label: "bucketfs.stream") { bytes in onData(bytes) }
+      handOff.withLock { $0 = attempt }
       let head: HTTPResponseHead
       do throws(TransportError) {
         head = try await storage.client.stream(
           signed, timeouts: timeouts,
-          onHead: { head in
-            guard counter.answer.begin(head, expected: counter.generation) else { return false }
-            guard counter.answer.isSuccess else { return true }
-            if counter.generation == nil { counter.generation = counter.answer.served }
-            // A server that ignored a resumed attempt's Range sends the object from its start.
-            if before > 0 && head.status == 200 { counter.skip = from }
-            return true
-          },
-          onFlow: { bytes in
-            if counter.answer.keepIfError(bytes) { return .accept }
-            let skipped = Int(min(Int64(bytes.count), counter.skip))
-            let rest = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
-            let flow = rest.isEmpty ? .accept : handOff.offer(rest)
-            // A paused delivery comes again whole: only what was taken counts.
-            if flow == .accept {
-              counter.skip -= Int64(skipped)
-              counter.delivered += Int64(rest.count)
-            }
-            return flow
-          },
-          started: { handOff.attach($0) })
-        await handOff.drain()
+          onHead: { head in sink.begin(head, expected: nil) },
+          onFlow: { bytes in sink.take(bytes) },
+          started: { attempt.attach($0) })
+        await attempt.drain()
       } catch {
-        await handOff.drain()
-        if handOff.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
-        if let served = counter.answer.changedTo { throw .objectChanged(description, from: counter.generation, to: served) }
-        return .broken(error, progressed: counter.delivered > before)
+        await attempt.drain()
+        if attempt.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
+        if let served = sink.answer.changedTo { throw .objectChanged(description, from: sink.generation, to: served) }
+        // Stopped at the range's end, past which a server that ignored the range went on.
+        if sink.answer.isSuccess, sink.isComplete { return .done(sink.received) }
+        return .broken(error, progressed: sink.next > from)
       }
-      if handOff.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
-      if let served = counter.answer.changedTo { throw .objectChanged(description, from: counter.generation, to: served) }
-      if (200..<300).contains(head.status) { return .done(counter.delivered) }
+      if attempt.failed { throw StorageError(code: .cancelled, object: description, detail: "stopped by the receiver") }
+      if let served = sink.answer.changedTo { throw .objectChanged(description, from: sink.generation, to: served) }
+      if (200..<300).contains(head.status) { return .done(sink.received) }
       // A resumed attempt that starts at the end: everything was handed on before the break.
-      if head.status == 416 && before > 0 && head.contentRangeTotal.map({ from >= $0 }) == true { return .done(counter.delivered) }
-      return .answered(head, body: counter.answer.errorBody, token: token, progressed: counter.delivered > before)
+      if head.status == 416 && sink.received > 0 && head.contentRangeTotal.map({ from >= $0 }) == true { return .done(sink.received) }
+      return .answered(head, body: sink.answer.errorBody, token: token, progressed: sink.next > from)
     }
-  }
-}
-
-/// A ranged read's progress across resumed attempts: hands each byte on once, with its offset;
-/// touched by the transfer thread during a request and by the caller between requests.
-final class RangeSink: @unchecked Sendable {
-  private let start: Int64
-  private let limit: Int
-  private let deliver: @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow
-  private(set) var received = 0
-  /// Set when `deliver` asked to stop.
-  private(set) var refused = false
-  private(set) var answer = ObjectAnswer()
-  /// The generation the first answer served; later attempts ask for it.
-  private(set) var generation: Int64?
-  /// The object's size, from Content-Range.
-  var total: Int64?
-  /// Bytes of a 200 answer (the server ignored Range) to skip before the wanted ones.
-  private var skip: Int64 = 0
-
-  init(start: Int64, limit: Int, deliver: @escaping @Sendable (UnsafeRawBufferPointer, Int64) -> HTTPTransfer.Flow) {
-    self.start = start
-    self.limit = limit
-    self.deliver = deliver
-  }
-
-  func begin(_ head: HTTPResponseHead, wantedFrom: Int64, expected: Int64?) -> Bool {
-    guard answer.begin(head, expected: expected) else { return false }
-    guard answer.isSuccess else { return true }
-    if generation == nil { generation = answer.served }
-    if head["content-range"] != nil || head.status == 200 { total = head.objectSize }
-    skip = head.status == 200 ? wantedFrom : 0
-    return true
-  }
-
-  func take(_ bytes: UnsafeRawBufferPointer) -> HTTPTransfer.Flow {
-    if answer.keepIfError(bytes) { return .accept }
-    // Nothing is counted until the bytes are taken: a paused chunk comes again, whole.
-    let skipped = Int(min(skip, Int64(bytes.count)))
-    let chunk = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
-    let wanted = min(chunk.count, limit - received)
-    if wanted > 0 {
-      switch deliver(UnsafeRawBufferPointer(rebasing: chunk[..<wanted]), start + Int64(received)) {
-      case .accept:
-        received += wanted
-      case .pause:
-        return .pause
-      case .stop:
-        refused = true
-        return .stop
-      }
-    }
-    skip -= Int64(skipped)
-    // A server that ignores Range sends past the end: stop there. The range's own last bytes
-    // are taken, so that the response ends normally and its connection is kept for the next.
-    return chunk.count > wanted ? .stop : .accept
   }
 }
 
@@ -325,17 +253,6 @@ final class RangeBuffer: @unchecked Sendable {
     data.append(contentsOf: bytes)
     return true
   }
-}
-
-/// A stream's progress across its attempts; touched by the transfer thread during a request and
-/// by the caller between requests.
-final class StreamCounter: @unchecked Sendable {
-  var answer = ObjectAnswer()
-  var delivered: Int64 = 0
-  /// The generation the first answer served; later attempts ask for it.
-  var generation: Int64?
-  /// Bytes of a resumed attempt's 200 answer already handed on.
-  var skip: Int64 = 0
 }
 
 extension StorageReference {

@@ -103,7 +103,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     }
     defer { close(fd) }
     let have = Int64(lseek(fd, 0, SEEK_END))
-    let sink = DownloadSink(fd: fd, offset: have)
+    let file = DownloadFile(fd: fd, offset: have)
     if have > 0 {
       // Re-hash what is already on disk so the final check covers the whole file.
       if let handle = FileHandle(forReadingAtPath: temporaryPath) {
@@ -111,7 +111,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
         while left > 0 {
           let chunk = handle.readData(ofLength: Int(min(left, 4 << 20)))
           if chunk.isEmpty { break }
-          chunk.withUnsafeBytes { sink.hash($0) }
+          chunk.withUnsafeBytes { file.hash($0) }
           left -= Int64(chunk.count)
         }
         try? handle.close()
@@ -121,54 +121,42 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     let (request, token) = try await reference.storage.authorize(
       reference.storage.wire.download(reference.path, range: nil, from: have > 0 ? have : nil, generation: pinnedGeneration))
     let progressStep: Int64 = 256 * 1024
-    sink.lastFired = have
+    file.lastFired = have
     // The file is written on a thread of its own: a slow disk slows this download only.
     let handOff = HandOff(label: "bucketfs.download.write") { [self] bytes in
-      guard sink.write(bytes) else { return false }
-      if sink.offset - sink.lastFired >= progressStep {
-        sink.lastFired = sink.offset
-        updateProgress(completed: sink.offset)
+      guard file.write(bytes) else { return false }
+      if file.offset - file.lastFired >= progressStep {
+        file.lastFired = file.offset
+        updateProgress(completed: file.offset)
         fire([.progress])
       }
       return true
     }
+    // With a limit, no byte past it is taken: a larger object stops the transfer there.
+    let sink = ObjectSink(end: maxSize, received: have, onWhole: .startOver) { bytes, _ in handOff.offer(bytes) }
     let head: HTTPResponseHead
     do {
       head = try await reference.storage.client.stream(
         request, timeouts: timeouts,
         onHead: { [self] head in
-          guard sink.answer.begin(head, expected: expected) else { return false }
+          guard sink.begin(head, expected: expected) else { return false }
           guard sink.answer.isSuccess else { return true }
-          if let maxSize, let total = head.objectSize, total > maxSize {
-            sink.tooLarge = total
-            return false
-          }
+          if let maxSize, let total = head.objectSize, total > maxSize { return false }
           let hasCRC = head["x-goog-hash"]?.contains("crc32c=") ?? false
-          if have == 0 { sink.wantsMD5 = !hasCRC }
-          if head.status == 200 && have > 0 {
+          if have == 0 { file.wantsMD5 = !hasCRC }
+          if sink.restarted {
             // The server ignored the Range: start the file over (truncated by the writer's
             // thread before its first write: the transfer thread does no disk I/O).
-            sink.startOver = true
-            sink.offset = 0
-            sink.received = 0
-            sink.digest = Digest(.md5)
-            sink.crc = CRC32C()
-            sink.wantsMD5 = !hasCRC
+            file.startOver = true
+            file.offset = 0
+            file.digest = Digest(.md5)
+            file.crc = CRC32C()
+            file.wantsMD5 = !hasCRC
           }
-          updateProgress(completed: sink.offset, total: head.objectSize)
+          updateProgress(completed: file.offset, total: head.objectSize)
           return true
         },
-        onFlow: { [self] bytes in
-          if sink.answer.keepIfError(bytes) { return .accept }
-          if let maxSize, sink.received + Int64(bytes.count) > maxSize {
-            // No size announced: stop at the limit instead of reading on.
-            sink.tooLarge = sink.received + Int64(bytes.count)
-            return .stop
-          }
-          let flow = handOff.offer(bytes)
-          if flow == .accept { sink.received += Int64(bytes.count) }
-          return flow
-        },
+        onFlow: { bytes in sink.take(bytes) },
         started: { handOff.attach($0) })
       await handOff.drain()
     } catch {
@@ -176,8 +164,8 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       // A cancelled driver belongs to a pause, even if a resume already set the phase back.
       if Task.isCancelled || phase != .running { return .done(()) }
       if let changed = sink.answer.changedTo { return try changedObject(changed, expected: expected) }
-      if let total = sink.tooLarge, let maxSize { throw .downloadSizeExceeded(total: total, maxSize: maxSize) }
-      if let writeError = sink.writeError {
+      if let maxSize, let total = sink.overran ?? sink.total, total > maxSize { throw .downloadSizeExceeded(total: total, maxSize: maxSize) }
+      if let writeError = file.writeError {
         throw StorageError(code: .unknown, object: object, detail: "writing \(destination.path) failed: \(writeError)", localFile: true)
       }
       return .broken(error)
@@ -186,19 +174,19 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       // A resume at the end of the object (paused after its last byte): GCS answers 416, the
       // official emulator the whole body (which starts over, above). The bytes are all here.
       if Task.isCancelled || phase != .running { return .done(()) }
-      return try await completeAtEnd(sink: sink, fd: fd, expected: expected)
+      return try await completeAtEnd(file: file, fd: fd, expected: expected)
     }
     guard (200..<300).contains(head.status) else {
       if head.status == 404, let pinned = pinnedGeneration { throw .generationGone(object, pinned) }
       return .answered(head, body: sink.answer.errorBody, token: token)
     }
     if Task.isCancelled || phase != .running { return .done(()) }
-    return try complete(head: head, sink: sink, fd: fd)
+    return try complete(head: head, file: file, fd: fd)
   }
 
   /// Every byte is on disk but no body said which object they belong to: the metadata does
   /// (generation and hashes), and they are checked as a body's would be.
-  private func completeAtEnd(sink: DownloadSink, fd: Int32, expected: Int64?) async throws(StorageError) -> Attempt<Void> {
+  private func completeAtEnd(file: DownloadFile, fd: Int32, expected: Int64?) async throws(StorageError) -> Attempt<Void> {
     let metadata: StorageMetadata
     do {
       metadata = try await reference.getMetadata()
@@ -207,7 +195,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       return .retry(error)
     }
     if let expected, metadata.generation != expected { return try changedObject(metadata.generation, expected: expected) }
-    guard metadata.size == sink.offset else {
+    guard metadata.size == file.offset else {
       // The object is another size now: what is on disk is not it.
       return try changedObject(metadata.generation, expected: expected ?? -1)
     }
@@ -215,12 +203,12 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     if let crc = metadata.crc32c { hashes.append("crc32c=\(crc)") }
     if let md5 = metadata.md5Hash {
       hashes.append("md5=\(md5)")
-      sink.wantsMD5 = metadata.crc32c == nil
+      file.wantsMD5 = metadata.crc32c == nil
     }
-    var headers = ["content-length": String(sink.offset), "x-goog-generation": String(metadata.generation)]
+    var headers = ["content-length": String(file.offset), "x-goog-generation": String(metadata.generation)]
     if !hashes.isEmpty { headers["x-goog-hash"] = hashes.joined(separator: ",") }
     if let encoding = metadata.contentEncoding { headers["content-encoding"] = encoding }
-    return try complete(head: HTTPResponseHead(status: 200, headers: headers), sink: sink, fd: fd)
+    return try complete(head: HTTPResponseHead(status: 200, headers: headers), file: file, fd: fd)
   }
 
   private func changedObject(_ served: Int64, expected: Int64?) throws(StorageError) -> Attempt<Void> {
@@ -231,16 +219,16 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     return .retry(StorageError(code: .objectChanged, object: reference.description, detail: "object changed"), progressed: true)
   }
 
-  private func complete(head: HTTPResponseHead, sink: DownloadSink, fd: Int32) throws(StorageError) -> Attempt<Void> {
+  private func complete(head: HTTPResponseHead, file: DownloadFile, fd: Int32) throws(StorageError) -> Attempt<Void> {
     let object = reference.description
-    let total = head.objectSize ?? sink.offset
+    let total = head.objectSize ?? file.offset
     if let generation = head.generation {
       servedGeneration.withLock { $0 = generation }
     }
-    guard sink.offset == total else {
-      return .retry(.shortBody(object, received: sink.offset, of: total))
+    guard file.offset == total else {
+      return .retry(.shortBody(object, received: file.offset, of: total))
     }
-    if let problem = verify(hashHeader: head["x-goog-hash"], sink: sink) {
+    if let problem = verify(hashHeader: head["x-goog-hash"], file: file) {
       unlink(temporaryPath)
       throw StorageError(code: .nonMatchingChecksum, object: object, detail: problem)
     }
@@ -269,7 +257,7 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
   }
 
   /// Compares the bytes with `x-goog-hash` (CRC32C when given, else MD5); nil when they agree.
-  private func verify(hashHeader: String?, sink: DownloadSink) -> String? {
+  private func verify(hashHeader: String?, file: DownloadFile) -> String? {
     guard let hashHeader else { return nil }
     var hashes: [String: String] = [:]
     for part in hashHeader.split(separator: ",") {
@@ -277,26 +265,22 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
       if kv.count == 2 { hashes[String(kv[0])] = String(kv[1]) }
     }
     if let crc = hashes["crc32c"] {
-      return sink.crc.matches(crc) ? nil : "CRC32C mismatch: server says \(crc), received bytes give \(sink.crc.base64)"
+      return file.crc.matches(crc) ? nil : "CRC32C mismatch: server says \(crc), received bytes give \(file.crc.base64)"
     }
-    if let md5 = hashes["md5"], sink.wantsMD5 {
-      let got = sink.digest.finalize().base64EncodedString()
+    if let md5 = hashes["md5"], file.wantsMD5 {
+      let got = file.digest.finalize().base64EncodedString()
       return got == md5 ? nil : "MD5 mismatch: server says \(md5), received bytes hash to \(got)"
     }
     return nil
   }
 }
 
-/// Where a download's bytes go; touched by the transfer thread during the request only.
-final class DownloadSink: @unchecked Sendable {
+/// The file a download's bytes are written to, and their hashes: written by the hand-off's
+/// thread, set up by the transfer thread before an attempt's first bytes.
+final class DownloadFile: @unchecked Sendable {
   let fd: Int32
-  /// Bytes written to the file (by the hand-off's thread).
+  /// Bytes written to the file.
   var offset: Int64
-  /// Bytes taken from the transfer (on the transfer thread): ahead of `offset` by what waits.
-  var received: Int64
-  var answer = ObjectAnswer()
-  /// The size that broke `maxSize`.
-  var tooLarge: Int64?
   var lastFired: Int64 = 0
   var writeError: String?
   var digest = Digest(.md5)
@@ -305,7 +289,6 @@ final class DownloadSink: @unchecked Sendable {
   init(fd: Int32, offset: Int64) {
     self.fd = fd
     self.offset = offset
-    received = offset
   }
 
   /// MD5 costs more than receiving the bytes; it is computed only when the server gives no CRC32C.

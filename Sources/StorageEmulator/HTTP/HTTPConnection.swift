@@ -101,6 +101,7 @@ struct HTTPConnection {
           return consumed < cut
         }
       }
+      if server.ignoresRange { headers.removeValue(forKey: "range") }
       var request = ServerRequest(method: String(parts[0]), rawPath: path, query: query, headers: headers, body: body)
       let response = server.handle(&request)
       server.bodyBytesReceived.add(Int(body.consumed), ordering: .relaxed)

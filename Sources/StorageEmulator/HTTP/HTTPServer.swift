@@ -120,6 +120,8 @@ final class HTTPServer: @unchecked Sendable {
   }
 
   /// Counts a reset or stall that was applied, toward `Faults.limit`.
+  var faultsInjected: Int { faultCounter.withLock { $0.injected } }
+
   func noteInjected() {
     faultCounter.withLock { $0.injected += 1 }
   }
@@ -160,6 +162,9 @@ final class HTTPServer: @unchecked Sendable {
     }
     waiting.forEach { $0.signal() }
   }
+
+  /// Whether requests are served without their Range (`Faults.ignoreRange`).
+  var ignoresRange: Bool { faults.withLock { $0.ignoreRange } }
 
   /// True when the answer to the request for `target` is to be lost (see `Faults.loseAnswerTo`).
   func losesAnswer(target: String) -> Bool {
