@@ -51,10 +51,13 @@ extension BucketFilesystem {
       "name": client.bucketName(path), "bucket": client.bucket, "size": String(size), "generation": "0",
       "updated": StorageMetadata.formatDate(when), "timeCreated": StorageMetadata.formatDate(when),
     ])
-    // Only the POSIX and link entries and the access time: a kept `mtime` would hide the local
-    // file's own time.
+    // Only the POSIX and link entries and the access time, and the local file's own time to the
+    // nanosecond (`updated` holds milliseconds: a rename that took the time from it moved
+    // x.9996 s to the next second, and rsync sent such files again); a kept `mtime` of the
+    // queued metadata would hide it.
     let posix = PosixAttributes(custom: custom)
     var shown = PosixAttributes(mode: posix.mode, uid: posix.uid, gid: posix.gid, atime: posix.atime).custom
+    shown["mtime"] = KeptTime.format(mtime)
     if SymlinkObject.isLink(custom), let custom { shown.merge(custom.filter { $0.key == SymlinkObject.key || $0.key == SymlinkObject.targetKey }) { a, _ in a } }
     metadata.customMetadata = shown
     return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata)

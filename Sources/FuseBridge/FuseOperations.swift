@@ -313,13 +313,11 @@ extension timespec {
       return
     }
     // To the microsecond: a Double of seconds since 1970 is exact to about a quarter of one, so a
-    // time set to the nanosecond (0.1 s) would come back 6 ns short at the nanosecond.
+    // time set to the nanosecond (0.1 s) would come back 6 ns short at the nanosecond. Never
+    // rounded into the next second: tools that compare whole seconds (rsync, make) would see
+    // x.9999996 s as another time than the one they set.
     let whole = seconds.rounded(.down)
-    let micros = Int(((seconds - whole) * 1e6).rounded())
-    if micros >= 1_000_000 {
-      self.init(tv_sec: Int(whole) + 1, tv_nsec: 0)
-    } else {
-      self.init(tv_sec: Int(whole), tv_nsec: micros * 1000)
-    }
+    let micros = min(Int(((seconds - whole) * 1e6).rounded()), 999_999)
+    self.init(tv_sec: Int(whole), tv_nsec: micros * 1000)
   }
 }

@@ -101,6 +101,12 @@ import Testing
       try FileManager.default.createDirectory(at: source.appendingPathComponent("css"), withIntermediateDirectories: true)
       for i in 0..<10 { try randomData(500 + i * 100, seed: UInt64(950 + i)).write(to: source.appendingPathComponent("page\(i).html")) }
       try Data("body {}".utf8).write(to: source.appendingPathComponent("css/site.css"))
+      // Times just short of a whole second: kept to the millisecond, or rounded to the
+      // microsecond, they became the next second and the second run sent them again.
+      for (i, fraction) in [999_600_000, 999_999_600].enumerated() {
+        var times = [timespec(tv_sec: 1_612_325_106, tv_nsec: fraction), timespec(tv_sec: 1_612_325_106, tv_nsec: fraction)]
+        #expect(utimensat(AT_FDCWD, source.appendingPathComponent("page\(i).html").path, &times, 0) == 0)
+      }
       let m = try fx.mount(options: ["writable"])
       var (status, output) = runTool("/usr/bin/rsync", ["-a", "--stats", source.path + "/", m.path("site") + "/"])
       #expect(status == 0, "\(output)")
@@ -109,6 +115,8 @@ import Testing
       (status, output) = runTool("/usr/bin/rsync", ["-a", "--stats", source.path + "/", m.path("site") + "/"])
       #expect(status == 0 && output.contains("Number of regular files transferred: 0"), "\(output)")
       #expect(await object(fx, "site/css/site.css") == Data("body {}".utf8))
+      var st = stat()
+      #expect(stat(m.path("site/page1.html"), &st) == 0 && st.st_mtim.tv_sec == 1_612_325_106, "\(st.st_mtim)")
     }
   }
 

@@ -10,7 +10,8 @@ enum KeptTime {
     // kept as the nearest one it can write, never a crash on the conversion.
     let seconds = seconds.isFinite ? min(max(seconds, -62_135_596_800), 253_402_300_799) : 0
     let whole = Int(seconds.rounded(.down))
-    let nanos = Int(((seconds - Double(whole)) * 1e9).rounded())
+    // Never rounded into the next second (ten digits, or another whole second).
+    let nanos = min(Int(((seconds - Double(whole)) * 1e9).rounded()), 999_999_999)
     var t = time_t(whole)
     var parts = tm()
     gmtime_r(&t, &parts)
