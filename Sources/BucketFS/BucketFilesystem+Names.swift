@@ -174,8 +174,7 @@ extension BucketFilesystem {
     var custom = entry.metadata?.customMetadata ?? [:]
     custom.merge(pending.custom) { _, queued in queued }
     let contentType = pending.contentType ?? entry.metadata?.contentType
-    let mtime = (custom["mtime"] ?? custom["gcsfuse_mtime"]).flatMap(KeptTime.parse) ?? PosixAttributes(custom: custom).mtime
-      ?? entry.metadata?.updated?.timeIntervalSince1970
+    let mtime = KeptTime.kept(in: custom) ?? PosixAttributes(custom: custom).mtime ?? entry.metadata?.updated?.timeIntervalSince1970
     custom.removeValue(forKey: "mtime")
     // A file as the bucket has it, where the bucket copies: the server copies it, so nothing is
     // downloaded and the rename works with the server away too.

@@ -123,7 +123,7 @@ package final class BucketFilesystem: Sendable {
     // A time this mount set and the bucket does not have yet; the time a writer kept in custom
     // metadata (ours and rclone's `mtime`, gcsfuse's `gcsfuse_mtime`, Google's tools' whole
     // seconds); else when the object was written.
-    let kept = metadata?.customMetadata.flatMap { $0["mtime"] ?? $0["gcsfuse_mtime"] }.flatMap(KeptTime.parse)
+    let kept = KeptTime.kept(in: metadata?.customMetadata)
     let mtime = pending?.mtime ?? kept ?? posix.mtime ?? metadata?.updated?.timeIntervalSince1970 ?? mountTime
     // The last change of the object or its metadata (`updated` moves with both), or of what
     // this mount set and the bucket does not have yet.

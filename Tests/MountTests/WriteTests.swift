@@ -16,6 +16,14 @@ import Testing
     runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", String(timeout)])
   }
 
+  /// A server that answers every request with `status`.
+  func failingEverything(_ status: Int = 503) -> Faults {
+    var failing = Faults()
+    failing.errorStatus = status
+    failing.errorFraction = 1
+    return failing
+  }
+
   func object(_ fx: MountFixture, _ name: String) async -> Data? {
     try? await fx.storage.reference(withPath: name).data(maxSize: 64 << 20)
   }
@@ -136,22 +144,24 @@ import Testing
       #expect(status == 0 && output == "page", "\(output)")
       try await waitStaged(m.path("site/.page.html.tmp"))
       // The server refuses everything: the time stays a queued metadata change through the rename.
-      var failing = Faults()
-      failing.errorStatus = 503
-      failing.errorFraction = 1
-      fx.emulator!.setFaults(failing)
+      fx.emulator!.setFaults(failingEverything())
       (status, output) = shell("touch -m -d @1612325106 site/.page.html.tmp; chmod 600 site/.page.html.tmp; mv site/.page.html.tmp site/page.html", in: m)
       #expect(status == 0, "\(output)")
-      var st = stat()
-      #expect(stat(m.path("site/page.html"), &st) == 0 && st.st_mtim.tv_sec == 1_612_325_106 && st.st_mode & 0o777 == 0o600, "\(st.st_mtim.tv_sec) \(String(st.st_mode, radix: 8))")
+      func expectKept(_ path: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        var st = stat()
+        #expect(
+          stat(path, &st) == 0 && st.st_mtim.tv_sec == 1_612_325_106 && st.st_mode & 0o777 == 0o600,
+          "\(st.st_mtim.tv_sec) \(String(st.st_mode, radix: 8))", sourceLocation: sourceLocation)
+      }
+      expectKept(m.path("site/page.html"))
       fx.emulator!.setFaults(Faults())
       (status, output) = bucketSync(m)
       #expect(status == 0, "\(output)")
       #expect(await object(fx, "site/page.html") == Data("page".utf8))
       #expect(await object(fx, "site/.page.html.tmp") == nil)
-      #expect(stat(m.path("site/page.html"), &st) == 0 && st.st_mtim.tv_sec == 1_612_325_106 && st.st_mode & 0o777 == 0o600, "\(st.st_mtim.tv_sec) \(String(st.st_mode, radix: 8))")
+      expectKept(m.path("site/page.html"))
       let again = try fx.mount(options: ["writable"], extra: ["--api", api], name: api + "-again")
-      #expect(stat(again.path("site/page.html"), &st) == 0 && st.st_mtim.tv_sec == 1_612_325_106 && st.st_mode & 0o777 == 0o600, "\(st.st_mtim.tv_sec) \(String(st.st_mode, radix: 8))")
+      expectKept(again.path("site/page.html"))
     }
   }
 
@@ -229,10 +239,7 @@ import Testing
       // Seen with its attributes (its generation) before the server fails: a delete names it.
       var seen = stat()
       #expect(stat(m.path("notes/a.txt"), &seen) == 0)
-      var failing = Faults()
-      failing.errorStatus = 503
-      failing.errorFraction = 1
-      fx.emulator!.setFaults(failing)
+      fx.emulator!.setFaults(failingEverything())
       var (status, output) = shell("printf 'written while the server fails' > notes/b.txt; rm notes/a.txt", in: m)
       #expect(status == 0, "\(output)")
       // fsync returns once the bytes are safe locally when the server cannot take them.
@@ -505,10 +512,7 @@ import Testing
       // Read once, so its staged copy can give its bytes while the server fails.
       #expect(try readFile(m.path("r/old.txt")).get() == Data("renamed bytes".utf8))
       try await waitStaged(m.path("r/old.txt"))
-      var failing = Faults()
-      failing.errorStatus = 503
-      failing.errorFraction = 1
-      fx.emulator!.setFaults(failing)
+      fx.emulator!.setFaults(failingEverything())
       (status, output) = shell("mv r/old.txt r/new.txt", in: m)
       #expect(status == 0, "\(output)")
       m.process.send(SIGKILL)

@@ -20,6 +20,13 @@ enum KeptTime {
       parts.tm_min, parts.tm_sec, nanos)
   }
 
+  /// The time a writer kept in custom metadata: ours and rclone's `mtime`, gcsfuse's
+  /// `gcsfuse_mtime` (Google's tools' whole seconds are `PosixAttributes.mtime`).
+  static func kept(in custom: [String: String]?) -> Double? {
+    guard let custom else { return nil }
+    return (custom["mtime"] ?? custom["gcsfuse_mtime"]).flatMap(parse)
+  }
+
   /// RFC 3339 with any number of fractional digits (rclone and gcsfuse write nanoseconds, which
   /// ISO8601DateFormatter cannot read): the whole seconds by the formatter, the fraction added.
   static func parse(_ text: String) -> Double? {

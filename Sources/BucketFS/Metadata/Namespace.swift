@@ -21,7 +21,6 @@ final class Namespace: Sendable {
   let listings: FolderListings
   let folders: FolderObjects
   private let reportedNames = Mutex<Set<String>>([])
-  /// Names whose attributes are being fetched ahead of their lookup.
   /// Attribute fetches in flight in the background (`prefetchAttributes`): a lookup that needs
   /// one waits for it instead of asking the server a second time.
   private let attributeFetches = Mutex<[String: Task<StorageMetadata?, Never>]>([:])

@@ -119,9 +119,10 @@ final class HTTPServer: @unchecked Sendable {
     close(fd)
   }
 
-  /// Counts a reset or stall that was applied, toward `Faults.limit`.
+  /// Faults applied since the faults were last set, as `Faults.limit` counts them.
   var faultsInjected: Int { faultCounter.withLock { $0.injected } }
 
+  /// Counts a reset or stall that was applied, toward `Faults.limit`.
   func noteInjected() {
     faultCounter.withLock { $0.injected += 1 }
   }
