@@ -43,7 +43,7 @@ PY
 rand_copy=$(random_preads "$COPY")
 mount_staged
 rand_pt=$(random_preads "$MNT/big.bin")
-opens=$(getfattr --only-values -n user.bucketfs.stats "$MNT" | awk -F'\t' '$1 == "opens by passthrough" {print $2}')
+opens=$(getfattr --absolute-names --only-values -n user.bucketfs.stats "$MNT" | awk -F'\t' '$1 == "opens by passthrough" {print $2}')
 mount_staged passthrough=no
 rand_nopt=$(random_preads "$MNT/big.bin")
 unmount_bench
