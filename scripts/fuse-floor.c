@@ -1,18 +1,23 @@
 // The fastest a FUSE read that is not passthrough can be on this machine: a file system of one
 // file whose READs are answered from memory, with no network, no disk and no checksum, and the
 // same request sizes bucketfs asks the kernel for (1 MiB reads and read-ahead). The bench reads
-// it beside the mount's cold read: a cold read cannot beat it, whatever the daemon does.
-//   fuse-floor SIZE_BYTES MOUNTPOINT   (runs in the foreground until unmounted)
+// it beside the mount's cold read: a cold read cannot beat it, whatever the daemon does. Given
+// COPY_PATH, every read's bytes are also written there at their offset, through the page cache,
+// as a staged copy is: the floor of a cold read that stages.
+//   fuse-floor SIZE_BYTES MOUNTPOINT [COPY_PATH]   (runs in the foreground until unmounted)
 #define FUSE_USE_VERSION 35
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static size_t size;
 static char *bytes;
+static int copy = -1;
 
 static void floor_init(void *userdata, struct fuse_conn_info *conn) {
   (void)userdata;
@@ -68,6 +73,10 @@ static void floor_read(fuse_req_t req, fuse_ino_t ino, size_t count, off_t offse
     return;
   }
   if (count > size - (size_t)offset) count = size - (size_t)offset;
+  if (copy >= 0 && pwrite(copy, bytes + offset, count, offset) != (ssize_t)count) {
+    fuse_reply_err(req, EIO);
+    return;
+  }
   fuse_reply_buf(req, bytes + offset, count);
 }
 
@@ -75,11 +84,15 @@ static const struct fuse_lowlevel_ops operations = {
     .init = floor_init, .lookup = floor_lookup, .getattr = floor_getattr, .open = floor_open, .read = floor_read};
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: fuse-floor SIZE_BYTES MOUNTPOINT\n");
+  if (argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: fuse-floor SIZE_BYTES MOUNTPOINT [COPY_PATH]\n");
     return 2;
   }
   size = strtoull(argv[1], NULL, 10);
+  if (argc == 4) {
+    copy = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (copy < 0 || ftruncate(copy, (off_t)size) != 0) return 1;
+  }
   bytes = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (bytes == MAP_FAILED) return 1;
   // Every page its own: untouched pages would all be the one zero page, always in the CPU cache.
