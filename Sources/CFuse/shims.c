@@ -28,19 +28,9 @@ int CFuseShims_loop_mt(struct fuse_session *se, unsigned int max_idle_threads) {
   return fuse_session_loop_mt(se, &config);
 }
 
-int CFuseShims_reply_fd(fuse_req_t req, int fd, off_t offset, size_t size) {
-  struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-  buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-  buf.buf[0].fd = fd;
-  buf.buf[0].pos = offset;
-  return fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
-}
-
 void CFuseShims_tune_connection(struct fuse_conn_info *conn) {
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
-  // Replies from staged files go from the page cache to the kernel by splice, not through us.
-  if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   // Larger requests mean fewer round trips through the kernel: max_write also sets max_pages,
   // which bounds the size of read requests (1 MiB instead of 128 KiB).
@@ -147,18 +137,13 @@ static ssize_t channel_writev(int fd, struct iovec *iov, int count, void *userda
   return writev(fd, iov, count);
 }
 
-// Given, so that libfuse keeps splicing replies from staged files (it does not without one).
-static ssize_t channel_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned int flags, void *userdata) {
-  (void)userdata;
-  return splice(fdin, offin, fdout, offout, len, flags);
-}
-
 int CFuseShims_watch_channel(struct fuse_session *se) {
   static const struct fuse_custom_io io = {
     .writev = channel_writev,
     .read = channel_read,
+    // Replies are written from memory (fuse_reply_buf, fuse_reply_iov), never spliced.
     .splice_receive = NULL,
-    .splice_send = channel_splice_send,
+    .splice_send = NULL,
   };
   return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }

@@ -150,7 +150,7 @@ enum FuseOperations {
     }
 
     // A close: the bytes written through this handle are queued, durably, before it returns
-    // (a local disk's time, on this thread, as a staged read's splice is).
+    // (a local disk's time, on this thread, as a staged read's read-back is).
     ops.flush = { req, _, fi in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "flush")

@@ -168,7 +168,7 @@ final class PendingReply: @unchecked Sendable {
     data.withUnsafeBytes { buffer($0) }
   }
 
-  /// Bytes of a read: from memory, or spliced from a staged file.
+  /// Bytes of a read, gathered from where they are in memory.
   func read(_ reply: ReadReply) {
     switch reply {
     case .bytes(let bytes):
@@ -177,9 +177,6 @@ final class PendingReply: @unchecked Sendable {
       buffer(memory.bytes)
     case .pages(let pages, let skip, let count):
       if claim() { Self.gathering(pages, skip: skip, count: count) { fuse_reply_iov(req, $0.baseAddress, Int32($0.count)) } }
-    case .file(let file, let offset, let count):
-      // `file` stays open until libfuse has sent the reply.
-      if claim() { withExtendedLifetime(file) { _ = CFuseShims_reply_fd(req, file.fd, off_t(offset), count) } }
     }
   }
 

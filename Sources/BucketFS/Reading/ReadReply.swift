@@ -1,17 +1,16 @@
 import Foundation
 
-/// What a read is answered with: bytes in memory, or a range of a staged file, which libfuse
-/// can splice into the reply without the bytes passing through the daemon.
+/// What a read is answered with: bytes in memory, never a file the kernel would copy from
+/// unchecked (a staged block is read back and checked first).
 package enum ReadReply: Sendable {
   case bytes(Data)
   case buffer(ReadBuffer)
   /// `count` bytes from `skip` on, across cached pages.
   case pages([Data], skip: Int, count: Int)
-  case file(FileDescriptor, offset: Int64, count: Int)
 }
 
 extension ReadReply {
-  /// The bytes themselves (a file range is read); nil when the file cannot be read.
+  /// The bytes themselves, in one buffer; nil when the pages are shorter than the reply.
   package func data() -> Data? {
     switch self {
     case .bytes(let data):
@@ -28,10 +27,6 @@ extension ReadReply {
         out.append(page[(page.startIndex + from)..<(page.startIndex + from + n)])
       }
       return out.count == count ? out : nil
-    case .file(let file, let offset, let count):
-      var data = Data(count: count)
-      let ok = data.withUnsafeMutableBytes { BlockChecksums.readFully(file.fd, into: $0, at: offset) }
-      return ok ? data : nil
     }
   }
 }

@@ -481,8 +481,8 @@ final class BlockWriter: @unchecked Sendable {
   }
 }
 
-/// An open file descriptor, closed when the last holder lets go: a reply being spliced from a
-/// staged copy keeps it open even if the copy is dropped meanwhile.
+/// An open file descriptor, closed when the last holder lets go: a read of a staged copy, or a
+/// backing id registered for it, keeps it open even if the copy is dropped meanwhile.
 package final class FileDescriptor: Sendable {
   package let fd: Int32
   init(_ fd: Int32) { self.fd = fd }

@@ -18,7 +18,6 @@ struct fuse_session *CFuseShims_session_new(int argc, char **argv, const struct 
 // The multi-threaded loop (a versioned symbol behind a macro in fuse_lowlevel.h).
 int CFuseShims_loop_mt(struct fuse_session *se, unsigned int max_idle_threads);
 // Asks the kernel for large reads and async reads in init.
-int CFuseShims_reply_fd(fuse_req_t req, int fd, off_t offset, size_t size);
 void CFuseShims_tune_connection(struct fuse_conn_info *conn);
 
 // Passthrough (kernel 6.9+), which libfuse 3.14 does not know: the session's requests and
