@@ -52,17 +52,17 @@ rss_kib=$(awk '/VmHWM/ {print $2}' "/proc/$MOUNT_PID/status")
 # no disk, no checksum; scripts/fuse-floor.c), beside curl again, then the same file system also
 # writing each read's bytes to a copy on this disk, as staging does. A cold read crosses the same
 # kernel path and does that work and more, so it cannot be faster than either.
-best_floor=; best_curl_floor=999999; best_floor_copy=999999
-if command -v gcc >/dev/null && gcc -O2 -o "$WORK/fuse-floor" scripts/fuse-floor.c $(pkg-config --cflags --libs fuse3) 2>"$WORK/floor-build.log"; then
+FLOOR_BIN="$WORK/fuse-floor"
+best_floor=999999; best_curl_floor=999999; best_floor_copy=999999
+if command -v gcc >/dev/null && gcc -O2 -o "$FLOOR_BIN" scripts/fuse-floor.c $(pkg-config --cflags --libs fuse3) 2>"$WORK/floor-build.log"; then
   FLOOR="$WORK/floor"
   mkdir -p "$FLOOR"
-  best_floor=999999
+  MOUNTS+=("$FLOOR")
   # floor_cat VAR [COPY_PATH]: the best of VAR and one cat of the floor's file.
   floor_cat() {
-    "$WORK/fuse-floor" $((SIZE_MIB << 20)) "$FLOOR" ${2:+"$2"} &
+    "$FLOOR_BIN" $((SIZE_MIB << 20)) "$FLOOR" ${2:+"$2"} &
     FLOOR_PID=$!
     PIDS+=("$FLOOR_PID")
-    MOUNTS+=("$FLOOR")
     for _ in $(seq 1 100); do mountpoint -q "$FLOOR" && break; sleep 0.1; done
     sync
     t0=$(now); cat "$FLOOR/big.bin" >/dev/null; t1=$(now)
@@ -183,7 +183,7 @@ PY
 
 row "sequential read $SIZE_MIB MiB: mount vs curl (s)" "$(printf %.3f "$best_curl")" "$(printf %.3f "$best_mnt")" "$(ratio "$best_curl" "$best_mnt")x"
 row "  the same vs curl to a file on that disk (s)" "$(printf %.3f "$best_file")" "$(printf %.3f "$best_mnt")" "$(ratio "$best_file" "$best_mnt")x"
-if [ -n "$best_floor" ]; then
+if [ -x "$FLOOR_BIN" ]; then
   row "  a FUSE file answered from memory vs curl (s)" "$(printf %.3f "$best_curl_floor")" "$(printf %.3f "$best_floor")" "$(ratio "$best_curl_floor" "$best_floor")x"
   row "  the same file, also written to a copy (s)" "$(printf %.3f "$best_curl_floor")" "$(printf %.3f "$best_floor_copy")" "$(ratio "$best_curl_floor" "$best_floor_copy")x"
   row "  the cold read vs that floor with a copy (s)" "$(printf %.3f "$best_floor_copy")" "$(printf %.3f "$best_mnt")" "$(ratio "$best_floor_copy" "$best_mnt")x"
