@@ -64,7 +64,7 @@ extension BucketFilesystem {
     // Only times, of a file whose bytes are the bucket's (touch opens it first, and writes
     // nothing): a metadata change, not an upload.
     var openEdit = writeBack.edits[path]
-    if let handle, case .edit(let e) = fileHandles[handle] { openEdit = e }
+    if let handle, case .edit(let e) = fileHandles[handle] { openEdit = e.edit }
     if size == nil, options.posix, writeBack.queue.view(path) == nil, !(openEdit?.isDirty ?? false) {
       try await queueMetadata(path, times, custom: times.customWithExactTime)
       return try await getattr(ino)
@@ -72,7 +72,9 @@ extension BucketFilesystem {
     let edit: LocalEdits.Edit
     var opened = false
     if let handle, case .edit(let e) = fileHandles[handle] {
-      edit = e
+      edit = e.edit
+      // ftruncate, futimens: the handle changed the file, and its close queues it.
+      e.markChanged()
     } else {
       edit = try await self.edit(path, truncate: size == 0)
       opened = true

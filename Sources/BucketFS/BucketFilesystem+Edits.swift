@@ -6,24 +6,27 @@ import Foundation
 import StorageCore
 
 extension BucketFilesystem {
-  /// A handle on `path` for writing (`truncate`: start empty), or for reading what this mount
-  /// wrote and the bucket does not have yet. Nil when the path has nothing local to read.
-  func openLocal(_ path: String, flags: Int32) async throws(FSError) -> UInt64? {
-    let writing = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
+  /// A handle on inode `ino` (`path`) for writing (`truncate`: start empty), or for reading what
+  /// this mount wrote and the bucket does not have yet. Nil when the path has nothing local to
+  /// read.
+  func openLocal(_ path: String, ino: UInt64, flags: Int32) async throws(FSError) -> UInt64? {
+    let access = EditHandle.access(flags: flags)
     guard let writeBack else {
-      if writing { throw FSError(EROFS) }
+      if access != .reading { throw FSError(EROFS) }
       return nil
     }
-    if !writing {
-      if let edit = writeBack.edits.join(path) { return fileHandles.add(.edit(edit)) }
+    if access == .reading {
+      // A reader of a file being written reads the writer's bytes, and queues nothing.
+      if let edit = writeBack.edits.join(path) { return fileHandles.add(.edit(EditHandle(edit, access: .reading, ino: ino, changed: false))) }
       if case .file(let dataPath, _, _) = writeBack.queue.view(path) {
         let fd = Foundation.open(dataPath, O_RDONLY | O_CLOEXEC)
         if fd >= 0 { return fileHandles.add(.queued(FileDescriptor(fd))) }
       }
       return nil
     }
-    let edit = try await edit(path, truncate: flags & O_TRUNC != 0)
-    return fileHandles.add(.edit(edit))
+    let truncate = flags & O_TRUNC != 0
+    let edit = try await edit(path, truncate: truncate)
+    return fileHandles.add(.edit(EditHandle(edit, access: access, ino: ino, changed: truncate)))
   }
 
   /// The edit of `path`, opened (or joined) with its current bytes, unless `truncate`.
@@ -145,7 +148,7 @@ extension BucketFilesystem {
   package func create(
     parent: UInt64, name: String, flags: Int32, mode: UInt32 = 0o644, by creator: (uid: UInt32, gid: UInt32)? = nil
   ) async throws(FSError) -> (FileAttributes, UInt64, KernelIO) {
-    let writeBack = try writable()
+    _ = try writable()
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
     try await checkNewName(name, in: dir.path)
@@ -159,10 +162,11 @@ extension BucketFilesystem {
         gid: creator.flatMap { $0.gid != options.gid ? $0.gid : nil })
       if !kept.custom.isEmpty { edit.setMetadata(contentType: nil, custom: kept.custom) }
     }
-    let handle = fileHandles.add(.edit(edit))
     namespace.missing.remove(path)
     if !exists { entriesChanged(in: dir.path) }
     let attrs = localAttributes(path, edit: edit, lookup: true)
+    let access = EditHandle.access(flags: flags) == .appending ? EditHandle.Access.appending : .writing
+    let handle = fileHandles.add(.edit(EditHandle(edit, access: access, ino: attrs.ino, changed: !exists || flags & O_TRUNC != 0)))
     return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, generation: nil, keepCache: false) { nil })
   }
 
@@ -179,13 +183,33 @@ extension BucketFilesystem {
   }
 
   package func write(handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(FSError) -> Int {
-    guard let writeBack, case .edit(let edit) = fileHandles[handle] else { throw FSError(EBADF) }
-    // Queued bytes are never evicted: past the staging budget a write fails, and nothing queued
-    // is lost.
-    if writeBack.queue.queuedBytes + max(edit.size, offset + Int64(data.count)) > options.stagingSize { throw FSError(ENOSPC) }
-    let n = pwrite(edit.file.fd, data.baseAddress, data.count, off_t(offset))
-    guard n >= 0 else { throw FSError(errno) }
-    edit.changed()
+    guard let writeBack, case .edit(let opened) = fileHandles[handle] else { throw FSError(EBADF) }
+    let edit = opened.edit
+    opened.markChanged()
+    func write(at offset: Int64) throws(FSError) -> Int {
+      // Queued bytes are never evicted: past the staging budget a write fails, and nothing
+      // queued is lost.
+      if writeBack.queue.queuedBytes + max(edit.size, offset + Int64(data.count)) > options.stagingSize {
+        edit.writeFailed(ENOSPC)
+        throw FSError(ENOSPC)
+      }
+      let n = pwrite(edit.file.fd, data.baseAddress, data.count, off_t(offset))
+      guard n == data.count else {
+        let e = n < 0 ? errno : ENOSPC
+        edit.writeFailed(e)
+        throw FSError(e)
+      }
+      edit.changed()
+      return n
+    }
+    guard opened.access == .appending else { return try write(at: offset) }
+    // The kernel put an append at the size it cached, which may be another version's (the mount
+    // moved on since, or someone else's bytes came in): the end is the edit's own.
+    let (n, end) = try edit.appending.withLock { _ throws(FSError) -> (Int, Int64) in
+      let end = edit.size
+      return (try write(at: end), end)
+    }
+    if end != offset { forgetKernelCache(of: opened.ino) }
     return n
   }
 
@@ -193,7 +217,7 @@ extension BucketFilesystem {
   func readLocal(_ opened: FileHandle, offset: Int64, count: Int) throws(FSError) -> ReadReply {
     let fd: Int32
     switch opened {
-    case .edit(let edit): fd = edit.file.fd
+    case .edit(let handle): fd = handle.edit.file.fd
     case .queued(let file): fd = file.fd
     case .read: throw FSError(EBADF)
     }
@@ -203,17 +227,20 @@ extension BucketFilesystem {
     return .bytes(buffer.prefix(n))
   }
 
-  /// A close of a handle: the bytes written so far are queued (durably) before it returns.
+  /// A close of a handle: the bytes it wrote are queued (durably) before it returns. A handle
+  /// that changed nothing (a reader, a writer that has not written) queues nothing.
   package func flush(handle: UInt64) throws(FSError) {
-    guard let writeBack, case .edit(let edit) = fileHandles[handle] else { return }
-    try queue(edit)
+    guard writeBack != nil, case .edit(let opened) = fileHandles[handle], opened.changed else { return }
+    try queue(opened.edit)
   }
 
   @discardableResult
   func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
     // One close of a file at a time: two processes closing it at once must queue their copies
     // in the order they were taken, or an older copy could land last.
-    try edit.closing.withLock { _ throws(FSError) -> UInt64? in
+    // A write that failed leaves bytes no program meant: they never become a version.
+    if let failed = edit.failedWrite { throw FSError(failed) }
+    return try edit.closing.withLock { _ throws(FSError) -> UInt64? in
       guard let writeBack, var changes = edit.takeChanges() else { return edit.lastQueued }
       let name = changes.name
       // Bytes of this edit went to the queue before: these are based on what those produce.
@@ -233,9 +260,11 @@ extension BucketFilesystem {
   }
 
   func releaseLocal(_ opened: FileHandle) {
-    guard let writeBack, case .edit(let edit) = opened else { return }
-    _ = try? queue(edit)
-    writeBack.edits.close(edit)
+    guard let writeBack, case .edit(let handle) = opened else { return }
+    // The last handle queues what none queued (a chmod made while the file was open): no
+    // writer is left, so the bytes are whole.
+    if handle.changed || !writeBack.edits.isShared(handle.edit) { _ = try? queue(handle.edit) }
+    writeBack.edits.close(handle.edit)
   }
 
   /// fsync: the file's bytes are queued, then its upload is waited for, for `read_timeout` at
@@ -243,8 +272,8 @@ extension BucketFilesystem {
   /// slow, or busy with the changes before it, the bytes fsynced in the queue are what there is
   /// to wait for: they reach the bucket from there, across a crash too.
   package func fsync(handle: UInt64) async throws(FSError) {
-    guard let writeBack, case .edit(let edit) = fileHandles[handle] else { return }
-    guard let sequence = try queue(edit) else { return }
+    guard let writeBack, case .edit(let opened) = fileHandles[handle] else { return }
+    guard let sequence = try queue(opened.edit) else { return }
     switch await writeBack.queue.wait(for: sequence, within: options.readTimeout) {
     case .applied, .waiting: return
     case .conflict: throw FSError(ESTALE)

@@ -57,6 +57,19 @@ extension BucketFilesystem {
     return forgotten
   }
 
+  /// The kernel forgets what it cached of inode `ino` (its size, attributes and pages): the
+  /// mount's idea of the file changed for a reason the kernel did not cause (an append placed
+  /// at the edit's end, a conflict, a newer version). After the current reply, as above.
+  func forgetKernelCache(of ino: UInt64) {
+    guard let tell = kernelNotifier.withLock({ $0 }) else { return }
+    DispatchQueue.global().async { tell(Forgotten(inodes: [ino])) }
+  }
+
+  /// The same for every inode that shows object `name` (under its own name or an alias).
+  func forgetKernelCache(ofObject name: String) {
+    for (ino, node) in inodes.known() where !node.isDirectory && (node.objectName ?? node.path) == name { forgetKernelCache(of: ino) }
+  }
+
   /// How the session tells the kernel to forget entries and inodes (set once it is mounted).
   package func setKernelNotifier(_ tell: @escaping @Sendable (Forgotten) -> Void) {
     kernelNotifier.withLock { $0 = tell }

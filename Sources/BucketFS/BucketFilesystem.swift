@@ -49,7 +49,7 @@ package final class BucketFilesystem: Sendable {
     /// An object's version, read from the server, the block cache or its staged copy.
     case read(OpenFile)
     /// A file open for writing (or opened for reading while someone writes it).
-    case edit(LocalEdits.Edit)
+    case edit(EditHandle)
     /// Bytes queued for the bucket and not there yet, read from the queue.
     case queued(FileDescriptor)
 
@@ -106,8 +106,10 @@ package final class BucketFilesystem: Sendable {
       namespace.setQueuedNames { dir in queue.names(in: dir.isEmpty ? "" : dir + "/") }
     }
     if let writeBack, !options.offline {
-      writeBack.queue.start(client: self.client) { [namespace, posixChanges] change, metadata in
+      writeBack.queue.start(client: self.client) { [weak self, namespace, posixChanges] change, metadata in
         namespace.applied(change, metadata)
+        // The name holds someone else's version now, not the bytes the kernel saw written.
+        if change.conflictName != nil { self?.forgetKernelCache(ofObject: change.name) }
         // The bucket has what this mount set: its metadata answers from now on.
         posixChanges.applied(change.name, sequence: change.sequence)
       }
@@ -388,7 +390,7 @@ package final class BucketFilesystem: Sendable {
   package func open(_ ino: UInt64, flags: Int32) async throws(FSError) -> (handle: UInt64, io: KernelIO) {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { throw FSError(EISDIR) }
-    if let local = try await openLocal(node.objectName ?? node.path, flags: flags) {
+    if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
       return (local, kernelIO.open(ino, handle: local, generation: nil, keepCache: false) { nil })
     }

@@ -23,6 +23,10 @@ struct ChangeWorker: Sendable {
     case any
     /// Based on a change that went beside the object: this one goes beside it too.
     case beside
+    /// Based on a change that went beside the object as this generation of conflict copy
+    /// `name`: this one replaces that copy (it holds those bytes and more), or goes beside
+    /// again when the copy changed meanwhile.
+    case besideAt(String, generation: Int64)
   }
 
   /// How one try at a change ended.
@@ -64,12 +68,17 @@ struct ChangeWorker: Sendable {
     let base: Int64? =
       switch taken.precondition {
       case .generation(let g): g
-      case .any, .beside: nil
+      case .any, .beside, .besideAt: nil
       }
     do throws(BucketError) {
-      if taken.precondition == .beside {
+      switch taken.precondition {
+      case .beside:
         guard change.kind.putsVersion else { return .done(.unknown, nil, skipped: Self.notApplied) }
         return try await beside(change)
+      case .besideAt(let copy, let generation):
+        guard change.kind.putsVersion else { return .done(.unknown, nil, skipped: Self.notApplied) }
+        return try await beside(change, growing: copy, at: generation)
+      case .generation, .any: break
       }
       switch change.kind {
       case .upload:
@@ -170,31 +179,39 @@ struct ChangeWorker: Sendable {
     return .of(lastError)
   }
 
-  /// Our bytes beside the object, whose version in the bucket was not the one they were based on.
-  private func beside(_ change: PendingChange) async throws(BucketError) -> Verdict {
+  /// Our bytes beside the object, whose version in the bucket was not the one they were based on:
+  /// in conflict copy `growing` when it still holds `generation` (the bytes of the change this
+  /// one follows), else under a new conflict name.
+  private func beside(_ change: PendingChange, growing copy: String? = nil, at generation: Int64 = 0) async throws(BucketError) -> Verdict {
     var custom = change.custom ?? [:]
     custom["bucketfs-conflict-of"] = change.name
     if let mtime = change.mtime { custom["mtime"] = KeptTime.format(mtime) }
-    let stamped = Self.conflictName(change.name, at: Date())
-    // The stamped name, else (taken by a conflict in the same second) one more random suffix.
-    var target = stamped
-    var m: StorageMetadata
-    while true {
+    func put(_ target: String, ifGenerationMatch: Int64) async throws(BucketError) -> StorageMetadata {
+      if change.kind == .copy { return try await copied(change, to: target, ifGenerationMatch: ifGenerationMatch) }
+      return try await client.upload(
+        target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
+        ifGenerationMatch: ifGenerationMatch, session: nil)
+    }
+    if let copy {
       do throws(BucketError) {
-        if change.kind == .copy {
-          m = try await copied(change, to: target, ifGenerationMatch: 0)
-        } else {
-          m = try await client.upload(
-            target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
-            ifGenerationMatch: 0, session: nil)
-        }
-        break
-      } catch where error.code == .preconditionFailed && target == stamped {
-        target += "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+        let m = try await put(copy, ifGenerationMatch: generation)
+        return .done(.conflict(copy, generation: m.generation), m)
+      } catch where error.code == .preconditionFailed || error.code == .objectNotFound {
+        // Someone changed or removed the copy: it keeps what it holds, ours goes to a new one.
       }
     }
-    log("write-back: \(change.name.debugDescription) changed on the server since it was read; our version is \(target.debugDescription)")
-    return .done(.conflict(target), m)
+    // A name no other conflict takes, even one in the same second on another machine, over an
+    // API whose precondition is checked before the upload rather than kept by the server.
+    while true {
+      let target = Self.conflictName(change.name, at: Date())
+      do throws(BucketError) {
+        let m = try await put(target, ifGenerationMatch: 0)
+        log("write-back: \(change.name.debugDescription) changed on the server since it was read; our version is \(target.debugDescription)")
+        return .done(.conflict(target, generation: m.generation), m)
+      } catch where error.code == .preconditionFailed {
+        continue
+      }
+    }
   }
 
   /// The server-side copy of `change` to `target`. The copy takes the source's metadata; a
@@ -217,6 +234,6 @@ struct ChangeWorker: Sendable {
     f.locale = Locale(identifier: "en_US_POSIX")
     f.timeZone = TimeZone(identifier: "UTC")
     f.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-    return name + ".conflict-" + f.string(from: date)
+    return name + ".conflict-" + f.string(from: date) + "-" + String(UInt32.random(in: 0...UInt32.max) | 1 << 31, radix: 36)
   }
 }

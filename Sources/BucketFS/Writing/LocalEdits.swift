@@ -12,6 +12,9 @@ final class LocalEdits: Sendable {
     /// their copies in the order they were taken, or an older copy could land last. The one
     /// lock held across disk I/O (docs/design.md, "Locks"); only closes of this file wait on it.
     let closing = Mutex(())
+    /// Held while an `O_APPEND` write finds the end and writes there, so that two appenders
+    /// never write at the same end.
+    let appending = Mutex(())
 
     private struct State {
       var name: String
@@ -22,6 +25,9 @@ final class LocalEdits: Sendable {
       var custom: [String: String] = [:]
       var gone = false
       var queued: UInt64?
+      /// A write failed (errno): the bytes are not what the program wrote, so they are never
+      /// queued; every later close and fsync reports it, and the version before stays.
+      var failedWrite: Int32?
     }
 
     /// What a close queues: the name, its base, and the metadata the bytes go with.
@@ -92,6 +98,9 @@ final class LocalEdits: Sendable {
     }
 
     func undoTake() { state.withLock { $0.dirty = true } }
+    /// A write to the file failed with `errno`.
+    func writeFailed(_ errno: Int32) { state.withLock { $0.failedWrite = errno } }
+    var failedWrite: Int32? { state.withLock { $0.failedWrite } }
     func queued(_ sequence: UInt64) { state.withLock { $0.queued = sequence } }
 
     var size: Int64 {

@@ -61,8 +61,10 @@ struct PendingChange: Codable, Sendable, Equatable {
     /// Whatever was there: the change was not applied (what it was based on had changed) or
     /// found it done by someone else. A change based on it cannot know a generation either.
     case unknown
-    /// Someone else's version: ours went beside it, under this name.
-    case conflict(String)
+    /// Someone else's version: ours went beside it, under this name, as this generation of it
+    /// (nil in records written before it was kept). A change based on this one goes there too,
+    /// so that a writer who keeps going after a conflict grows one copy, not one per close.
+    case conflict(String, generation: Int64? = nil)
 
     /// The generation a change based on this one starts from; nil sends it beside the object.
     var generation: Int64? {
@@ -102,7 +104,7 @@ struct PendingChange: Codable, Sendable, Equatable {
   }
   /// Where our bytes went when the bucket held another version.
   var conflictName: String? {
-    if case .done(.conflict(let name)) = life { name } else { nil }
+    if case .done(.conflict(let name, _)) = life { name } else { nil }
   }
 }
 
@@ -129,7 +131,7 @@ extension PendingChange {
     case "started": life = .started
     case "done":
       if let conflict = try c.decodeIfPresent(String.self, forKey: .conflictName) {
-        life = .done(.conflict(conflict))
+        life = .done(.conflict(conflict, generation: try c.decodeIfPresent(Int64.self, forKey: .produced)))
       } else {
         life = .done(try c.decodeIfPresent(Int64.self, forKey: .produced).map(Effect.generation) ?? .unknown)
       }
@@ -161,7 +163,9 @@ extension PendingChange {
       switch effect {
       case .generation(let g): try c.encode(g, forKey: .produced)
       case .unknown: break
-      case .conflict(let name): try c.encode(name, forKey: .conflictName)
+      case .conflict(let name, let generation):
+        try c.encode(name, forKey: .conflictName)
+        try c.encodeIfPresent(generation, forKey: .produced)
       }
     case .failed(let why):
       try c.encode("failed", forKey: .state)

@@ -210,6 +210,13 @@ struct QueueState {
   /// it went beside the object or was not applied).
   func leftGeneration(_ name: String) -> Int64? { left[Self.key(name)]?.generation }
 
+  /// The conflict copy the previous change of `name` went to, and the generation it left there
+  /// (nil: it did not go beside, or an older record did not say).
+  func leftConflict(_ name: String) -> (name: String, generation: Int64)? {
+    guard case .conflict(let copy, let generation?)? = left[Self.key(name)] else { return nil }
+    return (copy, generation)
+  }
+
   /// A started change is to be tried again later (`reason`: why it could not go now).
   mutating func putBack(_ sequence: UInt64, reason: String) {
     if changes[sequence]?.life == .started { changes[sequence]!.life = .pending }

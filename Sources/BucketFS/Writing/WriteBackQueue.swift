@@ -252,7 +252,14 @@ package final class WriteBackQueue: Sendable {
       switch change.base {
       case .generation(let g): .generation(g)
       case .any: .any
-      case .previous: s.leftGeneration(change.name).map { .generation($0) } ?? .beside
+      case .previous:
+        if let g = s.leftGeneration(change.name) {
+          .generation(g)
+        } else if let copy = s.leftConflict(change.name) {
+          .besideAt(copy.name, generation: copy.generation)
+        } else {
+          .beside
+        }
       }
     let refusedCopy = change.kind == .delete ? s.failedCopy(of: change.name)?.name : nil
     return ChangeWorker.Taken(change: change, precondition: precondition, refusedCopy: refusedCopy)
