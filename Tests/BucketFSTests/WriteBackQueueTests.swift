@@ -208,7 +208,7 @@ import Testing
     client.put("a.txt", Data("theirs".utf8))
     let theirs = try await client.metadata(of: "a.txt").generation
     let c = try upload("a.txt", "ours", sequence: 1)
-    guard case .done(.conflict(let beside), let m, _) = await worker(client).carryOut(.init(change: c, precondition: .generation(theirs - 1))) else {
+    guard case .done(.conflict(let beside, _), let m, _) = await worker(client).carryOut(.init(change: c, precondition: .generation(theirs - 1))) else {
       Issue.record("not a conflict")
       return
     }

@@ -1,0 +1,108 @@
+import Foundation
+import StorageCore
+import TestSupport
+import Testing
+
+/// What a writable mount acknowledged is never lost or spliced, whatever else changes the object
+/// meanwhile: appends after another writer's change, a reader beside a writer, a failed write.
+@Suite(.serialized) struct AcknowledgedWritesTests {
+  func shell(_ script: String, in m: MountedBucket) -> (Int32, String) {
+    runTool("/bin/sh", ["-c", "set -e; cd '\(m.mountpoint.path)'; " + script])
+  }
+
+  func sync(_ m: MountedBucket) -> (Int32, String) {
+    runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "30"])
+  }
+
+  func object(_ fx: MountFixture, _ name: String) async -> Data? {
+    try? await fx.storage.reference(withPath: name).data(maxSize: 64 << 20)
+  }
+
+  func conflicts(_ fx: MountFixture, of name: String) async throws -> [String] {
+    let dir = name.split(separator: "/").dropLast().joined(separator: "/")
+    return try await fx.storage.reference(withPath: dir).listAll().items.map(\.fullPath).filter { $0.hasPrefix(name + ".conflict-") }.sorted()
+  }
+
+  /// The kernel cached the size of the version the mount first showed; the bucket then got a
+  /// longer one elsewhere, and `>>` kept appending. Each append lands at the end of the version
+  /// its open started from: the first two, based on the short version, go beside as one
+  /// conflict copy; the later ones at the end of the longer version (never at the size the
+  /// kernel cached, which spliced them into its middle).
+  @Test(arguments: ["firebase", "gcs"]) func appendsAfterAChangeElsewhereLandAtTheEnd(api: String) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("f", Data("short\n".utf8))
+      let m = try fx.mount(options: ["writable", "metadata_ttl=60"], extra: ["--api", api], name: api)
+      #expect(try readFile(m.path("f")).get() == Data("short\n".utf8))
+      let longer = "LONGER-SERVER-VERSION-0123456789\n"
+      _ = try await fx.put("f", Data(longer.utf8))
+      var (status, output) = shell("echo A1 >> f; echo A2 >> f", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      (status, output) = shell("echo A3 >> f; echo A4 >> f", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "f").map { String(decoding: $0, as: UTF8.self) } == longer + "A3\nA4\n")
+      let copies = try await conflicts(fx, of: "f")
+      #expect(copies.count == 1, "\(copies)")
+      if let copy = copies.first {
+        #expect(await object(fx, copy).map { String(decoding: $0, as: UTF8.self) } == "short\nA1\nA2\n")
+      }
+      // What the mount shows is the bucket's, size included.
+      #expect(try readFile(m.path("f")).get() == Data((longer + "A3\nA4\n").utf8))
+    }
+  }
+
+  /// A writer keeps appending through one open file while the object changes elsewhere: its
+  /// later closes grow the one conflict copy its first went to, instead of one copy each.
+  @Test func aWriterThatKeepsAppendingAfterAConflictGrowsOneCopy() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("g", Data("base\n".utf8))
+      let m = try fx.mount(options: ["writable"])
+      let fd = open(m.path("g"), O_WRONLY | O_APPEND | O_CLOEXEC)
+      #expect(fd >= 0)
+      defer { close(fd) }
+      _ = try await fx.put("g", Data("theirs\n".utf8))
+      for i in 0..<5 {
+        let line = "ours-\(i)\n"
+        #expect(write(fd, line, line.utf8.count) == line.utf8.count)
+        // Each fsync queues and waits: the first is the conflict (ESTALE), the rest follow it.
+        _ = fsync(fd)
+      }
+      let (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "g") == Data("theirs\n".utf8))
+      let copies = try await conflicts(fx, of: "g")
+      #expect(copies.count == 1, "\(copies)")
+      if let copy = copies.first {
+        #expect(await object(fx, copy) == Data(("base\n" + (0..<5).map { "ours-\($0)\n" }.joined()).utf8))
+      }
+    }
+  }
+
+  /// A reader of a file being written reads the writer's bytes, and its close queues nothing:
+  /// the bucket gets the file when the writer closes it, not half of it when a reader does.
+  @Test func aReadersCloseUploadsNothingOfAWritersHalfWrittenFile() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("doc.txt", Data("before\n".utf8))
+      let m = try fx.mount(options: ["writable"])
+      // Not inherited by the tools run meanwhile: their exit would close it too (a FLUSH).
+      let writer = open(m.path("doc.txt"), O_WRONLY | O_TRUNC | O_CLOEXEC)
+      #expect(writer >= 0)
+      #expect(write(writer, "half-", 5) == 5)
+      #expect(try readFile(m.path("doc.txt")).get() == Data("half-".utf8))
+      // No tool is run while the writer is open: a child's exec closes its copy of every
+      // descriptor, which the kernel passes on as a close (FLUSH) of the writer's file.
+      let queue = try getxattr(m.mountpoint.path, "user.bucketfs.queue.wait.5000").get()
+      #expect(queue.hasPrefix("0 "), "\(queue)")
+      let held = await object(fx, "doc.txt")
+      #expect(held == Data("before\n".utf8), "a reader's close uploaded the writer's half-written bytes: \(held.map { String(decoding: $0, as: UTF8.self) } ?? "none"); \(m.log)")
+      #expect(write(writer, "whole\n", 6) == 6)
+      #expect(close(writer) == 0)
+      let (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "doc.txt") == Data("half-whole\n".utf8))
+    }
+  }
+}
