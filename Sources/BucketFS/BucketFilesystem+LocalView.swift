@@ -45,6 +45,21 @@ extension BucketFilesystem {
     return .unchanged
   }
 
+  /// Object `path`'s own change, a file's only (an edit, a queued upload, copy or delete): for a
+  /// name the listing shows as a folder, where the object has an alias.
+  func localFileEntry(_ path: String) -> LocalEntry {
+    guard let writeBack else { return .unchanged }
+    let name = Namespace.split(path).name
+    if let edit = writeBack.edits[path] {
+      return .file(localFile(name: name, path: path, size: edit.size, mtime: edit.modified, custom: edit.custom))
+    }
+    let view = writeBack.queue.view(path)
+    if let (size, mtime) = view?.fileAttributes {
+      return .file(localFile(name: name, path: path, size: size, mtime: mtime, custom: writeBack.queue.queuedMetadata(path)?.custom))
+    }
+    return view == .deleted ? .removed : .unchanged
+  }
+
   private func localFile(name: String, path: String, size: Int64, mtime: Double, custom: [String: String]?) -> DirectoryEntry {
     let when = Date(timeIntervalSince1970: mtime)
     let metadata = StorageMetadata(dictionary: [
@@ -96,26 +111,60 @@ extension BucketFilesystem {
   /// meanwhile, and this every change that has not. (Read the other way round, a change that
   /// lands between the two reads would be in neither: a file just written missing from `ls`,
   /// one just deleted back in it.)
-  private func localChanges(in dir: String) -> [(raw: String, entry: LocalEntry)] {
+  private func localChanges(in dir: String) -> [LocalChange] {
     guard let writeBack else { return [] }
     let base = dir.isEmpty ? "" : dir + "/"
     var names = writeBack.queue.names(in: base)
     for name in writeBack.edits.names(in: base).keys { names.insert(name) }
     return names.sorted().compactMap { raw in
       let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
-      return name.isEmpty ? nil : (raw, localEntry(base + name))
+      guard !name.isEmpty else { return nil }
+      let file = raw.hasSuffix("/") ? LocalEntry.unchanged : localFileEntry(base + name)
+      return LocalChange(raw: raw, path: base + name, entry: localEntry(base + name), file: file)
     }
   }
 
-  private static func merge(_ entries: [DirectoryEntry], _ local: [(raw: String, entry: LocalEntry)]) -> (entries: [DirectoryEntry], deletedUnder: [String]) {
+  /// A name with changes of this mount: what it shows (`entry`), and, for an object's own name,
+  /// what its file shows (`file`), which goes under its alias when the listing has a folder of
+  /// that name.
+  private struct LocalChange {
+    var raw: String
+    var path: String
+    var entry: LocalEntry
+    var file: LocalEntry
+  }
+
+  private static func merge(_ entries: [DirectoryEntry], _ local: [LocalChange]) -> (entries: [DirectoryEntry], deletedUnder: [String]) {
     guard !local.isEmpty else { return (entries, []) }
     var byName: [String: Int] = [:]
     for (i, e) in entries.enumerated() { byName[e.name] = i }
     var out = entries
     var removed = Set<Int>()
     var deletedUnder: [String] = []
-    for (raw, entry) in local {
+    for change in local {
+      let (raw, entry) = (change.raw, change.entry)
       let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
+      if !raw.hasSuffix("/"), let i = byName[name], i < entries.count, entries[i].isDirectory {
+        // The bucket's folder keeps the name; the object's change shows under its alias (the
+        // one it has, else the first free one), so that the listing shows what will be uploaded.
+        let alias = out.indices.first { !out[$0].isDirectory && out[$0].objectName == change.path }
+        switch change.file {
+        case .file(var shown):
+          if let alias {
+            shown.name = out[alias].name
+            out[alias] = shown
+            removed.remove(alias)
+          } else if let free = (0..<1000).lazy.map({ FolderNames.alias(name, $0) }).first(where: { byName[$0] == nil }) {
+            shown.name = free
+            byName[free] = out.count
+            out.append(shown)
+          }
+        case .removed:
+          if let alias { removed.insert(alias) }
+        case .unchanged, .folder: break
+        }
+        continue
+      }
       switch entry {
       case .file(let entry), .folder(let entry):
         if let i = byName[name] {

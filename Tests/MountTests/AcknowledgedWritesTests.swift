@@ -106,3 +106,43 @@ import Testing
     }
   }
 }
+
+/// An object `a` beside objects under `a/` shows as `a.object`: what this mount writes there and
+/// removes again reaches the bucket, and the folder `a` stays shown throughout.
+@Suite(.serialized) struct AliasWriteTests {
+  func sync(_ m: MountedBucket) -> (Int32, String) {
+    runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "30"])
+  }
+
+  func names(_ m: MountedBucket) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: m.path("d")).sorted()
+  }
+
+  @Test(arguments: [true, false]) func writingThenRemovingAnAliasedObject(syncBetween: Bool) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("d/a", Data("object a".utf8))
+      _ = try await fx.put("d/a/x", Data("object a/x".utf8))
+      let m = try fx.mount(options: ["writable", "metadata_ttl=60"])
+      #expect(try names(m) == ["a", "a.object"])
+      #expect(try readFile(m.path("d/a.object")).get() == Data("object a".utf8))
+      try Data("written here\n".utf8).write(to: URL(fileURLWithPath: m.path("d/a.object")))
+      #expect(try names(m) == ["a", "a.object"])
+      #expect(try readFile(m.path("d/a.object")).get() == Data("written here\n".utf8))
+      if syncBetween {
+        let (status, output) = sync(m)
+        #expect(status == 0, "\(output)")
+        #expect(try await fx.storage.reference(withPath: "d/a").data(maxSize: 1 << 20) == Data("written here\n".utf8))
+        #expect(try names(m) == ["a", "a.object"])
+      }
+      #expect(unlink(m.path("d/a.object")) == 0, "rm: \(String(cString: strerror(errno)))")
+      #expect(try names(m) == ["a"])
+      let (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      let left = try await fx.storage.reference(withPath: "d").listAll()
+      #expect(left.items.map(\.fullPath) == [], "the object is still in the bucket: \(m.log)")
+      #expect(left.prefixes.map(\.fullPath) == ["d/a"])
+      #expect(try names(m) == ["a"])
+      #expect(try readFile(m.path("d/a/x")).get() == Data("object a/x".utf8))
+    }
+  }
+}

@@ -180,6 +180,21 @@ final class FolderListings: Sendable {
 
   /// A change this mount made reached the bucket: the listing shows it without listing again
   /// (`entry` nil: `name` is gone).
+  /// The name folder `dir`'s kept listing shows file `name` (object `objectName`) under: its
+  /// own, or the alias it has beside a folder of that name; nil when a folder has the name and
+  /// no alias shows the object (the listing must be taken again to give it one).
+  func shownName(dir: String, name: String, objectName: String) -> String? {
+    state.withLock { s in
+      guard let l = s.listings[dir], let i = Self.index(of: name, in: l), l.entries[i].isDirectory else { return name }
+      for n in 0..<1000 {
+        let alias = FolderNames.alias(name, n)
+        guard let j = Self.index(of: alias, in: l) else { return nil }
+        if l.entries[j].objectName == objectName { return alias }
+      }
+      return nil
+    }
+  }
+
   func update(_ dir: String, name: String, entry: DirectoryEntry?) {
     state.withLock { s in
       s.changes[dir, default: 0] += 1

@@ -32,13 +32,16 @@ enum FolderNames {
   private static func freeAlias(for name: String, taken: Set<String>) -> String? {
     var n = 0
     while n < 1000 {
-      let candidate = name + aliasSuffix + (n == 0 ? "" : ".\(n)")
+      let candidate = alias(name, n)
       if candidate.utf8.count > 255 { return nil }
       if !taken.contains(candidate) { return candidate }
       n += 1
     }
     return nil
   }
+
+  /// The `n`th alias a file `name` may get beside a folder of that name.
+  static func alias(_ name: String, _ n: Int) -> String { name + aliasSuffix + (n == 0 ? "" : ".\(n)") }
 
   /// True when `name` may be an alias (only those need the folder's whole listing to resolve).
   static func mayBeAlias(_ name: String) -> Bool { name.contains(aliasSuffix) }

@@ -459,8 +459,14 @@ final class Namespace: Sendable {
     case (.upload, false), (.copy, _), (.metadata, _):
       guard let metadata else { return listings.remove(dir) }
       files.set(path, metadata)
-      listings.update(dir, name: name, entry: DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: metadata))
-    case (.delete, _):
+      // A file beside a folder of its name shows under an alias: that entry learns the new
+      // version (the folder's entry is not the file's).
+      guard let shown = listings.shownName(dir: dir, name: name, objectName: path) else { return listings.remove(dir) }
+      listings.update(dir, name: shown, entry: DirectoryEntry(name: shown, isDirectory: false, objectName: path, metadata: metadata))
+    case (.delete, false):
+      guard let shown = listings.shownName(dir: dir, name: name, objectName: path) else { return listings.remove(dir) }
+      listings.update(dir, name: shown, entry: nil)
+    case (.delete, true):
       listings.update(dir, name: name, entry: nil)
       if isFolder {
         listings.remove(path)
