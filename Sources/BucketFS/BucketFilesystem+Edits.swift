@@ -151,7 +151,7 @@ extension BucketFilesystem {
     _ = try writable()
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
-    try await checkNewName(name, in: dir.path)
+    try await checkNewName(name, in: dir.path, isFolder: false)
     // O_CREAT on a name another process made meanwhile opens it (truncated only with O_TRUNC);
     // a name this mount removed is made anew, with the mode and owner of this create.
     let exists = localEntry(path).entry != nil
@@ -238,8 +238,15 @@ extension BucketFilesystem {
   func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
     // One close of a file at a time: two processes closing it at once must queue their copies
     // in the order they were taken, or an older copy could land last.
-    // A write that failed leaves bytes no program meant: they never become a version.
-    if let failed = edit.failedWrite { throw FSError(failed) }
+    // A write that failed leaves bytes no program meant: they never become a version, and
+    // what this edit queued before it (dd's O_TRUNC, closed once by a dup) is withdrawn while
+    // it has not started, so the version before stays.
+    if let failed = edit.failedWrite {
+      if let queued = edit.lastQueued, writeBack?.queue.withdraw(queued) == true {
+        log("write-back: \(edit.name.debugDescription) not uploaded: a write to it failed (errno \(failed))")
+      }
+      throw FSError(failed)
+    }
     return try edit.closing.withLock { _ throws(FSError) -> UInt64? in
       guard let writeBack, var changes = edit.takeChanges() else { return edit.lastQueued }
       let name = changes.name

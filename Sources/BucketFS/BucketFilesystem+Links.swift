@@ -64,7 +64,7 @@ extension BucketFilesystem {
     guard !target.isEmpty else { throw FSError(ENOENT) }
     guard target.utf8.count <= SymlinkObject.maxTarget else { throw FSError(ENAMETOOLONG) }
     let path = Namespace.join(dir.path, name)
-    try await checkNewName(name, in: dir.path)
+    try await checkNewName(name, in: dir.path, isFolder: false)
     if (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
     let edit = try await edit(path, truncate: true, created: true)
     defer { writeBack.edits.close(edit) }

@@ -30,8 +30,9 @@ extension BucketFilesystem {
   /// of a name folder `dir` has: Swift strings, and most tools, take NFC and NFD "café" for one
   /// name, the bucket for two objects (EILSEQ). An ASCII name has one spelling: only other names
   /// cost a look at the folder.
-  func checkNewName(_ name: String, in dir: String) async throws(FSError) {
-    if let errno = Namespace.refusal(ofNewName: name, at: Namespace.join(dir, name)) { throw FSError(errno) }
+  func checkNewName(_ name: String, in dir: String, isFolder: Bool) async throws(FSError) {
+    let objectName = client.bucketName(Namespace.join(dir, name))
+    if let errno = Namespace.refusal(ofNewName: name, objectName: objectName, isFolder: isFolder) { throw FSError(errno) }
     guard !name.utf8.allSatisfy({ $0 < 0x80 }) else { return }
     // Another spelling this mount knows without the folder's listing: one it queued or is
     // editing (its upload may be done while a listing taken before it is still current), or
@@ -78,7 +79,7 @@ extension BucketFilesystem {
     let writeBack = try writable()
     guard let dir = inodes.node(parent), dir.isDirectory else { throw FSError(ENOENT) }
     let path = Namespace.join(dir.path, name)
-    try await checkNewName(name, in: dir.path)
+    try await checkNewName(name, in: dir.path, isFolder: true)
     if (try? await resolveForChange(dir.path, name)) != nil { throw FSError(EEXIST) }
     // A folder of this name removed before keeps nothing for this one.
     posixChanges.forget(path)
@@ -128,12 +129,13 @@ extension BucketFilesystem {
   package func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(FSError) {
     let writeBack = try writable()
     guard let from = inodes.node(parent), let to = inodes.node(newParent), to.isDirectory else { throw FSError(ENOENT) }
-    try await checkNewName(newName, in: to.path)
+    try await checkNewName(newName, in: to.path, isFolder: false)
     if flags & Self.renameExchange != 0 { throw FSError(EINVAL) }
     let source = Namespace.join(from.path, name)
     let target = Namespace.join(to.path, newName)
     if source == target { return }
     let (entry, sourceBase) = try await resolveForChange(from.path, name)
+    if entry.isDirectory, client.bucketName(target).utf8.count + 1 > Namespace.maxObjectName { throw FSError(ENAMETOOLONG) }
     let existing = try? await resolveForChange(to.path, newName)
     if existing != nil && flags & Self.renameNoReplace != 0 { throw FSError(EEXIST) }
     if entry.isDirectory {

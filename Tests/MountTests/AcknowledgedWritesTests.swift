@@ -146,3 +146,54 @@ import Testing
     }
   }
 }
+
+/// Names at the bucket's limit, and a write that fails, through a writable mount.
+@Suite(.serialized) struct WriteLimitsTests {
+  func sync(_ m: MountedBucket) -> (Int32, String) {
+    runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "30"])
+  }
+
+  /// An object name of exactly 1,024 bytes (the bucket's limit, which `bucketfs cp` takes) is
+  /// made through the mount; 1,025 is refused (ENAMETOOLONG), and so is a folder whose
+  /// placeholder would pass the limit.
+  @Test func anObjectNameOfExactly1024BytesIsMade() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      // "long/" and four folders of 200 bytes: 809 bytes, then a name of 215 makes 1,024.
+      let folders = (0..<4).map { String(repeating: Character(UnicodeScalar(UInt8(ascii: "a") + UInt8($0))), count: 200) }
+      let dir = (["long"] + folders).joined(separator: "/")
+      #expect(mkdir(m.path("long"), 0o755) == 0)
+      var path = "long"
+      for folder in folders {
+        path += "/" + folder
+        #expect(mkdir(m.path(path), 0o755) == 0, "mkdir: \(String(cString: strerror(errno)))")
+      }
+      let exact = dir + "/" + String(repeating: "x", count: 1024 - dir.utf8.count - 1)
+      #expect(exact.utf8.count == 1024)
+      try Data("at the limit".utf8).write(to: URL(fileURLWithPath: m.path(exact)))
+      let over = dir + "/" + String(repeating: "y", count: 1025 - dir.utf8.count - 1)
+      #expect(open(m.path(over), O_CREAT | O_WRONLY | O_CLOEXEC, 0o644) == -1 && errno == ENAMETOOLONG)
+      // A folder's placeholder is its name and "/": 1,024 bytes of name are one too many.
+      #expect(mkdir(m.path(String(exact.dropLast()) + "z"), 0o755) == -1 && errno == ENAMETOOLONG)
+      let (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(try await fx.storage.reference(withPath: exact).data(maxSize: 1 << 20) == Data("at the limit".utf8))
+    }
+  }
+
+  /// A write the staging folder has no room for (ENOSPC) fails, and so do the fsync and close
+  /// after it: the half-written file never becomes a version, and the one before stays.
+  @Test func aWriteThatFailsNeverBecomesAVersion() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("big.bin", Data("the version before\n".utf8))
+      let m = try fx.mount(options: ["writable", "staging_size=1M"])
+      let (status, output) = runTool("/bin/dd", ["if=/dev/zero", "of=\(m.path("big.bin"))", "bs=2M", "count=1", "conv=fsync"])
+      #expect(status != 0 && output.contains("No space left on device"), "\(output)")
+      let (synced, said) = sync(m)
+      #expect(synced == 0, "\(said)")
+      let held = try await fx.storage.reference(withPath: "big.bin").data(maxSize: 4 << 20)
+      #expect(held == Data("the version before\n".utf8), "\(held.count) bytes; \(m.log)")
+      #expect(try readFile(m.path("big.bin")).get() == Data("the version before\n".utf8))
+    }
+  }
+}

@@ -160,6 +160,30 @@ import Testing
     }
   }
 
+  /// The staged copy is changed on disk while one process holds the file open by passthrough:
+  /// a new open joins that inode's backing file only once the copy is verified again, so it
+  /// never reads the changed bytes (its reads come to the daemon, which has the object's).
+  @Test func aJoinedOpenGetsVerifiedBytesToo() async throws {
+    try await MountFixture.scope { fx in
+      let data = randomData(4 << 20, seed: 76)
+      let m = try await staged(fx, "p/held.bin", data)
+      let holder = open(m.path("p/held.bin"), O_RDONLY | O_CLOEXEC)
+      #expect(holder >= 0)
+      defer { close(holder) }
+      #expect(passthroughOpens(m) == 1)
+      let staging = fx.root.appendingPathComponent("staging")
+      let copies = (FileManager.default.enumerator(atPath: staging.path)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".data") }
+      let copy = staging.appendingPathComponent(try #require(copies.first)).path
+      let handle = try FileHandle(forUpdating: URL(fileURLWithPath: copy))
+      try handle.seek(toOffset: 1 << 20)
+      try handle.write(contentsOf: Data([data[1 << 20] ^ 0xFF]))
+      try handle.close()
+      #expect(try readFile(m.path("p/held.bin")).get() == data, "a second open read the changed copy")
+      #expect(passthroughOpens(m) == 1)
+      #expect(m.stagedDropped == 1, "\(m.stat("staged copies") ?? "no stats")")
+    }
+  }
+
   /// The object replaced on the server while a passthrough open holds its old copy: the old
   /// handle keeps reading the version it opened, a new open reads the new one (through the
   /// daemon: the inode's backing file is the old copy's).

@@ -66,13 +66,17 @@ final class Namespace: Sendable {
   /// Why the bucket cannot hold an object made under the new name `name` at `path` exactly
   /// (an errno), or nil: Cloud Storage refuses carriage returns and line feeds in object names
   /// and names over 1,024 bytes (cloud.google.com/storage/docs/objects#naming).
-  static func refusal(ofNewName name: String, at path: String) -> Int32? {
+  /// `objectName` is the name in the bucket (with the mount's prefix); a folder's is its
+  /// placeholder's, one byte longer ("/").
+  static func refusal(ofNewName name: String, objectName: String, isFolder: Bool) -> Int32? {
     guard isValidName(name) else { return EINVAL }
     if name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) { return EINVAL }
-    // A folder's placeholder has one more byte ("/").
-    if path.utf8.count + 1 > 1024 { return ENAMETOOLONG }
+    if objectName.utf8.count + (isFolder ? 1 : 0) > maxObjectName { return ENAMETOOLONG }
     return nil
   }
+
+  /// The longest object name Cloud Storage takes, in bytes.
+  static let maxObjectName = 1024
 
   /// True when `a` and `b` are the same bytes. Swift's `==` on strings is canonical
   /// equivalence: NFC "café" (c3 a9) equals NFD "café" (65 cc 81), which are two objects.

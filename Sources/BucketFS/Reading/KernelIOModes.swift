@@ -42,7 +42,21 @@ package enum KernelIO: Equatable, Sendable {
 final class KernelIOModes: Sendable {
   private enum Mode {
     case cached(opens: Int)
-    case passthrough(backingID: Int32, generation: Int64, opens: Int)
+    /// `file`: the staged copy registered as the backing file (device and inode).
+    case passthrough(backingID: Int32, generation: Int64, file: FileKey, opens: Int)
+  }
+
+  /// Which file a descriptor is open on.
+  struct FileKey: Equatable {
+    var device: UInt64
+    var inode: UInt64
+
+    init?(_ file: FileDescriptor) {
+      var st = stat()
+      guard fstat(file.fd, &st) == 0 else { return nil }
+      device = UInt64(st.st_dev)
+      inode = UInt64(st.st_ino)
+    }
   }
 
   private struct State {
@@ -91,20 +105,25 @@ final class KernelIOModes: Sendable {
   func open(
     _ ino: UInt64, handle: UInt64, generation: Int64?, keepCache: Bool, stagedCopy: () -> FileDescriptor?
   ) -> KernelIO {
-    if let joined = state.withLock({ s in Self.join(ino, handle, generation, keepCache, &s) }) { return joined }
+    // Every open that would read the staged copy gets it verified, a join onto another open's
+    // backing file as much as the first (a copy changed since that open is never read by a
+    // new one): the verified copy must be the very file the backing was made of.
+    let copy = generation != nil && backing != nil ? stagedCopy() : nil
+    let copyKey = copy.flatMap(FileKey.init)
+    if let joined = state.withLock({ s in Self.join(ino, handle, generation, keepCache, verified: copyKey, &s) }) { return joined }
     var registered: Int32?
-    if generation != nil, let files = backing, let file = stagedCopy() {
-      switch files.register(file.fd) {
+    if generation != nil, let files = backing, let copy, copyKey != nil {
+      switch files.register(copy.fd) {
       case .success(let id): registered = id
       case .failure(let error): refused(error)
       }
     }
     let (io, unused) = state.withLock { s -> (KernelIO, Int32?) in
       // Another open of the inode may have settled its mode meanwhile: join it.
-      if let joined = Self.join(ino, handle, generation, keepCache, &s) { return (joined, registered) }
+      if let joined = Self.join(ino, handle, generation, keepCache, verified: copyKey, &s) { return (joined, registered) }
       s.inodes[handle] = ino
-      if let registered, let generation {
-        s.modes[ino] = .passthrough(backingID: registered, generation: generation, opens: 1)
+      if let registered, let generation, let copyKey {
+        s.modes[ino] = .passthrough(backingID: registered, generation: generation, file: copyKey, opens: 1)
         return (.passthrough(backingID: registered, directIO: false), nil)
       }
       s.modes[ino] = .cached(opens: 1)
@@ -122,9 +141,9 @@ final class KernelIOModes: Sendable {
       case .cached(let n):
         s.modes[ino] = n > 1 ? .cached(opens: n - 1) : nil
         return nil
-      case .passthrough(let id, let generation, let n):
+      case .passthrough(let id, let generation, let file, let n):
         guard n <= 1 else {
-          s.modes[ino] = .passthrough(backingID: id, generation: generation, opens: n - 1)
+          s.modes[ino] = .passthrough(backingID: id, generation: generation, file: file, opens: n - 1)
           return nil
         }
         s.modes[ino] = nil
@@ -134,7 +153,10 @@ final class KernelIOModes: Sendable {
     if let unused { backing?.unregister(unused) }
   }
 
-  private static func join(_ ino: UInt64, _ handle: UInt64, _ generation: Int64?, _ keepCache: Bool, _ s: inout State) -> KernelIO? {
+  /// `verified`: the staged copy this open would read, checked just now (nil: none is).
+  private static func join(
+    _ ino: UInt64, _ handle: UInt64, _ generation: Int64?, _ keepCache: Bool, verified: FileKey?, _ s: inout State
+  ) -> KernelIO? {
     switch s.modes[ino] {
     case nil:
       return nil
@@ -142,12 +164,15 @@ final class KernelIOModes: Sendable {
       s.modes[ino] = .cached(opens: n + 1)
       s.inodes[handle] = ino
       return .cached(keepCache: keepCache)
-    case .passthrough(let id, let backed, let n):
-      s.modes[ino] = .passthrough(backingID: id, generation: backed, opens: n + 1)
+    case .passthrough(let id, let backed, let file, let n):
+      s.modes[ino] = .passthrough(backingID: id, generation: backed, file: file, opens: n + 1)
       s.inodes[handle] = ino
-      return .passthrough(backingID: id, directIO: generation != backed)
+      // Another generation, or a backing file that is no longer the verified copy: the reads of
+      // this open come to the daemon.
+      return .passthrough(backingID: id, directIO: generation != backed || verified != file)
     }
   }
+
 
   /// Without the privilege (not root) no backing file will ever be accepted: passthrough ends
   /// for the mount. Any other refusal (a staging folder the kernel cannot stack on) is for

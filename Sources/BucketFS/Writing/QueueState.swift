@@ -130,6 +130,14 @@ struct QueueState {
     return nil
   }
 
+  /// Upload `sequence`, when it still waits its turn: marked as ended (a wait for it learns it
+  /// failed) and returned, for its record to go; nil when it started or is not here.
+  mutating func withdraw(_ sequence: UInt64) -> PendingChange? {
+    guard let change = changes[sequence], change.kind == .upload, change.life == .pending else { return nil }
+    ended[sequence] = .finished(.failed("a write to the file failed after it was queued"))
+    return change
+  }
+
   /// A replaced change waits again: the change that replaced it could not be written.
   mutating func readmit(_ replaced: PendingChange) {
     setLife(replaced.sequence, .pending)

@@ -121,6 +121,16 @@ package final class WriteBackQueue: Sendable {
     work.signalOne()
   }
 
+  /// Takes back upload `sequence` while it waits its turn (a write to the file failed after
+  /// it was queued): true when it was taken back; one already started goes on.
+  func withdraw(_ sequence: UInt64) -> Bool {
+    guard let change = state.withLock({ $0.withdraw(sequence) }) else { return false }
+    journal.remove(change)
+    state.withLock { $0.remove(sequence) }
+    changed.signal()
+    return true
+  }
+
   private func remove(_ change: PendingChange) {
     journal.remove(change)
     state.withLock { $0.remove(change.sequence) }

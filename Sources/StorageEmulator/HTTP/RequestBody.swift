@@ -30,6 +30,9 @@ final class RequestBody {
 
   var isComplete: Bool { finished }
 
+  /// The largest object Cloud Storage holds (5 TiB): no body or chunk can be larger.
+  static let largestBody: Int64 = 5 << 40
+
   /// Reads up to `max` bytes; an empty result means the body ended.
   func read(max: Int) throws(Failure) -> Data {
     if finished { return Data() }
@@ -37,7 +40,8 @@ final class RequestBody {
       if chunkLeft == 0 {
         guard let line = reader.readLine(limit: 1024) else { throw .truncated }
         let sizeText = line.split(separator: ";").first.map(String.init) ?? ""
-        guard let size = Int64(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else {
+        // A chunk larger than any object can be is a malformed request, not one to wait for.
+        guard let size = Int64(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0, size <= Self.largestBody else {
           throw .malformed
         }
         if size == 0 {

@@ -225,14 +225,21 @@ struct GCSRoutes {
       let halves = spec.split(separator: "/", maxSplits: 1).map(String.init)
       guard halves.count == 2 else { return Self.error(400, "invalid", "bad Content-Range") }
       if halves[1] != "*" {
-        guard let t = Int64(halves[1]) else { return Self.error(400, "invalid", "bad Content-Range total") }
+        guard let t = Int64(halves[1]), t >= 0, t <= RequestBody.largestBody else { return Self.error(400, "invalid", "bad Content-Range total") }
         total = t
       }
       if halves[0] != "*" {
-        guard let s = Int64(halves[0].split(separator: "-").first ?? "") else {
-          return Self.error(400, "invalid", "bad Content-Range")
+        // "S-E": 0 <= S <= E, E below the total when it is known, and E - S + 1 bytes sent.
+        let ends = halves[0].split(separator: "-", omittingEmptySubsequences: false).map { Int64($0.trimmingCharacters(in: .whitespaces)) }
+        guard ends.count == 2, let s = ends[0], let e = ends[1], s >= 0, e >= s, e < (total ?? RequestBody.largestBody) else {
+          return Self.error(400, "invalid", "bad Content-Range \(range)")
+        }
+        if let length = request.header("content-length").flatMap({ Int64($0) }), length != e - s + 1 {
+          return Self.error(400, "invalid", "Content-Range \(range) names \(e - s + 1) bytes and the request sends \(length)")
         }
         start = s
+      } else if request.header("content-length").flatMap({ Int64($0) }).map({ $0 > 0 }) == true {
+        return Self.error(400, "invalid", "Content-Range \(range) sends no bytes and the request has a body")
       }
     }
     if start != nil || range == nil {
