@@ -39,8 +39,11 @@ import Testing
     let registry = Registry()
     let m = modes(registry)
     #expect(m.open(7, handle: 1, generation: 5, keepCache: true) { staged } == .passthrough(backingID: 1, directIO: false))
-    // Joins with the same backing file, even when the copy would not be asked again.
-    #expect(m.open(7, handle: 2, generation: 5, keepCache: true) { nil } == .passthrough(backingID: 1, directIO: false))
+    // Joins the same backing file when the copy verifies again as that file; else its reads
+    // come to the daemon (a copy changed since the first open is never read by a new one).
+    #expect(m.open(7, handle: 2, generation: 5, keepCache: true) { staged } == .passthrough(backingID: 1, directIO: false))
+    #expect(m.open(7, handle: 6, generation: 5, keepCache: true) { nil } == .passthrough(backingID: 1, directIO: true))
+    m.release(6)
     // Another generation, or this mount's own bytes: still passthrough (the kernel insists),
     // but with direct I/O so that its reads come to the daemon.
     #expect(m.open(7, handle: 3, generation: 6, keepCache: false) { staged } == .passthrough(backingID: 1, directIO: true))

@@ -108,7 +108,9 @@ final class KernelIOModes: Sendable {
     // Every open that would read the staged copy gets it verified, a join onto another open's
     // backing file as much as the first (a copy changed since that open is never read by a
     // new one): the verified copy must be the very file the backing was made of.
-    let copy = generation != nil && backing != nil ? stagedCopy() : nil
+    // (An inode in cached mode stays so until its last release: its copy is not asked for.)
+    let cached = state.withLock { s in if case .cached = s.modes[ino] { true } else { false } }
+    let copy = generation != nil && backing != nil && !cached ? stagedCopy() : nil
     let copyKey = copy.flatMap(FileKey.init)
     if let joined = state.withLock({ s in Self.join(ino, handle, generation, keepCache, verified: copyKey, &s) }) { return joined }
     var registered: Int32?

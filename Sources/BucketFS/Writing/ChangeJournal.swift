@@ -9,11 +9,14 @@ struct ChangeJournal: Sendable {
   let folder: URL
   let damaged: DamagedRecords
   private let log: @Sendable (String) -> Void
+  private let durable: DurableFile
+  private var disk: any QueueDisk { durable.disk }
 
-  init(folder: URL, log: @escaping @Sendable (String) -> Void) throws {
+  init(folder: URL, disk: any QueueDisk = SystemDisk(), log: @escaping @Sendable (String) -> Void) throws {
     self.folder = folder
     self.damaged = DamagedRecords(queueFolder: folder)
     self.log = log
+    durable = DurableFile(disk: disk)
     try PrivateFolder.make(folder)
   }
 
@@ -29,9 +32,9 @@ struct ChangeJournal: Sendable {
       let stem = String(file.dropLast(".data.tmp".count))
       let path = folder.appendingPathComponent(file).path
       if fm.fileExists(atPath: folder.appendingPathComponent(stem + ".json").path) {
-        _ = rename(path, folder.appendingPathComponent(stem + ".data").path)
+        _ = disk.rename(path, folder.appendingPathComponent(stem + ".data").path)
       } else {
-        unlink(path)
+        _ = disk.unlink(path)
       }
     }
     let files = (try? fm.contentsOfDirectory(atPath: folder.path)) ?? []
@@ -43,7 +46,7 @@ struct ChangeJournal: Sendable {
     for file in files.sorted() {
       let path = folder.appendingPathComponent(file).path
       if file.hasSuffix(".tmp") {
-        unlink(path)
+        _ = disk.unlink(path)
         continue
       }
       guard file.hasSuffix(".json") else { continue }
@@ -86,48 +89,55 @@ struct ChangeJournal: Sendable {
     return (changes, sizes)
   }
 
-  /// `change`'s record, durably.
-  func write(_ change: PendingChange) throws(FSError) {
+  /// `change`'s record, durably (unless its folder could not be synced: then it is in place,
+  /// and the caller says so).
+  @discardableResult
+  func write(_ change: PendingChange) throws(FSError) -> DurableFile.Placed {
     guard let data = try? JSONEncoder().encode(change) else { throw FSError(EIO) }
-    try DurableFile.replace(recordPath(change), with: data)
+    return try durable.replace(recordPath(change), with: data)
   }
 
   /// The bytes of `fd` under `change`'s temporary name, fsynced and read back (from the page
   /// cache, so that the record vouches for the bytes on disk): their size and CRC32C.
   func takeBytes(from fd: Int32, for change: PendingChange) throws(FSError) -> (size: Int64, crc32c: UInt32) {
     let temporary = dataPath(change) + ".tmp"
-    let size = try DurableFile.copy(from: fd, to: temporary)
+    let size = try durable.copy(from: fd, to: temporary)
     guard let crc = BlockChecksums.compute(path: temporary, size: size, md5: false)?.1.value else {
-      unlink(temporary)
+      _ = disk.unlink(temporary)
       throw FSError(EIO)
     }
     return (size, crc)
   }
 
   /// Bytes taken for `change` under their final name, once its record is on disk.
-  func keepBytes(of change: PendingChange) throws(FSError) {
+  func keepBytes(of change: PendingChange) throws(FSError) -> DurableFile.Placed {
     let temporary = dataPath(change) + ".tmp"
-    guard rename(temporary, dataPath(change)) == 0 else {
+    guard disk.rename(temporary, dataPath(change)) == 0 else {
       let e = errno
-      unlink(recordPath(change))
-      unlink(temporary)
+      _ = disk.unlink(recordPath(change))
+      _ = disk.unlink(temporary)
       throw FSError(e)
     }
-    DurableFile.syncFolder(of: dataPath(change))
+    return durable.syncFolder(of: dataPath(change))
   }
 
   /// Bytes taken for a change that was not queued after all.
-  func dropBytes(of change: PendingChange) { unlink(dataPath(change) + ".tmp") }
+  func dropBytes(of change: PendingChange) { _ = disk.unlink(dataPath(change) + ".tmp") }
 
   /// An empty file as `change`'s bytes (a folder placeholder made where there was none).
   func writeEmptyBytes(for change: PendingChange) throws(FSError) {
-    let empty = open(dataPath(change), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    let empty = disk.open(dataPath(change), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
     guard empty >= 0 else { throw FSError(errno) }
-    close(empty)
+    disk.close(empty)
   }
 
-  func remove(_ change: PendingChange) {
-    unlink(dataPath(change))
-    unlink(recordPath(change))
+  /// Removes `change`'s record and bytes. A change carried out may come back after a power loss
+  /// (its record says it is done: harmless); one `durably` removed may not (a replaced upload,
+  /// which would go up beside the one that replaced it).
+  @discardableResult
+  func remove(_ change: PendingChange, durably: Bool = false) -> DurableFile.Placed {
+    _ = disk.unlink(dataPath(change))
+    _ = disk.unlink(recordPath(change))
+    return durably ? durable.syncFolder(of: recordPath(change)) : .durable
   }
 }

@@ -31,7 +31,7 @@ struct DamagedRecords: Sendable {
       if rename(path, folder.appendingPathComponent("\(stamp)-\(name)").path) != 0 { moved = false }
     }
     let why = paths.map { URL(fileURLWithPath: $0).lastPathComponent }.joined(separator: ", ") + ": " + reason + "\n"
-    try? DurableFile.write(Data(why.utf8), to: folder.appendingPathComponent("\(stamp).why").path)
+    try? DurableFile().write(Data(why.utf8), to: folder.appendingPathComponent("\(stamp).why").path)
     return moved
   }
 }

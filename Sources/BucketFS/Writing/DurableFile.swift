@@ -1,83 +1,89 @@
 // Writing files that must survive `kill -9` and a power loss: the queue's records and bytes, and
 // the notes kept beside damaged ones. A file is written under a name of its own, fsynced, and
-// renamed; the folder is fsynced so that the rename lasts too.
+// renamed; the folder is fsynced so that the rename lasts too. Every operation goes through
+// `QueueDisk`, which a test records and replays.
 import Foundation
 
-enum DurableFile {
+struct DurableFile: Sendable {
+  let disk: any QueueDisk
+
+  init(disk: any QueueDisk = SystemDisk()) { self.disk = disk }
+
+  /// How a file put in place lasts.
+  enum Placed: Equatable {
+    /// Across a power loss.
+    case durable
+    /// It is in place, but the fsync of its folder failed (errno): it lasts across `kill -9`,
+    /// and a power loss may undo it.
+    case folderNotSynced(Int32)
+  }
+
   /// `data` in a new file at `path`, fsynced.
-  static func write(_ data: Data, to path: String) throws(FSError) {
-    unlink(path)
-    let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+  func write(_ data: Data, to path: String) throws(FSError) {
+    _ = disk.unlink(path)
+    let fd = disk.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { throw FSError(errno) }
-    defer { close(fd) }
-    let written = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    defer { disk.close(fd) }
+    let written = data.withUnsafeBytes { disk.write(fd, $0) }
     guard written == data.count else { throw FSError(written < 0 ? errno : ENOSPC) }
-    guard fsync(fd) == 0 else { throw FSError(errno) }
+    guard disk.fsync(fd) == 0 else { throw FSError(errno) }
   }
 
   /// `data` at `path` in place of what was there: under a temporary name of this writer's own
-  /// (two threads may write one path at once), fsynced, renamed, and the folder fsynced.
-  static func replace(_ path: String, with data: Data) throws(FSError) {
+  /// (two threads may write one path at once), fsynced, renamed, and the folder fsynced. Throws
+  /// when the file is not in place; says when it is but its folder could not be synced.
+  func replace(_ path: String, with data: Data) throws(FSError) -> Placed {
     let temporary = path + "." + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".tmp"
     do throws(FSError) {
       try write(data, to: temporary)
     } catch {
-      unlink(temporary)
+      _ = disk.unlink(temporary)
       throw error
     }
-    guard rename(temporary, path) == 0 else {
+    guard disk.rename(temporary, path) == 0 else {
       let e = errno
-      unlink(temporary)
+      _ = disk.unlink(temporary)
       throw FSError(e)
     }
-    syncFolder(of: path)
+    return syncFolder(of: path)
   }
 
   /// What `fd` holds, copied into a new file at `path` and fsynced; returns its size.
   @discardableResult
-  static func copy(from fd: Int32, to path: String) throws(FSError) -> Int64 {
-    unlink(path)
-    let out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+  func copy(from fd: Int32, to path: String) throws(FSError) -> Int64 {
+    _ = disk.unlink(path)
+    let out = disk.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard out >= 0 else { throw FSError(errno) }
-    defer { close(out) }
+    defer { disk.close(out) }
     let size: Int64
     do throws(FSError) {
-      size = try copyAll(from: fd, to: out)
+      size = try disk.copyAll(from: fd, to: out)
     } catch {
-      unlink(path)
+      _ = disk.unlink(path)
       throw error
     }
-    guard fsync(out) == 0 else {
+    guard disk.fsync(out) == 0 else {
       let e = errno
-      unlink(path)
+      _ = disk.unlink(path)
       throw FSError(e)
     }
     return size
   }
 
   /// Everything `input` holds into `output` from its start (in the kernel: sendfile); returns
-  /// how many bytes that was.
+  /// how many bytes that was. Not through a recorded disk: an edit's file is no queue file.
   @discardableResult
   static func copyAll(from input: Int32, to output: Int32) throws(FSError) -> Int64 {
-    var st = stat()
-    guard fstat(input, &st) == 0 else { throw FSError(errno) }
-    guard ftruncate(output, 0) == 0, lseek(output, 0, SEEK_SET) == 0 else { throw FSError(errno) }
-    var offset = off_t(0)
-    var left = Int64(st.st_size)
-    while left > 0 {
-      let n = sendfile(output, input, &offset, Int(min(left, 1 << 30)))
-      if n < 0 && errno == EINTR { continue }
-      guard n > 0 else { throw FSError(n < 0 ? errno : EIO) }
-      left -= Int64(n)
-    }
-    return Int64(st.st_size)
+    try SystemDisk().copyAll(from: input, to: output)
   }
 
-  /// Makes the names in `path`'s folder (a rename into it, say) last.
-  static func syncFolder(of path: String) {
-    let fd = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    guard fd >= 0 else { return }
-    fsync(fd)
-    close(fd)
+  /// Makes the names in `path`'s folder (a rename into it, an unlink) last.
+  func syncFolder(of path: String) -> Placed {
+    do throws(FSError) {
+      try disk.syncFolder(URL(fileURLWithPath: path).deletingLastPathComponent().path)
+      return .durable
+    } catch {
+      return .folderNotSynced(error.errno)
+    }
   }
 }

@@ -91,15 +91,32 @@ struct QueueState {
   /// The changes a journal held when the mount started (sizes: of the uploads' bytes). A change
   /// that was started is pending again: a restart carries it out again. Returns the changes that
   /// were done, for `finished` to pass their results on and remove.
-  mutating func load(_ loaded: [PendingChange], sizes: [UInt64: Int64], damaged: Int) -> [PendingChange] {
+  ///
+  /// Also returns the uploads a newer one replaced (`admit`) whose removal a power loss undid:
+  /// the newer took over their base, which no other change does, so they are known. They are
+  /// not loaded; uploaded, they would make the newer one a false conflict.
+  mutating func load(_ loaded: [PendingChange], sizes: [UInt64: Int64], damaged: Int) -> (done: [PendingChange], superseded: [PendingChange]) {
     damagedCount = damaged
-    for var change in loaded.sorted(by: { $0.sequence < $1.sequence }) {
+    var superseded: [PendingChange] = []
+    var lastOfName: [NameKey: PendingChange] = [:]
+    for change in loaded.sorted(by: { $0.sequence < $1.sequence }) {
+      let name = Self.key(change.name)
+      if let earlier = lastOfName[name], earlier.kind.putsVersion, earlier.isUnfinished, change.kind.putsVersion, change.isUnfinished,
+        case .generation = change.base, change.base == earlier.base
+      {
+        superseded.append(earlier)
+      }
+      lastOfName[name] = change
+    }
+    let dropped = Set(superseded.map(\.sequence))
+    for var change in loaded.sorted(by: { $0.sequence < $1.sequence }) where !dropped.contains(change.sequence) {
       if change.life == .started { change.life = .pending }
       insert(change, size: sizes[change.sequence] ?? 0, readyAt: nil)
       if case .done(let effect) = change.life { left[Self.key(change.name)] = effect }
     }
     next = (loaded.map(\.sequence).max() ?? 0) + 1
-    return loaded.filter { if case .done = $0.life { true } else { false } }.sorted { $0.sequence < $1.sequence }
+    let done = loaded.filter { !dropped.contains($0.sequence) && { if case .done = $0.life { true } else { false } }($0) }
+    return (done.sorted { $0.sequence < $1.sequence }, superseded)
   }
 
   mutating func reserveSequence() -> UInt64 {

@@ -24,12 +24,14 @@ package final class WriteBackQueue: Sendable {
   private let log: @Sendable (String) -> Void
   private let onApplied = Mutex<(@Sendable (PendingChange, StorageMetadata?) -> Void)?>(nil)
 
-  init(folder: URL, log: @escaping @Sendable (String) -> Void) throws {
-    self.journal = try ChangeJournal(folder: folder, log: log)
+  init(folder: URL, disk: any QueueDisk = SystemDisk(), log: @escaping @Sendable (String) -> Void) throws {
+    self.journal = try ChangeJournal(folder: folder, disk: disk, log: log)
     self.log = log
     let (changes, sizes) = journal.load()
     let damaged = journal.damaged.count
-    let done = state.withLock { $0.load(changes, sizes: sizes, damaged: damaged) }
+    let (done, superseded) = state.withLock { $0.load(changes, sizes: sizes, damaged: damaged) }
+    // Replaced uploads whose removal a power loss undid: the newer one goes in their place.
+    for change in superseded { journal.remove(change, durably: true) }
     // Changes that were done when the last mount ended: their successors learn the generation.
     for change in done { passOn(change) }
     let count = state.withLock { $0.totals.changes + $0.totals.failed }
@@ -105,20 +107,29 @@ package final class WriteBackQueue: Sendable {
 
   /// Adds `change` to the queue: its record on disk, then (an upload) its bytes under their final
   /// name, then the queue's view (`ChangeJournal` says why in that order).
+  /// A folder that cannot be synced leaves the change queued (in place, lasting across `kill -9`)
+  /// and the caller told (EIO), as a disk's fsync error is.
   private func add(_ change: inout PendingChange, size: Int64 = 0, withBytes: Bool = false) throws(FSError) {
     let replaced = state.withLock { $0.admit(&change) }
+    var placed: [DurableFile.Placed] = []
     do throws(FSError) {
-      try journal.write(change)
-      if withBytes { try journal.keepBytes(of: change) }
+      placed.append(try journal.write(change))
+      if withBytes { placed.append(try journal.keepBytes(of: change)) }
     } catch {
       if let replaced { state.withLock { $0.readmit(replaced) } }
       if withBytes { journal.dropBytes(of: change) }
       throw error
     }
     state.withLock { $0.insert(change, size: size, readyAt: .now + Self.settle) }
-    if let replaced { remove(replaced) }
+    // The replaced record's removal lasts before the close returns: were it undone by a power
+    // loss, the older bytes would come back (and the newer ones become a false conflict).
+    if let replaced { placed.append(remove(replaced, durably: true)) }
     // One new change: one worker. (A wait for an upload it replaced follows it when it ends.)
     work.signalOne()
+    for case .folderNotSynced(let e) in placed {
+      log("write-back: the queue's folder cannot be synced (errno \(e)): \(change.name.debugDescription) is queued, and may not outlast a power loss")
+      throw FSError(EIO)
+    }
   }
 
   /// Takes back upload `sequence` while it waits its turn (a write to the file failed after
@@ -131,9 +142,11 @@ package final class WriteBackQueue: Sendable {
     return true
   }
 
-  private func remove(_ change: PendingChange) {
-    journal.remove(change)
+  @discardableResult
+  private func remove(_ change: PendingChange, durably: Bool = false) -> DurableFile.Placed {
+    let placed = journal.remove(change, durably: durably)
     state.withLock { $0.remove(change.sequence) }
+    return placed
   }
 
   /// Bytes of the queued uploads (they count against the staging folder's size and are never

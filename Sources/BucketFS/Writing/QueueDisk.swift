@@ -1,0 +1,65 @@
+// The file operations the write-back queue's durability rests on, in one small layer: the
+// journal and `DurableFile` make every create, write, fsync, rename and unlink of the queue's
+// folder through it, so that a test can record them and replay every state a power loss could
+// leave (`CrashStateTests`), instead of trusting the order by reading the code.
+import Foundation
+
+protocol QueueDisk: Sendable {
+  /// `open(2)`: a descriptor, or -1 with `errno` set.
+  func open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32
+  /// `write(2)` of all of `bytes` at the descriptor's offset: how many were written, or -1.
+  func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int
+  /// Everything `input` holds into `output` from its start; how many bytes that was.
+  func copyAll(from input: Int32, to output: Int32) throws(FSError) -> Int64
+  /// `fsync(2)`: 0, or -1 with `errno` set.
+  func fsync(_ fd: Int32) -> Int32
+  func close(_ fd: Int32)
+  func rename(_ from: String, _ to: String) -> Int32
+  func unlink(_ path: String) -> Int32
+  /// Makes the names in folder `dir` (creates, renames and unlinks in it) last: fsync of the
+  /// folder. Its error is the caller's to report.
+  func syncFolder(_ dir: String) throws(FSError)
+}
+
+/// The machine's own file system.
+struct SystemDisk: QueueDisk {
+  func open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { Glibc.open(path, flags, mode) }
+
+  func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int {
+    var done = 0
+    while done < bytes.count {
+      let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { return n < 0 ? -1 : done }
+      done += n
+    }
+    return done
+  }
+
+  func copyAll(from input: Int32, to output: Int32) throws(FSError) -> Int64 {
+    var st = stat()
+    guard fstat(input, &st) == 0 else { throw FSError(errno) }
+    guard ftruncate(output, 0) == 0, lseek(output, 0, SEEK_SET) == 0 else { throw FSError(errno) }
+    var offset = off_t(0)
+    var left = Int64(st.st_size)
+    while left > 0 {
+      let n = sendfile(output, input, &offset, Int(min(left, 1 << 30)))
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { throw FSError(n < 0 ? errno : EIO) }
+      left -= Int64(n)
+    }
+    return Int64(st.st_size)
+  }
+
+  func fsync(_ fd: Int32) -> Int32 { Glibc.fsync(fd) }
+  func close(_ fd: Int32) { _ = Glibc.close(fd) }
+  func rename(_ from: String, _ to: String) -> Int32 { Glibc.rename(from, to) }
+  func unlink(_ path: String) -> Int32 { Glibc.unlink(path) }
+
+  func syncFolder(_ dir: String) throws(FSError) {
+    let fd = Glibc.open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { throw FSError(errno) }
+    defer { _ = Glibc.close(fd) }
+    guard Glibc.fsync(fd) == 0 else { throw FSError(errno) }
+  }
+}

@@ -1,0 +1,266 @@
+@testable import BucketFS
+import Foundation
+import Synchronization
+import Testing
+
+/// The queue's file operations, recorded as they are made (`QueueDisk`), and every state a power
+/// loss could leave replayed from them: what an fsync covered is there, and of what it did not,
+/// any prefix in the order it was made. A new queue is opened on each state, as a remount
+/// would: every change whose call returned is there with its exact bytes, no name would be
+/// uploaded twice as two versions, and no damaged record is read as good.
+@Suite struct CrashStateTests {
+  /// One file operation, by path, and by the file (inode) it touched.
+  enum Operation: Equatable {
+    case create(path: String, file: Int)
+    /// The file's whole contents after a write or a copy.
+    case contents(file: Int, Data)
+    case fsync(file: Int)
+    case rename(from: String, to: String)
+    case unlink(path: String)
+    case syncFolder(String)
+  }
+
+  /// `SystemDisk`, recording what it does; its folder syncs fail while `failFolderSyncs` is set.
+  final class RecordingDisk: QueueDisk, @unchecked Sendable {
+    private struct State {
+      var operations: [Operation] = []
+      var files: [String: Int] = [:]
+      var descriptors: [Int32: Int] = [:]
+      var nextFile = 1
+      var failFolderSyncs = false
+    }
+    private let state = Mutex(State())
+    private let system = SystemDisk()
+
+    var operations: [Operation] { state.withLock { $0.operations } }
+    func failFolderSyncs(_ fail: Bool) { state.withLock { $0.failFolderSyncs = fail } }
+
+    private func contents(_ fd: Int32) -> Data {
+      var out = Data()
+      var buffer = [UInt8](repeating: 0, count: 1 << 16)
+      var offset: off_t = 0
+      while true {
+        let n = pread(fd, &buffer, buffer.count, offset)
+        if n <= 0 { return out }
+        out.append(contentsOf: buffer[0..<n])
+        offset += off_t(n)
+      }
+    }
+
+    func open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+      let existed = access(path, F_OK) == 0
+      // Read too, so that what a write left can be recorded.
+      let fd = system.open(path, flags & O_ACCMODE == O_WRONLY ? (flags & ~O_ACCMODE) | O_RDWR : flags, mode)
+      guard fd >= 0 else { return fd }
+      state.withLock { s in
+        if !existed || s.files[path] == nil {
+          let file = s.nextFile
+          s.nextFile += 1
+          s.files[path] = file
+          s.operations.append(.create(path: path, file: file))
+        }
+        s.descriptors[fd] = s.files[path]
+        if flags & O_TRUNC != 0, let file = s.files[path] { s.operations.append(.contents(file: file, Data())) }
+      }
+      return fd
+    }
+
+    func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int {
+      let n = system.write(fd, bytes)
+      let now = contents(fd)
+      state.withLock { s in if let file = s.descriptors[fd] { s.operations.append(.contents(file: file, now)) } }
+      return n
+    }
+
+    func copyAll(from input: Int32, to output: Int32) throws(FSError) -> Int64 {
+      let n = try system.copyAll(from: input, to: output)
+      let now = contents(output)
+      state.withLock { s in if let file = s.descriptors[output] { s.operations.append(.contents(file: file, now)) } }
+      return n
+    }
+
+    func fsync(_ fd: Int32) -> Int32 {
+      let result = system.fsync(fd)
+      if result == 0 { state.withLock { s in if let file = s.descriptors[fd] { s.operations.append(.fsync(file: file)) } } }
+      return result
+    }
+
+    func close(_ fd: Int32) {
+      state.withLock { _ = $0.descriptors.removeValue(forKey: fd) }
+      system.close(fd)
+    }
+
+    func rename(_ from: String, _ to: String) -> Int32 {
+      let result = system.rename(from, to)
+      if result == 0 {
+        state.withLock { s in
+          s.files[to] = s.files.removeValue(forKey: from)
+          s.operations.append(.rename(from: from, to: to))
+        }
+      }
+      return result
+    }
+
+    func unlink(_ path: String) -> Int32 {
+      let result = system.unlink(path)
+      if result == 0 {
+        state.withLock { s in
+          s.files.removeValue(forKey: path)
+          s.operations.append(.unlink(path: path))
+        }
+      }
+      return result
+    }
+
+    func syncFolder(_ dir: String) throws(FSError) {
+      if state.withLock({ $0.failFolderSyncs }) { throw FSError(EIO) }
+      try system.syncFolder(dir)
+      state.withLock { $0.operations.append(.syncFolder(dir)) }
+    }
+  }
+
+  /// The states a power loss after the first `cut` operations could leave: the operations an
+  /// fsync (of the file, or of the folder for names) covered before the cut, and any prefix of
+  /// the others. Each is the folder's files, by name relative to `folder`.
+  static func crashStates(_ ops: [Operation], folder: String) -> [(cut: Int, files: [String: Data])] {
+    func parent(_ path: String) -> String { URL(fileURLWithPath: path).deletingLastPathComponent().path }
+    var states: [(Int, [String: Data])] = []
+    for cut in 0...ops.count {
+      let issued = Array(ops[0..<cut])
+      func covered(_ i: Int) -> Bool {
+        let later = issued[(i + 1)...]
+        switch issued[i] {
+        case .contents(let file, _): return later.contains(.fsync(file: file))
+        case .create(let path, _), .unlink(let path): return later.contains(.syncFolder(parent(path)))
+        case .rename(let from, let to): return later.contains(.syncFolder(parent(from))) && later.contains(.syncFolder(parent(to)))
+        case .fsync, .syncFolder: return true
+        }
+      }
+      let loose = issued.indices.filter { !covered($0) }
+      for kept in 0...loose.count {
+        let lasting = Set(issued.indices.filter(covered) + loose.prefix(kept))
+        var names: [String: Int] = [:]
+        var bytes: [Int: Data] = [:]
+        for i in issued.indices where lasting.contains(i) {
+          switch issued[i] {
+          case .create(let path, let file): names[path] = file
+          case .contents(let file, let data): bytes[file] = data
+          case .rename(let from, let to):
+            if let file = names.removeValue(forKey: from) { names[to] = file }
+          case .unlink(let path): names.removeValue(forKey: path)
+          case .fsync, .syncFolder: break
+          }
+        }
+        var files: [String: Data] = [:]
+        for (path, file) in names where path.hasPrefix(folder + "/") {
+          files[String(path.dropFirst(folder.count + 1))] = bytes[file] ?? Data()
+        }
+        states.append((cut, files))
+      }
+    }
+    return states
+  }
+
+  func temporaryFolder(_ label: String) throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("crash-\(label)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+  }
+
+  /// A file outside the queue holding `data`, open for reading, as an edit's is.
+  func source(_ data: Data, in folder: URL) throws -> Int32 {
+    let url = folder.appendingPathComponent(UUID().uuidString)
+    try data.write(to: url)
+    return open(url.path, O_RDONLY | O_CLOEXEC)
+  }
+
+  /// Uploads queued one after another, each replacing the waiting one of its name (and so
+  /// unlinking its record), a delete between them: in every crash state, the last version of
+  /// each name whose call had returned is there, whole, and once.
+  @Test func everyCrashStateOfReplacedUploadsKeepsWhatReturned() throws {
+    let work = try temporaryFolder("work")
+    defer { try? FileManager.default.removeItem(at: work) }
+    let queueFolder = work.appendingPathComponent("queue")
+    let disk = RecordingDisk()
+    let queue = try WriteBackQueue(folder: queueFolder, disk: disk) { _ in }
+    let steps: [(name: String, bytes: Data?, base: PendingChange.Base)] = [
+      ("a", Data("a, first version\n".utf8), .generation(5)),
+      ("b", Data("b, only version\n".utf8), .generation(0)),
+      ("a", Data("a, second version, longer\n".utf8), .generation(5)),
+      ("c", nil, .generation(3)),
+      ("a", Data("a3\n".utf8), .generation(5)),
+    ]
+    // When each call was made and when it returned, in operations recorded.
+    var calls: [(issued: Int, returned: Int)] = []
+    for step in steps {
+      let issued = disk.operations.count
+      if let bytes = step.bytes {
+        let fd = try source(bytes, in: work)
+        defer { close(fd) }
+        try queue.upload(step.name, from: fd, contentType: "text/plain", mtime: nil, base: step.base)
+      } else {
+        try queue.delete(step.name, base: step.base)
+      }
+      calls.append((issued, disk.operations.count))
+    }
+    let ops = disk.operations
+    let states = Self.crashStates(ops, folder: queueFolder.path)
+    #expect(states.count > ops.count, "\(states.count) states from \(ops.count) operations")
+    var checked = 0
+    for (cut, files) in states {
+      let replay = work.appendingPathComponent("state-\(checked)")
+      try FileManager.default.createDirectory(at: replay, withIntermediateDirectories: true)
+      defer { try? FileManager.default.removeItem(at: replay) }
+      for (name, data) in files { try data.write(to: replay.appendingPathComponent(name)) }
+      let reopened = try WriteBackQueue(folder: replay) { _ in }
+      let label = "state \(checked) (after \(cut) of \(ops.count) operations: \(files.keys.sorted()))"
+      for name in Set(steps.map(\.name)) {
+        let mine = steps.indices.filter { steps[$0].name == name }
+        // The last change of the name whose call returned before the cut must show, or one
+        // made after it whose call had begun (it may or may not last).
+        let lastReturned = mine.last { calls[$0].returned <= cut }
+        let later = mine.filter { $0 > (lastReturned ?? -1) && calls[$0].issued < cut }
+        let allowed = (lastReturned.map { [$0] } ?? []) + later
+        let shown: Data?? =
+          switch reopened.view(name) {
+          case .file(let path, _, _)?: .some(FileManager.default.contents(atPath: path))
+          case .deleted?: .some(nil)
+          case nil, .folder?, .copied?: nil
+          }
+        if let shown {
+          let text = shown.map { String(decoding: $0, as: UTF8.self) } ?? "deleted"
+          #expect(allowed.contains { steps[$0].bytes == shown }, "\(label): \(name) shows \(text)")
+        } else {
+          #expect(lastReturned == nil, "\(label): \(name), whose change returned, is not in the queue")
+        }
+      }
+      // Nothing goes up twice as two versions: one change per name at most (all of them
+      // wait, none started, so each replaced the one before).
+      let queued = reopened.describe().split(separator: "\n").map { $0.split(separator: "\t")[1] }
+      #expect(Set(queued).count == queued.count, "\(label): \(reopened.describe())")
+      checked += 1
+    }
+    #expect(checked == states.count)
+  }
+
+  /// A folder that cannot be synced: the call says EIO (as a disk's fsync error reaches the
+  /// program), and the change is kept, in the queue and on disk for the next mount.
+  @Test func aFolderSyncErrorReachesTheCallerAndKeepsTheChange() throws {
+    let work = try temporaryFolder("eio")
+    defer { try? FileManager.default.removeItem(at: work) }
+    let queueFolder = work.appendingPathComponent("queue")
+    let disk = RecordingDisk()
+    let queue = try WriteBackQueue(folder: queueFolder, disk: disk) { _ in }
+    disk.failFolderSyncs(true)
+    let fd = try source(Data("kept though unsynced\n".utf8), in: work)
+    defer { close(fd) }
+    #expect(throws: FSError(EIO)) { try queue.upload("x", from: fd, contentType: "text/plain", mtime: nil, base: .generation(0)) }
+    guard case .file(let path, _, _)? = queue.view("x") else {
+      Issue.record("the change was not kept: \(queue.describe())")
+      return
+    }
+    #expect(FileManager.default.contents(atPath: path) == Data("kept though unsynced\n".utf8))
+    let next = try WriteBackQueue(folder: queueFolder) { _ in }
+    #expect(next.totals.changes == 1, "\(next.describe())")
+  }
+}
