@@ -26,6 +26,10 @@ extension BucketFilesystem {
     }
     let truncate = flags & O_TRUNC != 0
     let edit = try await edit(path, truncate: truncate)
+    // The kernel may hold the size and pages of another version than the one the edit starts
+    // from (the bucket's moved on, a conflict sent ours aside): it forgets them before it
+    // shows or extends the file again.
+    forgetKernelCache(of: ino)
     return fileHandles.add(.edit(EditHandle(edit, access: access, ino: ino, changed: truncate)))
   }
 

@@ -131,6 +131,7 @@ struct HTTPConnection {
       }
       let isDownload = path.contains("/o") && query["alt"] == "media"
       let ok = send(response, close: !keepAlive || !bodyOK, plan: isDownload ? plan : nil)
+      if ok && !body.isComplete && response.status >= 400 { linger(reader) }
       if !ok || !keepAlive || !bodyOK { return }
     }
   }
@@ -154,6 +155,17 @@ struct HTTPConnection {
     }
     return out
   }
+
+  /// After a refusal sent before the request's body was read: the answer ends (FIN), and what
+  /// the client still sends is read and dropped for a moment, so that the close does not reset
+  /// the connection under an answer the client has not read yet (as nginx's lingering close).
+  private func linger(_ reader: SocketReader) {
+    shutdown(fd, Int32(SHUT_WR))
+    reader.deadline = .now + Self.lingerTime
+    while !reader.read(max: 1 << 20).isEmpty {}
+  }
+
+  static let lingerTime: Duration = .seconds(2)
 
   /// Closes with a TCP reset rather than a clean FIN.
   private func reset() {
