@@ -2,12 +2,15 @@
 # Side-by-side measurements on one emulator in one run, printed as ratios (higher is better for
 # bucketfs; 1.00 means as fast as the reference). Release build. Stops everything it started.
 #   scripts/bench.sh [--size-mib N]   (default 1024)
+#   scripts/bench.sh --write-only      (the write rows alone; BENCH_WRITE_NEAR_ONLY=1: loopback only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MIB=1024
 DISTANCE_ONLY=
+WRITE_ONLY=
 [ "${1:-}" = "--size-mib" ] && SIZE_MIB=$2
 [ "${1:-}" = "--distance-only" ] && DISTANCE_ONLY=1
+[ "${1:-}" = "--write-only" ] && WRITE_ONLY=1
 scripts/install-deps.sh
 export PATH=/opt/swift/usr/bin:$PATH
 swift build -c release --product bucketfs >/dev/null
@@ -48,6 +51,12 @@ PY
   exit 0
 fi
 
+if [ -n "$WRITE_ONLY" ]; then
+  echo "bucketfs bench: write rows, emulator $EMU_ADDR, $(nproc) cores"
+  . scripts/bench-write.sh
+  exit 0
+fi
+
 echo "bucketfs bench: $SIZE_MIB MiB object, emulator $EMU_ADDR, $(nproc) cores"
 head -c $((SIZE_MIB << 20)) /dev/urandom >"$WORK/big.bin"
 sync
@@ -83,4 +92,5 @@ if [ -f scripts/bench-mount.sh ]; then
   fusermount3 -u "$MNT" 2>/dev/null || true
   . scripts/bench-distance.sh
   . scripts/bench-rclone.sh
+  . scripts/bench-write.sh
 fi

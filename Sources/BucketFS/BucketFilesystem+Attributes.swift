@@ -69,6 +69,10 @@ extension BucketFilesystem {
       try await queueMetadata(path, times, custom: times.customWithExactTime)
       return try await getattr(ino)
     }
+    // Only times, after a close whose upload waits its turn (rsync, cp -p): they go with it.
+    if size == nil, options.posix, openEdit == nil, try writeBack.queue.amend(path, custom: times.custom, mtime: mtime) {
+      return try await getattr(ino)
+    }
     let edit: LocalEdits.Edit
     var opened = false
     if let handle, case .edit(let e) = fileHandles[handle] {
@@ -113,6 +117,8 @@ extension BucketFilesystem {
       edit.setMetadata(contentType: nil, custom: change.custom)
       return
     }
+    // Bytes this mount queued and waiting their turn: the entries go with their upload.
+    if try writeBack.queue.amend(path, custom: change.custom) { return }
     if localEntry(path).isChanged {
       // Bytes this mount queued: the new entries go with their upload, as setxattr's do.
       let edit = try await self.edit(path, truncate: false)
@@ -158,6 +164,7 @@ extension BucketFilesystem {
       throw FSError(ENOTSUP)
     }
     let path = node.objectName ?? node.path
+    if writeBack.edits[path] == nil, try writeBack.queue.amend(path, contentType: contentType, custom: custom) { return }
     if localEntry(path).isChanged {
       // The bytes are local: the metadata goes with their upload.
       let edit = try await self.edit(path, truncate: false)
@@ -193,6 +200,7 @@ extension BucketFilesystem {
 
   package func queueTextOnceSynced(attribute: String) async -> String? {
     guard let ms = Int(attribute.dropFirst(Self.queueWaitPrefix.count)), ms >= 0 else { return nil }
+    try? writeBack?.queue.commit()
     _ = await writeBack?.queue.waitUntilEmpty(within: min(Double(ms) / 1000, Self.queueWaitLimit))
     return queueText()
   }

@@ -284,11 +284,23 @@ extension BucketFilesystem {
   /// to wait for: they reach the bucket from there, across a crash too.
   package func fsync(handle: UInt64) async throws(FSError) {
     guard let writeBack, case .edit(let opened) = fileHandles[handle] else { return }
-    guard let sequence = try queue(opened.edit) else { return }
+    let sequence = try queue(opened.edit)
+    // What closes queued lasts once the group commit has run: now, for this fsync.
+    try writeBack.queue.commit()
+    guard let sequence else { return }
     switch await writeBack.queue.wait(for: sequence, within: options.readTimeout) {
     case .applied, .waiting: return
     case .conflict: throw FSError(ESTALE)
     case .failed: throw FSError(EIO)
+    }
+  }
+
+  /// The mount ended: the group commit runs once more, so that what closes queued lasts.
+  package func unmounted() {
+    do throws(FSError) {
+      try writeBack?.queue.commit()
+    } catch {
+      log("write-back: the last group commit failed (errno \(error.errno)): changes closed in the last second may not outlast a power loss")
     }
   }
 

@@ -99,7 +99,7 @@ package final class BucketFilesystem: Sendable {
     kernelMisses = TTLCache(
       ttl: options.missTTL, capacity: 50_000, sameKey: { $0.parent == $1.parent && Namespace.sameBytes($0.name, $1.name) })
     kernelIO = KernelIOModes(log: log)
-    writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, log: log) } : nil
+    writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, commit: options.commitInterval, log: log) } : nil
     // An offline mount talks to no server: its changes wait in the queue for a mount that does.
     if let writeBack {
       let queue = writeBack.queue

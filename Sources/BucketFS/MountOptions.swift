@@ -44,6 +44,9 @@ package struct MountOptions: Sendable {
   package var readWriteAsked = false
   /// Writes are accepted (`writable`, or `rw` on bucketfs's own command line).
   package var writable = false
+  /// `commit=SECONDS`: how often the write-back queue's group commit makes closed files last
+  /// across a power loss (ext4's `commit=`); 0: every close fsyncs before it returns.
+  package var commitInterval: Double = 1
   /// `ro` was among the options: read-only whatever else says.
   package var readOnlyAsked = false
   var modesGiven = false
@@ -111,6 +114,7 @@ package struct MountOptions: Sendable {
       case "metadata_ttl": metadataTTL = try Self.seconds(need(), key, allowZero: true)
       case "negative_ttl": negativeTTL = try Self.seconds(need(), key, allowZero: true)
       case "read_timeout": readTimeout = try Self.seconds(need(), key, allowZero: false)
+      case "commit": commitInterval = try Self.seconds(need(), key, allowZero: true)
       case "cache_size": cacheSize = Int(try Self.size(need(), key))
       case "staging_dir": stagingDir = URL(fileURLWithPath: try need())
       case "key_file": keyFile = try need()

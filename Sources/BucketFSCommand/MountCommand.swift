@@ -154,6 +154,8 @@ enum MountCommand {
       thread.stackSize = 1 << 20
       thread.start()
     }
+    // What closes queued since the last group commit lasts before the daemon ends.
+    fs.unmounted()
     staging.cancelAll()
     watchdog.stop()
     metricsServer?.stop()

@@ -120,12 +120,17 @@ import Testing
   }
 
   /// The states a power loss after the first `cut` operations could leave: the operations an
-  /// fsync (of the file, or of the folder for names) covered before the cut, and any prefix of
-  /// the others. Each is the folder's files, by name relative to `folder`.
+  /// fsync (of the file, or of the folder for names) covered before the cut, and of the others
+  /// any prefix of the names' operations (creates, renames, unlinks) with any prefix of the
+  /// files' contents, each in the order it was made: a file system may make a rename last
+  /// before the bytes written ahead of it. Each distinct state once, as the folder's files by
+  /// name relative to `folder`, with its cut.
   static func crashStates(_ ops: [Operation], folder: String) -> [(cut: Int, files: [String: Data])] {
     func parent(_ path: String) -> String { URL(fileURLWithPath: path).deletingLastPathComponent().path }
     var states: [(Int, [String: Data])] = []
     for cut in 0...ops.count {
+      // The same files after another cut are checked again: a later cut promises more.
+      var seen = Set<[String: Data]>()
       let issued = Array(ops[0..<cut])
       func covered(_ i: Int) -> Bool {
         let later = issued[(i + 1)...]
@@ -137,25 +142,29 @@ import Testing
         }
       }
       let loose = issued.indices.filter { !covered($0) }
-      for kept in 0...loose.count {
-        let lasting = Set(issued.indices.filter(covered) + loose.prefix(kept))
-        var names: [String: Int] = [:]
-        var bytes: [Int: Data] = [:]
-        for i in issued.indices where lasting.contains(i) {
-          switch issued[i] {
-          case .create(let path, let file): names[path] = file
-          case .contents(let file, let data): bytes[file] = data
-          case .rename(let from, let to):
-            if let file = names.removeValue(forKey: from) { names[to] = file }
-          case .unlink(let path): names.removeValue(forKey: path)
-          case .fsync, .syncFolder: break
+      let looseData = loose.filter { if case .contents = issued[$0] { true } else { false } }
+      let looseNames = loose.filter { if case .contents = issued[$0] { false } else { true } }
+      for keptNames in 0...looseNames.count {
+        for keptData in 0...looseData.count {
+          let lasting = Set(issued.indices.filter(covered) + looseNames.prefix(keptNames) + looseData.prefix(keptData))
+          var names: [String: Int] = [:]
+          var bytes: [Int: Data] = [:]
+          for i in issued.indices where lasting.contains(i) {
+            switch issued[i] {
+            case .create(let path, let file): names[path] = file
+            case .contents(let file, let data): bytes[file] = data
+            case .rename(let from, let to):
+              if let file = names.removeValue(forKey: from) { names[to] = file }
+            case .unlink(let path): names.removeValue(forKey: path)
+            case .fsync, .syncFolder: break
+            }
           }
+          var files: [String: Data] = [:]
+          for (path, file) in names where path.hasPrefix(folder + "/") {
+            files[String(path.dropFirst(folder.count + 1))] = bytes[file] ?? Data()
+          }
+          if seen.insert(files).inserted { states.append((cut, files)) }
         }
-        var files: [String: Data] = [:]
-        for (path, file) in names where path.hasPrefix(folder + "/") {
-          files[String(path.dropFirst(folder.count + 1))] = bytes[file] ?? Data()
-        }
-        states.append((cut, files))
       }
     }
     return states
@@ -174,26 +183,35 @@ import Testing
     return open(url.path, O_RDONLY | O_CLOEXEC)
   }
 
+  typealias Step = (name: String, bytes: Data?, base: PendingChange.Base)
+
   /// Uploads queued one after another, each replacing the waiting one of its name (and so
-  /// unlinking its record), a delete between them: in every crash state, the last version of
-  /// each name whose call had returned is there, whole, and once.
-  @Test func everyCrashStateOfReplacedUploadsKeepsWhatReturned() throws {
+  /// removing its record), a delete between them.
+  static let steps: [Step] = [
+    ("a", Data("a, first version\n".utf8), .generation(5)),
+    ("b", Data("b, only version\n".utf8), .generation(0)),
+    ("a", Data("a, second version, longer\n".utf8), .generation(5)),
+    ("c", nil, .generation(3)),
+    ("a", Data("a3\n".utf8), .generation(5)),
+  ]
+
+  /// Runs `steps` on a queue over a recording disk, with a group commit after the steps in
+  /// `commitsAfter` (nil: no group commit, each close fsyncs), then replays every crash state
+  /// and opens a queue on each: the last change of each name that had lasted (its call returned;
+  /// with a group commit, a commit after it returned) shows with its exact bytes, or one made
+  /// after it; no name is queued twice; a record whose bytes did not last is never read as good.
+  func replayEveryCrashState(_ steps: [Step], commitsAfter: Set<Int>?) throws {
     let work = try temporaryFolder("work")
     defer { try? FileManager.default.removeItem(at: work) }
     let queueFolder = work.appendingPathComponent("queue")
     let disk = RecordingDisk()
-    let queue = try WriteBackQueue(folder: queueFolder, disk: disk) { _ in }
-    let steps: [(name: String, bytes: Data?, base: PendingChange.Base)] = [
-      ("a", Data("a, first version\n".utf8), .generation(5)),
-      ("b", Data("b, only version\n".utf8), .generation(0)),
-      ("a", Data("a, second version, longer\n".utf8), .generation(5)),
-      ("c", nil, .generation(3)),
-      ("a", Data("a3\n".utf8), .generation(5)),
-    ]
-    // When each call was made and when it returned, in operations recorded.
-    var calls: [(issued: Int, returned: Int)] = []
-    for step in steps {
-      let issued = disk.operations.count
+    // A commit interval no test waits for: the commits are the ones asked for.
+    let queue = try WriteBackQueue(folder: queueFolder, disk: disk, commit: commitsAfter == nil ? 0 : 3600) { _ in }
+    // When each call was made, and when what it did lasted, in operations recorded.
+    var issued: [Int] = []
+    var lasted: [Int?] = []
+    for (i, step) in steps.enumerated() {
+      issued.append(disk.operations.count)
       if let bytes = step.bytes {
         let fd = try source(bytes, in: work)
         defer { close(fd) }
@@ -201,7 +219,11 @@ import Testing
       } else {
         try queue.delete(step.name, base: step.base)
       }
-      calls.append((issued, disk.operations.count))
+      lasted.append(commitsAfter == nil ? disk.operations.count : nil)
+      if let commitsAfter, commitsAfter.contains(i) {
+        try queue.commit()
+        for j in lasted.indices where lasted[j] == nil { lasted[j] = disk.operations.count }
+      }
     }
     let ops = disk.operations
     let states = Self.crashStates(ops, folder: queueFolder.path)
@@ -216,11 +238,11 @@ import Testing
       let label = "state \(checked) (after \(cut) of \(ops.count) operations: \(files.keys.sorted()))"
       for name in Set(steps.map(\.name)) {
         let mine = steps.indices.filter { steps[$0].name == name }
-        // The last change of the name whose call returned before the cut must show, or one
-        // made after it whose call had begun (it may or may not last).
-        let lastReturned = mine.last { calls[$0].returned <= cut }
-        let later = mine.filter { $0 > (lastReturned ?? -1) && calls[$0].issued < cut }
-        let allowed = (lastReturned.map { [$0] } ?? []) + later
+        // The last change of the name that lasted before the cut must show, or one made after
+        // it whose call had begun (it may or may not last).
+        let lastLasting = mine.last { lasted[$0].map { $0 <= cut } ?? false }
+        let later = mine.filter { $0 > (lastLasting ?? -1) && issued[$0] < cut }
+        let allowed = (lastLasting.map { [$0] } ?? []) + later
         let shown: Data?? =
           switch reopened.view(name) {
           case .file(let path, _, _)?: .some(FileManager.default.contents(atPath: path))
@@ -231,7 +253,7 @@ import Testing
           let text = shown.map { String(decoding: $0, as: UTF8.self) } ?? "deleted"
           #expect(allowed.contains { steps[$0].bytes == shown }, "\(label): \(name) shows \(text)")
         } else {
-          #expect(lastReturned == nil, "\(label): \(name), whose change returned, is not in the queue")
+          #expect(lastLasting == nil, "\(label): \(name), whose change lasted, is not in the queue")
         }
       }
       // Nothing goes up twice as two versions: one change per name at most (all of them
@@ -241,6 +263,19 @@ import Testing
       checked += 1
     }
     #expect(checked == states.count)
+  }
+
+  /// Without a group commit (`commit=0`), each close fsyncs: what returned lasts.
+  @Test func everyCrashStateOfReplacedUploadsKeepsWhatReturned() throws {
+    try replayEveryCrashState(Self.steps, commitsAfter: nil)
+  }
+
+  /// With a group commit: what a commit covered lasts, whatever a power loss undid after it (the
+  /// records of the uploads replaced since it are removed only once their replacements last).
+  @Test func everyCrashStateOfAGroupCommitKeepsWhatItCommitted() throws {
+    try replayEveryCrashState(Self.steps, commitsAfter: [0, 1, 3])
+    try replayEveryCrashState(Self.steps, commitsAfter: [2, 4])
+    try replayEveryCrashState(Self.steps, commitsAfter: [])
   }
 
   /// A folder that cannot be synced: the call says EIO (as a disk's fsync error reaches the

@@ -382,4 +382,31 @@ import Testing
     #expect(client.objects.withLock { $0["z.txt"]?.0 } == Data("two".utf8))
     #expect(client.writes.withLock { $0 } == ["upload z.txt"])
   }
+  /// A chmod, utimensat or setxattr after a close goes with the upload that waits its turn: its
+  /// record is rewritten (a new mount reads the new metadata), no change of its own is queued,
+  /// and one upload carries the final metadata; a started upload is never amended.
+  @Test func metadataSetAfterACloseGoesWithTheWaitingUpload() async throws {
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let queueFolder = folder.appendingPathComponent("queue")
+    let client = MemoryObjectClient()
+    do {
+      let queue = try WriteBackQueue(folder: queueFolder, commit: 3600, log: { _ in })
+      let f = try file("bytes")
+      _ = try queue.upload("m.txt", from: f.fd, contentType: "text/plain", mtime: 1, base: .generation(0))
+      #expect(try queue.amend("m.txt", custom: ["goog-reserved-posix-mode": "600"], mtime: 1_612_325_106.5))
+      #expect(try queue.amend("m.txt", contentType: "text/markdown", custom: ["color": "blue"]))
+      #expect(try !queue.amend("other.txt", custom: ["color": "red"]), "no upload of that name waits")
+      #expect(queue.totals.changes == 1)
+      #expect(queue.view("m.txt")?.fileAttributes?.mtime == 1_612_325_106.5)
+      try queue.commit()
+    }
+    let queue = try WriteBackQueue(folder: queueFolder, log: { _ in })
+    #expect(queue.totals.changes == 1)
+    #expect(queue.queuedMetadata("m.txt")?.contentType == "text/markdown")
+    #expect(queue.queuedMetadata("m.txt")?.custom == ["goog-reserved-posix-mode": "600", "color": "blue"])
+    queue.start(client: client) { _, _ in }
+    #expect(await queue.waitUntilEmpty(within: 30).changes == 0)
+    #expect(client.writes.withLock { $0 } == ["upload m.txt"])
+    #expect(try !queue.amend("m.txt", custom: ["color": "green"]), "nothing of the name waits any more")
+  }
 }

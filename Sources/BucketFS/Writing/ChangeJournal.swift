@@ -11,12 +11,16 @@ struct ChangeJournal: Sendable {
   private let log: @Sendable (String) -> Void
   private let durable: DurableFile
   private var disk: any QueueDisk { durable.disk }
+  /// Set: a close's files are put in place through the page cache and made to last by this
+  /// group commit; nil: each is fsynced before the close returns.
+  let groupCommit: GroupCommit?
 
-  init(folder: URL, disk: any QueueDisk = SystemDisk(), log: @escaping @Sendable (String) -> Void) throws {
+  init(folder: URL, disk: any QueueDisk = SystemDisk(), groupCommit: Bool = false, log: @escaping @Sendable (String) -> Void) throws {
     self.folder = folder
     self.damaged = DamagedRecords(queueFolder: folder)
     self.log = log
     durable = DurableFile(disk: disk)
+    self.groupCommit = groupCommit ? GroupCommit(folder: folder.path, disk: disk) : nil
     try PrivateFolder.make(folder)
   }
 
@@ -91,17 +95,21 @@ struct ChangeJournal: Sendable {
 
   /// `change`'s record, durably (unless its folder could not be synced: then it is in place,
   /// and the caller says so).
+  /// `committed`: as a close writes it, made to last by the group commit when there is one.
   @discardableResult
-  func write(_ change: PendingChange) throws(FSError) -> DurableFile.Placed {
+  func write(_ change: PendingChange, committed: Bool = false) throws(FSError) -> DurableFile.Placed {
     guard let data = try? JSONEncoder().encode(change) else { throw FSError(EIO) }
-    return try durable.replace(recordPath(change), with: data)
+    guard committed, let groupCommit else { return try durable.replace(recordPath(change), with: data) }
+    let placed = try durable.replace(recordPath(change), with: data, sync: false)
+    groupCommit.note(files: [recordPath(change)])
+    return placed
   }
 
   /// The bytes of `fd` under `change`'s temporary name, fsynced and read back (from the page
   /// cache, so that the record vouches for the bytes on disk): their size and CRC32C.
   func takeBytes(from fd: Int32, for change: PendingChange) throws(FSError) -> (size: Int64, crc32c: UInt32) {
     let temporary = dataPath(change) + ".tmp"
-    let size = try durable.copy(from: fd, to: temporary)
+    let size = try durable.copy(from: fd, to: temporary, sync: groupCommit == nil)
     guard let crc = BlockChecksums.compute(path: temporary, size: size, md5: false)?.1.value else {
       _ = disk.unlink(temporary)
       throw FSError(EIO)
@@ -118,7 +126,9 @@ struct ChangeJournal: Sendable {
       _ = disk.unlink(temporary)
       throw FSError(e)
     }
-    return durable.syncFolder(of: dataPath(change))
+    guard let groupCommit else { return durable.syncFolder(of: dataPath(change)) }
+    groupCommit.note(files: [dataPath(change)])
+    return .durable
   }
 
   /// Bytes taken for a change that was not queued after all.
@@ -134,6 +144,15 @@ struct ChangeJournal: Sendable {
   /// Removes `change`'s record and bytes. A change carried out may come back after a power loss
   /// (its record says it is done: harmless); one `durably` removed may not (a replaced upload,
   /// which would go up beside the one that replaced it).
+  /// A replaced upload's record and bytes, removed once the change that replaced it lasts: at
+  /// the next group commit, or now (durably) without one.
+  @discardableResult
+  func removeReplaced(_ change: PendingChange) -> DurableFile.Placed {
+    guard let groupCommit else { return remove(change, durably: true) }
+    groupCommit.note(files: [], unlinks: [dataPath(change), recordPath(change)])
+    return .durable
+  }
+
   @discardableResult
   func remove(_ change: PendingChange, durably: Bool = false) -> DurableFile.Placed {
     _ = disk.unlink(dataPath(change))

@@ -18,24 +18,25 @@ struct DurableFile: Sendable {
     case folderNotSynced(Int32)
   }
 
-  /// `data` in a new file at `path`, fsynced.
-  func write(_ data: Data, to path: String) throws(FSError) {
+  /// `data` in a new file at `path`, fsynced (unless not `sync`: a group commit will).
+  func write(_ data: Data, to path: String, sync: Bool = true) throws(FSError) {
     _ = disk.unlink(path)
     let fd = disk.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { throw FSError(errno) }
     defer { disk.close(fd) }
     let written = data.withUnsafeBytes { disk.write(fd, $0) }
     guard written == data.count else { throw FSError(written < 0 ? errno : ENOSPC) }
-    guard disk.fsync(fd) == 0 else { throw FSError(errno) }
+    guard !sync || disk.fsync(fd) == 0 else { throw FSError(errno) }
   }
 
   /// `data` at `path` in place of what was there: under a temporary name of this writer's own
   /// (two threads may write one path at once), fsynced, renamed, and the folder fsynced. Throws
-  /// when the file is not in place; says when it is but its folder could not be synced.
-  func replace(_ path: String, with data: Data) throws(FSError) -> Placed {
+  /// when the file is not in place; says when it is but its folder could not be synced. Not
+  /// `sync`: in place through the page cache only, for a group commit to make last.
+  func replace(_ path: String, with data: Data, sync: Bool = true) throws(FSError) -> Placed {
     let temporary = path + "." + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".tmp"
     do throws(FSError) {
-      try write(data, to: temporary)
+      try write(data, to: temporary, sync: sync)
     } catch {
       _ = disk.unlink(temporary)
       throw error
@@ -45,12 +46,13 @@ struct DurableFile: Sendable {
       _ = disk.unlink(temporary)
       throw FSError(e)
     }
-    return syncFolder(of: path)
+    return sync ? syncFolder(of: path) : .durable
   }
 
-  /// What `fd` holds, copied into a new file at `path` and fsynced; returns its size.
+  /// What `fd` holds, copied into a new file at `path` and fsynced (unless not `sync`); returns
+  /// its size.
   @discardableResult
-  func copy(from fd: Int32, to path: String) throws(FSError) -> Int64 {
+  func copy(from fd: Int32, to path: String, sync: Bool = true) throws(FSError) -> Int64 {
     _ = disk.unlink(path)
     let out = disk.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard out >= 0 else { throw FSError(errno) }
@@ -62,7 +64,7 @@ struct DurableFile: Sendable {
       _ = disk.unlink(path)
       throw error
     }
-    guard disk.fsync(out) == 0 else {
+    guard !sync || disk.fsync(out) == 0 else {
       let e = errno
       _ = disk.unlink(path)
       throw FSError(e)

@@ -77,6 +77,9 @@ struct QueueState {
   /// When each change queued by this mount may start (`WriteBackQueue.settle` after it was
   /// queued, so in the order of sequences; those an earlier mount queued may start at once).
   private var readyAt: [UInt64: ContinuousClock.Instant] = [:]
+  /// Changes whose record is being rewritten (`amend`): no worker takes them and no newer
+  /// upload replaces them until it is on disk.
+  private var held = Set<UInt64>()
   /// Bytes of the queued uploads.
   private(set) var bytes: Int64 = 0
   private var sizes: [UInt64: Int64] = [:]
@@ -136,7 +139,7 @@ struct QueueState {
       if change.base == .previous, let generation = left[Self.key(change.name)]?.generation { change.base = .generation(generation) }
       return nil
     }
-    if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion {
+    if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) {
       setLife(lastSequence, .replaced(by: change.sequence))
       ended[lastSequence] = .replaced(by: change.sequence)
       change.base = last.base
@@ -153,6 +156,30 @@ struct QueueState {
     guard let change = changes[sequence], change.kind == .upload, change.life == .pending else { return nil }
     ended[sequence] = .finished(.failed("a write to the file failed after it was queued"))
     return change
+  }
+
+  /// The metadata of `name`'s last change, when it is an upload waiting its turn: what a chmod,
+  /// chown, utimensat or setxattr after a close sets goes with that upload (one request, one
+  /// record) instead of a change of its own. The change is held (no worker takes it, no newer
+  /// upload replaces it) and returned, for its record to be rewritten and `release`d; nil when
+  /// the last change is not such an upload.
+  mutating func amend(_ name: String, contentType: String?, custom: [String: String], mtime: Double?) -> (before: PendingChange, after: PendingChange)? {
+    guard let last = byName[Self.key(name)]?.last, let change = changes[last], change.kind == .upload, change.life == .pending,
+      !held.contains(last)
+    else { return nil }
+    var amended = change
+    if let contentType { amended.contentType = contentType }
+    if !custom.isEmpty { amended.custom = (amended.custom ?? [:]).merging(custom) { _, new in new } }
+    if let mtime { amended.mtime = mtime }
+    changes[last] = amended
+    held.insert(last)
+    return (change, amended)
+  }
+
+  /// An amended change's record is on disk (or, `restoring` it, could not be rewritten): it may go.
+  mutating func release(_ sequence: UInt64, restoring before: PendingChange? = nil) {
+    if let before, changes[sequence] != nil { changes[sequence] = before }
+    held.remove(sequence)
   }
 
   /// A replaced change waits again: the change that replaced it could not be written.
@@ -205,7 +232,7 @@ struct QueueState {
       guard let change = changes[sequence] else { continue }
       let name = Self.key(change.name)
       let free = !names.contains(name) && (change.kind.putsVersion ? !deleteBefore : !uploadBefore)
-      let settled = readyAt[sequence].map { $0 <= now } ?? true
+      let settled = (readyAt[sequence].map { $0 <= now } ?? true) && !held.contains(sequence)
       // Changes settle in the order they were queued: none after this one has settled either.
       if change.life == .pending && !settled { break }
       if change.life == .pending && free {

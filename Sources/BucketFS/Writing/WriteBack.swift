@@ -5,8 +5,8 @@ final class WriteBack: Sendable {
   let queue: WriteBackQueue
   let edits: LocalEdits
 
-  init(folder: URL, log: @escaping @Sendable (String) -> Void) throws {
-    queue = try WriteBackQueue(folder: folder, log: log)
+  init(folder: URL, commit: Double, log: @escaping @Sendable (String) -> Void) throws {
+    queue = try WriteBackQueue(folder: folder, commit: commit, log: log)
     edits = LocalEdits(folder: folder)
   }
 }

@@ -24,8 +24,9 @@ package final class WriteBackQueue: Sendable {
   private let log: @Sendable (String) -> Void
   private let onApplied = Mutex<(@Sendable (PendingChange, StorageMetadata?) -> Void)?>(nil)
 
-  init(folder: URL, disk: any QueueDisk = SystemDisk(), log: @escaping @Sendable (String) -> Void) throws {
-    self.journal = try ChangeJournal(folder: folder, disk: disk, log: log)
+  /// `commit`: seconds between group commits (0: every close fsyncs its change before it returns).
+  init(folder: URL, disk: any QueueDisk = SystemDisk(), commit: Double = 0, log: @escaping @Sendable (String) -> Void) throws {
+    self.journal = try ChangeJournal(folder: folder, disk: disk, groupCommit: commit > 0, log: log)
     self.log = log
     let (changes, sizes) = journal.load()
     let damaged = journal.damaged.count
@@ -36,6 +37,29 @@ package final class WriteBackQueue: Sendable {
     for change in done { passOn(change) }
     let count = state.withLock { $0.totals.changes + $0.totals.failed }
     if count > 0 { log("write-back: \(count) changes from an earlier mount are queued") }
+    if commit > 0 { startCommits(every: commit) }
+  }
+
+  /// The group commit's clock: what closes put in place lasts within `seconds` (ext4's `commit=`).
+  private func startCommits(every seconds: Double) {
+    Task.detached { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+        guard let self else { return }
+        do throws(FSError) {
+          try self.commit()
+        } catch {
+          self.log("write-back: the queue's group commit failed (errno \(error.errno)); tried again in \(seconds) s")
+        }
+      }
+    }
+  }
+
+  /// Makes every change queued so far last across a power loss (`fsync(2)`, `bucketfs sync`,
+  /// an unmount); EIO when the disk would not.
+  func commit() throws(FSError) {
+    // Even with nothing noted since: a commit running now may hold the caller's files.
+    try journal.groupCommit?.commit()
   }
 
   // MARK: making changes
@@ -56,6 +80,25 @@ package final class WriteBackQueue: Sendable {
     change.dataCRC32C = crc
     try add(&change, size: size, withBytes: true)
     return sequence
+  }
+
+  /// Sets `contentType`, `custom` entries and `mtime` on `name`'s upload that waits its turn,
+  /// rewriting its record (no bytes copied, no new change); false when the name's last change is
+  /// no such upload, and the caller queues a change of its own.
+  func amend(_ name: String, contentType: String? = nil, custom: [String: String], mtime: Double? = nil) throws(FSError) -> Bool {
+    guard let (before, amended) = state.withLock({ $0.amend(name, contentType: contentType, custom: custom, mtime: mtime) }) else { return false }
+    let placed: DurableFile.Placed
+    do throws(FSError) {
+      placed = try journal.write(amended, committed: true)
+    } catch {
+      state.withLock { $0.release(amended.sequence, restoring: before) }
+      work.signalOne()
+      throw error
+    }
+    state.withLock { $0.release(amended.sequence) }
+    work.signalOne()
+    if case .folderNotSynced = placed { throw FSError(EIO) }
+    return true
   }
 
   /// Queues a server-side copy of `source` as the next version of `name` (a rename where the
@@ -113,7 +156,7 @@ package final class WriteBackQueue: Sendable {
     let replaced = state.withLock { $0.admit(&change) }
     var placed: [DurableFile.Placed] = []
     do throws(FSError) {
-      placed.append(try journal.write(change))
+      placed.append(try journal.write(change, committed: true))
       if withBytes { placed.append(try journal.keepBytes(of: change)) }
     } catch {
       if let replaced { state.withLock { $0.readmit(replaced) } }
@@ -123,7 +166,10 @@ package final class WriteBackQueue: Sendable {
     state.withLock { $0.insert(change, size: size, readyAt: .now + Self.settle) }
     // The replaced record's removal lasts before the close returns: were it undone by a power
     // loss, the older bytes would come back (and the newer ones become a false conflict).
-    if let replaced { placed.append(remove(replaced, durably: true)) }
+    if let replaced {
+      placed.append(journal.removeReplaced(replaced))
+      state.withLock { $0.remove(replaced.sequence) }
+    }
     // One new change: one worker. (A wait for an upload it replaced follows it when it ends.)
     work.signalOne()
     for case .folderNotSynced(let e) in placed {
@@ -293,7 +339,7 @@ package final class WriteBackQueue: Sendable {
     var kept = change
     kept.sessionURL = url
     kept.life = .pending
-    try? journal.write(kept)
+    _ = try? journal.write(kept)
     state.withLock { $0.setSession(change.sequence, url) }
   }
 
@@ -330,14 +376,14 @@ package final class WriteBackQueue: Sendable {
 
   /// A done change: the next change of its name based on it gets its generation, then it goes.
   private func passOn(_ done: PendingChange) {
-    if let next = state.withLock({ $0.passOn(done) }) { try? journal.write(next) }
+    if let next = state.withLock({ $0.passOn(done) }) { _ = try? journal.write(next) }
     remove(done)
   }
 
   private func refuse(_ change: PendingChange, _ error: BucketError) {
     var failed = change
     failed.life = .failed(error.detail)
-    try? journal.write(failed)
+    _ = try? journal.write(failed)
     state.withLock { s in
       s.failed(failed)
       s.serverAnswered()
