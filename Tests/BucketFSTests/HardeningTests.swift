@@ -16,6 +16,20 @@ import Testing
     #expect(KeptTime.format(1.5) == "1970-01-01T00:00:01.500000000Z")
   }
 
+  /// Kept times read back as they were written, by the fast path (UTC, any number of digits)
+  /// and by the formatter (an offset), and what is not a time is not read as one.
+  @Test func keptTimesReadBackExactly() {
+    for t in [0, 1.5, 1_612_325_106.999_999_6, 1_612_325_106.999_6, 1_700_000_000.123_456_789, -86_400.25] {
+      #expect(KeptTime.parse(KeptTime.format(t)).map { abs($0 - t) < 1e-6 } == true, "\(t): \(KeptTime.format(t))")
+    }
+    #expect(KeptTime.parse("2021-02-03T04:05:06Z") == 1_612_325_106)
+    #expect(KeptTime.parse("2021-02-03T04:05:06.5Z") == 1_612_325_106.5)
+    #expect(KeptTime.parse("2021-02-03T05:05:06.5+01:00") == 1_612_325_106.5)
+    #expect(KeptTime.parse("2021-02-03T04:05:06.x5Z") == nil)
+    #expect(KeptTime.parse("2021-13-03T04:05:06Z") == nil)
+    #expect(KeptTime.parse("yesterday") == nil)
+  }
+
   /// Sizes a server may send that no object has: negative, or so large that adding a block overflows.
   @Test func sizesNoObjectHasAreNotTaken() {
     #expect(StorageMetadata(dictionary: ["size": "-5"]).size == 0)

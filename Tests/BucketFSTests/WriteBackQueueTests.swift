@@ -2,6 +2,7 @@
 import Foundation
 import StorageCore
 import Synchronization
+import TestSupport
 import Testing
 
 /// The write-back queue's rules without a kernel: the queue state as a value, the worker against
@@ -408,5 +409,38 @@ import Testing
     #expect(await queue.waitUntilEmpty(within: 30).changes == 0)
     #expect(client.writes.withLock { $0 } == ["upload m.txt"])
     #expect(try !queue.amend("m.txt", custom: ["color": "green"]), "nothing of the name waits any more")
+  }
+}
+
+/// The folder index answers what a walk of every queued name answered.
+@Suite struct FolderIndexTests {
+  /// Brute force: what `names(in:)` and `hasUploads(under:)` said before the index.
+  func walk(_ names: [String: Bool], in dir: String) -> Set<String> {
+    var out = Set<String>()
+    for name in names.keys where name.hasPrefix(dir) {
+      let rest = name.dropFirst(dir.count)
+      guard let first = rest.split(separator: "/", omittingEmptySubsequences: false).first, !first.isEmpty else { continue }
+      out.insert(rest.contains("/") ? String(first) + "/" : String(first))
+    }
+    return out
+  }
+
+  @Test func agreesWithAWalkOfEveryName() {
+    var rng = SeededGenerator(seed: 44)
+    let pool = ["a", "a/", "a/b", "a/b/c", "a/b/", "b", "b/x", "c/d/e/f", "a//b", "c/", "c/d/", "z"]
+    var index = FolderIndex()
+    var live: [String: Bool] = [:]
+    for _ in 0..<2_000 {
+      let name = pool.randomElement(using: &rng)!
+      let shown = Bool.random(using: &rng)
+      let uploading = shown && Bool.random(using: &rng)
+      index.set(name, shown: shown, uploading: uploading)
+      if shown { live[name] = uploading } else { live.removeValue(forKey: name) }
+      for dir in ["", "a/", "a/b/", "b/", "c/", "c/d/", "c/d/e/", "a//"] {
+        #expect(index.names(in: dir) == walk(live, in: dir), "in \(dir.debugDescription): \(live)")
+        let uploadsUnder = live.contains { $0.key.hasPrefix(dir) && $0.value }
+        if !dir.isEmpty { #expect(index.hasUploads(under: dir) == uploadsUnder, "under \(dir): \(live)") }
+      }
+    }
   }
 }

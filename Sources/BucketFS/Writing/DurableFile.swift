@@ -20,9 +20,7 @@ struct DurableFile: Sendable {
 
   /// `data` in a new file at `path`, fsynced (unless not `sync`: a group commit will).
   func write(_ data: Data, to path: String, sync: Bool = true) throws(FSError) {
-    _ = disk.unlink(path)
-    let fd = disk.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-    guard fd >= 0 else { throw FSError(errno) }
+    let fd = try create(path)
     defer { disk.close(fd) }
     let written = data.withUnsafeBytes { disk.write(fd, $0) }
     guard written == data.count else { throw FSError(written < 0 ? errno : ENOSPC) }
@@ -53,9 +51,7 @@ struct DurableFile: Sendable {
   /// its size.
   @discardableResult
   func copy(from fd: Int32, to path: String, sync: Bool = true) throws(FSError) -> Int64 {
-    _ = disk.unlink(path)
-    let out = disk.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-    guard out >= 0 else { throw FSError(errno) }
+    let out = try create(path)
     defer { disk.close(out) }
     let size: Int64
     do throws(FSError) {
@@ -70,6 +66,18 @@ struct DurableFile: Sendable {
       throw FSError(e)
     }
     return size
+  }
+
+  /// A new file at `path`, open for writing; one left there (by a crash) is replaced.
+  private func create(_ path: String) throws(FSError) -> Int32 {
+    let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+    var fd = disk.open(path, flags, 0o600)
+    if fd < 0 && errno == EEXIST {
+      _ = disk.unlink(path)
+      fd = disk.open(path, flags, 0o600)
+    }
+    guard fd >= 0 else { throw FSError(errno) }
+    return fd
   }
 
   /// Everything `input` holds into `output` from its start (in the kernel: sendfile); returns

@@ -39,7 +39,14 @@ struct SystemDisk: QueueDisk {
   func copyAll(from input: Int32, to output: Int32) throws(FSError) -> Int64 {
     var st = stat()
     guard fstat(input, &st) == 0 else { throw FSError(errno) }
-    guard ftruncate(output, 0) == 0, lseek(output, 0, SEEK_SET) == 0 else { throw FSError(errno) }
+    // A new file is empty already: truncating it anyway makes ext4 write it out at its close
+    // (auto_da_alloc's "replace by truncate" rule), a synchronous write per queued file.
+    var out = stat()
+    guard fstat(output, &out) == 0 else { throw FSError(errno) }
+    if out.st_size != 0 {
+      guard ftruncate(output, 0) == 0 else { throw FSError(errno) }
+    }
+    guard lseek(output, 0, SEEK_SET) == 0 else { throw FSError(errno) }
     var offset = off_t(0)
     var left = Int64(st.st_size)
     while left > 0 {

@@ -77,6 +77,10 @@ struct QueueState {
   /// When each change queued by this mount may start (`WriteBackQueue.settle` after it was
   /// queued, so in the order of sequences; those an earlier mount queued may start at once).
   private var readyAt: [UInt64: ContinuousClock.Instant] = [:]
+  /// What the folders hold of the queue, kept as changes come and go so that a lookup or a
+  /// listing asks in O(depth), not by walking every queued change (a folder being filled through
+  /// the mount asked about every one of its names: quadratic).
+  private var folders = FolderIndex()
   /// Changes whose record is being rewritten (`amend`): no worker takes them and no newer
   /// upload replaces them until it is on disk.
   private var held = Set<UInt64>()
@@ -201,6 +205,7 @@ struct QueueState {
     if let readyAt { self.readyAt[change.sequence] = readyAt }
     sizes[change.sequence] = size
     bytes += size
+    reindex(name)
   }
 
   /// `sequence` left the queue (done and passed on, or replaced): how it ended is kept for waits.
@@ -216,6 +221,7 @@ struct QueueState {
     }
     readyAt.removeValue(forKey: sequence)
     bytes -= sizes.removeValue(forKey: sequence) ?? 0
+    reindex(name)
   }
 
   // MARK: carrying out
@@ -308,11 +314,19 @@ struct QueueState {
     guard changes[change.sequence] != nil else { return }
     changes[change.sequence] = change
     setUnfinished(change.sequence, change.isUnfinished)
+    reindex(Self.key(change.name))
   }
 
   private mutating func setLife(_ sequence: UInt64, _ life: PendingChange.Life) {
     changes[sequence]?.life = life
     setUnfinished(sequence, changes[sequence]?.isUnfinished ?? false)
+    if let name = changes[sequence]?.name { reindex(Self.key(name)) }
+  }
+
+  /// `name`'s place in the folder index, from its changes now.
+  private mutating func reindex(_ key: NameKey) {
+    let last = (byName[key] ?? []).last { changes[$0].map { $0.isQueued && $0.kind != .metadata } == true }.flatMap { changes[$0] }
+    folders.set(String(decoding: key, as: UTF8.self), shown: last != nil, uploading: last?.kind.putsVersion == true)
   }
 
   private mutating func setUnfinished(_ sequence: UInt64, _ yes: Bool) {
@@ -397,24 +411,10 @@ struct QueueState {
 
   /// Whether some name under `prefix` is last changed by an upload (a file or placeholder this
   /// mount is putting there).
-  func hasUploads(under prefix: String) -> Bool {
-    byName.keys.contains { key in
-      key.starts(with: prefix.utf8) && (byName[key] ?? []).last { changes[$0].map { $0.isQueued && $0.kind != .metadata } == true }
-        .map { changes[$0]!.kind.putsVersion } == true
-    }
-  }
+  func hasUploads(under prefix: String) -> Bool { folders.hasUploads(under: prefix) }
 
   /// Names with queued changes directly in folder `dir` ("" or ending in "/").
-  func names(in dir: String) -> Set<String> {
-    var out = Set<String>()
-    for change in changes.values where change.isQueued && change.kind != .metadata && change.name.hasPrefix(dir) {
-      let rest = change.name.dropFirst(dir.count)
-      guard let first = rest.split(separator: "/", omittingEmptySubsequences: false).first, !first.isEmpty else { continue }
-      // "a/b" in dir "" makes folder "a" appear; "a/" is the placeholder of folder "a".
-      out.insert(rest.contains("/") ? String(first) + "/" : String(first))
-    }
-    return out
-  }
+  func names(in dir: String) -> Set<String> { folders.names(in: dir) }
 
   /// `user.sync_state` of `name`: nil when nothing of it is queued (synced).
   func syncState(_ name: String) -> (state: String, error: String?)? {
