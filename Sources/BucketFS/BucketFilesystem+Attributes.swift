@@ -89,10 +89,7 @@ extension BucketFilesystem {
         writeBack.edits.close(edit)
       }
     }
-    if let size {
-      guard ftruncate(edit.file.fd, off_t(size)) == 0 else { throw FSError(errno) }
-      edit.changed()
-    }
+    if let size { try edit.truncate(to: size) }
     if let mtime { edit.setMtime(mtime) }
     if times != PosixAttributes(), options.posix { edit.setMetadata(contentType: nil, custom: times.custom) }
     if opened { try queue(edit) }

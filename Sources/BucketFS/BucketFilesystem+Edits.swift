@@ -197,7 +197,14 @@ extension BucketFilesystem {
         edit.writeFailed(ENOSPC)
         throw FSError(ENOSPC)
       }
-      let n = pwrite(edit.file.fd, data.baseAddress, data.count, off_t(offset))
+      let file: FileDescriptor
+      do throws(FSError) {
+        file = try edit.ownFile()
+      } catch {
+        edit.writeFailed(error.errno)
+        throw error
+      }
+      let n = pwrite(file.fd, data.baseAddress, data.count, off_t(offset))
       guard n == data.count else {
         let e = n < 0 ? errno : ENOSPC
         edit.writeFailed(e)
@@ -206,11 +213,10 @@ extension BucketFilesystem {
       edit.changed()
       return n
     }
-    guard opened.access == .appending else { return try write(at: offset) }
     // The kernel put an append at the size it cached, which may be another version's (the mount
     // moved on since, or someone else's bytes came in): the end is the edit's own.
-    let (n, end) = try edit.appending.withLock { _ throws(FSError) -> (Int, Int64) in
-      let end = edit.size
+    let (n, end) = try edit.writing.withLock { _ throws(FSError) -> (Int, Int64) in
+      let end = opened.access == .appending ? edit.size : offset
       return (try write(at: end), end)
     }
     if end != offset { forgetKernelCache(of: opened.ino) }
@@ -257,9 +263,13 @@ extension BucketFilesystem {
       // Bytes of this edit went to the queue before: these are based on what those produce.
       if edit.lastQueued != nil { changes.base = .previous }
       do throws(FSError) {
-        let sequence = try writeBack.queue.upload(
-          name, from: edit.file.fd, contentType: changes.contentType ?? ContentType.infer(fromName: name),
-          mtime: changes.mtime ?? edit.modified, custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
+        let mtime = changes.mtime ?? edit.modified
+        // The edit's file itself goes into the queue (linked, no copy); a later write copies it.
+        let sequence = try edit.handOver { file, path throws(FSError) in
+          try writeBack.queue.upload(
+            name, from: file.fd, linking: path, contentType: changes.contentType ?? ContentType.infer(fromName: name),
+            mtime: mtime, custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
+        }
         edit.queued(sequence)
         return sequence
       } catch {
@@ -327,10 +337,7 @@ extension BucketFilesystem {
 
 extension LocalEdits.Edit {
   func truncated(_ truncate: Bool) throws(FSError) -> LocalEdits.Edit {
-    if truncate {
-      guard ftruncate(file.fd, 0) == 0 else { throw FSError(errno) }
-      changed()
-    }
+    if truncate { try self.truncate(to: 0) }
     return self
   }
 }

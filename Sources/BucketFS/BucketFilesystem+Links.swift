@@ -69,7 +69,9 @@ extension BucketFilesystem {
     let edit = try await edit(path, truncate: true, created: true)
     defer { writeBack.edits.close(edit) }
     let bytes = Array(target.utf8)
-    guard pwrite(edit.file.fd, bytes, bytes.count, 0) == bytes.count else { throw FSError(errno == 0 ? EIO : errno) }
+    try edit.writing.withLock { _ throws(FSError) in
+      guard pwrite(try edit.ownFile().fd, bytes, bytes.count, 0) == bytes.count else { throw FSError(errno == 0 ? EIO : errno) }
+    }
     edit.changed()
     edit.setMetadata(contentType: nil, custom: SymlinkObject.custom(target: target))
     try queue(edit)

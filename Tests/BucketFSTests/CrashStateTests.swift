@@ -16,6 +16,8 @@ import Testing
     case contents(file: Int, Data)
     case fsync(file: Int)
     case rename(from: String, to: String)
+    /// A second name for the file `from` names.
+    case link(from: String, to: String)
     case unlink(path: String)
     case syncFolder(String)
   }
@@ -101,6 +103,17 @@ import Testing
       return result
     }
 
+    func link(_ from: String, _ to: String) -> Int32 {
+      let result = system.link(from, to)
+      if result == 0 {
+        state.withLock { s in
+          s.files[to] = s.files[from]
+          s.operations.append(.link(from: from, to: to))
+        }
+      }
+      return result
+    }
+
     func unlink(_ path: String) -> Int32 {
       let result = system.unlink(path)
       if result == 0 {
@@ -138,6 +151,7 @@ import Testing
         case .contents(let file, _): return later.contains(.fsync(file: file))
         case .create(let path, _), .unlink(let path): return later.contains(.syncFolder(parent(path)))
         case .rename(let from, let to): return later.contains(.syncFolder(parent(from))) && later.contains(.syncFolder(parent(to)))
+        case .link(_, let to): return later.contains(.syncFolder(parent(to)))
         case .fsync, .syncFolder: return true
         }
       }
@@ -155,6 +169,8 @@ import Testing
             case .contents(let file, let data): bytes[file] = data
             case .rename(let from, let to):
               if let file = names.removeValue(forKey: from) { names[to] = file }
+            case .link(let from, let to):
+              if let file = names[from] { names[to] = file }
             case .unlink(let path): names.removeValue(forKey: path)
             case .fsync, .syncFolder: break
             }
@@ -200,7 +216,10 @@ import Testing
   /// and opens a queue on each: the last change of each name that had lasted (its call returned;
   /// with a group commit, a commit after it returned) shows with its exact bytes, or one made
   /// after it; no name is queued twice; a record whose bytes did not last is never read as good.
-  func replayEveryCrashState(_ steps: [Step], commitsAfter: Set<Int>?) throws {
+  ///
+  /// `linking`: each upload's bytes are a file in the queue's folder (as an edit's are) that the
+  /// queue links instead of copying.
+  func replayEveryCrashState(_ steps: [Step], commitsAfter: Set<Int>?, linking: Bool = false) throws {
     let work = try temporaryFolder("work")
     defer { try? FileManager.default.removeItem(at: work) }
     let queueFolder = work.appendingPathComponent("queue")
@@ -212,7 +231,16 @@ import Testing
     var lasted: [Int?] = []
     for (i, step) in steps.enumerated() {
       issued.append(disk.operations.count)
-      if let bytes = step.bytes {
+      if let bytes = step.bytes, linking {
+        // An edit's file: made and written beside the queue, never fsynced by the edit.
+        let path = queueFolder.appendingPathComponent("edit-\(i)").path
+        let fd = disk.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        #expect(fd >= 0)
+        _ = bytes.withUnsafeBytes { disk.write(fd, $0) }
+        try queue.upload(step.name, from: fd, linking: path, contentType: "text/plain", mtime: nil, base: step.base)
+        disk.close(fd)
+        unlink(path)
+      } else if let bytes = step.bytes {
         let fd = try source(bytes, in: work)
         defer { close(fd) }
         try queue.upload(step.name, from: fd, contentType: "text/plain", mtime: nil, base: step.base)
@@ -276,6 +304,14 @@ import Testing
     try replayEveryCrashState(Self.steps, commitsAfter: [0, 1, 3])
     try replayEveryCrashState(Self.steps, commitsAfter: [2, 4])
     try replayEveryCrashState(Self.steps, commitsAfter: [])
+  }
+
+  /// The same with the bytes linked from the edits' files instead of copied, with a group commit
+  /// and without.
+  @Test func everyCrashStateOfLinkedBytesKeepsWhatLasted() throws {
+    try replayEveryCrashState(Self.steps, commitsAfter: nil, linking: true)
+    try replayEveryCrashState(Self.steps, commitsAfter: [0, 2, 3], linking: true)
+    try replayEveryCrashState(Self.steps, commitsAfter: [4], linking: true)
   }
 
   /// A folder that cannot be synced: the call says EIO (as a disk's fsync error reaches the

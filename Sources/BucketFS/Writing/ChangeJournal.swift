@@ -107,9 +107,22 @@ struct ChangeJournal: Sendable {
 
   /// The bytes of `fd` under `change`'s temporary name, fsynced and read back (from the page
   /// cache, so that the record vouches for the bytes on disk): their size and CRC32C.
-  func takeBytes(from fd: Int32, for change: PendingChange) throws(FSError) -> (size: Int64, crc32c: UInt32) {
+  /// `linking`: `fd`'s own path, linked under the temporary name instead of copied (it falls back
+  /// to a copy where the file system will not link).
+  func takeBytes(from fd: Int32, linking: String? = nil, for change: PendingChange) throws(FSError) -> (size: Int64, crc32c: UInt32) {
     let temporary = dataPath(change) + ".tmp"
-    let size = try durable.copy(from: fd, to: temporary, sync: groupCommit == nil)
+    let size: Int64
+    var st = stat()
+    if let linking, disk.link(linking, temporary) == 0, fstat(fd, &st) == 0 {
+      size = Int64(st.st_size)
+      if groupCommit == nil, disk.fsync(fd) != 0 {
+        let e = errno
+        _ = disk.unlink(temporary)
+        throw FSError(e)
+      }
+    } else {
+      size = try durable.copy(from: fd, to: temporary, sync: groupCommit == nil)
+    }
     guard let crc = BlockChecksums.compute(path: temporary, size: size, md5: false)?.1.value else {
       _ = disk.unlink(temporary)
       throw FSError(EIO)

@@ -6,15 +6,26 @@ import Synchronization
 /// last close removes it. The map's lock and an edit's own are never held together.
 final class LocalEdits: Sendable {
   final class Edit: Sendable {
-    let file: FileDescriptor
-    let path: String
-    /// Held while a copy of the bytes is queued: two closes of one file at once must queue
-    /// their copies in the order they were taken, or an older copy could land last. The one
-    /// lock held across disk I/O (docs/design.md, "Locks"); only closes of this file wait on it.
+    /// The edit's private file, and whether its bytes were handed to the queue (linked there at
+    /// a close, no copy made): then the next write or truncation first moves the edit to a copy
+    /// of its own (copy-on-write), so the queued bytes never change.
+    private struct Backing {
+      var file: FileDescriptor
+      var path: String
+      var handedOver = false
+    }
+    private let backing: Mutex<Backing>
+    var file: FileDescriptor { backing.withLock { $0.file } }
+    var path: String { backing.withLock { $0.path } }
+    /// Held while the bytes are queued: two closes of one file at once must queue them in the
+    /// order they were taken, or an older version could land last. Held across disk I/O
+    /// (docs/design.md, "Locks"); only closes of this file wait on it.
     let closing = Mutex(())
-    /// Held while an `O_APPEND` write finds the end and writes there, so that two appenders
-    /// never write at the same end.
-    let appending = Mutex(())
+    /// Held while a write or truncation changes the bytes (an `O_APPEND` write finds the end and
+    /// writes there, so two appenders never write at the same end), and while a close hands
+    /// them to the queue, so that no write lands in bytes being handed over. Taken after
+    /// `closing`, never before it.
+    let writing = Mutex(())
 
     private struct State {
       var name: String
@@ -42,9 +53,52 @@ final class LocalEdits: Sendable {
     private let state: Mutex<State>
 
     init(file: FileDescriptor, path: String, name: String, base: PendingChange.Base, dirty: Bool) {
-      self.file = file
-      self.path = path
+      backing = Mutex(Backing(file: file, path: path))
       state = Mutex(State(name: name, base: base, dirty: dirty))
+    }
+
+    /// Hands the bytes to the queue (`take` links the file there): held against writes while it
+    /// runs; once it returned, the file is the queue's and a write goes to a copy first.
+    func handOver<T>(_ take: (_ file: FileDescriptor, _ path: String) throws(FSError) -> T) throws(FSError) -> T {
+      try writing.withLock { _ throws(FSError) -> T in
+        let (file, path) = backing.withLock { ($0.file, $0.path) }
+        let result = try take(file, path)
+        backing.withLock { $0.handedOver = true }
+        return result
+      }
+    }
+
+    /// The file to change, with `writing` held: the edit's own, made by copying the queued one
+    /// (or empty, `keeping` false) when the bytes were handed over.
+    func ownFile(keeping: Bool = true) throws(FSError) -> FileDescriptor {
+      let current = backing.withLock { $0 }
+      guard current.handedOver else { return current.file }
+      let folder = URL(fileURLWithPath: current.path).deletingLastPathComponent()
+      let path = folder.appendingPathComponent("edit-" + UUID().uuidString).path
+      let fd = Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+      guard fd >= 0 else { throw FSError(errno) }
+      let file = FileDescriptor(fd)
+      if keeping {
+        do throws(FSError) {
+          try DurableFile.copyAll(from: current.file.fd, to: fd)
+        } catch {
+          Foundation.unlink(path)
+          throw error
+        }
+      }
+      backing.withLock { $0 = Backing(file: file, path: path) }
+      // The queue holds its own link to the old file.
+      Foundation.unlink(current.path)
+      return file
+    }
+
+    /// Truncates (or extends) the bytes to `size`, copy-on-write.
+    func truncate(to size: Int64) throws(FSError) {
+      try writing.withLock { _ throws(FSError) in
+        let file = try ownFile(keeping: size > 0)
+        guard ftruncate(file.fd, off_t(size)) == 0 else { throw FSError(errno) }
+      }
+      changed()
     }
 
     var name: String { state.withLock { $0.name } }

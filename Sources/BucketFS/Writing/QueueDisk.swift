@@ -15,6 +15,8 @@ protocol QueueDisk: Sendable {
   func fsync(_ fd: Int32) -> Int32
   func close(_ fd: Int32)
   func rename(_ from: String, _ to: String) -> Int32
+  /// `link(2)`: `to` names the file `from` names.
+  func link(_ from: String, _ to: String) -> Int32
   func unlink(_ path: String) -> Int32
   /// Makes the names in folder `dir` (creates, renames and unlinks in it) last: fsync of the
   /// folder. Its error is the caller's to report.
@@ -62,6 +64,7 @@ struct SystemDisk: QueueDisk {
   func close(_ fd: Int32) { _ = Glibc.close(fd) }
   func rename(_ from: String, _ to: String) -> Int32 { Glibc.rename(from, to) }
   func unlink(_ path: String) -> Int32 { Glibc.unlink(path) }
+  func link(_ from: String, _ to: String) -> Int32 { Glibc.link(from, to) }
 
   func syncFolder(_ dir: String) throws(FSError) {
     let fd = Glibc.open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -70,12 +70,15 @@ package final class WriteBackQueue: Sendable {
   /// is based on when no earlier change of the name is queued (then it is the previous one's
   /// result). An upload of the name still waiting its turn is replaced: only the last bytes go.
   @discardableResult
+  /// `linking`: the path of the open file `fd`, which becomes the queued bytes itself (a hard
+  /// link, no copy); the caller must not change that file afterwards.
   func upload(
-    _ name: String, from fd: Int32, contentType: String, mtime: Double?, custom: [String: String]? = nil, base: PendingChange.Base
+    _ name: String, from fd: Int32, linking: String? = nil, contentType: String, mtime: Double?, custom: [String: String]? = nil,
+    base: PendingChange.Base
   ) throws(FSError) -> UInt64 {
     let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
-    let (size, crc) = try journal.takeBytes(from: fd, for: change)
+    let (size, crc) = try journal.takeBytes(from: fd, linking: linking, for: change)
     change.dataSize = size
     change.dataCRC32C = crc
     try add(&change, size: size, withBytes: true)
