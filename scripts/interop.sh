@@ -106,6 +106,13 @@ rclone copy "$REMOTE/tree" "$WORK/rclone-down" --retries 1 2>>"$WORK/rclone.log"
 (cd "$WORK/rclone-down" && find . -type f -exec sha256sum {} + | sort) >"$WORK/b.sums"
 cmp -s "$WORK/a.sums" "$WORK/b.sums" || fail "rclone round trip hashes differ"
 ok "rclone copy both ways: SHA-256 of every file equal"
+# A file past rclone's 16 MiB chunk goes up in resumable chunks: its Go client asks for no 308
+# (X-GUploader-No-308) and reads "resume incomplete" from a 200 with an override header.
+head -c $((40 << 20)) /dev/urandom >"$WORK/chunked.bin"
+rclone copyto "$WORK/chunked.bin" "$REMOTE/chunked.bin" --retries 1 --low-level-retries 1 2>>"$WORK/rclone.log" \
+  || { cat "$WORK/rclone.log" >&2; fail "rclone upload in resumable chunks"; }
+rclone cat "$REMOTE/chunked.bin" 2>>"$WORK/rclone.log" | cmp -s - "$WORK/chunked.bin" || fail "rclone's chunked upload reads back other bytes"
+ok "rclone uploads 40 MiB in resumable chunks, read back byte for byte"
 rclone md5sum "$REMOTE/tree" 2>>"$WORK/rclone.log" | sort -k2 >"$WORK/remote.md5"
 (cd "$WORK/up" && find . -type f -exec md5sum {} + | sed 's| \./| |' | sort -k2) >"$WORK/local.md5"
 cmp -s "$WORK/remote.md5" "$WORK/local.md5" || fail "the server's MD5s differ from the files'"

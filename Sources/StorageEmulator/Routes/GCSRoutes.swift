@@ -245,12 +245,12 @@ struct GCSRoutes {
     if start != nil || range == nil {
       switch session.append(request.body, at: start) {
       case .success(let received): if range == nil { total = received }
-      case .failure(.offset): return ServerResponse(status: 308, headers: receivedRange(session))
+      case .failure(.offset): return incomplete(session, request)
       case .failure(let refusal): return answer(refusal, request)
       }
     }
     guard let total, total == session.received else {
-      return ServerResponse(status: 308, headers: receivedRange(session))
+      return incomplete(session, request)
     }
     let finished = session.finish(unless: { preconditionFailure(store.get(session.bucket, session.name), session.preconditions) }) { size, hashes in
       try store.commit(
@@ -273,6 +273,16 @@ struct GCSRoutes {
     case .refused(let response): return response
     case .cannotStore: return Self.error(500, "internalError", "cannot store the object")
     }
+  }
+
+  /// "Resume incomplete": 308 with the bytes received, or, to a client that asks for no 308
+  /// (`X-GUploader-No-308: yes`, Google's Go client, which rclone uses: its HTTP stack takes 308
+  /// for a redirect), 200 with `X-Http-Status-Code-Override: 308`, as Google answers it.
+  private func incomplete(_ session: UploadSessions.Session, _ request: ServerRequest) -> ServerResponse {
+    guard request.header("x-guploader-no-308")?.lowercased() == "yes" else {
+      return ServerResponse(status: 308, headers: receivedRange(session))
+    }
+    return ServerResponse(status: 200, headers: [("X-Http-Status-Code-Override", "308")] + receivedRange(session))
   }
 
   private func receivedRange(_ session: UploadSessions.Session) -> [(String, String)] {
