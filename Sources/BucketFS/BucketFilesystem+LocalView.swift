@@ -27,13 +27,9 @@ extension BucketFilesystem {
   func localEntry(_ path: String) -> LocalEntry {
     guard let writeBack else { return .unchanged }
     let name = Namespace.split(path).name
-    if let edit = writeBack.edits[path] {
-      return .file(localFile(name: name, path: path, size: edit.size, mtime: edit.modified, custom: edit.custom))
-    }
+    let file = localFileEntry(path)
+    if case .file = file { return file }
     let view = writeBack.queue.view(path)
-    if let (size, mtime) = view?.fileAttributes {
-      return .file(localFile(name: name, path: path, size: size, mtime: mtime, custom: writeBack.queue.queuedMetadata(path)?.custom))
-    }
     // A folder this mount made or put something in (a queued upload under it) shows; one whose
     // placeholder it deleted, with nothing uploaded under it, does not.
     if writeBack.queue.hasUploads(under: path + "/") || !writeBack.edits.names(in: path + "/").isEmpty {

@@ -2,6 +2,7 @@
 // with nanoseconds, read back with any number of fractional digits (rclone and gcsfuse write
 // nanoseconds too).
 import Foundation
+import StorageCore
 
 enum KeptTime {
   /// RFC 3339 with nine fractional digits, in UTC.
@@ -30,7 +31,9 @@ enum KeptTime {
   /// RFC 3339 with any number of fractional digits (rclone and gcsfuse write nanoseconds, which
   /// ISO8601DateFormatter cannot read): the whole seconds by the formatter, the fraction added.
   static func parse(_ text: String) -> Double? {
-    if let fast = parseUTC(text) { return fast }
+    // `YYYY-MM-DDTHH:MM:SS[.digits]Z`, what bucketfs, rclone and gcsfuse write, by hand: every
+    // attribute of a file with a kept time reads it, and a formatter per call dominated that.
+    if let fast = StorageMetadata.parseRFC3339UTC(text) { return fast.timeIntervalSince1970 }
     let f = ISO8601DateFormatter()
     f.formatOptions = [.withInternetDateTime]
     guard let dot = text.firstIndex(of: ".") else { return f.date(from: text)?.timeIntervalSince1970 }
@@ -38,41 +41,5 @@ enum KeptTime {
       let whole = f.date(from: String(text[..<dot]) + String(text[zone...])), let fraction = Double("0" + text[dot..<zone])
     else { return nil }
     return whole.timeIntervalSince1970 + fraction
-  }
-
-  /// `YYYY-MM-DDTHH:MM:SS[.digits]Z`, what bucketfs, rclone and gcsfuse write, by hand: every
-  /// attribute of a file with a kept time reads it, and the formatter dominated that cost.
-  private static func parseUTC(_ text: String) -> Double? {
-    let b = Array(text.utf8)
-    guard b.count >= 20, b.last == UInt8(ascii: "Z"), b[4] == 45, b[7] == 45, b[10] == 84, b[13] == 58, b[16] == 58 else { return nil }
-    func number(_ from: Int, _ count: Int) -> Int? {
-      var n = 0
-      for i in from..<(from + count) {
-        let d = Int(b[i]) - 48
-        guard d >= 0 && d <= 9 else { return nil }
-        n = n * 10 + d
-      }
-      return n
-    }
-    guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
-      let minute = number(14, 2), let second = number(17, 2), (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60,
-      second < 61
-    else { return nil }
-    var fraction = 0.0
-    if b.count > 20 {
-      guard b[19] == 46, b.count > 21, let digits = number(20, min(b.count - 21, 9)) else { return nil }
-      // Past nine digits nothing is kept (a nanosecond is the finest a file's time holds).
-      for i in 20..<(b.count - 1) where !(48...57).contains(b[i]) { return nil }
-      fraction = Double(digits) / pow(10, Double(min(b.count - 21, 9)))
-    } else if b.count != 20 {
-      return nil
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = month <= 2 ? year - 1 : year
-    let era = (y >= 0 ? y : y - 399) / 400
-    let yoe = y - era * 400
-    let doy = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468
-    return Double(days * 86_400 + hour * 3_600 + minute * 60 + second) + fraction
   }
 }

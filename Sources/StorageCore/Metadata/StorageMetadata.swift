@@ -225,7 +225,7 @@ public final class StorageMetadata: @unchecked Sendable, Equatable, CustomString
 
   /// `YYYY-MM-DDTHH:MM:SS[.fff…]Z`, the shape every server here writes, parsed by hand: a GCS
   /// listing page carries two timestamps per object, and Foundation's parser dominated its cost.
-  static func parseRFC3339UTC(_ text: String) -> Date? {
+  package static func parseRFC3339UTC(_ text: String) -> Date? {
     let b = Array(text.utf8)
     guard b.count >= 20, b.last == UInt8(ascii: "Z"), b[4] == 45, b[7] == 45, b[10] == 84, b[13] == 58, b[16] == 58 else {
       return nil
