@@ -1,3 +1,4 @@
+import ChildProcess
 import Foundation
 import StorageCore
 import TestSupport
@@ -11,14 +12,21 @@ import Testing
 /// writer's lines are never overwritten.
 @Suite(.serialized) struct AppendingWritersTests {
   /// The outside writer: one line at a time, read-modify-write with a precondition, retried on
-  /// 412; each line is noted in the acknowledged file once the server took it.
+  /// 412; each line is noted in ACKED once the server took it. After each line it waits until a
+  /// mount has tried another one (the TRIED files grew), so that the writers take turns however
+  /// busy the machine is, and every append of a mount meets a version it did not write.
   static let outsideWriter = #"""
-    import json, sys, time, urllib.request, urllib.parse, urllib.error
+    import json, os, sys, time, urllib.request, urllib.parse, urllib.error
     host, bucket, name, tag, seconds, acked = sys.argv[1:7]
+    tried = sys.argv[7:]
     quoted = urllib.parse.quote(name, safe="")
     meta = f"http://{host}/storage/v1/b/{bucket}/o/{quoted}"
     upload = f"http://{host}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={quoted}"
     end = time.time() + float(seconds)
+
+    def mount_lines():
+        return sum(len(open(p).read().splitlines()) for p in tried if os.path.exists(p))
+
     i = 0
     with open(acked, "a") as out:
         while time.time() < end:
@@ -45,19 +53,24 @@ import Testing
             out.write(line.decode())
             out.flush()
             i += 1
-            time.sleep(0.04)
+            seen = mount_lines()
+            while mount_lines() == seen and time.time() < end:
+                time.sleep(0.005)
     """#
 
-  /// A shell appending a line every ~40 ms to FILE for SECONDS; each line `echo` reported
-  /// written is noted in ACKED, each one tried in TRIED.
+  /// A shell appending lines to FILE for SECONDS, each once the outside writer has added a line
+  /// since the last one (OUTSIDE grew); each line `echo` reported written is noted in ACKED,
+  /// each one tried in TRIED.
   static let mountAppender = #"""
-    file=$1 tag=$2 seconds=$3 acked=$4 tried=$5
-    end=$(( $(date +%s) + seconds )); i=0
+    file=$1 tag=$2 seconds=$3 acked=$4 tried=$5 outside=$6
+    count() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
+    end=$(( $(date +%s) + seconds )); i=0; seen=0
     while [ "$(date +%s)" -lt "$end" ]; do
+      while [ "$(count "$outside")" -le "$seen" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.005; done
+      seen=$(count "$outside")
       echo "$tag-$i" >> "$tried"
       if echo "$tag-$i" >> "$file"; then echo "$tag-$i" >> "$acked"; fi
       i=$((i + 1))
-      sleep 0.04
     done
     """#
 
@@ -80,19 +93,26 @@ import Testing
       let appender = notes.appendingPathComponent("append.sh")
       try Self.mountAppender.write(to: appender, atomically: true, encoding: .utf8)
       let outsideAcked = notes.appendingPathComponent("O.acked")
-      let (address, bucket) = (fx.address, fx.bucket)
-      var writers: [Task<(Int32, String), Never>] = []
-      writers.append(
-        Task.detached {
-          runTool("/usr/bin/env", ["python3", script.path, address, bucket, "log/f", "O", String(seconds), outsideAcked.path])
-        })
+      // Processes of their own, all at once: a task each would take the task pool's two threads
+      // and run the writers two at a time.
+      let environment = ProcessInfo.processInfo.environment
+      let tried = (0..<count).map { notes.appendingPathComponent("M\($0).tried").path }
+      var writers = [
+        try ChildProcess(
+          "/usr/bin/python3", [script.path, fx.address, fx.bucket, "log/f", "O", String(seconds), outsideAcked.path] + tried,
+          environment: environment)
+      ]
       for (n, m) in mounts.enumerated() {
-        let args = [appender.path, m.path("log/f"), "M\(n)", String(seconds)] + ["acked", "tried"].map { notes.appendingPathComponent("M\(n).\($0)").path }
-        writers.append(Task.detached { runTool("/bin/sh", args) })
+        let args = [appender.path, m.path("log/f"), "M\(n)", String(seconds), notes.appendingPathComponent("M\(n).acked").path, tried[n], outsideAcked.path]
+        writers.append(try ChildProcess("/bin/sh", args, environment: environment))
       }
       for writer in writers {
-        let (status, output) = await writer.value
-        #expect(status == 0, "\(output)")
+        let ended = writer.wait(timeout: .seconds(Double(seconds) + 120))
+        #expect(ended == .exited(0), "a writer ended with \(String(describing: ended))")
+        if ended == nil {
+          writer.send(SIGKILL)
+          writer.wait()
+        }
       }
       for m in mounts {
         let (status, output) = runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "60"])
