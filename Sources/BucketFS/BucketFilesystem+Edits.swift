@@ -246,8 +246,6 @@ extension BucketFilesystem {
 
   @discardableResult
   func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
-    // One close of a file at a time: two processes closing it at once must queue their copies
-    // in the order they were taken, or an older copy could land last.
     // A write that failed leaves bytes no program meant: they never become a version, and
     // what this edit queued before it (dd's O_TRUNC, closed once by a dup) is withdrawn while
     // it has not started, so the version before stays.
@@ -257,6 +255,8 @@ extension BucketFilesystem {
       }
       throw FSError(failed)
     }
+    // One close of a file at a time: two processes closing it at once must queue their versions
+    // in the order they were taken, or an older one could land last.
     return try edit.closing.withLock { _ throws(FSError) -> UInt64? in
       guard let writeBack, var changes = edit.takeChanges() else { return edit.lastQueued }
       let name = changes.name

@@ -84,11 +84,7 @@ import Testing
   @Test func aClientAskingForNo308Gets200WithTheOverride() async throws {
     try await offPool {
       try scope(Server()) { s in
-        let start = s.request(
-          "POST /upload/storage/v1/b/bk/o?uploadType=resumable&name=go HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
-        let location = try #require(start.split(separator: "\r\n").first { $0.lowercased().hasPrefix("location:") })
-        let url = location.dropFirst("location:".count).trimmingCharacters(in: .whitespaces)
-        let path = String(url[try #require(url.range(of: "127.0.0.1:\(s.port)")).upperBound...])
+        let path = try ResumableChunkTests().session(s, api: "gcs")
         let chunk = s.request(
           "POST \(path) HTTP/1.1\r\nHost: x\r\nX-GUploader-No-308: yes\r\nContent-Range: bytes 0-3/*\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd")
         #expect(statusLine(chunk).hasPrefix("HTTP/1.1 200"), "\(chunk)")

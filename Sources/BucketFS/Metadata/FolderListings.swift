@@ -178,8 +178,6 @@ final class FolderListings: Sendable {
     }
   }
 
-  /// A change this mount made reached the bucket: the listing shows it without listing again
-  /// (`entry` nil: `name` is gone).
   /// The name folder `dir`'s kept listing shows file `name` (object `objectName`) under: its
   /// own, or the alias it has beside a folder of that name; nil when a folder has the name and
   /// no alias shows the object (the listing must be taken again to give it one).
@@ -195,6 +193,8 @@ final class FolderListings: Sendable {
     }
   }
 
+  /// A change this mount made reached the bucket: the listing shows it without listing again
+  /// (`entry` nil: `name` is gone).
   func update(_ dir: String, name: String, entry: DirectoryEntry?) {
     state.withLock { s in
       s.changes[dir, default: 0] += 1

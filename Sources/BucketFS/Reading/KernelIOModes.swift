@@ -175,7 +175,6 @@ final class KernelIOModes: Sendable {
     }
   }
 
-
   /// Without the privilege (not root) no backing file will ever be accepted: passthrough ends
   /// for the mount. Any other refusal (a staging folder the kernel cannot stack on) is for
   /// that file. Said once either way.

@@ -105,9 +105,9 @@ struct ChangeJournal: Sendable {
     return placed
   }
 
-  /// The bytes of `fd` under `change`'s temporary name, fsynced and read back (from the page
-  /// cache, so that the record vouches for the bytes on disk): their size and CRC32C.
-  /// `linking`: `fd`'s own path, linked under the temporary name instead of copied (it falls back
+  /// The bytes of `fd` under `change`'s temporary name, fsynced (by the group commit, when there
+  /// is one) and read back (from the page cache, so that the record vouches for the bytes on
+  /// disk): their size and CRC32C. `linking`: `fd`'s own path, linked under the temporary name instead of copied (it falls back
   /// to a copy where the file system will not link).
   func takeBytes(from fd: Int32, linking: String? = nil, for change: PendingChange) throws(FSError) -> (size: Int64, crc32c: UInt32) {
     let temporary = dataPath(change) + ".tmp"
@@ -154,9 +154,6 @@ struct ChangeJournal: Sendable {
     disk.close(empty)
   }
 
-  /// Removes `change`'s record and bytes. A change carried out may come back after a power loss
-  /// (its record says it is done: harmless); one `durably` removed may not (a replaced upload,
-  /// which would go up beside the one that replaced it).
   /// A replaced upload's record and bytes, removed once the change that replaced it lasts: at
   /// the next group commit, or now (durably) without one.
   @discardableResult
@@ -166,6 +163,9 @@ struct ChangeJournal: Sendable {
     return .durable
   }
 
+  /// Removes `change`'s record and bytes. A change carried out may come back after a power loss
+  /// (its record says it is done: harmless); one `durably` removed may not (a replaced upload,
+  /// which would go up beside the one that replaced it).
   @discardableResult
   func remove(_ change: PendingChange, durably: Bool = false) -> DurableFile.Placed {
     _ = disk.unlink(dataPath(change))

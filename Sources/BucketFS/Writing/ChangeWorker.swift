@@ -201,17 +201,20 @@ struct ChangeWorker: Sendable {
       }
     }
     // A name no other conflict takes, even one in the same second on another machine, over an
-    // API whose precondition is checked before the upload rather than kept by the server.
-    while true {
+    // API whose precondition is checked before the upload rather than kept by the server; a
+    // server that refuses every one is an error, not a loop.
+    var refused = BucketError(code: .preconditionFailed, object: change.name, detail: "no conflict name was free")
+    for _ in 0..<3 {
       let target = Self.conflictName(change.name, at: Date())
       do throws(BucketError) {
         let m = try await put(target, ifGenerationMatch: 0)
         log("write-back: \(change.name.debugDescription) changed on the server since it was read; our version is \(target.debugDescription)")
         return .done(.conflict(target, generation: m.generation), m)
       } catch where error.code == .preconditionFailed {
-        continue
+        refused = error
       }
     }
+    throw refused
   }
 
   /// The server-side copy of `change` to `target`. The copy takes the source's metadata; a

@@ -73,14 +73,10 @@ final class LocalEdits: Sendable {
     func ownFile(keeping: Bool = true) throws(FSError) -> FileDescriptor {
       let current = backing.withLock { $0 }
       guard current.handedOver else { return current.file }
-      let folder = URL(fileURLWithPath: current.path).deletingLastPathComponent()
-      let path = folder.appendingPathComponent("edit-" + UUID().uuidString).path
-      let fd = Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-      guard fd >= 0 else { throw FSError(errno) }
-      let file = FileDescriptor(fd)
+      let (file, path) = try LocalEdits.newFile(in: URL(fileURLWithPath: current.path).deletingLastPathComponent())
       if keeping {
         do throws(FSError) {
-          try DurableFile.copyAll(from: current.file.fd, to: fd)
+          try DurableFile.copyAll(from: current.file.fd, to: file.fd)
         } catch {
           Foundation.unlink(path)
           throw error
@@ -226,7 +222,9 @@ final class LocalEdits: Sendable {
   func isShared(_ edit: Edit) -> Bool { open.withLock { ($0.handles[ObjectIdentifier(edit)] ?? 0) > 1 } }
 
   /// A new private file for an edit.
-  func newFile() throws(FSError) -> (FileDescriptor, String) {
+  func newFile() throws(FSError) -> (FileDescriptor, String) { try Self.newFile(in: folder) }
+
+  static func newFile(in folder: URL) throws(FSError) -> (FileDescriptor, String) {
     let path = folder.appendingPathComponent("edit-" + UUID().uuidString).path
     let fd = Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { throw FSError(errno) }

@@ -122,8 +122,8 @@ struct QueueState {
       if case .done(let effect) = change.life { left[Self.key(change.name)] = effect }
     }
     next = (loaded.map(\.sequence).max() ?? 0) + 1
-    let done = loaded.filter { !dropped.contains($0.sequence) && { if case .done = $0.life { true } else { false } }($0) }
-    return (done.sorted { $0.sequence < $1.sequence }, superseded)
+    let done = loaded.filter { if case .done = $0.life { true } else { false } }.sorted { $0.sequence < $1.sequence }
+    return (done, superseded)
   }
 
   mutating func reserveSequence() -> UInt64 {

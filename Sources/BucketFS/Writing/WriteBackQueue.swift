@@ -69,9 +69,9 @@ package final class WriteBackQueue: Sendable {
   /// Queues the bytes of open file `fd` as the next version of `name`. `base` is what the change
   /// is based on when no earlier change of the name is queued (then it is the previous one's
   /// result). An upload of the name still waiting its turn is replaced: only the last bytes go.
-  @discardableResult
   /// `linking`: the path of the open file `fd`, which becomes the queued bytes itself (a hard
   /// link, no copy); the caller must not change that file afterwards.
+  @discardableResult
   func upload(
     _ name: String, from fd: Int32, linking: String? = nil, contentType: String, mtime: Double?, custom: [String: String]? = nil,
     base: PendingChange.Base
@@ -90,16 +90,15 @@ package final class WriteBackQueue: Sendable {
   /// no such upload, and the caller queues a change of its own.
   func amend(_ name: String, contentType: String? = nil, custom: [String: String], mtime: Double? = nil) throws(FSError) -> Bool {
     guard let (before, amended) = state.withLock({ $0.amend(name, contentType: contentType, custom: custom, mtime: mtime) }) else { return false }
+    defer { work.signalOne() }
     let placed: DurableFile.Placed
     do throws(FSError) {
       placed = try journal.write(amended, committed: true)
     } catch {
       state.withLock { $0.release(amended.sequence, restoring: before) }
-      work.signalOne()
       throw error
     }
     state.withLock { $0.release(amended.sequence) }
-    work.signalOne()
     if case .folderNotSynced = placed { throw FSError(EIO) }
     return true
   }
@@ -167,8 +166,8 @@ package final class WriteBackQueue: Sendable {
       throw error
     }
     state.withLock { $0.insert(change, size: size, readyAt: .now + Self.settle) }
-    // The replaced record's removal lasts before the close returns: were it undone by a power
-    // loss, the older bytes would come back (and the newer ones become a false conflict).
+    // The replaced record goes once this one lasts (`removeReplaced`): were the older bytes to
+    // come back after a power loss, the newer ones would become a false conflict.
     if let replaced {
       placed.append(journal.removeReplaced(replaced))
       state.withLock { $0.remove(replaced.sequence) }
@@ -185,17 +184,14 @@ package final class WriteBackQueue: Sendable {
   /// it was queued): true when it was taken back; one already started goes on.
   func withdraw(_ sequence: UInt64) -> Bool {
     guard let change = state.withLock({ $0.withdraw(sequence) }) else { return false }
-    journal.remove(change)
-    state.withLock { $0.remove(sequence) }
+    remove(change)
     changed.signal()
     return true
   }
 
-  @discardableResult
-  private func remove(_ change: PendingChange, durably: Bool = false) -> DurableFile.Placed {
-    let placed = journal.remove(change, durably: durably)
+  private func remove(_ change: PendingChange) {
+    journal.remove(change)
     state.withLock { $0.remove(change.sequence) }
-    return placed
   }
 
   /// Bytes of the queued uploads (they count against the staging folder's size and are never

@@ -118,8 +118,9 @@ struct HTTPConnection {
       // A refused request's unread body is not waited for (it may never come: a chunk of an
       // absurd size, a length the bytes sent fall short of): the answer goes at once and the
       // connection closes, as Google's does.
+      let refusedUnread = !body.isComplete && response.status >= 400
       let bodyOK: Bool
-      if !body.isComplete && response.status >= 400 {
+      if refusedUnread {
         bodyOK = false
       } else {
         do {
@@ -131,7 +132,7 @@ struct HTTPConnection {
       }
       let isDownload = path.contains("/o") && query["alt"] == "media"
       let ok = send(response, close: !keepAlive || !bodyOK, plan: isDownload ? plan : nil)
-      if ok && !body.isComplete && response.status >= 400 { linger(reader) }
+      if ok && refusedUnread { linger(reader) }
       if !ok || !keepAlive || !bodyOK { return }
     }
   }

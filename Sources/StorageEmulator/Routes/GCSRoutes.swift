@@ -219,6 +219,7 @@ struct GCSRoutes {
     var start: Int64? = nil
     var total: Int64? = nil
     let range = request.header("content-range")
+    let length = request.header("content-length").flatMap { Int64($0) }
     if let range {
       // "bytes S-E/T", "bytes S-E/*", "bytes */T"
       let spec = range.replacingOccurrences(of: "bytes", with: "").trimmingCharacters(in: .whitespaces)
@@ -234,11 +235,11 @@ struct GCSRoutes {
         guard ends.count == 2, let s = ends[0], let e = ends[1], s >= 0, e >= s, e < (total ?? RequestBody.largestBody) else {
           return Self.error(400, "invalid", "bad Content-Range \(range)")
         }
-        if let length = request.header("content-length").flatMap({ Int64($0) }), length != e - s + 1 {
+        if let length, length != e - s + 1 {
           return Self.error(400, "invalid", "Content-Range \(range) names \(e - s + 1) bytes and the request sends \(length)")
         }
         start = s
-      } else if request.header("content-length").flatMap({ Int64($0) }).map({ $0 > 0 }) == true {
+      } else if let length, length > 0 {
         return Self.error(400, "invalid", "Content-Range \(range) sends no bytes and the request has a body")
       }
     }
