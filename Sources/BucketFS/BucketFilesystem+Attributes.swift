@@ -144,6 +144,7 @@ extension BucketFilesystem {
     // Not ours (ACLs, security labels): not supported, on files and folders alike, so that
     // cp -a and rsync -a fall back to chmod as they do on any filesystem without ACLs.
     guard name.hasPrefix("user.") else { throw FSError(ENOTSUP) }
+    if name == Self.pinAttribute { return try await setPinXattr(ino, value: value) }
     let writeBack = try writable()
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     // A folder is a name prefix: it has no metadata of its own.

@@ -307,6 +307,7 @@ extension BucketFilesystem {
 
   /// The mount ended: the group commit runs once more, so that what closes queued lasts.
   package func unmounted() {
+    pins?.stop()
     do throws(FSError) {
       try writeBack?.queue.commit()
     } catch {

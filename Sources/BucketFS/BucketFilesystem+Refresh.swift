@@ -47,6 +47,12 @@ extension BucketFilesystem {
     forgotten.entries += kernelMisses.removeAll { entry in
       inodes.node(entry.parent).map { Namespace.isInside(Namespace.join($0.path, entry.name), path) } ?? true
     }
+    // Pinned trees there are brought up to date (the path may be a file or a folder).
+    if let pins {
+      let full = client.bucketName(path)
+      pins.refresh(overlapping: path.isEmpty ? full : full + "/")
+      if !path.isEmpty { pins.refresh(overlapping: full) }
+    }
     log("refresh: \(path.isEmpty ? "/" : path) asked of the server again (\(forgotten.entries.count) names, \(forgotten.inodes.count) inodes)")
     // After the reply that asked for it: the kernel may not be told to forget an inode while a
     // request on it is being answered (it waits for that request: a deadlock).

@@ -61,6 +61,8 @@ package final class BucketFilesystem: Sendable {
   let fileHandles = HandleTable<FileHandle>()
   /// Changes through a writable mount (nil: read-only).
   let writeBack: WriteBack?
+  /// Folders and files kept available offline (nil: no staging).
+  let pins: PinKeeper?
   private let folderReadAhead = FolderReadAhead()
   /// Read-ahead GETs across files in flight, across folders.
   private let readAheadSlots = ReadAheadSlots(FolderReadAhead.concurrency)
@@ -100,6 +102,12 @@ package final class BucketFilesystem: Sendable {
       ttl: options.missTTL, capacity: 50_000, sameKey: { $0.parent == $1.parent && Namespace.sameBytes($0.name, $1.name) })
     kernelIO = KernelIOModes(log: log)
     writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, commit: options.commitInterval, log: log) } : nil
+    pins = staging.map { PinKeeper(staging: $0, client: client, online: !options.offline, log: log) }
+    if let pins {
+      namespace.setPinnedObjects { pins.pinnedObjects() }
+      // Each metadata TTL, as a listing would be asked again; not more often than every 10 s.
+      pins.start(every: max(options.metadataTTL, 10))
+    }
     // An offline mount talks to no server: its changes wait in the queue for a mount that does.
     if let writeBack {
       let queue = writeBack.queue
@@ -112,6 +120,8 @@ package final class BucketFilesystem: Sendable {
         if change.conflictName != nil { self?.forgetKernelCache(ofObject: change.name) }
         // The bucket has what this mount set: its metadata answers from now on.
         posixChanges.applied(change.name, sequence: change.sequence)
+        // A pinned file changed here: the pin keeps the new version.
+        self?.pins?.refresh(overlapping: self?.client.bucketName(change.name) ?? change.name)
       }
     }
   }
@@ -120,7 +130,9 @@ package final class BucketFilesystem: Sendable {
   /// from its object; without one, the mount's defaults and its start time.
   func attributes(ino: UInt64, directory: Bool, metadata given: StorageMetadata?) -> FileAttributes {
     var metadata = given
-    if directory, metadata == nil, options.posix, let node = inodes.node(ino) { metadata = namespace.folders.get(node.path)?.metadata }
+    if directory, metadata == nil, options.posix, let node = inodes.node(ino) {
+      metadata = namespace.folders.get(node.path)?.metadata ?? (options.offline ? namespace.pinnedFolderObject(node.path) : nil)
+    }
     let (posix, pending, changedAt) = posixState(ino, metadata?.customMetadata)
     // A time this mount set and the bucket does not have yet; the time a writer kept in custom
     // metadata (ours and rclone's `mtime`, gcsfuse's `gcsfuse_mtime`, Google's tools' whole
@@ -452,7 +464,7 @@ package final class BucketFilesystem: Sendable {
             guard let m = known, m.size <= largest else { return }
             let fullName = client.bucketName(entryName)
             // Staged already, or cached: nothing to fetch.
-            if staging?.status(fullName, generation: m.generation, size: m.size) == .complete { return }
+            if staging?.status(fullName, generation: m.generation, size: m.size).isComplete == true { return }
             if cache.cached(BlockCache.Key(name: fullName, generation: m.generation, page: 0)) != nil { return }
             await ObjectReader(client: client.bucketWide, cache: cache, name: fullName, generation: m.generation, size: m.size).fetchAhead()
           }
@@ -552,7 +564,7 @@ package final class BucketFilesystem: Sendable {
       guard local.entry != nil else { return nil }
       return [("user.gs_url", gsURL(node.path))] + syncAttributes(node.objectName ?? node.path, nil)
     }
-    if node.isDirectory { return Xattrs.forDirectory(gsURL: gsURL(node.path.isEmpty ? "" : node.path + "/")) }
+    if node.isDirectory { return Xattrs.forDirectory(gsURL: gsURL(node.path.isEmpty ? "" : node.path + "/")) + pinXattrs(node) }
     guard let m = namespace.files.get(node.objectName ?? node.path) else { return nil }
     return xattrs(node, m)
   }
@@ -573,12 +585,16 @@ package final class BucketFilesystem: Sendable {
 
   package func readings() -> Metrics.Readings {
     let (stagedBytes, stagedFiles) = staging?.totals ?? (0, 0)
-    return Metrics.Readings(
+    let (pinnedBytes, pinnedFiles) = staging?.pinnedTotals ?? (0, 0)
+    var readings = Metrics.Readings(
       cacheBytes: cache.bytesCached, cacheEvictions: cache.evictions, stagingBytes: stagedBytes, stagingFiles: stagedFiles,
       stagingEvicted: staging?.evicted.load(ordering: .relaxed) ?? 0, stagingDropped: staging?.dropped.load(ordering: .relaxed) ?? 0,
       openHandles: fileHandles.count { $0.reading != nil }, retries: TransferCounters.retries.load(ordering: .relaxed),
       tokenRefreshes: tokenRefreshes(), transferLoopAge: transferLoopAge(),
       stagingBuffersFree: staging?.buffersFree ?? StagingWriter.poolSize, queue: writeBack?.queue.totals)
+    readings.pins = pins?.pins.filter { !$0.isRefused }.count ?? 0
+    (readings.pinnedFiles, readings.pinnedBytes) = (pinnedFiles, pinnedBytes)
+    return readings
   }
 
   /// The extended attribute of the mount's root that `bucketfs stats` reads.
@@ -602,5 +618,6 @@ package final class BucketFilesystem: Sendable {
     let url = token.map { client.downloadURL(name: objectName, token: $0) }
     let staged = staging?.status(client.bucketName(objectName), generation: m.generation, size: m.size) ?? .none
     return Xattrs.forFile(metadata: m, gsURL: gsURL(objectName), downloadURL: url, staged: staged) + syncAttributes(objectName, m)
+      + pinXattrs(node)
   }
 }

@@ -66,6 +66,10 @@ package final class Metrics: Sendable {
     /// Seconds since the transfer loop last began a turn.
     var transferLoopAge: Double
     var stagingBuffersFree: Int
+    /// Pins, and the complete copies they keep.
+    var pins = 0
+    var pinnedFiles = 0
+    var pinnedBytes: Int64 = 0
     /// The write-back queue (nil on a read-only mount).
     var queue: QueueTotals? = nil
   }
@@ -102,6 +106,9 @@ package final class Metrics: Sendable {
     single("bucketfs_block_cache_bytes", "gauge", "Bytes held by the block cache.", r.cacheBytes)
     single("bucketfs_staging_bytes", "gauge", "Bytes of complete staged copies.", r.stagingBytes)
     single("bucketfs_staging_files", "gauge", "Complete staged copies.", r.stagingFiles)
+    single("bucketfs_pins", "gauge", "Folders and files pinned (kept available offline).", r.pins)
+    single("bucketfs_pinned_files", "gauge", "Complete staged copies kept by pins.", r.pinnedFiles)
+    single("bucketfs_pinned_bytes", "gauge", "Bytes of complete staged copies kept by pins.", r.pinnedBytes)
     single("bucketfs_staging_evictions_total", "counter", "Staged copies evicted to stay within the staging size.", r.stagingEvicted)
     single("bucketfs_staging_damaged_total", "counter", "Staged copies found damaged and dropped (never served).", r.stagingDropped)
     single(
@@ -155,6 +162,7 @@ package final class Metrics: Sendable {
       ("bytes fetched", "\(bytesFetched.load(ordering: .relaxed))"),
       ("block cache", "\(r.cacheBytes) bytes held, \(hits) hits, \(misses) misses, \(r.cacheEvictions) evictions"),
       ("staged copies", "\(r.stagingFiles) files, \(r.stagingBytes) bytes, \(r.stagingEvicted) evicted, \(r.stagingDropped) dropped as damaged"),
+      ("pinned", "\(r.pins) pins, \(r.pinnedFiles) files, \(r.pinnedBytes) bytes kept"),
       ("open handles", "\(r.openHandles)"),
       ("FUSE operations", "\(ops)"),
       ("retries", "\(r.retries)"),

@@ -27,6 +27,7 @@ package enum Xattrs {
     case .none: add("staged", "none")
     case .partial(let p): add("staged", "partial \(p)%")
     case .complete: add("staged", "complete")
+    case .pinned: add("staged", "pinned")
     }
     for (k, v) in (m.customMetadata ?? [:]).sorted(by: { $0.key < $1.key }) { add("meta." + k, v) }
     return out

@@ -240,6 +240,9 @@ enum FuseOperations {
           reply.xattr(Array(text.utf8), size: size)
         }
       }
+      if BucketFilesystem.isPinAttribute(name) {
+        return reply.run({ try await fs.pinXattr(ino, name: name) }) { reply.xattr(Array($0.utf8), size: size) }
+      }
       if let attrs = fs.xattrsIfCached(ino) { return reply.xattr(name, of: attrs, size: size) }
       reply.answer(within: fs.requestTimeout)
       reply.run({ try await fs.xattrs(ino) }) { reply.xattr(name, of: $0, size: size) }

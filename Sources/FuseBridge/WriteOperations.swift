@@ -124,9 +124,11 @@ extension FuseOperations {
       let text = String(decoding: UnsafeRawBufferPointer(start: value, count: size), as: UTF8.self)
       reply.succeed { try await fs.setXattr(ino, name: name, value: text) }
     }
-    ops.removexattr = { req, _, _ in
+    ops.removexattr = { req, ino, name in
       let fs = FuseOperations.filesystem(req)
-      PendingReply(req, fs, "removexattr").error(fs.unsupported(ENOTSUP))
+      let reply = PendingReply(req, fs, "removexattr")
+      guard String(cString: name!) == BucketFilesystem.pinAttribute else { return reply.error(fs.unsupported(ENOTSUP)) }
+      reply.succeed { try fs.removePinXattr(ino) }
     }
   }
 

@@ -113,12 +113,30 @@ final class Namespace: Sendable {
     }
   }
 
-  /// The newest complete staged copy of each object, by name relative to the prefix.
-  private func stagedCopies() -> [String: StagingArea.Entry] {
+  /// What the mount shows without the server, by name relative to the prefix: the newest
+  /// complete staged copy of each object, and the pinned trees as last listed (a pinned folder
+  /// shows whole: its empty folders, and a file that could not be staged, which reads EIO).
+  private func stagedCopies() -> [String: StorageMetadata] {
     guard let staging else { return [:] }
-    var out: [String: StagingArea.Entry] = [:]
-    for (name, entry) in staging.completeEntries() { if let mine = client.viewName(name) { out[mine] = entry } }
+    var out: [String: StorageMetadata] = [:]
+    for (name, entry) in staging.completeEntries() { if let mine = client.viewName(name) { out[mine] = entry.metadata } }
+    for (name, m) in pinnedObjects() {
+      guard let mine = client.viewName(name), (out[mine]?.generation ?? -1) < m.generation else { continue }
+      out[mine] = m
+    }
     return out
+  }
+
+  /// The objects of the pinned trees, by full name (set once the mount has pins).
+  private let pinnedSource = Mutex<(@Sendable () -> [String: StorageMetadata])?>(nil)
+
+  func setPinnedObjects(_ source: @escaping @Sendable () -> [String: StorageMetadata]) { pinnedSource.withLock { $0 = source } }
+
+  private func pinnedObjects() -> [String: StorageMetadata] { pinnedSource.withLock { $0 }?() ?? [:] }
+
+  /// Folder `path`'s placeholder as a pinned tree last listed it: its mode and times offline.
+  func pinnedFolderObject(_ path: String) -> StorageMetadata? {
+    path.isEmpty ? nil : pinnedObjects()[client.bucketName(path + "/")]
   }
 
   // MARK: listing
@@ -229,7 +247,7 @@ final class Namespace: Sendable {
     var dirs = Set<String>()
     var entries: [DirectoryEntry] = []
     var fileEntries: [String: DirectoryEntry] = [:]
-    for (name, entry) in stagedCopies() where name.hasPrefix(base) {
+    for (name, metadata) in stagedCopies() where name.hasPrefix(base) {
       let rest = name.dropFirst(base.count)
       guard let first = rest.split(separator: "/", omittingEmptySubsequences: false).first.map(String.init),
         Self.isValidName(first)
@@ -237,7 +255,7 @@ final class Namespace: Sendable {
       if rest.count > first.count {
         dirs.insert(first)
       } else {
-        fileEntries[first] = DirectoryEntry(name: first, isDirectory: false, objectName: name, metadata: entry.metadata)
+        fileEntries[first] = DirectoryEntry(name: first, isDirectory: false, objectName: name, metadata: metadata)
       }
     }
     for d in dirs.sorted() { entries.append(DirectoryEntry(name: d, isDirectory: true)) }
@@ -437,8 +455,8 @@ final class Namespace: Sendable {
       files.set(objectName, m)
       return m
     }, orStaged: { () throws(FSError) -> StorageMetadata in
-      guard let e = stagedCopies()[objectName] else { throw FSError(ENOENT) }
-      return e.metadata
+      guard let m = stagedCopies()[objectName] else { throw FSError(ENOENT) }
+      return m
     })
   }
 

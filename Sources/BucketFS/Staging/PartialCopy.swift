@@ -75,6 +75,8 @@ package final class PartialCopy: Sendable {
     var filler = Filler.idle
     /// Set once, when the copy cannot be used any more; its GETs stop at their next bytes.
     var broken: Broken?
+    /// Why the last GET failed, for a pin to say why its file is not staged.
+    var lastError: BucketError?
 
     func isGap(_ i: Int) -> Bool { blocks[i] == .gap }
     func allPresent(_ range: Range<Int>) -> Bool { range.allSatisfy { blocks[$0].crc != nil } }
@@ -121,6 +123,18 @@ package final class PartialCopy: Sendable {
   }
 
   var isBroken: Bool { state.withLock { $0.broken != nil } }
+
+  /// Why the copy did not complete, in words: the server's last refusal, or what broke it.
+  var failure: String {
+    state.withLock { s in
+      if let error = s.lastError { return error.detail }
+      switch s.broken {
+      case .cannotWrite(let why)?: return "cannot write the staged copy: \(why)"
+      case .damaged(let why)?: return "the staged copy is damaged: \(why)"
+      case .abandoned?, nil: return "the download was abandoned"
+      }
+    }
+  }
 
   /// The checksums of every block, once all are present.
   var checksums: BlockChecksums? {
@@ -290,6 +304,7 @@ package final class PartialCopy: Sendable {
   /// Gives back the blocks of a failed GET and fails the reads that were waiting for them.
   private func failed(_ run: Range<Int>, error: BucketError) {
     let waiting = state.withLock { s -> [Waiter<Void>] in
+      if error.code != .cancelled { s.lastError = error }
       for i in run where s.blocks[i].crc == nil { s.blocks[i] = .gap }
       var out: [Waiter<Void>] = []
       s.waiters.removeAll { w in

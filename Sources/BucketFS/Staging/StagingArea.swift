@@ -18,6 +18,10 @@ package final class StagingArea: Sendable {
     case none
     case partial(percent: Int)
     case complete
+    /// Complete, and kept by a pin.
+    case pinned
+
+    package var isComplete: Bool { self == .complete || self == .pinned }
   }
 
   /// A complete copy, as the rest of the mount sees it.
@@ -31,6 +35,8 @@ package final class StagingArea: Sendable {
   let sizeLimit: Int64
   let maxFile: Int64
   private let index: StagingIndex
+  /// Pins waiting for copies being filled to end (`stagePinned`), by copy: nil, or why it failed.
+  private let endWaiters = Mutex<[ObjectIdentifier: [CheckedContinuation<String?, Never>]]>([:])
   private let log: @Sendable (String) -> Void
   private let writer = DispatchQueue(label: "bucketfs.staging.writer")
   /// Writes the bytes of partial copies.
@@ -113,22 +119,66 @@ package final class StagingArea: Sendable {
   /// Nil when the object is staged completely already, too large to stage, or its file cannot
   /// be made (reads then go to the server without it).
   package func partialCopy(_ name: String, metadata: StorageMetadata, client: any ObjectClient) -> PartialCopy? {
-    guard metadata.size <= maxFile, metadata.size <= sizeLimit else { return nil }
+    switch makeCopy(name, metadata: metadata, client: client) {
+    case .success(let copy): return copy
+    case .failure(let refusal):
+      if case .diskFull(let why) = refusal { log("staging \(name): \(why); reading from the server") }
+      return nil
+    }
+  }
+
+  /// Why a copy of an object is not made.
+  enum Refusal: Error {
+    /// Larger than `stage_max_file`, or than the room `staging_size` leaves beside the pins.
+    case tooLarge(String)
+    case diskFull(String)
+    case cannotCreate(String)
+
+    var reason: String {
+      switch self {
+      case .tooLarge(let why), .diskFull(let why), .cannotCreate(let why): why
+      }
+    }
+  }
+
+  /// Whether a copy of `metadata.size` bytes may be made: a pinned one within `staging_size`
+  /// (pins were checked to fit together), any other within what the pins leave and
+  /// `stage_max_file`.
+  private func room(for key: String, size: Int64) -> Refusal? {
+    if index.isPinned(key) {
+      if size > sizeLimit { return .tooLarge("\(ByteCount(size)) is more than staging_size (\(ByteCount(sizeLimit)))") }
+      return nil
+    }
+    if size > maxFile { return .tooLarge("larger than stage_max_file") }
+    let left = sizeLimit - index.pinnedBytes
+    if size > left { return .tooLarge("\(ByteCount(size)) is more than the \(ByteCount(max(0, left))) staging_size leaves beside the pins") }
+    return nil
+  }
+
+  /// Bytes free for new files on the staging folder's disk (nil: unknown).
+  package var diskFree: Int64? {
+    var disk = statvfs()
+    guard statvfs(folder.path, &disk) == 0 else { return nil }
+    return Int64(disk.f_bavail) * Int64(disk.f_frsize)
+  }
+
+  /// `partialCopy`, saying why there is none.
+  private func makeCopy(_ name: String, metadata: StorageMetadata, client: any ObjectClient) -> Result<PartialCopy?, Refusal> {
     let key = index.key(name, metadata.generation)
+    if let refusal = room(for: key, size: metadata.size) { return .failure(refusal) }
     let paths = index.paths(key)
     // A disk too full for the copy is found now rather than halfway (space taken by others
     // meanwhile makes a write fail later, which ends the copy the same way).
-    var disk = statvfs()
-    if statvfs(folder.path, &disk) == 0, Int64(disk.f_bavail) * Int64(disk.f_frsize) < metadata.size {
-      let free = Int64(disk.f_bavail) * Int64(disk.f_frsize)
-      log("staging \(name): \(String(cString: strerror(ENOSPC))) in \(folder.path) (\(metadata.size >> 20) MiB needed, \(free >> 20) MiB free); reading from the server")
-      return nil
+    if index.isAbsent(key), let free = diskFree, free < metadata.size {
+      return .failure(.diskFull("\(String(cString: strerror(ENOSPC))) in \(folder.path) (\(ByteCount(metadata.size)) needed, \(ByteCount(free)) free)"))
     }
+    var createError: Int32 = 0
     let started = index.startFilling(key) { () -> LocalCopy? in
       guard let partial = PartialCopy(
         name: name, metadata: metadata, path: index.newPartialPath(key), client: client, writer: copyWriter, log: log,
         onEnd: { [weak self] copy, filled in self?.ended(key, copy, filled: filled) })
       else {
+        createError = errno
         log("staging: cannot create a copy of \(name) in \(folder.path): \(String(cString: strerror(errno)))")
         return nil
       }
@@ -145,7 +195,10 @@ package final class StagingArea: Sendable {
         }
       }
     }
-    return started?.copy
+    if started == nil, index.copy(key) == nil {
+      return .failure(.cannotCreate("cannot create a file in \(folder.path): \(String(cString: strerror(createError)))"))
+    }
+    return .success(started?.copy)
   }
 
   /// A copy got its last block (`filled`) or its filler gave up. A filled copy is checked whole
@@ -161,7 +214,8 @@ package final class StagingArea: Sendable {
       else {
         log("staging \(partial.name): the fetched bytes do not match the object's hash; the copy is dropped")
         partial.breakCopy(.abandoned)
-        return abandon(key, partial)
+        abandon(key, partial)
+        return copyEnded(partial, failure: "the downloaded bytes do not match the object's hash")
       }
       if !index.writeSideFile(copy, checksums: checksums) { log("staging: cannot write the index of \(partial.name)") }
       guard rename(partial.path, copy.dataPath) == 0 else {
@@ -174,6 +228,7 @@ package final class StagingArea: Sendable {
       if identity != nil, !index.writeSideFile(complete, checksums: checksums, identity: identity) {
         log("staging: cannot write the index of \(partial.name)")
       }
+      copyEnded(partial, failure: nil)
       evictIfNeeded()
     }
   }
@@ -181,6 +236,7 @@ package final class StagingArea: Sendable {
   /// filling → absent: forgets a copy that will not complete and removes its files (readers
   /// holding it keep their descriptor).
   private func abandon(_ key: String, _ partial: PartialCopy) {
+    defer { copyEnded(partial, failure: partial.failure) }
     guard index.abandoned(key, partial) else { return }
     let paths = index.paths(key)
     unlink(partial.path)
@@ -195,8 +251,8 @@ package final class StagingArea: Sendable {
   }
 
   private func writeSmall(_ name: String, metadata: StorageMetadata, bytes: Data) {
-    guard metadata.size <= maxFile, metadata.size <= sizeLimit, Int64(bytes.count) == metadata.size else { return }
     let key = index.key(name, metadata.generation)
+    guard room(for: key, size: metadata.size) == nil, Int64(bytes.count) == metadata.size else { return }
     guard index.isAbsent(key) else { return }
     if let mismatch = CopyVerification.mismatch(bytes, metadata: metadata) {
       log("staging \(name): \(mismatch), not staged")
@@ -210,6 +266,7 @@ package final class StagingArea: Sendable {
     let written = bytes.withUnsafeBytes { raw in raw.isEmpty || PartialCopy.writeFully(fd, raw, at: 0) }
     close(fd)
     guard written, rename(partial, paths.data.path) == 0 else {
+      log("staging \(name): cannot write the copy: \(String(cString: strerror(errno)))")
       unlink(partial)
       return
     }
@@ -223,6 +280,103 @@ package final class StagingArea: Sendable {
     }
     guard index.added(key, copy) else { return }
     evictIfNeeded()
+  }
+
+  // MARK: pinned copies (PinKeeper)
+
+  /// Objects (full name, generation, size) the pins keep: never evicted, and what they take of
+  /// `staging_size` is not offered to other copies.
+  package func setPinned(_ objects: [(name: String, generation: Int64, size: Int64)]) {
+    var sizes: [String: Int64] = [:]
+    for o in objects { sizes[index.key(o.name, o.generation)] = o.size }
+    index.setPinned(sizes)
+  }
+
+  package func isPinned(_ name: String, generation: Int64) -> Bool { index.isPinned(index.key(name, generation)) }
+
+  package var pinnedBytes: Int64 { index.pinnedBytes }
+
+  /// Complete pinned copies: their bytes and how many.
+  package var pinnedTotals: (bytes: Int64, files: Int) { index.pinnedTotals }
+
+  /// Bytes `staging_size` allows for copies.
+  package var capacity: Int64 { sizeLimit }
+
+  /// Stages `name` at `metadata.generation` whole, verified as every copy is, and returns once
+  /// it is complete (nil) or why it is not. For a pin: the object is pinned already, so the
+  /// copy may take room other copies may not, and nothing evicts it.
+  package func stagePinned(_ name: String, metadata: StorageMetadata, client: any ObjectClient) async -> String? {
+    let key = index.key(name, metadata.generation)
+    if index.copy(key)?.isComplete == true { return nil }
+    if metadata.size <= Self.smallObject {
+      let bytes: Data
+      do throws(BucketError) {
+        bytes = try await client.read(name, range: 0..<metadata.size, generation: metadata.generation)
+      } catch {
+        return error.detail
+      }
+      if let mismatch = CopyVerification.mismatch(bytes, metadata: metadata) { return mismatch }
+      await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+        writer.async {
+          self.writeSmall(name, metadata: metadata, bytes: bytes)
+          done.resume()
+        }
+      }
+      if index.copy(key)?.isComplete == true { return nil }
+      return room(for: key, size: metadata.size)?.reason ?? "the copy could not be written in \(folder.path)"
+    }
+    let copy: PartialCopy
+    switch makeCopy(name, metadata: metadata, client: client) {
+    case .failure(let refusal): return refusal.reason
+    case .success(nil): return index.copy(key)?.isComplete == true ? nil : "the copy could not be made"
+    case .success(let made?): copy = made
+    }
+    return await withCheckedContinuation { (ended: CheckedContinuation<String?, Never>) in
+      endWaiters.withLock { $0[ObjectIdentifier(copy), default: []].append(ended) }
+      // It may have ended before the wait was registered: then no one else wakes it.
+      if index.copy(key)?.filling !== copy {
+        let mine = endWaiters.withLock { $0.removeValue(forKey: ObjectIdentifier(copy)) } ?? []
+        let outcome = index.copy(key)?.isComplete == true ? nil : copy.failure
+        for waiter in mine { waiter.resume(returning: outcome) }
+        return
+      }
+      copy.startFilling()
+    }
+  }
+
+  /// A copy being filled completed (`failure` nil) or was given up: the pins waiting for it go on.
+  private func copyEnded(_ copy: PartialCopy, failure: String?) {
+    let waiting = endWaiters.withLock { $0.removeValue(forKey: ObjectIdentifier(copy)) } ?? []
+    for waiter in waiting { waiter.resume(returning: failure) }
+  }
+
+  /// Removes the copy of `name` at `generation` unless it is open or pinned: a version a pin
+  /// kept until the next was verified, or an object deleted from a pinned folder.
+  package func removeUnused(_ name: String, generation: Int64) {
+    let key = index.key(name, generation)
+    guard let copy = index.removeIfUnused(key) else { return }
+    removeFiles(key)
+    log("staging: removed \(copy.name) (generation \(generation)): no pin keeps it")
+  }
+
+  /// Every complete copy (full name, generation), for a pin to find versions it no longer keeps.
+  package func completeCopies(where wanted: (String) -> Bool) -> [(name: String, generation: Int64)] {
+    index.completeCopies(where: wanted)
+  }
+
+  /// Makes the copies written so far last across a power loss (one syncfs of their disk): a pin
+  /// is recorded complete only after it.
+  package func syncCopies() {
+    let fd = open(folder.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    defer { close(fd) }
+    // Glibc's module map leaves syncfs(2) out (it is a GNU extension): found at run time.
+    typealias SyncFS = @convention(c) (Int32) -> Int32
+    if let symbol = dlsym(dlopen(nil, RTLD_NOW), "syncfs") {
+      _ = unsafeBitCast(symbol, to: SyncFS.self)(fd)
+    } else {
+      sync()
+    }
   }
 
   // MARK: reading a complete copy
@@ -318,8 +472,9 @@ package final class StagingArea: Sendable {
   // MARK: what the mount shows, and open counts
 
   package func status(_ name: String, generation: Int64, size: Int64) -> Status {
-    switch index.copy(index.key(name, generation))?.state {
-    case .complete?: return .complete
+    let key = index.key(name, generation)
+    switch index.copy(key)?.state {
+    case .complete?: return index.isPinned(key) ? .pinned : .complete
     case .filling(let partial)?:
       let percent = size > 0 ? Int(partial.bytesPresent * 100 / size) : 0
       return .partial(percent: min(99, percent))

@@ -19,6 +19,10 @@ final class StagingIndex: Sendable {
     /// Bytes of complete copies.
     var bytes: Int64 = 0
     var tick: UInt64 = 0
+    /// Copies a pin keeps (PinKeeper): never evicted, and the room they take is not offered to
+    /// the others. Their sizes, counted once each.
+    var pinned: Set<String> = []
+    var pinnedBytes: Int64 = 0
 
     mutating func touch(_ key: String) {
       tick += 1
@@ -230,12 +234,44 @@ final class StagingIndex: Sendable {
     state.withLock { s in
       guard s.bytes > limit else { return [] }
       var out: [(key: String, copy: LocalCopy)] = []
-      let candidates = s.copies.filter { $0.value.isComplete && s.openCount[$0.key] == nil }.keys
+      let candidates = s.copies.filter { $0.value.isComplete && s.openCount[$0.key] == nil && !s.pinned.contains($0.key) }.keys
         .sorted { (s.lastUse[$0] ?? 0) < (s.lastUse[$1] ?? 0) }
       for key in candidates where s.bytes > limit {
         if let copy = Self.remove(key, &s) { out.append((key, copy)) }
       }
       return out
+    }
+  }
+
+  // MARK: pins
+
+  /// The copies the pins keep now (key → size), in place of those they kept before.
+  func setPinned(_ sizes: [String: Int64]) {
+    state.withLock { s in
+      s.pinned = Set(sizes.keys)
+      s.pinnedBytes = sizes.values.reduce(0, +)
+    }
+  }
+
+  func isPinned(_ key: String) -> Bool { state.withLock { $0.pinned.contains(key) } }
+
+  var pinnedBytes: Int64 { state.withLock { $0.pinnedBytes } }
+
+  /// Pinned complete copies: how many, and their bytes.
+  var pinnedTotals: (bytes: Int64, files: Int) {
+    state.withLock { s in
+      s.pinned.reduce(into: (Int64(0), 0)) { t, key in
+        if let copy = s.copies[key], copy.isComplete { t = (t.0 + copy.metadata.size, t.1 + 1) }
+      }
+    }
+  }
+
+  /// complete → absent for copy `key` when it is not open and no pin keeps it (a version a pin
+  /// kept until the next one was verified); the copy, for its files to be removed.
+  func removeIfUnused(_ key: String) -> LocalCopy? {
+    state.withLock { s in
+      guard s.openCount[key] == nil, !s.pinned.contains(key) else { return nil }
+      return Self.remove(key, &s)
     }
   }
 
@@ -252,6 +288,13 @@ final class StagingIndex: Sendable {
         out[copy.name] = copy
       }
       return out
+    }
+  }
+
+  /// The complete copies (name, generation) whose names `wanted` takes.
+  func completeCopies(where wanted: (String) -> Bool) -> [(name: String, generation: Int64)] {
+    state.withLock { s in
+      s.copies.values.filter { $0.isComplete && wanted($0.name) }.map { ($0.name, $0.metadata.generation) }
     }
   }
 

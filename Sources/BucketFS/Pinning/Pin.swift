@@ -1,0 +1,59 @@
+// A folder or file a user asked to keep available offline ("pinned"), and where keeping it
+// stands. The tree is what the last complete listing of the pin found: the objects it keeps
+// staged, and (placeholders included) what an offline mount shows of the folder.
+import Foundation
+import StorageCore
+
+struct Pin: Sendable {
+  /// Where bringing the pin up to date stands.
+  enum Phase: Sendable {
+    /// Listing the tree for the first time, to check it fits before anything is staged.
+    case checking
+    /// Staging what the tree holds and the staging folder does not.
+    case staging(Progress)
+    /// Every object of the last listing was staged (or failed: `failures`).
+    case kept
+    /// It would not fit; nothing was staged or evicted. Not recorded: the next mount forgets it.
+    case refused(String)
+  }
+
+  struct Progress: Sendable {
+    var files = 0
+    var bytes: Int64 = 0
+    var filesDone = 0
+    var bytesDone: Int64 = 0
+  }
+
+  /// The full object name of a pinned file, or a folder's prefix (ending in "/"; "" for the
+  /// whole bucket).
+  let target: String
+  var phase: Phase
+  /// The tree as last listed whole, by full object name.
+  var tree: [String: StorageMetadata]
+  /// Objects of the tree that could not be staged, and why.
+  var failures: [String: String] = [:]
+  /// Why the tree could not be listed or brought up to date, when it could not.
+  var problem: String?
+  var lastRefreshed: Date?
+
+  var isFolder: Bool { target.isEmpty || target.hasSuffix("/") }
+
+  /// Whether object `name` is under this pin.
+  func holds(_ name: String) -> Bool { isFolder ? name.hasPrefix(target) : name == target }
+
+  /// Whether the pin and the folder or file `path` (a full object name, a folder's with its
+  /// "/") overlap: a refresh of either concerns the other.
+  func overlaps(_ path: String) -> Bool { holds(path) || path.isEmpty || (path.hasSuffix("/") && target.hasPrefix(path)) }
+
+  /// The objects whose bytes the pin keeps (folder placeholders have none worth a copy).
+  static func files(of tree: [String: StorageMetadata]) -> [(name: String, metadata: StorageMetadata)] {
+    tree.filter { !$0.key.hasSuffix("/") }.map { ($0.key, $0.value) }.sorted { $0.name < $1.name }
+  }
+
+  var files: [(name: String, metadata: StorageMetadata)] { Self.files(of: tree) }
+
+  var isRefused: Bool {
+    if case .refused = phase { return true }
+    return false
+  }
+}

@@ -1,0 +1,354 @@
+// Keeps pinned folders and files available offline: stages every object of a pinned tree in
+// the background (a few at a time, through the staging area's own verified copies), keeps those
+// copies from eviction, and brings the tree up to date whenever the mount learns of a change
+// (each metadata TTL, `refresh`, SIGHUP, a change this mount wrote): new and changed objects are
+// staged, and only once the new version is verified does the old one stop being kept; objects
+// deleted from the bucket are dropped. A pin that would not fit in `staging_size` beside the
+// others is refused before anything is staged or evicted. Pins are recorded durably
+// (`PinStore`) and resume at the next mount. An offline mount stages nothing: it shows and
+// reads what the pins kept.
+import Foundation
+import StorageCore
+import Synchronization
+
+final class PinKeeper: Sendable {
+  private struct State {
+    var pins: [String: Pin] = [:]
+    /// The tree a pass is staging, kept alongside the pin's last one until it is complete.
+    var incoming: [String: [String: StorageMetadata]] = [:]
+    /// Pins with a pass running: whether another is wanted after it (a change came meanwhile).
+    var passes: [String: Bool] = [:]
+    /// Callers waiting for a pin to be checked (to fit or not).
+    var checkWaiters: [String: [CheckedContinuation<Void, Never>]] = [:]
+    var stopped = false
+  }
+
+  private let staging: StagingArea
+  /// Bucket-wide: pins are kept by full object names, as staged copies are.
+  private let client: any ObjectClient
+  private let store: PinStore
+  private let online: Bool
+  private let log: @Sendable (String) -> Void
+  private let state = Mutex(State())
+  /// Objects staged at once for all pins (each large one fetches several ranges itself).
+  private let slots = ReadAheadSlots(4)
+
+  init(staging: StagingArea, client: any ObjectClient, online: Bool, log: @escaping @Sendable (String) -> Void) {
+    self.staging = staging
+    self.client = client
+    self.online = online
+    self.log = log
+    store = PinStore(stagingFolder: staging.folder)
+    let (pins, damaged) = store.load()
+    for path in damaged { log("pins: \(path) cannot be read; set aside as \(path).damaged, that pin is forgotten") }
+    state.withLock { s in for pin in pins { s.pins[pin.target] = pin } }
+    protect()
+  }
+
+  /// Brings every pin up to date now (resuming those a stop left half done), then every
+  /// `seconds`, while online.
+  func start(every seconds: Double) {
+    guard online else { return }
+    refresh(overlapping: "")
+    Task { [weak self] in
+      while true {
+        try? await Task.sleep(for: .seconds(seconds))
+        guard let self, !state.withLock({ $0.stopped }) else { return }
+        refresh(overlapping: "")
+      }
+    }
+  }
+
+  func stop() { state.withLock { $0.stopped = true } }
+
+  // MARK: pin and unpin
+
+  /// Pins `target` (a full object name, or a folder's prefix ending in "/"): it is checked and
+  /// staged in the background; `checked` waits for the check.
+  func pin(_ target: String) {
+    let isNew = state.withLock { s -> Bool in
+      if let pin = s.pins[target], !pin.isRefused { return false }
+      s.pins[target] = Pin(target: target, phase: .checking, tree: [:])
+      return true
+    }
+    if isNew { log("pin: \(target.isEmpty ? "the bucket" : target) asked for") }
+    guard online else {
+      // Nothing can be listed: the pin is recorded, and the next online mount stages it.
+      finishCheck(target) { $0.problem = "offline: staged when the mount is online" }
+      if let pin = state.withLock({ $0.pins[target] }) { try? store.save(pin) }
+      return
+    }
+    schedule(target)
+  }
+
+  /// The pin of `target` once its first check is done (nil: not pinned).
+  func checked(_ target: String) async -> Pin? {
+    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+      let now = state.withLock { s -> Bool in
+        guard case .checking? = s.pins[target]?.phase else { return true }
+        s.checkWaiters[target, default: []].append(done)
+        return false
+      }
+      if now { done.resume() }
+    }
+    return state.withLock { $0.pins[target] }
+  }
+
+  /// Unpins `target`: its copies stay as ordinary staged copies, evicted when room is needed.
+  /// False when it was not pinned.
+  @discardableResult
+  func unpin(_ target: String) -> Bool {
+    let removed = state.withLock { s -> Bool in
+      s.incoming.removeValue(forKey: target)
+      return s.pins.removeValue(forKey: target) != nil
+    }
+    guard removed else { return false }
+    store.remove(target)
+    protect()
+    staging.evictIfNeeded()
+    log("unpin: \(target.isEmpty ? "the bucket" : target)")
+    finishCheck(target) { _ in }
+    return true
+  }
+
+  // MARK: what is pinned
+
+  /// Every pin, sorted by target.
+  var pins: [Pin] { state.withLock { Array($0.pins.values) }.sorted { $0.target < $1.target } }
+
+  /// The pin that holds object `name`, if any.
+  func pin(holding name: String) -> Pin? { state.withLock { s in s.pins.values.first { !$0.isRefused && $0.holds(name) } } }
+
+  /// Every object the pins' trees hold (folder placeholders too), by full name: what an offline
+  /// mount shows of them. The newest version when two pins list one name.
+  func pinnedObjects() -> [String: StorageMetadata] {
+    state.withLock { s in
+      var out: [String: StorageMetadata] = [:]
+      for pin in s.pins.values {
+        for (name, m) in pin.tree where (out[name]?.generation ?? -1) < m.generation { out[name] = m }
+      }
+      return out
+    }
+  }
+
+  /// How many of the pin's files have a complete copy, and their bytes.
+  func kept(_ pin: Pin) -> (files: Int, bytes: Int64) {
+    var files = 0
+    var bytes: Int64 = 0
+    for (name, m) in pin.files where staging.status(name, generation: m.generation, size: m.size).isComplete {
+      files += 1
+      bytes += m.size
+    }
+    return (files, bytes)
+  }
+
+  // MARK: bringing pins up to date
+
+  /// Every pin that overlaps `path` (a full object name; a folder's ends in "/"; "" is all) is
+  /// brought up to date: the mount learned that something there may have changed.
+  func refresh(overlapping path: String) {
+    guard online else { return }
+    let targets = state.withLock { s in s.pins.values.filter { !$0.isRefused && $0.overlaps(path) }.map(\.target) }
+    for target in targets { schedule(target) }
+  }
+
+  /// Runs passes over `target` until no change asks for another.
+  private func schedule(_ target: String) {
+    let start = state.withLock { s -> Bool in
+      guard s.pins[target] != nil, !s.stopped else { return false }
+      if s.passes[target] != nil {
+        s.passes[target] = true
+        return false
+      }
+      s.passes[target] = false
+      return true
+    }
+    guard start else { return }
+    Task {
+      while true {
+        await pass(target)
+        let again = state.withLock { s -> Bool in
+          let again = s.passes[target] == true && s.pins[target] != nil && !s.stopped
+          s.passes[target] = again ? false : nil
+          return again
+        }
+        if !again { return }
+      }
+    }
+  }
+
+  /// Lists the pin's tree, checks it fits, stages what is missing, and records the result.
+  private func pass(_ target: String) async {
+    guard let before = state.withLock({ $0.pins[target] }), !before.isRefused else { return }
+    let firstCheck: Bool
+    if case .checking = before.phase { firstCheck = true } else { firstCheck = false }
+    let tree: [String: StorageMetadata]
+    do throws(BucketError) {
+      tree = try await TreeWalk.objects(under: target, client: client)
+    } catch {
+      let problem = "cannot list it: \(error.detail)"
+      log("pin \(target): \(problem)")
+      if firstCheck { return refuse(target, problem) }
+      update(target) { $0.problem = problem }
+      return
+    }
+    if let refusal = roomRefusal(target, tree) {
+      log("pin \(target): \(refusal)")
+      if firstCheck { return refuse(target, refusal) }
+      update(target) { $0.problem = refusal + "; kept as last listed" }
+      return
+    }
+    let files = Pin.files(of: tree)
+    var progress = Pin.Progress(files: files.count, bytes: files.reduce(0) { $0 + $1.metadata.size })
+    var missing: [(name: String, metadata: StorageMetadata)] = []
+    for file in files {
+      if staging.status(file.name, generation: file.metadata.generation, size: file.metadata.size).isComplete {
+        progress.filesDone += 1
+        progress.bytesDone += file.metadata.size
+      } else {
+        missing.append(file)
+      }
+    }
+    state.withLock { s in s.incoming[target] = tree }
+    protect()
+    let started = update(target) {
+      $0.phase = .staging(progress)
+      $0.problem = nil
+    }
+    guard let started else { return }
+    if firstCheck || !missing.isEmpty { save(started) }
+    finishCheck(target) { _ in }
+
+    let failures = await stage(missing, for: target)
+    staging.syncCopies()
+    let finished = update(target) { pin in
+      pin.tree = tree
+      pin.failures = failures
+      pin.lastRefreshed = Date()
+      pin.phase = .kept
+    }
+    state.withLock { s in _ = s.incoming.removeValue(forKey: target) }
+    protect()
+    guard let finished else { return }
+    save(finished)
+    dropUnkept(finished)
+    if !failures.isEmpty { log("pin \(target): \(failures.count) objects could not be staged") }
+  }
+
+  /// Stages `files` for pin `target`, a few at a time; what failed, and why.
+  private func stage(_ files: [(name: String, metadata: StorageMetadata)], for target: String) async -> [String: String] {
+    await withTaskGroup(of: (String, String?).self) { group -> [String: String] in
+      for file in files {
+        await slots.acquire()
+        // Unpinned meanwhile: the rest is not staged.
+        guard state.withLock({ $0.pins[target] != nil && !$0.stopped }) else {
+          slots.release()
+          break
+        }
+        group.addTask { [self] in
+          defer { slots.release() }
+          let failure = await staging.stagePinned(file.name, metadata: file.metadata, client: client)
+          update(target) { pin in
+            guard case .staging(var progress) = pin.phase else { return }
+            progress.filesDone += 1
+            progress.bytesDone += file.metadata.size
+            pin.phase = .staging(progress)
+          }
+          return (file.name, failure)
+        }
+      }
+      var failures: [String: String] = [:]
+      for await (name, failure) in group { if let failure { failures[name] = failure } }
+      return failures
+    }
+  }
+
+  /// Why `tree` cannot be pinned beside the other pins (nil: it fits): more than `staging_size`
+  /// holds, or more than the disk has free.
+  private func roomRefusal(_ target: String, _ tree: [String: StorageMetadata]) -> String? {
+    var others: [String: Int64] = [:]
+    state.withLock { s in
+      for pin in s.pins.values where pin.target != target && !pin.isRefused {
+        for (name, m) in pin.files { others[name + "\u{0}\(m.generation)"] = m.size }
+      }
+    }
+    let othersBytes = others.values.reduce(0, +)
+    var mine: Int64 = 0
+    var toFetch: Int64 = 0
+    for (name, m) in Pin.files(of: tree) where others[name + "\u{0}\(m.generation)"] == nil {
+      mine += m.size
+      if !staging.status(name, generation: m.generation, size: m.size).isComplete { toFetch += m.size }
+    }
+    let capacity = staging.capacity
+    let what = target.isEmpty ? "the bucket" : target
+    if othersBytes + mine > capacity {
+      let free = max(0, capacity - othersBytes)
+      return "pinning \(what) needs \(ByteCount(mine)) but staging_size leaves \(ByteCount(free)) for it "
+        + "(\(ByteCount(capacity)) in all, \(ByteCount(othersBytes)) pinned already); raise -o staging_size or unpin something"
+    }
+    if let disk = staging.diskFree, toFetch > disk {
+      return "pinning \(what) needs \(ByteCount(toFetch)) more on the disk of \(staging.folder.path), which has \(ByteCount(disk)) free"
+    }
+    return nil
+  }
+
+  /// Versions of the pin's objects no pin keeps any more (replaced, or deleted from the bucket)
+  /// are removed, unless open (their readers keep the old bytes; eviction takes them later).
+  private func dropUnkept(_ pin: Pin) {
+    let kept = Set(pin.files.map { $0.name + "\u{0}\($0.metadata.generation)" })
+    for copy in staging.completeCopies(where: pin.holds) where !kept.contains(copy.name + "\u{0}\(copy.generation)") {
+      staging.removeUnused(copy.name, generation: copy.generation)
+    }
+  }
+
+  // MARK: state
+
+  /// The pins' copies (and those of trees being staged) are kept from eviction.
+  private func protect() {
+    let objects = state.withLock { s -> [(name: String, generation: Int64, size: Int64)] in
+      var out: [(name: String, generation: Int64, size: Int64)] = []
+      for tree in s.pins.values.filter({ !$0.isRefused }).map(\.tree) + Array(s.incoming.values) {
+        for (name, m) in Pin.files(of: tree) { out.append((name, m.generation, m.size)) }
+      }
+      return out
+    }
+    staging.setPinned(objects)
+  }
+
+  /// Changes pin `target` when it is still pinned; the pin as changed.
+  @discardableResult
+  private func update(_ target: String, _ change: (inout Pin) -> Void) -> Pin? {
+    state.withLock { s in
+      guard var pin = s.pins[target] else { return nil }
+      change(&pin)
+      s.pins[target] = pin
+      return pin
+    }
+  }
+
+  private func refuse(_ target: String, _ reason: String) {
+    finishCheck(target) { $0.phase = .refused(reason) }
+    protect()
+  }
+
+  /// The pin's first check is over (`change` says how): its waiters go on.
+  private func finishCheck(_ target: String, _ change: (inout Pin) -> Void) {
+    let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+      if var pin = s.pins[target] {
+        change(&pin)
+        if case .checking = pin.phase, online == false { pin.phase = .staging(Pin.Progress()) }
+        s.pins[target] = pin
+      }
+      return s.checkWaiters.removeValue(forKey: target) ?? []
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+
+  private func save(_ pin: Pin) {
+    do throws(FSError) {
+      try store.save(pin)
+    } catch {
+      log("pin \(pin.target): cannot record it in \(store.folder.path): \(String(cString: strerror(error.errno)))")
+    }
+  }
+}

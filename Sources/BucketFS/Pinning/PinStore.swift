@@ -1,0 +1,72 @@
+// Where pins are kept across remounts and `kill -9`: one JSON file per pin in the staging
+// folder's `pins/`, next to the copies it keeps, written whole and durably (fsync, rename,
+// fsync of the folder) through `DurableFile`, so that a power loss leaves the old record or the
+// new one. A record that cannot be read is set aside (renamed `.damaged`) and said in the log.
+import Foundation
+import StorageCore
+
+struct PinStore: Sendable {
+  let folder: URL
+  private let durable = DurableFile()
+
+  init(stagingFolder: URL) { folder = stagingFolder.appendingPathComponent("pins", isDirectory: true) }
+
+  private func path(_ target: String) -> String {
+    folder.appendingPathComponent(String(StagingIndex.hash(target).prefix(40)) + ".json").path
+  }
+
+  /// Every recorded pin, and what could not be read.
+  func load() -> (pins: [Pin], damaged: [String]) {
+    let files = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+    var pins: [Pin] = []
+    var damaged: [String] = []
+    for file in files.sorted() where file.hasSuffix(".json") {
+      let full = folder.appendingPathComponent(file).path
+      guard let data = FileManager.default.contents(atPath: full), let pin = Self.decode(data) else {
+        rename(full, full + ".damaged")
+        damaged.append(full)
+        continue
+      }
+      pins.append(pin)
+    }
+    return (pins, damaged)
+  }
+
+  /// Records `pin` as it is now; throws when it could not be written.
+  func save(_ pin: Pin) throws(FSError) {
+    // Inside the staging folder, which is private already.
+    if mkdir(folder.path, PrivateFolder.folderMode) != 0 && errno != EEXIST { throw FSError(errno) }
+    let placed = try durable.replace(path(pin.target), with: Self.encode(pin))
+    if case .folderNotSynced(let errno) = placed { throw FSError(errno) }
+  }
+
+  func remove(_ target: String) {
+    unlink(path(target))
+    _ = durable.syncFolder(of: path(target))
+  }
+
+  private static func encode(_ pin: Pin) -> Data {
+    var dict: [String: Any] = [
+      "target": pin.target,
+      "kept": { if case .kept = pin.phase { true } else { false } }(),
+      "tree": pin.tree.mapValues { $0.dictionaryRepresentation() },
+      "failures": pin.failures,
+    ]
+    if let problem = pin.problem { dict["problem"] = problem }
+    if let at = pin.lastRefreshed { dict["lastRefreshed"] = at.timeIntervalSince1970 }
+    return (try? JSONSerialization.data(withJSONObject: dict, options: [.sortedKeys])) ?? Data()
+  }
+
+  private static func decode(_ data: Data) -> Pin? {
+    guard let dict = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let target = dict["target"] as? String,
+      let tree = dict["tree"] as? [String: [String: Any]]
+    else { return nil }
+    // A pin last seen staging resumes as such; a kept one stays kept until its next refresh.
+    let kept = dict["kept"] as? Bool ?? false
+    var pin = Pin(target: target, phase: kept ? .kept : .staging(Pin.Progress()), tree: tree.mapValues { StorageMetadata(dictionary: $0) })
+    pin.failures = dict["failures"] as? [String: String] ?? [:]
+    pin.problem = dict["problem"] as? String
+    pin.lastRefreshed = (dict["lastRefreshed"] as? Double).map { Date(timeIntervalSince1970: $0) }
+    return pin
+  }
+}
