@@ -100,10 +100,11 @@ extension BucketFilesystem {
     case .refused: return ("refused", 0, 0, 0, 0)
     case .staging(let p):
       if p.files == 0 {
+        let state = pins.online ? "staging" : "offline"
         // Not listed yet this mount (a pin resumed): what its last listing holds.
         let files = pin.files
         let kept = pins.kept(pin)
-        return ("staging", kept.files, files.count, kept.bytes, files.reduce(0) { $0 + $1.metadata.size })
+        return (state, kept.files, files.count, kept.bytes, files.reduce(0) { $0 + $1.metadata.size })
       }
       return ("staging", p.filesDone, p.files, p.bytesDone, p.bytes)
     case .kept:

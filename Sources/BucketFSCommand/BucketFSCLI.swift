@@ -21,6 +21,9 @@ public enum BucketFSCLI {
       stats MOUNTPOINT                                               what a mount has done
       sync MOUNTPOINT [--timeout S]                                  wait until a writable mount's changes are in the bucket
       refresh MOUNTPOINT [PATH]                                      show changes made elsewhere now
+      pin [--background] PATH...                                     keep files and folders available offline
+      unpin PATH...                                                  stop keeping them
+      status MOUNTPOINT [PATH]                                       what is pinned, and how far along
 
     Options of the object commands:
       --emulator HOST:PORT   talk to a local emulator (or set FIREBASE_STORAGE_EMULATOR_HOST, or
@@ -69,6 +72,12 @@ public enum BucketFSCLI {
         return try SyncCommand.run(&args)
       case "refresh":
         return try RefreshCommand.run(&args)
+      case "pin":
+        return try PinCommand.pin(&args)
+      case "unpin":
+        return try PinCommand.unpin(&args)
+      case "status":
+        return try PinCommand.status(&args)
       case "ls", "stat", "cat", "cp", "rm", "url", "auth", "mv", "du":
         let client = try ClientOptions.parse(&args, environment: environment)
         switch command {
@@ -108,6 +117,9 @@ public enum BucketFSCLI {
     case "stats": return StatsCommand.usage
     case "sync": return SyncCommand.usage
     case "refresh": return RefreshCommand.usage
+    case "pin": return PinCommand.pinUsage
+    case "unpin": return PinCommand.unpinUsage
+    case "status": return PinCommand.statusUsage
     case "mv": return MoveCommand.usage
     case "du": return DiskUsageCommand.usage
     default: return usage

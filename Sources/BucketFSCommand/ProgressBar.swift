@@ -14,7 +14,8 @@ final class ProgressBar: Sendable {
     self.enabled = force || isatty(2) == 1
   }
 
-  func update(done: Int64, total: Int64) {
+  /// `detail`: shown after the label (a count of files, say).
+  func update(done: Int64, total: Int64, detail: String = "") {
     guard enabled else { return }
     let now = Date()
     // One drawing per 0.1 s, claimed under the lock; the line is written outside it.
@@ -26,7 +27,7 @@ final class ProgressBar: Sendable {
     guard due else { return }
     let elapsed = max(now.timeIntervalSince(started), 0.001)
     let rate = Double(done) / elapsed
-    var line = "\r\(label)  \(Self.bytes(done))"
+    var line = "\r\(label)\(detail.isEmpty ? "" : "  " + detail)  \(Self.bytes(done))"
     if total > 0 {
       let percent = Int(Double(done) * 100 / Double(total))
       let width = 20

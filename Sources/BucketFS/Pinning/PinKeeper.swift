@@ -27,7 +27,7 @@ final class PinKeeper: Sendable {
   /// Bucket-wide: pins are kept by full object names, as staged copies are.
   private let client: any ObjectClient
   private let store: PinStore
-  private let online: Bool
+  let online: Bool
   private let log: @Sendable (String) -> Void
   private let state = Mutex(State())
   /// Objects staged at once for all pins (each large one fetches several ranges itself).
