@@ -23,6 +23,12 @@ extension BucketFilesystem {
       guard SymlinkObject.isLink(m.customMetadata) else { throw FSError(EINVAL) }
       if let target = SymlinkObject.target(in: m.customMetadata) { return target }
       guard m.size > 0, m.size <= SymlinkObject.maxTarget else { throw FSError(EIO) }
+      // A staged (pinned) link reads offline too.
+      if let staged = staging?.read(client.bucketName(name), generation: m.generation, offset: 0, count: Int(m.size))?.data(),
+        staged.count == Int(m.size), let target = String(data: staged, encoding: .utf8), !target.isEmpty
+      {
+        return target
+      }
       let reader = ObjectReader(client: client.bucketWide, cache: cache, name: client.bucketName(name), generation: m.generation, size: m.size)
       do throws(BucketError) {
         bytes = try await reader.read(offset: 0, count: Int(m.size))

@@ -50,7 +50,7 @@ extension BucketFilesystem {
       return pins.unpin(try pinTarget(ino)) ? "unpinned\n" : "not pinned\n"
     default:
       let target = try pinTarget(ino)
-      guard let pin = pins.pins.first(where: { $0.target == target }) ?? pins.pin(holding: target) else { throw FSError(ENODATA) }
+      guard let pin = pins.pin(for: target) ?? pins.pin(holding: target) else { throw FSError(ENODATA) }
       return pinSummary(pin, pins)
     }
   }
@@ -79,7 +79,7 @@ extension BucketFilesystem {
   /// `user.bucketfs.pin` in a listing of the attributes of a pin's own file or folder.
   func pinXattrs(_ node: InodeTable.Node) -> [(String, String)] {
     let target = pinTarget(node)
-    guard let pins, let pin = pins.pins.first(where: { $0.target == target })
+    guard let pins, let pin = pins.pin(for: target)
     else { return [] }
     return [(Self.pinAttribute, pinSummary(pin, pins))]
   }

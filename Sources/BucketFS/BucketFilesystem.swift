@@ -104,7 +104,7 @@ package final class BucketFilesystem: Sendable {
     writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, commit: options.commitInterval, log: log) } : nil
     pins = staging.map { PinKeeper(staging: $0, client: client, online: !options.offline, log: log) }
     if let pins {
-      namespace.setPinnedObjects { pins.pinnedObjects() }
+      namespace.setPinnedObjects(all: { pins.pinnedObjects() }, one: { pins.pinnedObject($0) })
       // Each metadata TTL, as a listing would be asked again; not more often than every 10 s.
       pins.start(every: max(options.metadataTTL, 10))
     }
@@ -131,7 +131,8 @@ package final class BucketFilesystem: Sendable {
   func attributes(ino: UInt64, directory: Bool, metadata given: StorageMetadata?) -> FileAttributes {
     var metadata = given
     if directory, metadata == nil, options.posix, let node = inodes.node(ino) {
-      metadata = namespace.folders.get(node.path)?.metadata ?? (options.offline ? namespace.pinnedFolderObject(node.path) : nil)
+      // A folder the mount could not ask about (offline, or the server away): a pin's listing.
+      if let known = namespace.folders.get(node.path) { metadata = known.metadata } else { metadata = namespace.pinnedFolderObject(node.path) }
     }
     let (posix, pending, changedAt) = posixState(ino, metadata?.customMetadata)
     // A time this mount set and the bucket does not have yet; the time a writer kept in custom
@@ -433,6 +434,8 @@ package final class BucketFilesystem: Sendable {
     let io = kernelIO.open(ino, handle: fh, generation: m.generation, keepCache: keep) {
       staging?.verifiedFile(objectName, generation: m.generation)
     }
+    // The inode's pages are still the older version's: the next cached open must drop them.
+    if io == .direct { openedGenerations.withLock { _ = $0.removeValue(forKey: ino) } }
     if case .passthrough(_, directIO: false) = io { metrics.passthroughOpens.add(1, ordering: .relaxed) }
     return (fh, io)
   }

@@ -149,6 +149,10 @@ final class PendingReply: @unchecked Sendable {
     case .cached(let keep):
       CFuseShims_set_keep_cache(&fi, keep ? 1 : 0)
       return 0
+    case .direct:
+      CFuseShims_set_keep_cache(&fi, 1)
+      CFuseShims_set_direct_io(&fi, 1)
+      return 0
     case .passthrough(let id, let directIO):
       CFuseShims_set_keep_cache(&fi, 0)
       CFuseShims_set_direct_io(&fi, directIO ? 1 : 0)

@@ -72,6 +72,18 @@ import Testing
     #expect(m.open(10, handle: 4, generation: 5, keepCache: true) { nil } == .cached(keepCache: true))
   }
 
+  @Test func anotherGenerationOfACachedInodeBypassesItsPages() {
+    let m = modes(Registry())
+    #expect(m.open(9, handle: 1, generation: 5, keepCache: false) { nil } == .cached(keepCache: false))
+    // The object changed while handle 1 reads version 5: version 6 neither fills nor drops
+    // the pages version 5's reader reads.
+    #expect(m.open(9, handle: 2, generation: 6, keepCache: false) { nil } == .direct)
+    // This mount's own bytes (an edit) join the cached mode as before.
+    #expect(m.open(9, handle: 3, generation: nil, keepCache: false) { nil } == .cached(keepCache: false))
+    for handle in UInt64(1)...3 { m.release(handle) }
+    #expect(m.open(9, handle: 4, generation: 6, keepCache: false) { nil } == .cached(keepCache: false))
+  }
+
   @Test func withoutPrivilegePassthroughEndsForTheMountSaidOnce() {
     let registry = Registry()
     registry.refuse(EPERM)

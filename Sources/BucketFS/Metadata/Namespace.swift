@@ -127,16 +127,20 @@ final class Namespace: Sendable {
     return out
   }
 
-  /// The objects of the pinned trees, by full name (set once the mount has pins).
-  private let pinnedSource = Mutex<(@Sendable () -> [String: StorageMetadata])?>(nil)
+  /// The objects of the pinned trees by full name, all of them or one (set once the mount has
+  /// staging, and so pins).
+  private let pinnedSource = Mutex<(all: @Sendable () -> [String: StorageMetadata], one: @Sendable (String) -> StorageMetadata?)?>(nil)
 
-  func setPinnedObjects(_ source: @escaping @Sendable () -> [String: StorageMetadata]) { pinnedSource.withLock { $0 = source } }
+  func setPinnedObjects(all: @escaping @Sendable () -> [String: StorageMetadata], one: @escaping @Sendable (String) -> StorageMetadata?) {
+    pinnedSource.withLock { $0 = (all, one) }
+  }
 
-  private func pinnedObjects() -> [String: StorageMetadata] { pinnedSource.withLock { $0 }?() ?? [:] }
+  private func pinnedObjects() -> [String: StorageMetadata] { pinnedSource.withLock { $0 }?.all() ?? [:] }
 
   /// Folder `path`'s placeholder as a pinned tree last listed it: its mode and times offline.
   func pinnedFolderObject(_ path: String) -> StorageMetadata? {
-    path.isEmpty ? nil : pinnedObjects()[client.bucketName(path + "/")]
+    guard !path.isEmpty, let one = pinnedSource.withLock({ $0 })?.one else { return nil }
+    return one(client.bucketName(path + "/"))
   }
 
   // MARK: listing

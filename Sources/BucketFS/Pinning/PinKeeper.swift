@@ -116,6 +116,9 @@ final class PinKeeper: Sendable {
   /// Every pin, sorted by target.
   var pins: [Pin] { state.withLock { Array($0.pins.values) }.sorted { $0.target < $1.target } }
 
+  /// The pin of exactly `target`, if any.
+  func pin(for target: String) -> Pin? { state.withLock { $0.pins[target] } }
+
   /// The pin that holds object `name`, if any.
   func pin(holding name: String) -> Pin? { state.withLock { s in s.pins.values.first { !$0.isRefused && $0.holds(name) } } }
 
@@ -128,6 +131,13 @@ final class PinKeeper: Sendable {
         for (name, m) in pin.tree where (out[name]?.generation ?? -1) < m.generation { out[name] = m }
       }
       return out
+    }
+  }
+
+  /// Object `name` as a pin's tree last listed it (the newest, when two pins list it).
+  func pinnedObject(_ name: String) -> StorageMetadata? {
+    state.withLock { s in
+      s.pins.values.compactMap { $0.tree[name] }.max { $0.generation < $1.generation }
     }
   }
 

@@ -34,6 +34,10 @@ package struct BackingFiles: Sendable {
 package enum KernelIO: Equatable, Sendable {
   /// Through the page cache; `keepCache`: pages cached by an earlier open still hold.
   case cached(keepCache: Bool)
+  /// Every read and write to the daemon, the inode's page cache left as it is: another
+  /// generation of an object whose inode has cached opens of the one they read (the cache is
+  /// per inode, so an open of a newer version must neither fill nor drop those pages).
+  case direct
   /// Read by the kernel from backing file `backingID`; `directIO`: reads and writes of this open
   /// still come to the daemon.
   case passthrough(backingID: Int32, directIO: Bool)
@@ -41,7 +45,8 @@ package enum KernelIO: Equatable, Sendable {
 
 final class KernelIOModes: Sendable {
   private enum Mode {
-    case cached(opens: Int)
+    /// `generation`: what the cached opens read (nil: this mount's own bytes).
+    case cached(generation: Int64?, opens: Int)
     /// `file`: the staged copy registered as the backing file (device and inode).
     case passthrough(backingID: Int32, generation: Int64, file: FileKey, opens: Int)
   }
@@ -128,7 +133,7 @@ final class KernelIOModes: Sendable {
         s.modes[ino] = .passthrough(backingID: registered, generation: generation, file: copyKey, opens: 1)
         return (.passthrough(backingID: registered, directIO: false), nil)
       }
-      s.modes[ino] = .cached(opens: 1)
+      s.modes[ino] = .cached(generation: generation, opens: 1)
       return (.cached(keepCache: keepCache), nil)
     }
     if let unused { backing?.unregister(unused) }
@@ -140,8 +145,8 @@ final class KernelIOModes: Sendable {
     let unused = state.withLock { s -> Int32? in
       guard let ino = s.inodes.removeValue(forKey: handle), let mode = s.modes[ino] else { return nil }
       switch mode {
-      case .cached(let n):
-        s.modes[ino] = n > 1 ? .cached(opens: n - 1) : nil
+      case .cached(let generation, let n):
+        s.modes[ino] = n > 1 ? .cached(generation: generation, opens: n - 1) : nil
         return nil
       case .passthrough(let id, let generation, let file, let n):
         guard n <= 1 else {
@@ -162,9 +167,12 @@ final class KernelIOModes: Sendable {
     switch s.modes[ino] {
     case nil:
       return nil
-    case .cached(let n):
-      s.modes[ino] = .cached(opens: n + 1)
+    case .cached(let cached, let n):
+      s.modes[ino] = .cached(generation: cached, opens: n + 1)
       s.inodes[handle] = ino
+      // Two versions of an object open at once: the newer one's reads bypass the pages the
+      // older one's readers still read.
+      if let generation, let cached, generation != cached { return .direct }
       return .cached(keepCache: keepCache)
     case .passthrough(let id, let backed, let file, let n):
       s.modes[ino] = .passthrough(backingID: id, generation: backed, file: file, opens: n + 1)
