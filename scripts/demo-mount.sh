@@ -15,6 +15,13 @@ done
 run getfattr -n user.staged "$MNT/docs/random.bin"
 
 echo
+echo "== pinning docs/: every file under it is staged, verified and kept for offline use"
+run "$BIN" pin "$MNT/docs"
+run "$BIN" status "$MNT"
+run getfattr -n user.staged "$MNT/docs/guides/start.md"
+(cd "$WORK/sample" && find docs -type f | sort | xargs sha256sum) > "$WORK/docs.sha256"
+
+echo
 echo "== stopping the emulator: staged files stay readable"
 EMU_PORT=${EMU_ADDR##*:}
 stop_emulator
@@ -24,8 +31,21 @@ run cp "$MNT/docs/random.bin" "$WORK/offline-copy.bin"
 cmp "$WORK/sample/docs/random.bin" "$WORK/offline-copy.bin" && echo "(offline copy is byte-identical)"
 run ls "$MNT/docs"
 
+echo
+echo "== remounting offline: the pinned folder is whole"
+run fusermount3 -u "$MNT"
+run "$BIN" mount gs://demo-bucket "$MNT" -o "staging_dir=$WORK/staging,offline"
+run find "$MNT/docs"
+run ls -lR "$MNT/docs"
+echo
+echo "\$ (cd $MNT && sha256sum -c $WORK/docs.sha256)"
+(cd "$MNT" && sha256sum -c "$WORK/docs.sha256")
+
 if [ "$KEEP" -eq 1 ]; then
   start_emulator "$WORK/server" --port "$EMU_PORT" || start_emulator "$WORK/server"
+  export FIREBASE_STORAGE_EMULATOR_HOST=$EMU_ADDR
+  fusermount3 -u "$MNT"
+  "$BIN" mount gs://demo-bucket "$MNT" -o "staging_dir=$WORK/staging,metadata_ttl=2"
   echo
   echo "The emulator is back on $EMU_ADDR; $MNT stays mounted. Look around:"
   echo "  ls -l $MNT; getfattr -d $MNT/images/blue.png; cat $MNT/docs/guides/start.md"

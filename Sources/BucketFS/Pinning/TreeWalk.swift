@@ -22,55 +22,56 @@ enum TreeWalk {
     var unknown: [String] = []
     var level = [target]
     while !level.isEmpty {
-      let pages = try await map(level) { (folder: String) async throws(BucketError) -> ListPage in
-        try await ListPage.all { token async throws(BucketError) in
-          try await client.listPage(prefix: folder, pageToken: token, maxResults: nil)
+      var next: [String] = []
+      for start in stride(from: 0, to: level.count, by: concurrency) {
+        let batch = Array(level[start..<min(level.count, start + concurrency)])
+        let pages = await withTaskGroup(of: Result<ListPage, BucketError>.self) { group -> [Result<ListPage, BucketError>] in
+          for folder in batch {
+            group.addTask {
+              do throws(BucketError) {
+                return .success(
+                  try await ListPage.all { token async throws(BucketError) in
+                    try await client.listPage(prefix: folder, pageToken: token, maxResults: nil)
+                  })
+              } catch {
+                return .failure(error)
+              }
+            }
+          }
+          var out: [Result<ListPage, BucketError>] = []
+          for await page in group { out.append(page) }
+          return out
+        }
+        for result in pages {
+          let page = try result.get()
+          next += page.prefixes
+          for item in page.items {
+            if let m = page.metadata[item] { found[item] = m } else { unknown.append(item) }
+          }
         }
       }
-      level = []
-      for page in pages {
-        level += page.prefixes
-        for item in page.items {
-          if let m = page.metadata[item] { found[item] = m } else { unknown.append(item) }
+      level = next
+    }
+    for start in stride(from: 0, to: unknown.count, by: concurrency) {
+      let batch = Array(unknown[start..<min(unknown.count, start + concurrency)])
+      let asked = await withTaskGroup(of: (String, Result<StorageMetadata?, BucketError>).self) { group in
+        for name in batch {
+          group.addTask {
+            do throws(BucketError) {
+              return (name, .success(try await client.metadata(of: name)))
+            } catch where error.code == .objectNotFound {
+              return (name, .success(nil))  // deleted since it was listed
+            } catch {
+              return (name, .failure(error))
+            }
+          }
         }
+        var out: [(String, Result<StorageMetadata?, BucketError>)] = []
+        for await answer in group { out.append(answer) }
+        return out
       }
+      for (name, result) in asked { if let m = try result.get() { found[name] = m } }
     }
-    let asked = try await map(unknown) { (name: String) async throws(BucketError) -> (String, StorageMetadata?) in
-      do throws(BucketError) {
-        return (name, try await client.metadata(of: name))
-      } catch where error.code == .objectNotFound {
-        return (name, nil)  // deleted since it was listed
-      }
-    }
-    for (name, m) in asked { if let m { found[name] = m } }
     return found
-  }
-
-  /// `transform` of every element, `concurrency` at a time; the first failure is thrown.
-  private static func map<T: Sendable, R: Sendable>(
-    _ items: [T], _ transform: @escaping @Sendable (T) async throws(BucketError) -> R
-  ) async throws(BucketError) -> [R] {
-    let results = await withTaskGroup(of: Result<R, BucketError>.self) { group -> [Result<R, BucketError>] in
-      var out: [Result<R, BucketError>] = []
-      var next = 0
-      func add() {
-        let item = items[next]
-        next += 1
-        group.addTask {
-          do throws(BucketError) { return .success(try await transform(item)) } catch { return .failure(error) }
-        }
-      }
-      while next < min(items.count, concurrency) { add() }
-      for await result in group {
-        out.append(result)
-        if case .failure = result {
-          group.cancelAll()
-          break
-        }
-        if next < items.count { add() }
-      }
-      return out
-    }
-    return try results.map { (result: Result<R, BucketError>) throws(BucketError) -> R in try result.get() }
   }
 }
