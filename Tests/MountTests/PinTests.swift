@@ -201,6 +201,8 @@ import Testing
       #expect(getxattr(m.path("b/f0.bin"), "user.staged") == .success("none"))
       #expect(m.stagedEvicted == 0)
       #expect(pinLine(m, "b")?[1] == "refused")
+      // `bucketfs stats` counts the pin that holds, not the refused one.
+      #expect(m.stat("pinned") == "1 pins, 3 files, \(3 * (2 << 20)) bytes kept", "\(String(describing: m.stat("pinned")))")
 
       // Unpinning makes room: the second pin fits now.
       #expect(bucketfs(["unpin", m.path("a")]).0 == 0)
