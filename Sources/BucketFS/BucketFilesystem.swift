@@ -104,7 +104,7 @@ package final class BucketFilesystem: Sendable {
     writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, commit: options.commitInterval, log: log) } : nil
     pins = staging.map { PinKeeper(staging: $0, client: client, online: !options.offline, log: log) }
     if let pins {
-      namespace.setPinnedObjects(all: { pins.pinnedObjects() }, one: { pins.pinnedObject($0) })
+      namespace.setPinnedObjects(all: { pins.pinnedObjects() }, one: { pins.pinnedObject($0) }, version: { pins.version })
       // Each metadata TTL, as a listing would be asked again; not more often than every 10 s.
       pins.start(every: max(options.metadataTTL, 10))
     }

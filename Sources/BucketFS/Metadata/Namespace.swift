@@ -118,21 +118,54 @@ final class Namespace: Sendable {
   /// shows whole: its empty folders, and a file that could not be staged, which reads EIO).
   private func stagedCopies() -> [String: StorageMetadata] {
     guard let staging else { return [:] }
+    let version = offlineVersion()
+    if let cached = offlineView.withLock({ $0.version == version ? $0.objects : nil }) { return cached }
     var out: [String: StorageMetadata] = [:]
     for (name, entry) in staging.completeEntries() { if let mine = client.viewName(name) { out[mine] = entry.metadata } }
     for (name, m) in pinnedObjects() {
       guard let mine = client.viewName(name), (out[mine]?.generation ?? -1) < m.generation else { continue }
       out[mine] = m
     }
+    offlineView.withLock { view in
+      if view.version != version { view = OfflineView(version: version) }
+      view.objects = out
+    }
     return out
+  }
+
+  /// What the offline view was last made of (the staged copies' and the pins' versions), and
+  /// what was made: a walk of an offline tree looks up every name, and each would otherwise
+  /// go over every copy and pinned object again.
+  private struct OfflineVersion: Equatable {
+    var staged: UInt64
+    var pins: UInt64
+  }
+
+  private struct OfflineView {
+    var version: OfflineVersion?
+    var objects: [String: StorageMetadata]?
+    var listings: [String: [DirectoryEntry]] = [:]
+
+    init(version: OfflineVersion?) { self.version = version }
+  }
+
+  private let offlineView = Mutex(OfflineView(version: nil))
+
+  private func offlineVersion() -> OfflineVersion {
+    OfflineVersion(staged: staging?.version ?? 0, pins: pinnedSource.withLock { $0 }?.version() ?? 0)
   }
 
   /// The objects of the pinned trees by full name, all of them or one (set once the mount has
   /// staging, and so pins).
-  private let pinnedSource = Mutex<(all: @Sendable () -> [String: StorageMetadata], one: @Sendable (String) -> StorageMetadata?)?>(nil)
+  private let pinnedSource = Mutex<
+    (all: @Sendable () -> [String: StorageMetadata], one: @Sendable (String) -> StorageMetadata?, version: @Sendable () -> UInt64)?
+  >(nil)
 
-  func setPinnedObjects(all: @escaping @Sendable () -> [String: StorageMetadata], one: @escaping @Sendable (String) -> StorageMetadata?) {
-    pinnedSource.withLock { $0 = (all, one) }
+  func setPinnedObjects(
+    all: @escaping @Sendable () -> [String: StorageMetadata], one: @escaping @Sendable (String) -> StorageMetadata?,
+    version: @escaping @Sendable () -> UInt64
+  ) {
+    pinnedSource.withLock { $0 = (all, one, version) }
   }
 
   private func pinnedObjects() -> [String: StorageMetadata] { pinnedSource.withLock { $0 }?.all() ?? [:] }
@@ -247,6 +280,14 @@ final class Namespace: Sendable {
   }
 
   func offlineListing(_ path: String) -> [DirectoryEntry] {
+    let version = offlineVersion()
+    if let cached = offlineView.withLock({ $0.version == version ? $0.listings[path] : nil }) { return cached }
+    let entries = makeOfflineListing(path)
+    offlineView.withLock { view in if view.version == version { view.listings[path] = entries } }
+    return entries
+  }
+
+  private func makeOfflineListing(_ path: String) -> [DirectoryEntry] {
     let base = path.isEmpty ? "" : path + "/"
     var dirs = Set<String>()
     var entries: [DirectoryEntry] = []

@@ -13,7 +13,10 @@ import Synchronization
 
 final class PinKeeper: Sendable {
   private struct State {
-    var pins: [String: Pin] = [:]
+    var pins: [String: Pin] = [:] {
+      didSet { version &+= 1 }
+    }
+    var version: UInt64 = 0
     /// The tree a pass is staging, kept alongside the pin's last one until it is complete.
     var incoming: [String: [String: StorageMetadata]] = [:]
     /// Pins with a pass running: whether another is wanted after it (a change came meanwhile).
@@ -30,8 +33,11 @@ final class PinKeeper: Sendable {
   let online: Bool
   private let log: @Sendable (String) -> Void
   private let state = Mutex(State())
+  /// Held while a pin's record is written or removed: a pass that records a pin just unpinned
+  /// must not bring its record back.
+  private let records = Mutex(())
   /// Objects staged at once for all pins (each large one fetches several ranges itself).
-  private let slots = ReadAheadSlots(4)
+  private let slots = ReadAheadSlots(8)
 
   init(staging: StagingArea, client: any ObjectClient, online: Bool, log: @escaping @Sendable (String) -> Void) {
     self.staging = staging
@@ -75,7 +81,7 @@ final class PinKeeper: Sendable {
     guard online else {
       // Nothing can be listed: the pin is recorded, and the next online mount stages it.
       finishCheck(target) { $0.problem = "offline: staged when the mount is online" }
-      if let pin = state.withLock({ $0.pins[target] }) { try? store.save(pin) }
+      if let pin = state.withLock({ $0.pins[target] }) { save(pin) }
       return
     }
     schedule(target)
@@ -103,7 +109,7 @@ final class PinKeeper: Sendable {
       return s.pins.removeValue(forKey: target) != nil
     }
     guard removed else { return false }
-    store.remove(target)
+    records.withLock { _ in store.remove(target) }
     protect()
     staging.evictIfNeeded()
     log("unpin: \(target.isEmpty ? "the bucket" : target)")
@@ -115,6 +121,9 @@ final class PinKeeper: Sendable {
 
   /// Every pin, sorted by target.
   var pins: [Pin] { state.withLock { Array($0.pins.values) }.sorted { $0.target < $1.target } }
+
+  /// Changes with every change of a pin: what is made of `pinnedObjects` holds until then.
+  var version: UInt64 { state.withLock { $0.version } }
 
   /// The pin of exactly `target`, if any.
   func pin(for target: String) -> Pin? { state.withLock { $0.pins[target] } }
@@ -356,7 +365,10 @@ final class PinKeeper: Sendable {
 
   private func save(_ pin: Pin) {
     do throws(FSError) {
-      try store.save(pin)
+      try records.withLock { _ throws(FSError) in
+        guard state.withLock({ $0.pins[pin.target] != nil }) else { return }
+        try store.save(pin)
+      }
     } catch {
       log("pin \(pin.target): cannot record it in \(store.folder.path): \(String(cString: strerror(error.errno)))")
     }

@@ -316,6 +316,8 @@ package final class StagingArea: Sendable {
         return error.detail
       }
       if let mismatch = CopyVerification.mismatch(bytes, metadata: metadata) { return mismatch }
+      // On the staging queue, off the task pool: the copies' creates and renames in the one
+      // staging folder contend for its lock, so writing several at once is no faster.
       await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
         writer.async {
           self.writeSmall(name, metadata: metadata, bytes: bytes)
@@ -496,6 +498,9 @@ package final class StagingArea: Sendable {
     index.release(index.key(name, generation))
     evictIfNeeded()
   }
+
+  /// Changes whenever a copy comes or goes: what is made of `completeEntries` holds until then.
+  package var version: UInt64 { index.version }
 
   /// The newest complete copy of each object, for offline use.
   package func completeEntries() -> [String: Entry] { index.newestComplete().mapValues(\.entry) }

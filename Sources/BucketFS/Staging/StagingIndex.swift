@@ -11,7 +11,12 @@ import Synchronization
 
 final class StagingIndex: Sendable {
   private struct State {
-    var copies: [String: LocalCopy] = [:]  // key → copy
+    var copies: [String: LocalCopy] = [:] {  // key → copy
+      didSet { version &+= 1 }
+    }
+    /// Moves with every change of `copies`: views made of them (the offline listings) are kept
+    /// until it does.
+    var version: UInt64 = 0
     var lastUse: [String: UInt64] = [:]
     var openCount: [String: Int] = [:]
     /// Descriptors of complete copies being read, shared by their readers.
@@ -242,6 +247,9 @@ final class StagingIndex: Sendable {
       return out
     }
   }
+
+  /// Changes with every copy that comes or goes (`State.version`).
+  var version: UInt64 { state.withLock { $0.version } }
 
   // MARK: pins
 
