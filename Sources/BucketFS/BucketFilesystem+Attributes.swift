@@ -29,7 +29,7 @@ extension BucketFilesystem {
   /// the caller may not make (chown by anyone but root; chmod and chgrp by anyone but the owner).
   /// Asking for what a file already has succeeds on any mount.
   package func setattr(
-    _ ino: UInt64, size: Int64?, mtime: Double?, atime: Double? = nil, owner: OwnerChange? = nil, handle: UInt64?
+    _ ino: UInt64, size: Int64?, mtime: Timestamp?, atime: Timestamp? = nil, owner: OwnerChange? = nil, handle: UInt64?
   ) async throws(FSError) -> FileAttributes {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if let owner, !owner.isEmpty {

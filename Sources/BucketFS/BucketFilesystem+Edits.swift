@@ -42,7 +42,7 @@ extension BucketFilesystem {
     var base: PendingChange.Base = .generation(0)
     var dirty = truncate || created
     var startMetadata: (contentType: String?, custom: [String: String]?)? = nil
-    var keptTime: Double? = nil
+    var keptTime: Timestamp? = nil
     do throws(FSError) {
       switch writeBack.queue.view(path) {
       case .file(let dataPath, _, let mtime):
@@ -51,7 +51,7 @@ extension BucketFilesystem {
         startMetadata = writeBack.queue.queuedMetadata(path)
         // The time set on the queued bytes (touch, rsync) stays theirs while they are unchanged
         // (a chmod, a setxattr after them); 0: none was set.
-        if !truncate && mtime > 0 { keptTime = mtime }
+        if !truncate && mtime > Timestamp(seconds: 0) { keptTime = mtime }
       case .copied(let source, _):
         base = .previous
         startMetadata = writeBack.queue.queuedMetadata(path)

@@ -56,8 +56,8 @@ extension BucketFilesystem {
     return view == .deleted ? .removed : .unchanged
   }
 
-  private func localFile(name: String, path: String, size: Int64, mtime: Double, custom: [String: String]?) -> DirectoryEntry {
-    let when = Date(timeIntervalSince1970: mtime)
+  private func localFile(name: String, path: String, size: Int64, mtime: Timestamp, custom: [String: String]?) -> DirectoryEntry {
+    let when = Date(timeIntervalSince1970: mtime.interval)
     let metadata = StorageMetadata(dictionary: [
       "name": client.bucketName(path), "bucket": client.bucket, "size": String(size), "generation": "0",
       "updated": StorageMetadata.formatDate(when), "timeCreated": StorageMetadata.formatDate(when),

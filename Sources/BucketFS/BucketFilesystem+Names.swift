@@ -86,7 +86,7 @@ extension BucketFilesystem {
     namespace.folders.set(path, .absent)
     if options.posix {
       // Set-id bits are never kept (setattr's rule); the sticky bit is.
-      let now = Date().timeIntervalSince1970
+      let now = Timestamp.now()
       let kept = PosixAttributes(
         mode: mode.flatMap { $0 & 0o1777 != options.dirMode ? $0 & 0o1777 : nil },
         uid: creator.flatMap { $0.uid != options.uid ? $0.uid : nil }, gid: creator.flatMap { $0.gid != options.gid ? $0.gid : nil },
@@ -176,7 +176,7 @@ extension BucketFilesystem {
     var custom = entry.metadata?.customMetadata ?? [:]
     custom.merge(pending.custom) { _, queued in queued }
     let contentType = pending.contentType ?? entry.metadata?.contentType
-    let mtime = KeptTime.kept(in: custom) ?? PosixAttributes(custom: custom).mtime ?? entry.metadata?.updated?.timeIntervalSince1970
+    let mtime = KeptTime.kept(in: custom) ?? PosixAttributes(custom: custom).mtime ?? entry.metadata?.updated.map(Timestamp.init)
     custom.removeValue(forKey: "mtime")
     // A file as the bucket has it, where the bucket copies: the server copies it, so nothing is
     // downloaded and the rename works with the server away too.

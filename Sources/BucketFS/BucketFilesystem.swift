@@ -18,7 +18,7 @@ package final class BucketFilesystem: Sendable {
   let namespace: Namespace
   package let cache: BlockCache
   package let staging: StagingArea?
-  let mountTime = Date().timeIntervalSince1970
+  let mountTime = Timestamp.now()
   package let log: @Sendable (String) -> Void
   package let metrics: Metrics
   let tokenRefreshes: @Sendable () -> Int
@@ -139,10 +139,10 @@ package final class BucketFilesystem: Sendable {
     // metadata (ours and rclone's `mtime`, gcsfuse's `gcsfuse_mtime`, Google's tools' whole
     // seconds); else when the object was written.
     let kept = KeptTime.kept(in: metadata?.customMetadata)
-    let mtime = pending?.mtime ?? kept ?? posix.mtime ?? metadata?.updated?.timeIntervalSince1970 ?? mountTime
+    let mtime = pending?.mtime ?? kept ?? posix.mtime ?? metadata?.updated.map(Timestamp.init) ?? mountTime
     // The last change of the object or its metadata (`updated` moves with both), or of what
     // this mount set and the bucket does not have yet.
-    let ctime = max(metadata?.updated?.timeIntervalSince1970 ?? metadata?.timeCreated?.timeIntervalSince1970 ?? mtime, changedAt ?? 0)
+    let ctime = max((metadata?.updated ?? metadata?.timeCreated).map(Timestamp.init) ?? mtime, changedAt ?? Timestamp(seconds: 0))
     var a = FileAttributes(
       ino: ino, size: directory ? 0 : metadata?.size ?? 0, isDirectory: directory,
       mode: posix.mode ?? (directory ? options.dirMode : options.fileMode), uid: posix.uid ?? options.uid,
@@ -158,7 +158,7 @@ package final class BucketFilesystem: Sendable {
 
   /// `posixAttributes`; of them, what this mount set and the bucket does not have yet, and when
   /// it set that (nil: it did not).
-  private func posixState(_ ino: UInt64, _ custom: [String: String]?) -> (attributes: PosixAttributes, pending: PosixAttributes?, changedAt: Double?) {
+  private func posixState(_ ino: UInt64, _ custom: [String: String]?) -> (attributes: PosixAttributes, pending: PosixAttributes?, changedAt: Timestamp?) {
     guard options.posix else { return (PosixAttributes(), nil, nil) }
     let stored = PosixAttributes(custom: custom)
     guard let mine = posixChanges.held({ inodes.node(ino).map { $0.objectName ?? $0.path } }) else { return (stored, nil, nil) }
@@ -203,7 +203,7 @@ package final class BucketFilesystem: Sendable {
   /// The attributes of folder `ino` as listings show "." and "..".
   package func folderAttributes(_ ino: UInt64) -> FileAttributes {
     var a = attributes(ino: ino, directory: true, metadata: nil)
-    (a.mtime, a.ctime) = (0, 0)
+    (a.mtime, a.ctime) = (Timestamp(seconds: 0), Timestamp(seconds: 0))
     return a
   }
 

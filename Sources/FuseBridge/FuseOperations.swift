@@ -22,11 +22,9 @@ enum FuseOperations {
     st.st_size = Int(a.size)
     st.st_blksize = 128 * 1024
     st.st_blocks = Int(a.size / 512 + (a.size % 512 == 0 ? 0 : 1))
-    let m = timespec(seconds: a.mtime)
-    let c = timespec(seconds: a.ctime)
-    st.st_mtim = m
-    st.st_atim = a.atime.map { timespec(seconds: $0) } ?? m
-    st.st_ctim = c
+    st.st_mtim = a.mtime.timespec
+    st.st_atim = (a.atime ?? a.mtime).timespec
+    st.st_ctim = a.ctime.timespec
     return st
   }
 

@@ -139,8 +139,8 @@ extension FuseOperations {
   }
 
   /// A time setattr sets (`now`: the current one), or nil when it leaves it.
-  private static func time(_ toSet: Int32, now: Int32, given: Int32, _ ts: timespec) -> Double? {
-    if toSet & now != 0 { return Date().timeIntervalSince1970 }
-    return toSet & given != 0 ? Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 : nil
+  private static func time(_ toSet: Int32, now: Int32, given: Int32, _ ts: timespec) -> Timestamp? {
+    if toSet & now != 0 { return Timestamp.now() }
+    return toSet & given != 0 ? Timestamp(ts) : nil
   }
 }

@@ -10,24 +10,40 @@ import Testing
   /// A time no RFC 3339 text can hold (touch -d @9223372036854775807, or not a number) is written
   /// as the nearest one it can, not a crash converting it.
   @Test func timesPastFourDigitYearsAreClamped() {
-    #expect(KeptTime.format(Double(Int64.max)) == "9999-12-31T23:59:59.000000000Z")
-    #expect(KeptTime.format(-Double(Int64.max)) == "0001-01-01T00:00:00.000000000Z")
-    #expect(KeptTime.format(.nan) == "1970-01-01T00:00:00.000000000Z")
+    #expect(KeptTime.format(Timestamp(seconds: .max)) == "9999-12-31T23:59:59.999999999Z")
+    #expect(KeptTime.format(Timestamp(seconds: -.max)) == "0001-01-01T00:00:00.000000000Z")
+    #expect(KeptTime.format(Timestamp(.nan)) == "1970-01-01T00:00:00.000000000Z")
     #expect(KeptTime.format(1.5) == "1970-01-01T00:00:01.500000000Z")
   }
 
-  /// Kept times read back as they were written, by the fast path (UTC, any number of digits)
-  /// and by the formatter (an offset), and what is not a time is not read as one.
+  /// Kept times read back exactly, to the nanosecond, by the fast path (UTC, any number of
+  /// digits) and by the formatter (an offset), and what is not a time is not read as one.
   @Test func keptTimesReadBackExactly() {
-    for t in [0, 1.5, 1_612_325_106.999_999_6, 1_612_325_106.999_6, 1_700_000_000.123_456_789, -86_400.25] {
-      #expect(KeptTime.parse(KeptTime.format(t)).map { abs($0 - t) < 1e-6 } == true, "\(t): \(KeptTime.format(t))")
+    let times = [
+      Timestamp(seconds: 0), Timestamp(seconds: 1, nanoseconds: 500_000_000), Timestamp(seconds: 1_612_325_106, nanoseconds: 999_999_999),
+      Timestamp(seconds: 1_612_325_106, nanoseconds: 999_999_900), Timestamp(seconds: 1_700_000_000, nanoseconds: 123_456_789),
+      Timestamp(seconds: 1_700_000_000, nanoseconds: 123_456_790), Timestamp(seconds: -86_401, nanoseconds: 750_000_000),
+    ]
+    for t in times {
+      #expect(KeptTime.parse(KeptTime.format(t)) == t, "\(t): \(KeptTime.format(t))")
     }
-    #expect(KeptTime.parse("2021-02-03T04:05:06Z") == 1_612_325_106)
-    #expect(KeptTime.parse("2021-02-03T04:05:06.5Z") == 1_612_325_106.5)
-    #expect(KeptTime.parse("2021-02-03T05:05:06.5+01:00") == 1_612_325_106.5)
+    #expect(KeptTime.parse("2021-02-03T04:05:06Z") == Timestamp(seconds: 1_612_325_106))
+    #expect(KeptTime.parse("2021-02-03T04:05:06.5Z") == Timestamp(seconds: 1_612_325_106, nanoseconds: 500_000_000))
+    #expect(KeptTime.parse("2021-02-03T05:05:06.5+01:00") == Timestamp(seconds: 1_612_325_106, nanoseconds: 500_000_000))
+    // Digits past the nanosecond are below what a file time holds.
+    #expect(KeptTime.parse("2021-02-03T04:05:06.1234567891Z") == Timestamp(seconds: 1_612_325_106, nanoseconds: 123_456_789))
     #expect(KeptTime.parse("2021-02-03T04:05:06.x5Z") == nil)
     #expect(KeptTime.parse("2021-13-03T04:05:06Z") == nil)
     #expect(KeptTime.parse("yesterday") == nil)
+  }
+
+  /// Two times 100 ns apart stay two times; a Double of seconds since 1970 merged them.
+  @Test func timesCloseTogetherStayApart() {
+    let a = Timestamp(seconds: 1_700_000_000, nanoseconds: 999_999_900)
+    let b = Timestamp(seconds: 1_700_000_000, nanoseconds: 999_999_999)
+    #expect(a != b && a < b)
+    #expect(Timestamp(a.timespec) == a)
+    #expect(Timestamp(seconds: 5, nanoseconds: -1) == Timestamp(seconds: 4, nanoseconds: 999_999_999))
   }
 
   /// Sizes a server may send that no object has: negative, or so large that adding a block overflows.

@@ -205,6 +205,36 @@ import Testing
     }
   }
 
+  /// A time set through the mount comes back to the nanosecond the kernel gave, before and after
+  /// it reaches the bucket and after a remount: times 100 ns apart, and one 1 ns before the next
+  /// second, stay what they were (a Double of seconds merged them, and rsync -a sent such files
+  /// again).
+  @Test(arguments: [[], ["--api", "gcs"]])
+  func timesComeBackToTheNanosecond(api: [String]) async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"], extra: api)
+      let times = [
+        ("a", timespec(tv_sec: 1_700_000_000, tv_nsec: 999_999_900)), ("b", timespec(tv_sec: 1_700_000_000, tv_nsec: 999_999_999)),
+        ("c", timespec(tv_sec: 1_600_000_000, tv_nsec: 123_456_789)),
+      ]
+      for (name, time) in times {
+        #expect(FileManager.default.createFile(atPath: m.path(name), contents: Data(name.utf8)))
+        var set = [time, time]
+        #expect(utimensat(AT_FDCWD, m.path(name), &set, 0) == 0)
+      }
+      func mtime(_ mount: MountedBucket, _ name: String) -> [Int]? {
+        var st = stat()
+        return stat(mount.path(name), &st) == 0 ? [st.st_mtim.tv_sec, st.st_mtim.tv_nsec] : nil
+      }
+      for (name, time) in times { #expect(mtime(m, name) == [time.tv_sec, time.tv_nsec], "\(name) before the bucket has it") }
+      sync(m)
+      for (name, time) in times { #expect(mtime(m, name) == [time.tv_sec, time.tv_nsec], "\(name) once in the bucket") }
+      m.unmount()
+      let again = try fx.mount(extra: api, name: "again")
+      for (name, time) in times { #expect(mtime(again, name) == [time.tv_sec, time.tv_nsec], "\(name) after a remount") }
+    }
+  }
+
   /// A folder's times as a disk keeps them, for the mount's life: a new folder's are now, a
   /// folder's mtime and ctime move when an entry is made or removed in it, and a time set on it
   /// (tar -x, cp -a, rsync -a) holds. A chmod moves a file's ctime, not its mtime.

@@ -17,10 +17,10 @@ package struct FileAttributes: Sendable, Equatable {
   package var mode: UInt32
   package var uid: UInt32
   package var gid: UInt32
-  package var mtime: Double
-  package var ctime: Double
+  package var mtime: Timestamp
+  package var ctime: Timestamp
   /// nil: the mtime (an object has no access time of its own unless one was set).
-  package var atime: Double?
+  package var atime: Timestamp?
   package var nlink: UInt32 { isDirectory ? 2 : 1 }
   /// A symbolic link (`SymlinkObject`): its size is its target's length.
   package var isSymlink = false
@@ -29,7 +29,7 @@ package struct FileAttributes: Sendable, Equatable {
   package var volatile = false
 
   package init(
-    ino: UInt64, size: Int64, isDirectory: Bool, mode: UInt32, uid: UInt32, gid: UInt32, mtime: Double, ctime: Double
+    ino: UInt64, size: Int64, isDirectory: Bool, mode: UInt32, uid: UInt32, gid: UInt32, mtime: Timestamp, ctime: Timestamp
   ) {
     self.ino = ino
     self.size = size

@@ -17,10 +17,10 @@ struct PosixAttributes: Equatable, Sendable {
   var mode: UInt32?
   var uid: UInt32?
   var gid: UInt32?
-  var mtime: Double?
-  var atime: Double?
+  var mtime: Timestamp?
+  var atime: Timestamp?
 
-  init(mode: UInt32? = nil, uid: UInt32? = nil, gid: UInt32? = nil, mtime: Double? = nil, atime: Double? = nil) {
+  init(mode: UInt32? = nil, uid: UInt32? = nil, gid: UInt32? = nil, mtime: Timestamp? = nil, atime: Timestamp? = nil) {
     self.mode = mode
     self.uid = uid
     self.gid = gid
@@ -35,8 +35,8 @@ struct PosixAttributes: Equatable, Sendable {
     mode = custom[Self.modeKey].flatMap { UInt32($0, radix: 8) }.flatMap { $0 <= 0o7777 ? $0 & 0o777 : nil }
     uid = custom[Self.uidKey].flatMap { UInt32($0) }
     gid = custom[Self.gidKey].flatMap { UInt32($0) }
-    mtime = custom[Self.mtimeKey].flatMap { Int64($0) }.flatMap { $0 >= 0 ? Double($0) : nil }
-    atime = custom[Self.atimeKey].flatMap { Int64($0) }.flatMap { $0 >= 0 ? Double($0) : nil }
+    mtime = custom[Self.mtimeKey].flatMap { Int64($0) }.flatMap { $0 >= 0 ? Timestamp(seconds: $0) : nil }
+    atime = custom[Self.atimeKey].flatMap { Int64($0) }.flatMap { $0 >= 0 ? Timestamp(seconds: $0) : nil }
   }
 
   /// `other`'s values where it has them.
@@ -51,8 +51,8 @@ struct PosixAttributes: Equatable, Sendable {
     if let mode { out[Self.modeKey] = String(mode & 0o777, radix: 8).leftPadded(to: 3) }
     if let uid { out[Self.uidKey] = String(uid) }
     if let gid { out[Self.gidKey] = String(gid) }
-    if let mtime { out[Self.mtimeKey] = String(Int64(mtime.rounded(.down))) }
-    if let atime { out[Self.atimeKey] = String(Int64(atime.rounded(.down))) }
+    if let mtime { out[Self.mtimeKey] = String(mtime.seconds) }
+    if let atime { out[Self.atimeKey] = String(atime.seconds) }
     return out
   }
 
@@ -82,14 +82,14 @@ final class PosixChanges: Sendable {
   /// What is set of a path, and when it last changed (its ctime).
   struct Held {
     var attributes: PosixAttributes
-    var at: Double
+    var at: Timestamp
     var sequence: UInt64
   }
 
   private let set = Mutex<[String: Held]>([:])
-  private let clock: @Sendable () -> Double
+  private let clock: @Sendable () -> Timestamp
 
-  init(clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) { self.clock = clock }
+  init(clock: @escaping @Sendable () -> Timestamp = { Timestamp.now() }) { self.clock = clock }
 
   func held(_ path: () -> String?) -> Held? {
     guard set.withLock({ !$0.isEmpty }), let path = path() else { return nil }

@@ -31,7 +31,7 @@ final class LocalEdits: Sendable {
       var name: String
       var base: PendingChange.Base
       var dirty: Bool
-      var mtime: Double?
+      var mtime: Timestamp?
       var contentType: String?
       var custom: [String: String] = [:]
       var gone = false
@@ -45,7 +45,7 @@ final class LocalEdits: Sendable {
     struct Changes {
       var name: String
       var base: PendingChange.Base
-      var mtime: Double?
+      var mtime: Timestamp?
       var contentType: String?
       var custom: [String: String]
     }
@@ -98,7 +98,7 @@ final class LocalEdits: Sendable {
     }
 
     var name: String { state.withLock { $0.name } }
-    var mtime: Double? { state.withLock { $0.mtime } }
+    var mtime: Timestamp? { state.withLock { $0.mtime } }
     /// The custom metadata the bytes will go with.
     var custom: [String: String] { state.withLock { $0.custom } }
     var lastQueued: UInt64? { state.withLock { $0.queued } }
@@ -111,7 +111,7 @@ final class LocalEdits: Sendable {
         s.mtime = nil
       }
     }
-    func setMtime(_ t: Double) { state.withLock { $0.mtime = t; $0.dirty = true } }
+    func setMtime(_ t: Timestamp) { state.withLock { $0.mtime = t; $0.dirty = true } }
     /// `user.content_type` / `user.meta.KEY` set while the bytes are local: they go with them.
     func setMetadata(contentType: String?, custom: [String: String]) {
       state.withLock { s in
@@ -121,7 +121,7 @@ final class LocalEdits: Sendable {
       }
     }
     /// Metadata the edit started from (a queued version's), kept unless set again.
-    func startMetadata(contentType: String?, custom: [String: String]?, mtime: Double? = nil) {
+    func startMetadata(contentType: String?, custom: [String: String]?, mtime: Timestamp? = nil) {
       state.withLock { s in
         s.contentType = contentType
         s.custom = custom ?? [:]
@@ -157,11 +157,11 @@ final class LocalEdits: Sendable {
       var st = stat()
       return fstat(file.fd, &st) == 0 ? Int64(st.st_size) : 0
     }
-    var modified: Double {
+    var modified: Timestamp {
       if let m = mtime { return m }
       var st = stat()
-      guard fstat(file.fd, &st) == 0 else { return Date().timeIntervalSince1970 }
-      return Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
+      guard fstat(file.fd, &st) == 0 else { return Timestamp.now() }
+      return Timestamp(st.st_mtim)
     }
   }
 

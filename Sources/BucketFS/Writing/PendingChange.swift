@@ -79,7 +79,7 @@ struct PendingChange: Codable, Sendable, Equatable {
   var base: Base
   var contentType: String?
   /// Seconds since 1970; kept in the object's custom metadata (`mtime`, as rclone writes it).
-  var mtime: Double?
+  var mtime: Timestamp?
   /// Custom metadata entries to set (`user.meta.KEY`).
   var custom: [String: String]?
   /// The resumable session of a large upload, kept so that an upload cut short by a crash
@@ -120,7 +120,12 @@ extension PendingChange {
     name = try c.decode(String.self, forKey: .name)
     base = try c.decode(Base.self, forKey: .base)
     contentType = try c.decodeIfPresent(String.self, forKey: .contentType)
-    mtime = try c.decodeIfPresent(Double.self, forKey: .mtime)
+    // Whole seconds and nanoseconds; a record written before times were exact has a Double.
+    if let exact = try? c.decodeIfPresent([Int64].self, forKey: .mtime), exact.count == 2 {
+      mtime = Timestamp(seconds: exact[0], nanoseconds: exact[1])
+    } else {
+      mtime = try c.decodeIfPresent(Double.self, forKey: .mtime).map { Timestamp($0) }
+    }
     custom = try c.decodeIfPresent([String: String].self, forKey: .custom)
     sessionURL = try c.decodeIfPresent(String.self, forKey: .sessionURL)
     source = try c.decodeIfPresent(Source.self, forKey: .source)
@@ -148,7 +153,7 @@ extension PendingChange {
     try c.encode(name, forKey: .name)
     try c.encode(base, forKey: .base)
     try c.encodeIfPresent(contentType, forKey: .contentType)
-    try c.encodeIfPresent(mtime, forKey: .mtime)
+    try c.encodeIfPresent(mtime.map { [$0.seconds, Int64($0.nanoseconds)] }, forKey: .mtime)
     try c.encodeIfPresent(custom, forKey: .custom)
     try c.encodeIfPresent(sessionURL, forKey: .sessionURL)
     try c.encodeIfPresent(source, forKey: .source)

@@ -8,14 +8,14 @@ import Foundation
 struct QueueState {
   /// What a name looks like from the changes still queued for it.
   enum LocalView: Sendable, Equatable {
-    case file(dataPath: String, size: Int64, mtime: Double)
+    case file(dataPath: String, size: Int64, mtime: Timestamp)
     /// A version the server will copy here; its bytes are the source object's.
-    case copied(PendingChange.Source, mtime: Double)
+    case copied(PendingChange.Source, mtime: Timestamp)
     case folder
     case deleted
 
     /// Size and modification time of a file the queue puts there.
-    var fileAttributes: (size: Int64, mtime: Double)? {
+    var fileAttributes: (size: Int64, mtime: Timestamp)? {
       switch self {
       case .file(_, let size, let mtime): (size, mtime)
       case .copied(let source, let mtime): (source.size, mtime)
@@ -167,7 +167,7 @@ struct QueueState {
   /// record) instead of a change of its own. The change is held (no worker takes it, no newer
   /// upload replaces it) and returned, for its record to be rewritten and `release`d; nil when
   /// the last change is not such an upload.
-  mutating func amend(_ name: String, contentType: String?, custom: [String: String], mtime: Double?) -> (before: PendingChange, after: PendingChange)? {
+  mutating func amend(_ name: String, contentType: String?, custom: [String: String], mtime: Timestamp?) -> (before: PendingChange, after: PendingChange)? {
     guard let last = byName[Self.key(name)]?.last, let change = changes[last], change.kind == .upload, change.life == .pending,
       !held.contains(last)
     else { return nil }

@@ -73,7 +73,7 @@ package final class WriteBackQueue: Sendable {
   /// link, no copy); the caller must not change that file afterwards.
   @discardableResult
   func upload(
-    _ name: String, from fd: Int32, linking: String? = nil, contentType: String, mtime: Double?, custom: [String: String]? = nil,
+    _ name: String, from fd: Int32, linking: String? = nil, contentType: String, mtime: Timestamp?, custom: [String: String]? = nil,
     base: PendingChange.Base
   ) throws(FSError) -> UInt64 {
     let sequence = nextSequence()
@@ -88,7 +88,7 @@ package final class WriteBackQueue: Sendable {
   /// Sets `contentType`, `custom` entries and `mtime` on `name`'s upload that waits its turn,
   /// rewriting its record (no bytes copied, no new change); false when the name's last change is
   /// no such upload, and the caller queues a change of its own.
-  func amend(_ name: String, contentType: String? = nil, custom: [String: String], mtime: Double? = nil) throws(FSError) -> Bool {
+  func amend(_ name: String, contentType: String? = nil, custom: [String: String], mtime: Timestamp? = nil) throws(FSError) -> Bool {
     guard let (before, amended) = state.withLock({ $0.amend(name, contentType: contentType, custom: custom, mtime: mtime) }) else { return false }
     defer { work.signalOne() }
     let placed: DurableFile.Placed
@@ -107,7 +107,7 @@ package final class WriteBackQueue: Sendable {
   /// bucket copies): nothing local is needed, so it works with the server away too.
   @discardableResult
   func copy(
-    _ name: String, from source: PendingChange.Source, contentType: String?, mtime: Double?, custom: [String: String]?, base: PendingChange.Base
+    _ name: String, from source: PendingChange.Source, contentType: String?, mtime: Timestamp?, custom: [String: String]?, base: PendingChange.Base
   ) throws(FSError) -> UInt64 {
     var change = PendingChange(
       sequence: nextSequence(), kind: .copy, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
@@ -209,8 +209,8 @@ package final class WriteBackQueue: Sendable {
     guard let (last, size) = state.withLock({ $0.lastVisible(name) }) else { return nil }
     if last.kind == .delete { return .deleted }
     if name.hasSuffix("/") { return .folder }
-    if let source = last.source { return .copied(source, mtime: last.mtime ?? 0) }
-    return .file(dataPath: journal.dataPath(last), size: size, mtime: last.mtime ?? 0)
+    if let source = last.source { return .copied(source, mtime: last.mtime ?? Timestamp(seconds: 0)) }
+    return .file(dataPath: journal.dataPath(last), size: size, mtime: last.mtime ?? Timestamp(seconds: 0))
   }
 
   /// The content type and custom metadata the last queued upload of `name` goes with.
