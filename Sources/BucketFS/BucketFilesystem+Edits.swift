@@ -210,6 +210,7 @@ extension BucketFilesystem {
         edit.writeFailed(e)
         throw FSError(e)
       }
+      edit.wrote(data, at: offset)
       edit.changed()
       return n
     }
@@ -267,8 +268,9 @@ extension BucketFilesystem {
         // The edit's file itself goes into the queue (linked, no copy); a later write copies it.
         let sequence = try edit.handOver { file, path throws(FSError) in
           try writeBack.queue.upload(
-            name, from: file.fd, linking: path, contentType: changes.contentType ?? ContentType.infer(fromName: name),
-            mtime: mtime, custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
+            name, from: file.fd, linking: path, written: { edit.writtenCRC32C(size: $0) },
+            contentType: changes.contentType ?? ContentType.infer(fromName: name), mtime: mtime,
+            custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
         }
         edit.queued(sequence)
         return sequence

@@ -108,8 +108,11 @@ struct ChangeJournal: Sendable {
   /// The bytes of `fd` under `change`'s temporary name, fsynced (by the group commit, when there
   /// is one) and read back (from the page cache, so that the record vouches for the bytes on
   /// disk): their size and CRC32C. `linking`: `fd`'s own path, linked under the temporary name instead of copied (it falls back
-  /// to a copy where the file system will not link).
-  func takeBytes(from fd: Int32, linking: String? = nil, for change: PendingChange) throws(FSError) -> (size: Int64, crc32c: UInt32) {
+  /// to a copy where the file system will not link). `written`: the CRC32C of a file of the
+  /// given size as its writes gave it (nil: unknown), which spares the read back of a linked file.
+  func takeBytes(
+    from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, for change: PendingChange
+  ) throws(FSError) -> (size: Int64, crc32c: UInt32) {
     let temporary = dataPath(change) + ".tmp"
     let size: Int64
     var st = stat()
@@ -120,6 +123,8 @@ struct ChangeJournal: Sendable {
         _ = disk.unlink(temporary)
         throw FSError(e)
       }
+      // The very file the writes went to (linked, not copied): their CRC is its bytes'.
+      if let crc = written(size) { return (size, crc) }
     } else {
       size = try durable.copy(from: fd, to: temporary, sync: groupCommit == nil)
     }

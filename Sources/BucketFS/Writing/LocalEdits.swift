@@ -39,6 +39,8 @@ final class LocalEdits: Sendable {
       /// A write failed (errno): the bytes are not what the program wrote, so they are never
       /// queued; every later close and fsync reports it, and the version before stays.
       var failedWrite: Int32?
+      /// The bytes' CRC32C as their writes gave it, while it can be known.
+      var checksum = WrittenChecksum.unknown
     }
 
     /// What a close queues: the name, its base, and the metadata the bytes go with.
@@ -92,10 +94,23 @@ final class LocalEdits: Sendable {
     func truncate(to size: Int64) throws(FSError) {
       try writing.withLock { _ throws(FSError) in
         let file = try ownFile(keeping: size > 0)
-        guard ftruncate(file.fd, off_t(size)) == 0 else { throw FSError(errno) }
+        guard ftruncate(file.fd, off_t(size)) == 0 else {
+          state.withLock { $0.checksum = .unknown }
+          throw FSError(errno)
+        }
+        state.withLock { $0.checksum.truncated(to: size) }
       }
       changed()
     }
+
+    /// `bytes` were written at `offset` (with `writing` held): the running CRC32C follows.
+    func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
+      let size = { [self] in self.size }
+      state.withLock { $0.checksum.wrote(bytes, at: offset, sizeAfter: size) }
+    }
+
+    /// The CRC32C of the bytes, when their writes gave it and the file is still `size` long.
+    func writtenCRC32C(size: Int64) -> UInt32? { state.withLock { $0.checksum.value(forSize: size) } }
 
     var name: String { state.withLock { $0.name } }
     var mtime: Timestamp? { state.withLock { $0.mtime } }
@@ -149,7 +164,12 @@ final class LocalEdits: Sendable {
 
     func undoTake() { state.withLock { $0.dirty = true } }
     /// A write to the file failed with `errno`.
-    func writeFailed(_ errno: Int32) { state.withLock { $0.failedWrite = errno } }
+    func writeFailed(_ errno: Int32) {
+      state.withLock { s in
+        s.failedWrite = errno
+        s.checksum = .unknown
+      }
+    }
     var failedWrite: Int32? { state.withLock { $0.failedWrite } }
     func queued(_ sequence: UInt64) { state.withLock { $0.queued = sequence } }
 

@@ -73,12 +73,12 @@ package final class WriteBackQueue: Sendable {
   /// link, no copy); the caller must not change that file afterwards.
   @discardableResult
   func upload(
-    _ name: String, from fd: Int32, linking: String? = nil, contentType: String, mtime: Timestamp?, custom: [String: String]? = nil,
-    base: PendingChange.Base
+    _ name: String, from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, contentType: String,
+    mtime: Timestamp?, custom: [String: String]? = nil, base: PendingChange.Base
   ) throws(FSError) -> UInt64 {
     let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
-    let (size, crc) = try journal.takeBytes(from: fd, linking: linking, for: change)
+    let (size, crc) = try journal.takeBytes(from: fd, linking: linking, written: written, for: change)
     change.dataSize = size
     change.dataCRC32C = crc
     try add(&change, size: size, withBytes: true)
