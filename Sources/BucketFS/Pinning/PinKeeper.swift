@@ -240,16 +240,20 @@ final class PinKeeper: Sendable {
 
     let failures = await stage(missing, for: target)
     staging.syncCopies()
-    let finished = update(target) { pin in
+    func finish(_ pin: inout Pin) {
       pin.tree = tree
       pin.failures = failures
       pin.lastRefreshed = Date()
       pin.phase = .kept
     }
+    // Recorded before it shows as kept: whoever saw it kept (bucketfs pin returning) may
+    // unmount at once, and the next mount must find it so.
+    guard var finished = state.withLock({ $0.pins[target] }) else { return }
+    finish(&finished)
+    save(finished)
+    update(target, finish)
     state.withLock { s in _ = s.incoming.removeValue(forKey: target) }
     protect()
-    guard let finished else { return }
-    save(finished)
     dropUnkept(finished)
     if !failures.isEmpty { log("pin \(target): \(failures.count) objects could not be staged") }
   }
