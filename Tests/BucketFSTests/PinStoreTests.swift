@@ -1,0 +1,61 @@
+@testable import BucketFS
+import Foundation
+import StorageCore
+import Testing
+
+/// Pins last across mounts: a record reads back as it was written, and one that cannot be read
+/// is set aside, never taken for a pin of something else.
+@Suite struct PinStoreTests {
+  private func folder() throws -> URL {
+    let url = URL(fileURLWithPath: "/tmp").appendingPathComponent("bucketfs-pins-\(UUID().uuidString.prefix(8))")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+  }
+
+  @Test func aRecordReadsBackAndADamagedOneIsSetAside() throws {
+    let staging = try folder()
+    defer { try? FileManager.default.removeItem(at: staging) }
+    let store = PinStore(stagingFolder: staging)
+    let m = StorageMetadata(dictionary: ["name": "trip/a.txt", "size": "5", "generation": "17"])
+    var kept = Pin(target: "trip/", phase: .kept, tree: ["trip/a.txt": m, "trip/empty/": StorageMetadata(dictionary: ["name": "trip/empty/"])])
+    kept.failures = ["trip/b.txt": "forbidden"]
+    kept.lastRefreshed = Date(timeIntervalSince1970: 1_700_000_000)
+    try store.save(kept)
+    try store.save(Pin(target: "notes.txt", phase: .staging(Pin.Progress()), tree: [:]))
+
+    let (pins, damaged) = store.load()
+    #expect(damaged.isEmpty)
+    #expect(pins.map(\.target).sorted() == ["notes.txt", "trip/"])
+    let trip = try #require(pins.first { $0.target == "trip/" })
+    if case .kept = trip.phase {} else { Issue.record("\(trip.phase)") }
+    #expect(trip.tree["trip/a.txt"]?.generation == 17 && trip.tree["trip/a.txt"]?.size == 5)
+    #expect(trip.files.map(\.name) == ["trip/a.txt"], "a placeholder is no file to stage")
+    #expect(trip.failures == ["trip/b.txt": "forbidden"])
+    #expect(trip.lastRefreshed == Date(timeIntervalSince1970: 1_700_000_000))
+    let notes = try #require(pins.first { $0.target == "notes.txt" })
+    if case .staging = notes.phase {} else { Issue.record("a pin left staging resumes as such: \(notes.phase)") }
+
+    // A record cut short (a disk that lost it): set aside, the other pins still load.
+    let files = try FileManager.default.contentsOfDirectory(atPath: store.folder.path).filter { $0.hasSuffix(".json") }
+    let cut = store.folder.appendingPathComponent(files[0]).path
+    let whole = try Data(contentsOf: URL(fileURLWithPath: cut))
+    try whole.prefix(whole.count / 2).write(to: URL(fileURLWithPath: cut))
+    let (after, setAside) = store.load()
+    #expect(after.count == 1)
+    #expect(setAside == [cut])
+    #expect(FileManager.default.fileExists(atPath: cut + ".damaged"))
+
+    store.remove(after[0].target)
+    #expect(store.load().pins.isEmpty)
+  }
+
+  @Test func holdsAndOverlapsFollowNamesNotSpellings() {
+    let folder = Pin(target: "a/", phase: .kept, tree: [:])
+    #expect(folder.holds("a/x") && folder.holds("a/b/c") && !folder.holds("ab/x") && !folder.holds("a"))
+    #expect(folder.overlaps("") && folder.overlaps("a/b/") && folder.overlaps("a/x"))
+    let file = Pin(target: "a/x", phase: .kept, tree: [:])
+    #expect(file.holds("a/x") && !file.holds("a/x2") && file.overlaps("a/") && !file.overlaps("b/"))
+    let bucket = Pin(target: "", phase: .kept, tree: [:])
+    #expect(bucket.holds("anything") && bucket.overlaps("z/"))
+  }
+}
