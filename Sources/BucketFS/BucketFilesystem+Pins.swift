@@ -13,9 +13,13 @@ extension BucketFilesystem {
   package static let pinRemoveAttribute = "user.bucketfs.pin.remove"
   /// The root's: one status line per pin (`statusLine`), then its failures.
   package static let pinsAttribute = "user.bucketfs.pins"
+  /// The same, answered once a pin changed or after the milliseconds the name ends with (at
+  /// most `queueWaitLimit`): `bucketfs pin` follows a pin without asking over and over.
+  package static let pinsWaitPrefix = "user.bucketfs.pins.wait."
 
   package static func isPinAttribute(_ name: String) -> Bool {
     name == pinAttribute || name == pinAddAttribute || name == pinRemoveAttribute || name == pinsAttribute
+      || name.hasPrefix(pinsWaitPrefix)
   }
 
   /// What a pin of file or folder `ino` is named by: a file's object, a folder's prefix.
@@ -38,6 +42,11 @@ extension BucketFilesystem {
   /// getxattr of one of the pin attributes.
   package func pinXattr(_ ino: UInt64, name: String) async throws(FSError) -> String {
     let pins = try keeper()
+    if name.hasPrefix(Self.pinsWaitPrefix) {
+      guard let ms = Int(name.dropFirst(Self.pinsWaitPrefix.count)), ms >= 0 else { throw FSError(ENODATA) }
+      await pins.waitForChange(within: min(Double(ms) / 1000, Self.queueWaitLimit))
+      return pins.pins.map { pinStatus($0, pins) }.joined()
+    }
     switch name {
     case Self.pinsAttribute:
       return pins.pins.map { pinStatus($0, pins) }.joined()

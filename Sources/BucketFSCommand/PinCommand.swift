@@ -65,8 +65,11 @@ enum PinCommand {
   private static func follow(_ path: String, shown: String) throws(CommandError) -> Int32 {
     let root = try mountRoot(of: path)
     let bar = ProgressBar(label: path)
+    var attribute = BucketFilesystem.pinsAttribute
     while true {
-      let lines = try MountAttribute.read(root, BucketFilesystem.pinsAttribute).split(separator: "\n").map(String.init)
+      let lines = try MountAttribute.read(root, attribute).split(separator: "\n").map(String.init)
+      // From now on the mount answers when the pin moved (or after a second, for the rate).
+      attribute = BucketFilesystem.pinsWaitPrefix + "1000"
       guard let pin = lines.compactMap(PinLine.init).first(where: { $0.path == shown }) else {
         bar.finish()
         throw .failed("\(path): unpinned meanwhile", status: ExitStatus.failure)
@@ -102,8 +105,6 @@ enum PinCommand {
           FileHandle.standardError.write(Data("bucketfs pin: \(path): \(pin.problem); the pin stays and resumes\n".utf8))
           return ExitStatus.unavailable
         }
-        // A progress bar for a person: four drawings a second is what it needs.
-        usleep(250_000)
       }
     }
   }

@@ -21,8 +21,6 @@ final class PinKeeper: Sendable {
     var incoming: [String: [String: StorageMetadata]] = [:]
     /// Pins with a pass running: whether another is wanted after it (a change came meanwhile).
     var passes: [String: Bool] = [:]
-    /// Callers waiting for a pin to be checked (to fit or not).
-    var checkWaiters: [String: [CheckedContinuation<Void, Never>]] = [:]
     var stopped = false
   }
 
@@ -33,6 +31,9 @@ final class PinKeeper: Sendable {
   let online: Bool
   private let log: @Sendable (String) -> Void
   private let state = Mutex(State())
+  /// Signalled at every change of a pin: what waits for one (`checked`, `bucketfs pin`'s
+  /// progress) waits for that, not for a clock.
+  private let changed = ChangeSignal()
   /// Held while a pin's record is written or removed: a pass that records a pin just unpinned
   /// must not bring its record back.
   private let records = Mutex(())
@@ -77,6 +78,7 @@ final class PinKeeper: Sendable {
       s.pins[target] = Pin(target: target, phase: .checking, tree: [:])
       return true
     }
+    changed.signal()
     if isNew { log("pin: \(target.isEmpty ? "the bucket" : target) asked for") }
     guard online else {
       // Nothing can be listed: the pin is recorded, and the next online mount stages it.
@@ -89,15 +91,19 @@ final class PinKeeper: Sendable {
 
   /// The pin of `target` once its first check is done (nil: not pinned).
   func checked(_ target: String) async -> Pin? {
-    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-      let now = state.withLock { s -> Bool in
-        guard case .checking? = s.pins[target]?.phase else { return true }
-        s.checkWaiters[target, default: []].append(done)
-        return false
+    while true {
+      let epoch = changed.epoch
+      guard let pin = state.withLock({ $0.pins[target] }), case .checking = pin.phase else {
+        return state.withLock { $0.pins[target] }
       }
-      if now { done.resume() }
+      await changed.wait(after: epoch, until: nil)
     }
-    return state.withLock { $0.pins[target] }
+  }
+
+  /// Returns once a pin changed, or after `seconds`.
+  func waitForChange(within seconds: Double) async {
+    let epoch = changed.epoch
+    await changed.wait(after: epoch, until: .now + .milliseconds(Int(seconds * 1000)))
   }
 
   /// Unpins `target`: its copies stay as ordinary staged copies, evicted when room is needed.
@@ -109,11 +115,11 @@ final class PinKeeper: Sendable {
       return s.pins.removeValue(forKey: target) != nil
     }
     guard removed else { return false }
+    changed.signal()
     records.withLock { _ in store.remove(target) }
     protect()
     staging.evictIfNeeded()
     log("unpin: \(target.isEmpty ? "the bucket" : target)")
-    finishCheck(target) { _ in }
     return true
   }
 
@@ -230,13 +236,16 @@ final class PinKeeper: Sendable {
     }
     state.withLock { s in s.incoming[target] = tree }
     protect()
-    let started = update(target) {
-      $0.phase = .staging(progress)
-      $0.problem = nil
+    func start(_ pin: inout Pin) {
+      pin.phase = .staging(progress)
+      pin.problem = nil
     }
-    guard let started else { return }
+    // Recorded before it shows as checked: `bucketfs pin --background` returns then, and a
+    // stop right after must leave a pin the next mount resumes.
+    guard var started = state.withLock({ $0.pins[target] }) else { return }
+    start(&started)
     if firstCheck || !missing.isEmpty { save(started) }
-    finishCheck(target) { _ in }
+    update(target, start)
 
     let failures = await stage(missing, for: target)
     staging.syncCopies()
@@ -341,12 +350,14 @@ final class PinKeeper: Sendable {
   /// Changes pin `target` when it is still pinned; the pin as changed.
   @discardableResult
   private func update(_ target: String, _ change: (inout Pin) -> Void) -> Pin? {
-    state.withLock { s in
+    let changedPin = state.withLock { s -> Pin? in
       guard var pin = s.pins[target] else { return nil }
       change(&pin)
       s.pins[target] = pin
       return pin
     }
+    if changedPin != nil { changed.signal() }
+    return changedPin
   }
 
   private func refuse(_ target: String, _ reason: String) {
@@ -354,17 +365,12 @@ final class PinKeeper: Sendable {
     protect()
   }
 
-  /// The pin's first check is over (`change` says how): its waiters go on.
+  /// The pin's first check is over (`change` says how): `checked` goes on.
   private func finishCheck(_ target: String, _ change: (inout Pin) -> Void) {
-    let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-      if var pin = s.pins[target] {
-        change(&pin)
-        if case .checking = pin.phase, online == false { pin.phase = .staging(Pin.Progress()) }
-        s.pins[target] = pin
-      }
-      return s.checkWaiters.removeValue(forKey: target) ?? []
+    update(target) { pin in
+      change(&pin)
+      if case .checking = pin.phase, online == false { pin.phase = .staging(Pin.Progress()) }
     }
-    for waiter in waiters { waiter.resume() }
   }
 
   private func save(_ pin: Pin) {
