@@ -96,8 +96,7 @@ extension BucketFilesystem {
   /// The pin's path as the mount shows it ("." for the mount's root); its bucket name outside
   /// the mount's view.
   private func shownPath(_ pin: Pin) -> String {
-    let name = pin.isFolder && !pin.target.isEmpty ? String(pin.target.dropLast()) : pin.target
-    guard let mine = client.viewName(pin.isFolder ? pin.target : name) else { return "gs://\(client.bucket)/\(pin.target)" }
+    guard let mine = client.viewName(pin.target) else { return "gs://\(client.bucket)/\(pin.target)" }
     let shown = pin.isFolder && !mine.isEmpty ? String(mine.dropLast()) : mine
     return shown.isEmpty ? "." : shown
   }

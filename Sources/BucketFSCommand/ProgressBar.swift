@@ -46,16 +46,7 @@ final class ProgressBar: Sendable {
     FileHandle.standardError.write(Data("\n".utf8))
   }
 
-  static func bytes(_ n: Int64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-    var value = Double(n)
-    var unit = 0
-    while value >= 1024 && unit < units.count - 1 {
-      value /= 1024
-      unit += 1
-    }
-    return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
-  }
+  static func bytes(_ n: Int64) -> String { ByteCount(n).description }
 
   static func duration(_ seconds: Double) -> String {
     let s = Int(seconds.rounded())
