@@ -217,8 +217,11 @@ enum FuseOperations {
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "getxattr")
       let name = String(cString: name!)
-      // Only user.* names exist here; `ls -l` asks for security.* and system.* on every file.
-      guard name.hasPrefix("user.") else { return reply.error(ENODATA) }
+      // Only user.* names exist here. Any other namespace (security.*, system.posix_acl_*,
+      // trusted.*) is not supported, as on a filesystem with no handler for it: EOPNOTSUPP, not
+      // ENODATA. `ls -l` asks for an SELinux label and an ACL on every file, two requests each;
+      // told "not supported" once, it stops asking for the rest of the mount.
+      guard name.hasPrefix("user.") else { return reply.error(EOPNOTSUPP) }
       // The daemon's numbers, for `bucketfs stats MOUNTPOINT` (not listed: getfattr -d stays tidy).
       if ino == InodeTable.rootIno && name == BucketFilesystem.statsAttribute {
         return reply.xattr(Array(fs.statsText().utf8), size: size)

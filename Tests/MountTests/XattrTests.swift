@@ -1,5 +1,6 @@
 import Foundation
 import StorageCore
+import TestSupport
 import Testing
 
 @Suite(.serialized) struct XattrTests {
@@ -46,6 +47,29 @@ import Testing
         try await Task.sleep(for: .milliseconds(100))
       }
       #expect(staged == "complete")
+    }
+  }
+
+  /// Names outside user.* are "not supported" (as on a filesystem without handlers for them),
+  /// so that `ls -l` asks for an SELinux label and an ACL once per mount, not twice per file:
+  /// a folder the mount has listed is shown again without a request per entry.
+  @Test func otherNamespacesAreNotSupportedSoLsAsksOnce() async throws {
+    try await MountFixture.scope { fx in
+      for i in 0..<300 { _ = try await fx.put(String(format: "many/f%03d", i), Data("x".utf8)) }
+      let mount = try fx.mount(options: ["metadata_ttl=300"])
+      let file = mount.path("many/f000")
+      #expect(getxattr(file, "security.selinux") == .failure(Errno(EOPNOTSUPP)))
+      #expect(getxattr(file, "system.posix_acl_access") == .failure(Errno(EOPNOTSUPP)))
+      #expect(getxattr(file, "trusted.overlay") == .failure(Errno(EOPNOTSUPP)))
+      #expect(getxattr(file, "user.size") == .success("1"))
+      let (first, listed) = runTool("/bin/ls", ["-l", mount.path("many")])
+      #expect(first == 0 && listed.split(separator: "\n").count == 301, "\(listed.prefix(300))")
+      let before = try #require(mount.stat("FUSE operations").flatMap { Int($0) })
+      let (again, _) = runTool("/bin/ls", ["-l", mount.path("many")])
+      #expect(again == 0)
+      let after = try #require(mount.stat("FUSE operations").flatMap { Int($0) })
+      // opendir, a few readdirplus, releasedir, the stats reads; two getxattr per file before.
+      #expect(after - before < 60, "ls -l of 300 listed files took \(after - before) FUSE operations")
     }
   }
 }
