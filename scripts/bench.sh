@@ -3,6 +3,8 @@
 # bucketfs; 1.00 means as fast as the reference). Release build. Stops everything it started.
 #   scripts/bench.sh [--size-mib N]   (default 1024)
 #   scripts/bench.sh --write-only      (the write rows alone; BENCH_WRITE_NEAR_ONLY=1: loopback only)
+#   scripts/bench.sh --scale [N]       (buckets of many objects, not in the default run: N objects
+#                                       in folders of 1,000 plus 100,000 in one folder; N 100,000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MIB=1024
@@ -11,6 +13,8 @@ WRITE_ONLY=
 [ "${1:-}" = "--size-mib" ] && SIZE_MIB=$2
 [ "${1:-}" = "--distance-only" ] && DISTANCE_ONLY=1
 [ "${1:-}" = "--write-only" ] && WRITE_ONLY=1
+SCALE=
+if [ "${1:-}" = "--scale" ]; then SCALE=1; SCALE_N=${2:-100000}; fi
 scripts/install-deps.sh
 export PATH=/opt/swift/usr/bin:$PATH
 swift build -c release --product bucketfs >/dev/null
@@ -48,6 +52,11 @@ for i in range(200):
     c.getresponse().read()
 PY
   . scripts/bench-distance.sh
+  exit 0
+fi
+
+if [ -n "$SCALE" ]; then
+  . scripts/bench-scale.sh
   exit 0
 fi
 
