@@ -108,21 +108,52 @@ public final class StorageMetadata: @unchecked Sendable, Equatable, CustomString
 
   /// Decodes the metadata resource; numbers may arrive as strings (v0) or numbers.
   public convenience init(dictionary: [String: Any]) {
-    func string(_ key: String) -> String? { dictionary[key] as? String }
-    func int(_ key: String) -> Int64 {
-      if let s = dictionary[key] as? String { return Int64(s) ?? 0 }
-      if let n = dictionary[key] as? NSNumber { return n.int64Value }
-      if let n = dictionary[key] as? Int { return Int64(n) }
-      if let n = dictionary[key] as? Int64 { return n }
-      return 0
+    var custom: [String: String]?
+    if let given = dictionary["metadata"] as? [String: Any] {
+      var map: [String: String] = [:]
+      for (k, v) in given {
+        if let s = v as? String { map[k] = s } else if let n = v as? NSNumber { map[k] = n.stringValue }
+      }
+      custom = map
     }
+    self.init(
+      fields: Self.fields(
+        string: { dictionary[$0] as? String },
+        number: { key in
+          if let s = dictionary[key] as? String { return Int64(s) }
+          if let n = dictionary[key] as? NSNumber { return n.int64Value }
+          if let n = dictionary[key] as? Int { return Int64(n) }
+          return dictionary[key] as? Int64
+        }, custom: custom))
+  }
+
+  /// The resource as `JSONValue.read` gave it (a list page's items).
+  package convenience init(json: JSONValue) {
+    var custom: [String: String]?
+    if let given = json["metadata"]?.members {
+      var map: [String: String] = [:]
+      for (k, v) in given { if let text = v.text { map[k] = text } }
+      custom = map
+    }
+    self.init(
+      fields: Self.fields(
+        string: { json[$0]?.string },
+        number: { key in json[key]?.text.flatMap { Int64($0) ?? Double($0).flatMap { Int64(exactly: $0.rounded(.towardZero)) } } },
+        custom: custom))
+  }
+
+  private convenience init(fields f: Fields) { self.init(fields: f, initial: f) }
+
+  /// The fields of a resource, however it was read: `string` and `number` give a member by its
+  /// name, `custom` the custom metadata.
+  private static func fields(string: (String) -> String?, number: (String) -> Int64?, custom: [String: String]?) -> Fields {
     var f = Fields()
     f.bucket = string("bucket") ?? ""
     f.path = string("name")
     // A size no object can have is none (every consumer adds to it and divides it).
-    f.size = min(max(0, int("size")), Int64.max / 2)
-    f.generation = int("generation")
-    f.metageneration = int("metageneration")
+    f.size = min(max(0, number("size") ?? 0), Int64.max / 2)
+    f.generation = number("generation") ?? 0
+    f.metageneration = number("metageneration") ?? 0
     f.timeCreated = string("timeCreated").flatMap(StorageMetadata.parseDate)
     f.updated = string("updated").flatMap(StorageMetadata.parseDate)
     f.md5Hash = string("md5Hash")
@@ -134,19 +165,13 @@ public final class StorageMetadata: @unchecked Sendable, Equatable, CustomString
     f.contentDisposition = string("contentDisposition")
     f.contentEncoding = string("contentEncoding")
     f.contentLanguage = string("contentLanguage")
-    if let custom = dictionary["metadata"] as? [String: Any] {
-      var map: [String: String] = [:]
-      for (k, v) in custom {
-        if let s = v as? String { map[k] = s } else if let n = v as? NSNumber { map[k] = n.stringValue }
-      }
+    if var map = custom {
       // GCS keeps the Firebase download tokens as a custom metadata entry.
-      if let tokens = map.removeValue(forKey: "firebaseStorageDownloadTokens"), f.downloadTokens == nil {
-        f.downloadTokens = tokens
-      }
+      if let tokens = map.removeValue(forKey: "firebaseStorageDownloadTokens") { f.downloadTokens = tokens }
       f.customMetadata = map
     }
     if let tokens = string("downloadTokens") { f.downloadTokens = tokens }
-    self.init(fields: f, initial: f)
+    return f
   }
 
   public convenience init(data: Data) throws(StorageError) {
