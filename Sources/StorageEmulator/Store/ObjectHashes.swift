@@ -44,6 +44,15 @@ final class ObjectHashes {
     CCrypto_digest_update(d, bytes, bytes.count)
     var out = [UInt8](repeating: 0, count: 64)
     let n = CCrypto_digest_final(d, &out)
-    return out.prefix(Int(n)).map { String(format: "%02x", $0) }.joined()
+    // By hand: String(format:) per byte was half of what a list page cost (each item's side
+    // file is named by this hash).
+    let digits = Array("0123456789abcdef".utf8)
+    var hex = [UInt8]()
+    hex.reserveCapacity(Int(n) * 2)
+    for byte in out.prefix(Int(n)) {
+      hex.append(digits[Int(byte >> 4)])
+      hex.append(digits[Int(byte & 0x0F)])
+    }
+    return String(decoding: hex, as: UTF8.self)
   }
 }

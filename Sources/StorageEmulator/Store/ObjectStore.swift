@@ -4,6 +4,10 @@
 // root. An upload is written to a temporary file and renamed into place when complete, so a
 // half-written upload never becomes visible; an overwrite gets a new data file, so a reader that
 // has the old one open keeps reading the old generation.
+//
+// In memory the server keeps only each bucket's names in order and their generations (about
+// 100 bytes an object): a record is read from its side file when asked for. Which names exist
+// is kept in each bucket folder's `IndexLog`, read at start instead of every side file.
 import Foundation
 import Synchronization
 
@@ -12,12 +16,31 @@ final class ObjectStore: @unchecked Sendable {
   struct Key: Hashable, Comparable {
     let bytes: [UInt8]
     init(_ name: String) { bytes = Array(name.utf8) }
+    init(bytes: [UInt8]) { self.bytes = bytes }
+    var name: String { String(decoding: bytes, as: UTF8.self) }
     static func < (a: Key, b: Key) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
   }
 
   struct Bucket {
     var sorted: [Key] = []
-    var records: [Key: ObjectRecord] = [:]
+    var generations: [Key: Int64] = [:]
+    /// The bucket folder's index log, open for appending (-1: none, as for a test's index).
+    var log: Int32 = -1
+    /// Records read or written lately, so that listing a folder again reads no side file.
+    var cache: [Key: ObjectRecord] = [:]
+    /// Saves and deletes so far: a record read from its side file is cached only if none came
+    /// in meanwhile (it could be older than one saved while it was read).
+    var changes: UInt64 = 0
+
+    static let cachedRecords = 16_384
+
+    mutating func remember(_ key: Key, _ record: ObjectRecord) {
+      if cache.count >= Self.cachedRecords {
+        // An eighth at once, whichever the table holds first: bounded without a recency list.
+        for k in Array(cache.keys.prefix(Self.cachedRecords / 8)) { cache.removeValue(forKey: k) }
+      }
+      cache[key] = record
+    }
 
     func lowerBound(_ key: Key) -> Int {
       var lo = 0
@@ -64,44 +87,108 @@ final class ObjectStore: @unchecked Sendable {
   }
 
   private func load() throws {
-    let fm = FileManager.default
-    let decoder = JSONDecoder()
-    var records: [ObjectRecord] = []
     Self.tighten(root.path, folder: true)
     Self.tighten(tmpFolder.path, folder: true)
-    for folder in (try? fm.contentsOfDirectory(atPath: root.path)) ?? [] where folder.hasPrefix("b-") {
+    var loaded: [String: Bucket] = [:]
+    var highest: Int64 = 0
+    for folder in (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? [] where folder.hasPrefix("b-") {
       let dir = root.appendingPathComponent(folder)
       Self.tighten(dir.path, folder: true)
-      for file in (try? fm.contentsOfDirectory(atPath: dir.path)) ?? [] {
-        Self.tighten(dir.appendingPathComponent(file).path, folder: false)
+      let sideFiles = Self.countSideFiles(dir.path)
+      var replayed = IndexLog.replay(folder: dir)
+      if let r = replayed, r.generations.count != sideFiles || bucketFolder(r.bucket).path != dir.path { replayed = nil }
+      let (bucket, generations): (String?, [Key: Int64])
+      if let replayed {
+        (bucket, generations) = (replayed.bucket, replayed.generations)
+        // Mostly lines that later ones replaced: written again as the names it holds.
+        if replayed.lines > 2 * generations.count + 10_000 {
+          _ = IndexLog.write(folder: dir, bucket: replayed.bucket, generations: generations)
+        }
+      } else {
+        (bucket, generations) = Self.indexSideFiles(dir)
+        guard let bucket else { continue }
+        guard IndexLog.write(folder: dir, bucket: bucket, generations: generations) else { throw CocoaError(.fileWriteUnknown) }
       }
-      for file in (try? fm.contentsOfDirectory(atPath: dir.path)) ?? [] where file.hasSuffix(".json") {
-        guard let data = fm.contents(atPath: dir.appendingPathComponent(file).path),
-          let record = try? decoder.decode(ObjectRecord.self, from: data)
-        else { continue }
-        records.append(record)
-      }
+      guard let bucket, !generations.isEmpty else { continue }
+      var b = Bucket()
+      b.generations = generations
+      b.sorted = generations.keys.sorted()
+      b.log = IndexLog.openForAppend(folder: dir)
+      highest = max(highest, generations.values.max() ?? 0)
+      loaded[bucket] = b
     }
-    index(records)
+    buckets.withLock { $0 = loaded }
+    lastGeneration.withLock { $0 = max($0, highest) }
     // Uploads that never finished are dropped: they were never visible.
-    for file in (try? fm.contentsOfDirectory(atPath: tmpFolder.path)) ?? [] {
-      try? fm.removeItem(at: tmpFolder.appendingPathComponent(file))
+    for file in (try? FileManager.default.contentsOfDirectory(atPath: tmpFolder.path)) ?? [] {
+      try? FileManager.default.removeItem(at: tmpFolder.appendingPathComponent(file))
     }
   }
 
-  /// Adds records whose side files exist to the index in one step (sorting once, not per record).
+  private static func countSideFiles(_ path: String) -> Int {
+    guard let dir = opendir(path) else { return 0 }
+    defer { closedir(dir) }
+    var count = 0
+    while let entry = readdir(dir) {
+      let isSide = withUnsafeBytes(of: entry.pointee.d_name) { raw -> Bool in
+        let name = raw.bindMemory(to: UInt8.self)
+        guard let end = name.firstIndex(of: 0), end >= 5 else { return false }
+        return name[(end - 5)..<end].elementsEqual(".json".utf8)
+      }
+      if isSide { count += 1 }
+    }
+    return count
+  }
+
+  /// Every side file of a bucket folder read (a store from before the index log, or one whose
+  /// log cannot be trusted); files made private on the way, as an older version left them open.
+  private static func indexSideFiles(_ dir: URL) -> (String?, [Key: Int64]) {
+    let decoder = JSONDecoder()
+    var bucket: String?
+    var generations: [Key: Int64] = [:]
+    for file in (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? [] {
+      let path = dir.appendingPathComponent(file).path
+      tighten(path, folder: false)
+      guard file.hasSuffix(".json"), let data = FileManager.default.contents(atPath: path),
+        let record = try? decoder.decode(ObjectRecord.self, from: data)
+      else { continue }
+      bucket = bucket ?? record.bucket
+      generations[Key(record.name)] = record.generation
+    }
+    return (bucket, generations)
+  }
+
+  /// Adds names to the in-memory index in one step (sorting once), without side files or log:
+  /// for tests of the index's own cost.
   func index(_ records: [ObjectRecord]) {
     lastGeneration.withLock { last in last = max(last, records.map(\.generation).max() ?? 0) }
     buckets.withLock { all in
       var touched = Set<String>()
       for record in records {
-        all[record.bucket, default: Bucket()].records[Key(record.name)] = record
+        all[record.bucket, default: Bucket()].generations[Key(record.name)] = record.generation
         touched.insert(record.bucket)
       }
       for name in touched {
-        all[name]!.sorted = all[name]!.records.keys.sorted()
+        all[name]!.sorted = all[name]!.generations.keys.sorted()
       }
     }
+  }
+
+  /// The record in `name`'s side file (nil when it has none, or one that cannot be read).
+  func readRecord(_ bucket: String, _ key: Key) -> ObjectRecord? {
+    let fd = open(sideFile(bucket, key.name).path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var data = Data()
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+      let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+      if n < 0 && errno == EINTR { continue }
+      guard n >= 0 else { return nil }
+      if n == 0 { break }
+      data.append(contentsOf: buffer[0..<n])
+    }
+    return try? JSONDecoder().decode(ObjectRecord.self, from: data)
   }
 
   /// Strictly increasing generations, based on the clock in microseconds as GCS's are.
@@ -115,15 +202,40 @@ final class ObjectStore: @unchecked Sendable {
 
   /// The buckets that hold at least one object.
   func bucketsWithObjects() -> [String] {
-    buckets.withLock { all in all.filter { !$0.value.records.isEmpty }.map(\.key) }
+    buckets.withLock { all in all.filter { !$0.value.generations.isEmpty }.map(\.key) }
   }
 
   func holdsObjects(_ bucket: String) -> Bool {
-    buckets.withLock { $0[bucket].map { !$0.records.isEmpty } ?? false }
+    buckets.withLock { $0[bucket].map { !$0.generations.isEmpty } ?? false }
   }
 
   func get(_ bucket: String, _ name: String) -> ObjectRecord? {
-    buckets.withLock { $0[bucket]?.records[Key(name)] }
+    records(bucket, [Key(name)]).first
+  }
+
+  /// The records of `keys` that exist, in order: from the cache, else from their side files.
+  func records(_ bucket: String, _ keys: [Key]) -> [ObjectRecord] {
+    var found: [Int: ObjectRecord] = [:]
+    var missing: [Int] = []
+    let mark = buckets.withLock { all -> UInt64 in
+      guard let b = all[bucket] else { return 0 }
+      for (i, key) in keys.enumerated() where b.generations[key] != nil {
+        if let r = b.cache[key] { found[i] = r } else { missing.append(i) }
+      }
+      return b.changes
+    }
+    guard !missing.isEmpty else { return keys.indices.compactMap { found[$0] } }
+    var read: [(Key, ObjectRecord)] = []
+    for i in missing {
+      guard let r = readRecord(bucket, keys[i]) else { continue }
+      found[i] = r
+      read.append((keys[i], r))
+    }
+    buckets.withLock { all in
+      guard all[bucket]?.changes == mark else { return }
+      for (key, r) in read { all[bucket]!.remember(key, r) }
+    }
+    return keys.indices.compactMap { found[$0] }
   }
 
   func dataPath(_ record: ObjectRecord) -> String {
@@ -224,31 +336,51 @@ final class ObjectStore: @unchecked Sendable {
       unlink(tmp.path)
       throw CocoaError(.fileWriteUnknown)
     }
+    let key = Key(record.name)
     return try buckets.withLock { all -> Saved in
-      if let current = all[record.bucket]?.records[Key(record.name)], current.generation > record.generation {
+      let current = all[record.bucket]?.generations[key]
+      if let current, current > record.generation {
         unlink(tmp.path)
         return .superseded
       }
-      // Renaming under the lock keeps the side file and the index in the same order of writes.
+      let old = current == nil ? nil : (all[record.bucket]!.cache[key] ?? readRecord(record.bucket, key))
+      if all[record.bucket] == nil {
+        let folder = bucketFolder(record.bucket)
+        var fresh = Bucket()
+        if IndexLog.replay(folder: folder) == nil { _ = IndexLog.write(folder: folder, bucket: record.bucket, generations: [:]) }
+        fresh.log = IndexLog.openForAppend(folder: folder)
+        all[record.bucket] = fresh
+      }
+      // Renaming under the lock keeps the side file, the log and the index in one order of writes.
       if rename(tmp.path, side.path) != 0 { throw CocoaError(.fileWriteUnknown) }
-      // Changed in place: a copy of the bucket (`var b = all[name]`) would copy every record on
-      // every write, making uploads slower as the bucket grows.
-      let key = Key(record.name)
-      if all[record.bucket] == nil { all[record.bucket] = Bucket() }
-      let old = all[record.bucket]!.records.updateValue(record, forKey: key)
-      if old == nil {
+      // Changed in place: a copy of the bucket (`var b = all[name]`) would copy the whole index
+      // on every write, making uploads slower as the bucket grows.
+      all[record.bucket]!.generations[key] = record.generation
+      all[record.bucket]!.changes += 1
+      all[record.bucket]!.remember(key, record)
+      if current == nil {
         let at = all[record.bucket]!.lowerBound(key)
         all[record.bucket]!.sorted.insert(key, at: at)
       }
+      Self.append(IndexLog.putLine(key, generation: record.generation), to: all[record.bucket]!.log)
       return .saved(old)
     }
   }
 
+  private static func append(_ line: [UInt8], to fd: Int32) {
+    guard fd >= 0 else { return }
+    _ = line.withUnsafeBytes { writeAll(fd, $0) }
+  }
+
   func delete(_ bucket: String, _ name: String) -> Bool {
+    let key = Key(name)
     let removed: ObjectRecord? = buckets.withLock { all in
-      guard all[bucket] != nil, let record = all[bucket]!.records.removeValue(forKey: Key(name)) else { return nil }
-      let at = all[bucket]!.lowerBound(Key(name))
+      guard all[bucket] != nil, all[bucket]!.generations.removeValue(forKey: key) != nil else { return nil }
+      all[bucket]!.changes += 1
+      let record = all[bucket]!.cache.removeValue(forKey: key) ?? readRecord(bucket, key)
+      let at = all[bucket]!.lowerBound(key)
       all[bucket]!.sorted.remove(at: at)
+      Self.append(IndexLog.deleteLine(key), to: all[bucket]!.log)
       unlink(sideFile(bucket, name).path)
       return record
     }
@@ -263,6 +395,18 @@ final class ObjectStore: @unchecked Sendable {
     var nextPageToken: String?
   }
 
+  /// A page as the index gives it: the items' names, their records read after (outside the
+  /// lock); a name deleted in between is left out, as if listed a moment later.
+  private struct ListedKeys {
+    var items: [Key] = []
+    var prefixes: [String] = []
+    var nextPageToken: String?
+  }
+
+  private func records(_ bucket: String, _ listed: ListedKeys) -> ListResult {
+    ListResult(items: records(bucket, listed.items), prefixes: listed.prefixes, nextPageToken: listed.nextPageToken)
+  }
+
   /// Names under `prefix` from `pageToken` on; with a delimiter, deeper names fold into prefixes.
   /// Items and prefixes both count toward `maxResults`, so pages of folders really page.
   /// `includeTrailingDelimiter` (GCS's parameter): an object named exactly as a prefix (a folder's
@@ -270,8 +414,8 @@ final class ObjectStore: @unchecked Sendable {
   func list(
     bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int, includeTrailingDelimiter: Bool = false
   ) -> ListResult {
-    buckets.withLock { all in
-      var result = ListResult()
+    records(bucket, buckets.withLock { all in
+      var result = ListedKeys()
       guard let b = all[bucket] else { return result }
       let prefixBytes = Array(prefix.utf8)
       let delimiterBytes = delimiter.map { Array($0.utf8) } ?? []
@@ -290,26 +434,26 @@ final class ObjectStore: @unchecked Sendable {
           result.prefixes.append(String(decoding: folder, as: UTF8.self))
           count += 1
           // The placeholder sorts first of the names inside the folder.
-          if includeTrailingDelimiter && key.bytes.count == folder.count { result.items.append(b.records[key]!) }
+          if includeTrailingDelimiter && key.bytes.count == folder.count { result.items.append(key) }
           // Skip every name inside this folder.
           index += 1
           while index < b.sorted.count && b.sorted[index].bytes.starts(with: folder) { index += 1 }
           continue
         }
-        result.items.append(b.records[key]!)
+        result.items.append(key)
         count += 1
         index += 1
       }
       return result
-    }
+    })
   }
 
   /// A v0 list page as the official emulator pages it (firebase-tools `src/emulator/storage/
   /// files.ts`, `listItems`): only items count toward `maxResults`, and every page carries all
   /// the prefixes under `prefix`.
   func listFirebase(bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int) -> ListResult {
-    buckets.withLock { all in
-      var result = ListResult()
+    records(bucket, buckets.withLock { all in
+      var result = ListedKeys()
       guard let b = all[bucket] else { return result }
       let prefixBytes = Array(prefix.utf8)
       let delimiterBytes = delimiter.map { Array($0.utf8) } ?? []
@@ -330,13 +474,13 @@ final class ObjectStore: @unchecked Sendable {
           if result.items.count == maxResults {
             if result.nextPageToken == nil { result.nextPageToken = String(decoding: key.bytes, as: UTF8.self) }
           } else {
-            result.items.append(b.records[key]!)
+            result.items.append(key)
           }
         }
         index += 1
       }
       return result
-    }
+    })
   }
 
   private static func firstIndex(of needle: [UInt8], in haystack: ArraySlice<UInt8>) -> Int? {
