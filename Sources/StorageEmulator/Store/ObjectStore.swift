@@ -35,10 +35,9 @@ final class ObjectStore: @unchecked Sendable {
     static let cachedRecords = 16_384
 
     mutating func remember(_ key: Key, _ record: ObjectRecord) {
-      if cache.count >= Self.cachedRecords {
-        // An eighth at once, whichever the table holds first: bounded without a recency list.
-        for k in Array(cache.keys.prefix(Self.cachedRecords / 8)) { cache.removeValue(forKey: k) }
-      }
+      // Emptied when full: bounded without a recency list. (Removing the table's first entries
+      // instead left probe runs that made every lookup slow.)
+      if cache.count >= Self.cachedRecords { cache.removeAll(keepingCapacity: true) }
       cache[key] = record
     }
 
@@ -82,8 +81,10 @@ final class ObjectStore: @unchecked Sendable {
     root.appendingPathComponent("b-" + String(ObjectHashes.sha256Hex(bucket).prefix(24)), isDirectory: true)
   }
 
-  private func sideFile(_ bucket: String, _ name: String) -> URL {
-    bucketFolder(bucket).appendingPathComponent(ObjectHashes.sha256Hex(name) + ".json")
+  /// The side file's path, as a string: a list page names a thousand, and building a URL for
+  /// each cost more than reading the file.
+  private func sideFile(_ bucket: String, _ name: String) -> String {
+    root.path + "/b-" + String(ObjectHashes.sha256Hex(bucket).prefix(24)) + "/" + ObjectHashes.sha256Hex(name) + ".json"
   }
 
   private func load() throws {
@@ -176,7 +177,7 @@ final class ObjectStore: @unchecked Sendable {
 
   /// The record in `name`'s side file (nil when it has none, or one that cannot be read).
   func readRecord(_ bucket: String, _ key: Key) -> ObjectRecord? {
-    let fd = open(sideFile(bucket, key.name).path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    let fd = open(sideFile(bucket, key.name), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
     var data = Data()
@@ -352,7 +353,7 @@ final class ObjectStore: @unchecked Sendable {
         all[record.bucket] = fresh
       }
       // Renaming under the lock keeps the side file, the log and the index in one order of writes.
-      if rename(tmp.path, side.path) != 0 { throw CocoaError(.fileWriteUnknown) }
+      if rename(tmp.path, side) != 0 { throw CocoaError(.fileWriteUnknown) }
       // Changed in place: a copy of the bucket (`var b = all[name]`) would copy the whole index
       // on every write, making uploads slower as the bucket grows.
       all[record.bucket]!.generations[key] = record.generation
@@ -381,7 +382,7 @@ final class ObjectStore: @unchecked Sendable {
       let at = all[bucket]!.lowerBound(key)
       all[bucket]!.sorted.remove(at: at)
       Self.append(IndexLog.deleteLine(key), to: all[bucket]!.log)
-      unlink(sideFile(bucket, name).path)
+      unlink(sideFile(bucket, name))
       return record
     }
     guard let removed else { return false }
