@@ -134,21 +134,37 @@ package final class BucketFilesystem: Sendable {
       // A folder the mount could not ask about (offline, or the server away): a pin's listing.
       if let known = namespace.folders.get(node.path) { metadata = known.metadata } else { metadata = namespace.pinnedFolderObject(node.path) }
     }
-    let (posix, pending, changedAt) = posixState(ino, metadata?.customMetadata)
+    return attributes(
+      ino: ino, directory: directory, size: metadata?.size, updated: metadata?.updated, created: metadata?.timeCreated,
+      custom: metadata?.customMetadata)
+  }
+
+  /// A listed entry's attributes, from its summary (no `StorageMetadata` made per entry).
+  func attributes(ino: UInt64, directory: Bool, summary: ObjectSummary?) -> FileAttributes {
+    guard let summary, !directory else { return attributes(ino: ino, directory: directory, metadata: nil) }
+    return attributes(
+      ino: ino, directory: false, size: summary.size, updated: summary.updated, created: summary.timeCreated,
+      custom: summary.customMetadata)
+  }
+
+  private func attributes(ino: UInt64, directory: Bool, size: Int64?, updated: Date?, created: Date?, custom: [String: String]?)
+    -> FileAttributes
+  {
+    let (posix, pending, changedAt) = posixState(ino, custom)
     // A time this mount set and the bucket does not have yet; the time a writer kept in custom
     // metadata (ours and rclone's `mtime`, gcsfuse's `gcsfuse_mtime`, Google's tools' whole
     // seconds); else when the object was written.
-    let kept = KeptTime.kept(in: metadata?.customMetadata)
-    let mtime = pending?.mtime ?? kept ?? posix.mtime ?? metadata?.updated.map(Timestamp.init) ?? mountTime
+    let kept = KeptTime.kept(in: custom)
+    let mtime = pending?.mtime ?? kept ?? posix.mtime ?? updated.map(Timestamp.init) ?? mountTime
     // The last change of the object or its metadata (`updated` moves with both), or of what
     // this mount set and the bucket does not have yet.
-    let ctime = max((metadata?.updated ?? metadata?.timeCreated).map(Timestamp.init) ?? mtime, changedAt ?? Timestamp(seconds: 0))
+    let ctime = max((updated ?? created).map(Timestamp.init) ?? mtime, changedAt ?? Timestamp(seconds: 0))
     var a = FileAttributes(
-      ino: ino, size: directory ? 0 : metadata?.size ?? 0, isDirectory: directory,
+      ino: ino, size: directory ? 0 : size ?? 0, isDirectory: directory,
       mode: posix.mode ?? (directory ? options.dirMode : options.fileMode), uid: posix.uid ?? options.uid,
       gid: posix.gid ?? options.gid, mtime: mtime, ctime: ctime)
     a.atime = posix.atime
-    if !directory, SymlinkObject.isLink(metadata?.customMetadata) { a.becomeLink(target: SymlinkObject.target(in: metadata?.customMetadata)) }
+    if !directory, SymlinkObject.isLink(custom) { a.becomeLink(target: SymlinkObject.target(in: custom)) }
     return a
   }
 
@@ -286,7 +302,7 @@ package final class BucketFilesystem: Sendable {
   private func linked(_ entry: DirectoryEntry, in dir: String, local: Bool? = nil) -> FileAttributes {
     let node = InodeTable.Node(path: Namespace.join(dir, entry.name), isDirectory: entry.isDirectory, objectName: entry.objectName)
     let ino = inodes.ino(for: node, lookup: true)
-    var a = attributes(ino: ino, directory: entry.isDirectory, metadata: entry.metadata)
+    var a = attributes(ino: ino, directory: entry.isDirectory, summary: entry.summary)
     a.volatile = !entry.isDirectory && (local ?? localEntry(node.path).isChanged)
     return a
   }
@@ -359,16 +375,16 @@ package final class BucketFilesystem: Sendable {
     for (index, e) in entries.enumerated().dropFirst(offset) {
       let path = Namespace.join(node.path, e.name)
       let n = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
-      let metadata = e.metadata ?? (e.isDirectory ? nil : namespace.files.get(e.objectName ?? path))
-      if plus && (e.isDirectory ? !namespace.folderUnknown(path) : metadata != nil) {
+      let summary = e.summary ?? (e.isDirectory ? nil : namespace.files.summary(e.objectName ?? path))
+      if plus && (e.isDirectory ? !namespace.folderUnknown(path) : summary != nil) {
         let (ino, created) = inodes.inoCreating(n)
-        guard emit(e, attributes(ino: ino, directory: e.isDirectory, metadata: metadata), true) else {
+        guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), true) else {
           if created { inodes.dropIfUnreferenced(ino) }
           return
         }
       } else {
         let ino = inodes.existing(n) ?? InodeTable.listedIno(dir: node.path, index: index)
-        guard emit(e, attributes(ino: ino, directory: e.isDirectory, metadata: metadata), false) else { return }
+        guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), false) else { return }
       }
     }
   }
@@ -596,6 +612,8 @@ package final class BucketFilesystem: Sendable {
       tokenRefreshes: tokenRefreshes(), transferLoopAge: transferLoopAge(),
       stagingBuffersFree: staging?.buffersFree ?? StagingWriter.poolSize, queue: writeBack?.queue.totals)
     readings.pins = pins?.pins.filter { !$0.isRefused }.count ?? 0
+    (readings.metadataEntries, readings.metadataBytes, readings.metadataEvictions) = namespace.heldMetadata
+    readings.metadataBudget = options.metadataCacheSize
     (readings.pinnedFiles, readings.pinnedBytes) = (pinnedFiles, pinnedBytes)
     return readings
   }

@@ -72,6 +72,11 @@ package final class Metrics: Sendable {
     var pinnedBytes: Int64 = 0
     /// The write-back queue (nil on a read-only mount).
     var queue: QueueTotals? = nil
+    /// What the mount keeps about names: entries, bytes (about), the budget, listings evicted.
+    var metadataEntries = 0
+    var metadataBytes = 0
+    var metadataBudget = 0
+    var metadataEvictions = 0
   }
 
   private static func label(_ text: String) -> String {
@@ -115,6 +120,9 @@ package final class Metrics: Sendable {
       "bucketfs_staging_buffers_free", "gauge", "Staging write buffers free (\(StagingWriter.poolSize) when nothing is being staged).",
       r.stagingBuffersFree)
     single("bucketfs_open_handles", "gauge", "Files open through the mount.", r.openHandles)
+    single("bucketfs_metadata_entries", "gauge", "Names and attributes the mount keeps (listings, attributes, names known missing).", r.metadataEntries)
+    single("bucketfs_metadata_bytes", "gauge", "Bytes those take, about (metadata_cache_size bounds them).", r.metadataBytes)
+    single("bucketfs_metadata_evictions_total", "counter", "Listings dropped to stay within metadata_cache_size.", r.metadataEvictions)
     single("bucketfs_retries_total", "counter", "Requests retried after a failure.", r.retries)
     single("bucketfs_token_refreshes_total", "counter", "Tokens fetched from the credential source.", r.tokenRefreshes)
     single(
@@ -163,6 +171,10 @@ package final class Metrics: Sendable {
       ("block cache", "\(r.cacheBytes) bytes held, \(hits) hits, \(misses) misses, \(r.cacheEvictions) evictions"),
       ("staged copies", "\(r.stagingFiles) files, \(r.stagingBytes) bytes, \(r.stagingEvicted) evicted, \(r.stagingDropped) dropped as damaged"),
       ("pinned", "\(r.pins) pins, \(r.pinnedFiles) files, \(r.pinnedBytes) bytes kept"),
+      (
+        "metadata cache",
+        "\(r.metadataEntries) entries, \(r.metadataBytes) bytes of \(r.metadataBudget), \(r.metadataEvictions) listings evicted"
+      ),
       ("open handles", "\(r.openHandles)"),
       ("FUSE operations", "\(ops)"),
       ("retries", "\(r.retries)"),

@@ -17,6 +17,9 @@ package struct MountOptions: Sendable {
   package var cacheSize: Int = 192 << 20
   package var stagingDir: URL = MountOptions.defaultStagingDir
   package var stagingSize: Int64 = 10 << 30
+  /// What the daemon keeps about names (listings, attributes fetched one by one, names known
+  /// missing) may hold this much together; least recently used first out.
+  package var metadataCacheSize: Int = 256 << 20
   package var stageMaxFile: Int64 = 2 << 30
   package var readTimeout: Double = 30
   /// The size of a large upload's chunks (the write-back queue's); nil: the client's (32M).
@@ -129,6 +132,10 @@ package struct MountOptions: Sendable {
         logJSON = value == "json"
       case "token_file": tokenFile = try need()
       case "staging_size": stagingSize = try Self.size(need(), key)
+      case "metadata_cache_size":
+        let size = try Self.size(need(), key)
+        guard size >= 1 << 20 else { throw .bad("metadata_cache_size must be at least 1M") }
+        metadataCacheSize = Int(clamping: size)
       case "stage_max_file": stageMaxFile = try Self.size(need(), key)
       case "upload_chunk": uploadChunk = try Self.size(need(), key)
       case "default_permissions", "noatime", "atime", "nosuid", "nodev", "exec", "noexec", "suid", "dev":

@@ -23,7 +23,8 @@ enum MountCommand {
       -o ro, allow_other, uid=N, gid=N, file_mode=0444, dir_mode=0555,
          metadata_ttl=SECONDS (60), cache_size=SIZE (192M), staging_dir=DIR,
          staging_size=SIZE (10G), stage_max_file=SIZE (2G), read_timeout=SECONDS (30), offline,
-         key_file=FILE, token_file=FILE, metrics=HOST:PORT (Prometheus page at /metrics)
+         metadata_cache_size=SIZE (256M), key_file=FILE, token_file=FILE,
+         metrics=HOST:PORT (Prometheus page at /metrics)
     """
 
   /// Added when mount(8) runs us as its helper (`bucketfs SOURCE MOUNTPOINT -o OPTIONS`).

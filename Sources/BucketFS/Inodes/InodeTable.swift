@@ -14,7 +14,8 @@ package final class InodeTable: Sendable {
     package var objectName: String?
 
     package init(path: String, isDirectory: Bool, objectName: String? = nil) {
-      self.path = path
+      // The same bytes in one string, not two: a walk keeps a node per name the kernel holds.
+      if let objectName, Namespace.sameBytes(objectName, path) { self.path = objectName } else { self.path = path }
       self.isDirectory = isDirectory
       self.objectName = objectName
     }

@@ -6,7 +6,31 @@ package struct DirectoryEntry: Sendable {
   package var isDirectory: Bool
   /// For files: the object, relative to the mount prefix.
   package var objectName: String?
-  package var metadata: StorageMetadata?
+  /// The object's attributes, compact (a listing holds one per entry).
+  package var summary: ObjectSummary?
+
+  package init(name: String, isDirectory: Bool, objectName: String? = nil, metadata: StorageMetadata? = nil) {
+    self.name = name
+    self.isDirectory = isDirectory
+    self.objectName = objectName
+    self.summary = metadata.map { ObjectSummary($0, path: objectName) }
+  }
+
+  package init(name: String, isDirectory: Bool, objectName: String?, summary: ObjectSummary?) {
+    self.name = name
+    self.isDirectory = isDirectory
+    self.objectName = objectName
+    self.summary = summary
+  }
+
+  /// The attributes as `StorageMetadata` (made from the summary each time it is asked for).
+  package var metadata: StorageMetadata? {
+    get { summary?.metadata }
+    set { summary = newValue.map { ObjectSummary($0, path: objectName) } }
+  }
+
+  /// Whether the attributes are known, without making them.
+  package var hasMetadata: Bool { summary != nil }
 }
 
 /// Attributes as the bridge turns them into `struct stat`.

@@ -35,9 +35,11 @@ final class FolderListings: Sendable {
 
   private struct Listing {
     var entries: [DirectoryEntry]
+    /// What the listing holds, as `FolderListings.bytes(of:)` counts it.
+    var bytes: Int
     var positions: [String: Int]
     /// Attributes fetched after the listing was taken (a v0 listing has names only).
-    var attributes: [String: StorageMetadata] = [:]
+    var attributes: [String: ObjectSummary] = [:]
     var expires: Double
     /// Until when a name the listing lacks is answered missing without asking.
     var absentUntil: Double
@@ -49,6 +51,9 @@ final class FolderListings: Sendable {
   private struct State {
     var listings: [String: Listing] = [:]
     var order: UInt64 = 0
+    /// What all listings hold, counted as `bytes(of:)` does.
+    var bytes = 0
+    var evicted = 0
     /// How many of this mount's changes reached the bucket in each folder (`update`, `remove`).
     var changes: [String: UInt64] = [:]
   }
@@ -57,15 +62,39 @@ final class FolderListings: Sendable {
   let ttl: Double
   let negativeTTL: Double
   let capacity: Int
+  /// Bytes the listings may hold together (their share of `metadata_cache_size`): past it, the
+  /// least recently used go first. A listing a readdir has open is its handle's own copy, so an
+  /// eviction never takes entries from under it.
+  let budget: Int
   private let clock: @Sendable () -> Double
 
   init(
-    ttl: Double, negativeTTL: Double? = nil, capacity: Int, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ttl: Double, negativeTTL: Double? = nil, capacity: Int, budget: Int = .max,
+    clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
   ) {
     self.ttl = ttl
     self.negativeTTL = negativeTTL ?? ttl
     self.capacity = capacity
+    self.budget = budget
     self.clock = clock
+  }
+
+  /// Roughly what a listing of `entries` holds: each entry inline, its slot in the positions
+  /// table, and the names too long to live inside their strings.
+  static func bytes(of entries: [DirectoryEntry]) -> Int {
+    var n = entries.count * (MemoryLayout<DirectoryEntry>.stride + 48)
+    for e in entries {
+      if e.name.utf8.count > 15 { n += 32 + e.name.utf8.count }
+      if let o = e.objectName, o.utf8.count > 15 { n += 32 + o.utf8.count }
+      n += e.summary?.heapBytes ?? 0
+    }
+    return n
+  }
+
+  /// Entries and bytes the listings hold, and how many listings were evicted to stay within
+  /// the budget.
+  var totals: (entries: Int, bytes: Int, listings: Int, evicted: Int) {
+    state.withLock { s in (s.listings.values.reduce(0) { $0 + $1.entries.count }, s.bytes, s.listings.count, s.evicted) }
   }
 
   /// A mark to pass to `store` for a listing about to be fetched.
@@ -81,24 +110,40 @@ final class FolderListings: Sendable {
     positions.reserveCapacity(entries.count)
     for (i, e) in entries.enumerated() { positions[e.name] = i }
     let now = clock()
+    let size = Self.bytes(of: entries)
     return state.withLock { s in
       if let mark, (s.changes[dir] ?? 0) != mark { return false }
       s.order += 1
+      if let old = s.listings[dir] { s.bytes -= old.bytes }
       s.listings[dir] = Listing(
-        entries: entries, positions: positions, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order)
-      if s.listings.count > capacity {
-        // The oldest tenth at once, so that a full map does not sort on every insert.
-        let victims = s.listings.sorted { $0.value.order < $1.value.order }.prefix(max(1, capacity / 10))
-        for (k, _) in victims { s.listings.removeValue(forKey: k) }
-      }
+        entries: entries, bytes: size, positions: positions, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order)
+      s.bytes += size
+      if s.listings.count > capacity || s.bytes > budget { Self.evict(&s, keeping: dir, capacity: capacity, budget: budget) }
       return true
+    }
+  }
+
+  /// The least recently used listings out until the count and the bytes are within bounds
+  /// (never `keeping`, the one just stored); in one sort, so that a full map does not sort on
+  /// every insert: a tenth of the count at least.
+  private static func evict(_ s: inout State, keeping: String, capacity: Int, budget: Int) {
+    let oldest = s.listings.filter { $0.key != keeping }.sorted { $0.value.order < $1.value.order }
+    var dropCount = s.listings.count > capacity ? max(1, capacity / 10) : 0
+    for (k, l) in oldest {
+      guard dropCount > 0 || s.bytes > budget else { break }
+      s.listings.removeValue(forKey: k)
+      s.bytes -= l.bytes
+      s.evicted += 1
+      dropCount -= 1
     }
   }
 
   /// Forgets the listings of folder `path` and of every folder under it (`bucketfs refresh`).
   func forget(under path: String) {
     state.withLock { s in
-      for dir in s.listings.keys where Namespace.isInside(dir, path) { s.listings.removeValue(forKey: dir) }
+      for dir in s.listings.keys where Namespace.isInside(dir, path) {
+        if let l = s.listings.removeValue(forKey: dir) { s.bytes -= l.bytes }
+      }
     }
   }
 
@@ -113,8 +158,15 @@ final class FolderListings: Sendable {
     let now = clock()
     return state.withLock { s in
       guard let l = s.listings[dir], now <= l.expires else { return nil }
+      Self.touch(dir, &s)
       return l.entries
     }
+  }
+
+  /// `dir`'s listing was used: the last the budget evicts.
+  private static func touch(_ dir: String, _ s: inout State) {
+    s.order += 1
+    s.listings[dir]?.order = s.order
   }
 
   /// Where `name` stands in folder `dir`'s current listing (no walk step is taken).
@@ -142,6 +194,8 @@ final class FolderListings: Sendable {
         l.cursor = i
         l.expires = now + ttl
         l.absentUntil = now + negativeTTL
+        s.order += 1
+        l.order = s.order
         s.listings[dir] = l
         Self.renewAncestors(of: dir, in: &s, until: now + ttl)
       } else if !fresh {
@@ -174,7 +228,20 @@ final class FolderListings: Sendable {
   func fill(dir: String, objectName: String, _ metadata: StorageMetadata) {
     state.withLock { s in
       guard s.listings[dir] != nil else { return }
-      s.listings[dir]!.attributes[objectName] = metadata
+      s.listings[dir]!.attributes[objectName] = ObjectSummary(metadata, path: objectName)
+    }
+  }
+
+  /// The attributes a current listing holds for object `objectName` (relative to the mount
+  /// prefix), found under its own name in its folder; nil when none does.
+  func summary(ofObject objectName: String) -> ObjectSummary? {
+    let (dir, name) = Namespace.split(objectName)
+    let now = clock()
+    return state.withLock { s in
+      guard let l = s.listings[dir], now <= l.expires, let i = Self.index(of: name, in: l) else { return nil }
+      let e = l.entries[i]
+      guard let object = e.objectName, Namespace.sameBytes(object, objectName) else { return nil }
+      return e.summary ?? l.attributes[object]
     }
   }
 
@@ -199,9 +266,13 @@ final class FolderListings: Sendable {
     state.withLock { s in
       s.changes[dir, default: 0] += 1
       guard s.listings[dir] != nil else { return }
+      let before = s.listings[dir]!.entries.count
       // In place: a copy of the listing out of the map and back would copy its entries and
       // positions on every change, which made a folder filled through the mount quadratic.
       Self.apply(name, entry, to: &s.listings[dir]!)
+      let grown = (s.listings[dir]!.entries.count - before) * (MemoryLayout<DirectoryEntry>.stride + 48)
+      s.listings[dir]!.bytes += grown
+      s.bytes += grown
     }
   }
 
@@ -225,7 +296,7 @@ final class FolderListings: Sendable {
   func remove(_ dir: String) {
     state.withLock { s in
       s.changes[dir, default: 0] += 1
-      s.listings.removeValue(forKey: dir)
+      if let l = s.listings.removeValue(forKey: dir) { s.bytes -= l.bytes }
     }
   }
 
@@ -238,9 +309,10 @@ final class FolderListings: Sendable {
   }
 
   private static func filled(_ l: Listing, _ i: Int) -> DirectoryEntry {
-    let e = l.entries[i]
-    guard e.metadata == nil, let name = e.objectName, let m = l.attributes[name] else { return e }
-    return e.with(m)
+    var e = l.entries[i]
+    guard e.summary == nil, let name = e.objectName, let summary = l.attributes[name] else { return e }
+    e.summary = summary
+    return e
   }
 
   /// The walk is inside `dir`: each folder above it whose last looked-up entry is the folder the

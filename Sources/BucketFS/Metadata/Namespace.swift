@@ -16,7 +16,7 @@ final class Namespace: Sendable {
   let options: MountOptions
   let staging: StagingArea?
   let log: @Sendable (String) -> Void
-  let files: TTLCache<String, StorageMetadata>
+  let files: AttributeCache
   let missing: TTLCache<String, Bool>
   let listings: FolderListings
   let folders: FolderObjects
@@ -34,13 +34,31 @@ final class Namespace: Sendable {
     self.staging = staging
     self.log = log
     let ttl = options.metadataTTL
-    files = TTLCache(ttl: ttl, capacity: 200_000, sameKey: Self.sameBytes)
-    missing = TTLCache(ttl: options.missTTL, capacity: 50_000, sameKey: Self.sameBytes)
-    listings = FolderListings(ttl: ttl, negativeTTL: options.missTTL, capacity: 2_000)
+    // One budget, `metadata_cache_size`: three quarters for listings (most of what a walk
+    // keeps), an eighth for attributes fetched one by one, a sixteenth for names known missing.
+    let budget = options.metadataCacheSize
+    missing = TTLCache(ttl: options.missTTL, capacity: max(1_000, budget / 16 / Self.bytesPerMissingName), sameKey: Self.sameBytes)
+    listings = FolderListings(ttl: ttl, negativeTTL: options.missTTL, capacity: 20_000, budget: budget / 4 * 3)
+    files = AttributeCache(ttl: ttl, capacity: max(1_000, budget / 8 / Self.bytesPerAttributes), listings: listings)
     folders = FolderObjects()
   }
 
   static func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }
+
+  /// What an entry of the attribute cache and of the known-missing names hold, about (the
+  /// summary or flag, the key, the table's slot): for their share of the budget.
+  static let bytesPerAttributes = MemoryLayout<ObjectSummary>.stride + 96
+  static let bytesPerMissingName = 112
+
+  /// What the mount keeps about names now, for the stats: entries and bytes, about.
+  var heldMetadata: (entries: Int, bytes: Int, evicted: Int) {
+    let l = listings.totals
+    let attributes = files.count
+    let absent = missing.count
+    return (
+      l.entries + attributes + absent, l.bytes + attributes * Self.bytesPerAttributes + absent * Self.bytesPerMissingName, l.evicted
+    )
+  }
 
   /// True when `path` is `folder` or under it ("" is the root, which holds everything).
   static func isInside(_ path: String, _ folder: String) -> Bool {
@@ -219,15 +237,35 @@ final class Namespace: Sendable {
 
   private func fetchListing(_ path: String) async throws(BucketError) -> [DirectoryEntry] {
     let listPrefix = path.isEmpty ? "" : path + "/"
-    let listed = try await ListPage.all { token async throws(BucketError) in
-      try await client.listPage(prefix: listPrefix, pageToken: token, maxResults: nil)
-    }
-    let (folderNames, items, given) = (listed.prefixes, listed.items, listed.metadata)
+    // Page by page, each page's metadata made compact as it arrives: a folder of 100,000
+    // objects never holds 100,000 `StorageMetadata` at once.
+    var folderNames: [String] = []
+    var seenFolders = Set<String>()
+    var items: [String] = []
+    // Each item's attributes beside it (none from a v0 listing); placeholders' by name.
+    var itemSummaries: [ObjectSummary?] = []
+    var placeholders: [String: ObjectSummary] = [:]
+    var holdsFolderObjects = true
+    var token: String? = nil
+    repeat {
+      let page = try await client.listPage(prefix: listPrefix, pageToken: token, maxResults: nil)
+      holdsFolderObjects = holdsFolderObjects && page.holdsFolderObjects
+      for folder in page.prefixes where seenFolders.insert(folder).inserted { folderNames.append(folder) }
+      for item in page.items {
+        let summary = page.metadata[item].map { ObjectSummary($0) }
+        if item.hasSuffix("/"), let summary { placeholders[item] = summary }
+        items.append(item)
+        itemSummaries.append(summary)
+      }
+      token = page.nextPageToken
+    } while token != nil
+    let given = placeholders
 
     var entries: [DirectoryEntry] = []
+    entries.reserveCapacity(folderNames.count + items.count)
     var dirNames = Set<String>()
-    if let own = given[listPrefix] { folders.set(path, .object(own)) }
-    for folder in Set(folderNames).sorted() {
+    if let own = given[listPrefix] { folders.set(path, .object(own.metadata)) }
+    for folder in folderNames.sorted() {
       let name = String(folder.dropFirst(listPrefix.count).dropLast())
       guard Self.isValidName(name) else {
         report(folder)
@@ -237,14 +275,15 @@ final class Namespace: Sendable {
       entries.append(DirectoryEntry(name: name, isDirectory: true))
       // A listing that holds placeholders says which folders have none; one that does not (v0)
       // has the placeholders asked for again, as its files' attributes are.
-      if listed.holdsFolderObjects {
-        folders.set(Self.join(path, name), given[folder].map(FolderObject.object) ?? .absent)
+      if holdsFolderObjects {
+        folders.set(Self.join(path, name), given[folder].map { FolderObject.object($0.metadata) } ?? .absent)
       } else {
         folders.forget(Self.join(path, name))
       }
     }
-    var files: [(name: String, payload: String)] = []  // (name in this folder, object name)
-    for item in items {
+    var files: [(name: String, payload: Int)] = []  // (name in this folder, index of its item)
+    files.reserveCapacity(items.count)
+    for (index, item) in items.enumerated() {
       let name = String(item.dropFirst(listPrefix.count))
       if name.isEmpty { continue }  // this folder's own placeholder object
       if name.hasSuffix("/"), Self.isValidName(String(name.dropLast())) {
@@ -252,24 +291,28 @@ final class Namespace: Sendable {
         if dirNames.insert(String(name.dropLast())).inserted {
           entries.append(DirectoryEntry(name: String(name.dropLast()), isDirectory: true))
         }
-        if let m = given[item] { folders.set(Self.join(path, String(name.dropLast())), .object(m)) }
+        if let m = given[item] { folders.set(Self.join(path, String(name.dropLast())), .object(m.metadata)) }
         continue
       }
       guard Self.isValidName(name) else {
         report(item)
         continue
       }
-      files.append((name, item))
+      files.append((name, index))
     }
     let shown = FolderNames.assign(folders: dirNames, files: files) { name in
       report(listPrefix + name, reason: "no free alias beside the folder of the same name")
     }
-    // Names first: the GCS list carries every object's attributes; the v0 list only names, and
-    // their attributes are fetched when a lookup asks (see `withAttributes`).
-    for (name, objectName) in shown {
-      let m = given[objectName]
-      if let m { self.files.set(objectName, m) }
-      entries.append(DirectoryEntry(name: name, isDirectory: false, objectName: objectName, metadata: m ?? self.files.get(objectName)))
+    // Names first: the GCS list carries every object's attributes (kept in the listing, not a
+    // second time in `files`); the v0 list only names, and their attributes are fetched when a
+    // lookup asks (see `withAttributes`).
+    for (name, index) in shown {
+      let objectName = items[index]
+      var summary = itemSummaries[index] ?? self.files.summary(objectName)
+      // The object's name in the bucket equals the entry's object name when the mount has no
+      // prefix: one string for both.
+      if let p = summary?.path, Self.sameBytes(p, objectName) { summary?.path = objectName }
+      entries.append(DirectoryEntry(name: name, isDirectory: false, objectName: objectName, summary: summary))
     }
     return entries
   }
@@ -327,8 +370,12 @@ final class Namespace: Sendable {
       await learnFolderObject(path)
       return entry
     }
-    guard entry.metadata == nil, let objectName = entry.objectName else { return entry }
-    if let m = files.get(objectName) { return entry.with(m) }
+    guard !entry.hasMetadata, let objectName = entry.objectName else { return entry }
+    if let summary = files.summary(objectName) {
+      var e = entry
+      e.summary = summary
+      return e
+    }
     prefetchAttributes(following(found, dir: dir), dir: dir)
     let m = try await fileMetadata(objectName)
     listings.fill(dir: dir, objectName: objectName, m)
@@ -343,7 +390,7 @@ final class Namespace: Sendable {
         let path = Self.join(dir, e.name)
         return folderUnknown(path) ? path + "/" : nil
       }
-      guard e.metadata == nil, let name = e.objectName, files.get(name) == nil else { return nil }
+      guard !e.hasMetadata, let name = e.objectName, files.summary(name) == nil else { return nil }
       return name
     }
   }
@@ -552,7 +599,7 @@ final class Namespace: Sendable {
     case .found(let found):
       let e = found.entry
       if e.isDirectory { return folderUnknown(Self.join(dir, e.name)) ? nil : .success(e) }
-      if e.metadata != nil { return .success(e) }
+      if e.hasMetadata { return .success(e) }
       if let m = e.objectName.flatMap({ files.get($0) }) { return .success(e.with(m)) }
       // A v0 listing's file without attributes yet: the async path fetches them (and those of
       // the entries after it).

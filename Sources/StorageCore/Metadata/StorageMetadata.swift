@@ -42,6 +42,22 @@ public final class StorageMetadata: @unchecked Sendable, Equatable, CustomString
 
   public convenience init() { self.init(fields: Fields(), initial: Fields()) }
 
+  /// Metadata as the server sent it, from its fields (for code that keeps them in a compact form
+  /// of its own and makes the object again when asked).
+  package convenience init(
+    bucket: String, path: String?, size: Int64, generation: Int64, metageneration: Int64, timeCreated: Date?, updated: Date?,
+    md5Hash: String?, crc32c: String?, etag: String?, storageClass: String?, contentType: String?, cacheControl: String?,
+    contentDisposition: String?, contentEncoding: String?, contentLanguage: String?, customMetadata: [String: String]?,
+    downloadTokens: String?
+  ) {
+    let f = Fields(
+      bucket: bucket, path: path, size: size, generation: generation, metageneration: metageneration, timeCreated: timeCreated,
+      updated: updated, md5Hash: md5Hash, crc32c: crc32c, etag: etag, storageClass: storageClass, contentType: contentType,
+      cacheControl: cacheControl, contentDisposition: contentDisposition, contentEncoding: contentEncoding,
+      contentLanguage: contentLanguage, customMetadata: customMetadata, downloadTokens: downloadTokens)
+    self.init(fields: f, initial: f)
+  }
+
   private func get<T: Sendable>(_ key: KeyPath<Fields, T> & Sendable) -> T { fields.withLock { $0[keyPath: key] } }
   private func set<T: Sendable>(_ key: WritableKeyPath<Fields, T> & Sendable, _ value: T) {
     fields.withLock { $0[keyPath: key] = value }
