@@ -614,6 +614,7 @@ package final class BucketFilesystem: Sendable {
     readings.pins = pins?.pins.filter { !$0.isRefused }.count ?? 0
     (readings.metadataEntries, readings.metadataBytes, readings.metadataEvictions) = namespace.heldMetadata
     readings.metadataBudget = options.metadataCacheSize
+    readings.foldersListedAhead = namespace.foldersListedAhead.load(ordering: .relaxed)
     (readings.pinnedFiles, readings.pinnedBytes) = (pinnedFiles, pinnedBytes)
     return readings
   }

@@ -77,6 +77,7 @@ package final class Metrics: Sendable {
     var metadataBytes = 0
     var metadataBudget = 0
     var metadataEvictions = 0
+    var foldersListedAhead = 0
   }
 
   private static func label(_ text: String) -> String {
@@ -122,6 +123,7 @@ package final class Metrics: Sendable {
     single("bucketfs_open_handles", "gauge", "Files open through the mount.", r.openHandles)
     single("bucketfs_metadata_entries", "gauge", "Names and attributes the mount keeps (listings, attributes, names known missing).", r.metadataEntries)
     single("bucketfs_metadata_bytes", "gauge", "Bytes those take, about (metadata_cache_size bounds them).", r.metadataBytes)
+    single("bucketfs_folders_listed_ahead_total", "counter", "Folder listings fetched ahead of a walk.", r.foldersListedAhead)
     single("bucketfs_metadata_evictions_total", "counter", "Listings dropped to stay within metadata_cache_size.", r.metadataEvictions)
     single("bucketfs_retries_total", "counter", "Requests retried after a failure.", r.retries)
     single("bucketfs_token_refreshes_total", "counter", "Tokens fetched from the credential source.", r.tokenRefreshes)
@@ -180,6 +182,7 @@ package final class Metrics: Sendable {
       ("retries", "\(r.retries)"),
       ("token refreshes", "\(r.tokenRefreshes)"),
       ("files read ahead", "\(readAheadFiles.load(ordering: .relaxed))"),
+      ("folders listed ahead", "\(r.foldersListedAhead)"),
       ("opens by passthrough", "\(passthroughOpens.load(ordering: .relaxed))"),
       ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),
       ("transfer loop", String(format: "last turned %.2f s ago, %d stalls", r.transferLoopAge, transferLoopStalls.load(ordering: .relaxed))),

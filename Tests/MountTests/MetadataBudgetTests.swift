@@ -48,3 +48,42 @@ import Testing
     }
   }
 }
+
+/// A walk's folders are listed ahead of it: `find` goes into folder after folder, and the next
+/// folders' listings are fetched while it reads the one it is in, each once; a single folder
+/// looked at alone lists nothing ahead.
+@Suite(.serialized) struct FolderListingAheadTests {
+  func requests(_ m: MountedBucket) -> Int? {
+    m.stat("requests to the bucket")?.split(separator: " ").first.flatMap { Int($0) }
+  }
+
+  @Test func findListsTheNextFoldersAheadEachOnce() async throws {
+    try await MountFixture.scope { fx in
+      let folders = 12
+      var names: [String] = []
+      for d in 0..<folders {
+        for i in 0..<5 { names.append(String(format: "ahead/d%02d/f%d.txt", d, i)) }
+      }
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for name in names { group.addTask { _ = try await fx.put(name, Data(name.utf8)) } }
+        try await group.waitForAll()
+      }
+      let m = try fx.mount(options: ["metadata_ttl=300"], extra: ["--api", "gcs"], name: "ahead")
+      // One folder looked at alone: nothing is listed ahead.
+      let (one, listedOne) = runTool("/bin/ls", [m.path("ahead/d05")])
+      #expect(one == 0 && listedOne.split(separator: "\n").count == 5, "\(listedOne)")
+      #expect(m.stat("folders listed ahead") == "0")
+      let before = try #require(requests(m))
+      let (status, found) = runTool("/usr/bin/find", [m.path("ahead"), "-type", "f"])
+      #expect(status == 0)
+      let listed = Set(found.split(separator: "\n").map { String($0.dropFirst(m.mountpoint.path.count + 1)) })
+      #expect(listed == Set(names))
+      let ahead = try #require(m.stat("folders listed ahead").flatMap { Int($0) })
+      #expect(ahead > 0, "no folder was listed ahead of find")
+      // Each folder listed once: the ones fetched ahead were not asked for again when opened
+      // (d05 was listed before; "ahead" itself once).
+      let after = try #require(requests(m))
+      #expect(after - before <= folders, "find of \(folders) folders made \(after - before) requests")
+    }
+  }
+}

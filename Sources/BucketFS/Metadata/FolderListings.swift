@@ -20,6 +20,8 @@ final class FolderListings: Sendable {
     let entry: DirectoryEntry
     let index: Int
     let entries: [DirectoryEntry]
+    /// The lookup stepped forward from the entry looked up before it (a walk in listing order).
+    var walking = false
   }
 
   enum Answer {
@@ -45,6 +47,9 @@ final class FolderListings: Sendable {
     var absentUntil: Double
     /// The last entry looked up in listing order; -1 before the first.
     var cursor = -1
+    /// The last sub-folder opened (opendir); -1 before the first. A walk whose kernel holds the
+    /// entries from readdirplus opens folders without looking them up.
+    var opened = -1
     var order: UInt64
   }
 
@@ -189,6 +194,7 @@ final class FolderListings: Sendable {
         guard fresh else { return .unknown }
         return now <= l.absentUntil ? .absent : .absenceToConfirm(count: l.entries.count)
       }
+      let walking = i > l.cursor && l.cursor >= 0
       // With no time to live (metadata_ttl=0: ask every time) a walk keeps nothing either.
       if i > l.cursor && (fresh || ttl > 0) {
         l.cursor = i
@@ -201,7 +207,19 @@ final class FolderListings: Sendable {
       } else if !fresh {
         return .unknown
       }
-      return .found(Found(entry: Self.filled(l, i), index: i, entries: l.entries))
+      return .found(Found(entry: Self.filled(l, i), index: i, entries: l.entries, walking: walking))
+    }
+  }
+
+  /// Sub-folder `name` of folder `dir` is being opened: where it stands in `dir`'s current
+  /// listing, `walking` when it comes after the sub-folder opened before it.
+  func opened(dir: String, name: String) -> Found? {
+    let now = clock()
+    return state.withLock { s in
+      guard let l = s.listings[dir], now <= l.expires, let i = Self.index(of: name, in: l) else { return nil }
+      let walking = i > l.opened && l.opened >= 0
+      s.listings[dir]!.opened = i
+      return Found(entry: Self.filled(l, i), index: i, entries: l.entries, walking: walking)
     }
   }
 

@@ -201,10 +201,53 @@ final class Namespace: Sendable {
   /// copies, for a caller that answers as the request's deadline would (with the folder's last
   /// listing, which knows more than the staged copies).
   func listing(_ path: String, unansweredThrows: Bool = false) async throws(FSError) -> [DirectoryEntry] {
+    if !path.isEmpty {
+      let (parent, name) = Self.split(path)
+      if let found = listings.opened(dir: parent, name: name) { listFoldersAhead(found, dir: parent) }
+    }
     if let cached = listings.current(path) { return cached }
+    // Being fetched ahead for a walk already: that listing, not a second request.
+    if let ahead = listingsAhead.withLock({ $0[path] }) {
+      await ahead.value
+      if let cached = listings.current(path) { return cached }
+    }
     return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> [DirectoryEntry] in
       try await fetchCurrentListing(path)
     }, orStaged: { offlineListing(path) }, unansweredThrows: unansweredThrows)
+  }
+
+  /// Listings fetched ahead of a walk, by folder, while in flight.
+  private let listingsAhead = Mutex<[String: Task<Void, Never>]>([:])
+  private let listingSlots = ReadAheadSlots(Namespace.foldersAhead)
+  /// Folders listed ahead of a walk so far (for the stats).
+  let foldersListedAhead = Atomic<Int>(0)
+  /// How many folders after the one a walk went into have their listings fetched ahead.
+  static let foldersAhead = 4
+
+  /// A walk (`find`, `du`, `ls -R`, `cp -r`) went into folder `found` of `dir`, in listing order
+  /// after the entry it looked up before: the next folders of the listing are listed ahead, a
+  /// few at a time, so that the walk finds each listing ready instead of waiting for the
+  /// server folder after folder. Nothing is fetched for a single lookup, offline, or with no
+  /// time to live to keep what comes back.
+  private func listFoldersAhead(_ found: FolderListings.Found, dir: String) {
+    guard found.walking, found.entry.isDirectory, !options.offline, options.metadataTTL > 0 else { return }
+    let next = found.entries[(found.index + 1)...].lazy.filter(\.isDirectory).prefix(Self.foldersAhead)
+    for e in next {
+      let path = Self.join(dir, e.name)
+      guard listings.current(path) == nil else { continue }
+      listingsAhead.withLock { inflight in
+        guard inflight[path] == nil else { return }
+        inflight[path] = Task { [self] in
+          await listingSlots.acquire()
+          defer {
+            listingSlots.release()
+            _ = listingsAhead.withLock { $0.removeValue(forKey: path) }
+          }
+          guard listings.current(path) == nil else { return }
+          if (try? await fetchCurrentListing(path)) != nil { foldersListedAhead.add(1, ordering: .relaxed) }
+        }
+      }
+    }
   }
 
   /// The folder's listing from the server, stored; fetched again (up to three times) when one
@@ -438,7 +481,9 @@ final class Namespace: Sendable {
   /// server (or the staged copies).
   func resolve(dir: String, name: String) async throws(FSError) -> DirectoryEntry {
     switch listings.lookup(dir: dir, name: name) {
-    case .found(let found): return try await withAttributes(found, dir: dir)
+    case .found(let found):
+      listFoldersAhead(found, dir: dir)
+      return try await withAttributes(found, dir: dir)
     case .absent: throw FSError(ENOENT)
     case .absenceToConfirm(let count) where count < Self.confirmableListing && !options.offline:
       // One listing confirms every absent name for the next window, where a probe would ask
@@ -598,6 +643,7 @@ final class Namespace: Sendable {
     switch listings.lookup(dir: dir, name: name) {
     case .found(let found):
       let e = found.entry
+      listFoldersAhead(found, dir: dir)
       if e.isDirectory { return folderUnknown(Self.join(dir, e.name)) ? nil : .success(e) }
       if e.hasMetadata { return .success(e) }
       if let m = e.objectName.flatMap({ files.get($0) }) { return .success(e.with(m)) }
