@@ -376,7 +376,7 @@ package final class BucketFilesystem: Sendable {
       let path = Namespace.join(node.path, e.name)
       let n = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
       let summary = e.summary ?? (e.isDirectory ? nil : namespace.files.summary(e.objectName ?? path))
-      if plus && (e.isDirectory ? !namespace.folderUnknown(path) : summary != nil) {
+      if plus && (e.isDirectory ? !namespace.folderUnknown(path) : summary != nil) && inodes.count < inodeLimit {
         let (ino, created) = inodes.inoCreating(n)
         guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), true) else {
           if created { inodes.dropIfUnreferenced(ino) }
@@ -388,6 +388,12 @@ package final class BucketFilesystem: Sendable {
       }
     }
   }
+
+  /// Past this many inodes, readdirplus hands out names only (the kernel looks a name up when
+  /// a program asks for its attributes): every inode readdirplus gives the kernel is kept until
+  /// the kernel forgets it, and a walk of millions of files would otherwise hold one each. A
+  /// quarter of `metadata_cache_size`, at about 256 bytes an inode.
+  var inodeLimit: Int { options.metadataCacheSize / 4 / 256 }
 
   package func releaseDirectory(_ handle: UInt64) {
     openDirs.remove(handle)
@@ -615,6 +621,7 @@ package final class BucketFilesystem: Sendable {
     (readings.metadataEntries, readings.metadataBytes, readings.metadataEvictions) = namespace.heldMetadata
     readings.metadataBudget = options.metadataCacheSize
     readings.foldersListedAhead = namespace.foldersListedAhead.load(ordering: .relaxed)
+    readings.inodes = inodes.count
     (readings.pinnedFiles, readings.pinnedBytes) = (pinnedFiles, pinnedBytes)
     return readings
   }

@@ -78,6 +78,8 @@ package final class Metrics: Sendable {
     var metadataBudget = 0
     var metadataEvictions = 0
     var foldersListedAhead = 0
+    /// Inodes the kernel holds (or a reply is handing out).
+    var inodes = 0
   }
 
   private static func label(_ text: String) -> String {
@@ -123,6 +125,7 @@ package final class Metrics: Sendable {
     single("bucketfs_open_handles", "gauge", "Files open through the mount.", r.openHandles)
     single("bucketfs_metadata_entries", "gauge", "Names and attributes the mount keeps (listings, attributes, names known missing).", r.metadataEntries)
     single("bucketfs_metadata_bytes", "gauge", "Bytes those take, about (metadata_cache_size bounds them).", r.metadataBytes)
+    single("bucketfs_inodes", "gauge", "Inodes the kernel holds.", r.inodes)
     single("bucketfs_folders_listed_ahead_total", "counter", "Folder listings fetched ahead of a walk.", r.foldersListedAhead)
     single("bucketfs_metadata_evictions_total", "counter", "Listings dropped to stay within metadata_cache_size.", r.metadataEvictions)
     single("bucketfs_retries_total", "counter", "Requests retried after a failure.", r.retries)
@@ -175,7 +178,7 @@ package final class Metrics: Sendable {
       ("pinned", "\(r.pins) pins, \(r.pinnedFiles) files, \(r.pinnedBytes) bytes kept"),
       (
         "metadata cache",
-        "\(r.metadataEntries) entries, \(r.metadataBytes) bytes of \(r.metadataBudget), \(r.metadataEvictions) listings evicted"
+        "\(r.metadataEntries) entries, \(r.metadataBytes) bytes of \(r.metadataBudget), \(r.metadataEvictions) listings evicted, \(r.inodes) inodes"
       ),
       ("open handles", "\(r.openHandles)"),
       ("FUSE operations", "\(ops)"),

@@ -62,7 +62,8 @@ import Testing
       {"kind":"storage#objects","nextPageToken":"next\/one","prefixes":["a/","b/"],
        "items":[{"name":"x\u00e9","bucket":"bk","size":"42","generation":"1700000000000001","metageneration":"3",
                  "updated":"2026-01-02T03:04:05.678Z","crc32c":"AAAAAA==","contentType":"text/plain",
-                 "metadata":{"k":"v","n":7,"firebaseStorageDownloadTokens":"tok"}},
+                 "metadata":{"k":"v","n":7,"firebaseStorageDownloadTokens":"tok","caf\u00e9 \"q\"":"x"},
+                 "selfLink":"http://h/o/x","kind":"storage#object","id":"bk/x/1","extra":{"nested":[1,{"a":"b\"c"}]}},
                 {"name":"v0-only"}]}
       """#
     let listed = try #require(ListPage.decode(Data(page.utf8)))
@@ -72,10 +73,13 @@ import Testing
     let m = try #require(listed.metadata["xé"])
     #expect(m.size == 42 && m.generation == 1_700_000_000_000_001 && m.metageneration == 3)
     #expect(m.contentType == "text/plain" && m.crc32c == "AAAAAA==" && m.bucket == "bk")
-    #expect(m.customMetadata == ["k": "v", "n": "7"])
+    #expect(m.customMetadata == ["k": "v", "n": "7", "café \"q\"": "x"])
     #expect(m.downloadTokens == "tok")
     #expect(m.updated == StorageMetadata.parseDate("2026-01-02T03:04:05.678Z"))
     #expect(listed.metadata["v0-only"] == nil)
     #expect(ListPage.decode(Data("[1]".utf8)) == nil)
+    #expect(ListPage.decode(Data(#"{"items":[{"name":"a","size":"1"}"#.utf8)) == nil)
+    #expect(ListPage.decode(Data(#"{"items":[{"name":"a","size":"1"}]} x"#.utf8)) == nil)
+    #expect(ListPage.decode(Data(#"{"items":[{"name":"a","size":"1","extra":{"x":"\#u{01}"}}]}"#.utf8)) == nil)
   }
 }

@@ -19,24 +19,98 @@ public struct ListPage: Sendable {
   }
 
   /// A page as either API sends it: items with their attributes (the GCS JSON API) carry
-  /// metadata; a v0 page has names only. One pass over the bytes (`JSONValue`): a page of 1,000
-  /// objects is read in about a millisecond.
+  /// metadata; a v0 page has names only. Read member by member (`JSONReader`): the fields an
+  /// object's metadata has are made, links, ids and kinds are stepped over, and no tree of the
+  /// page is built. A page of 1,000 objects is read in about a millisecond.
   static func decode(_ data: Data) -> ListPage? {
-    guard let json = JSONValue.read(data), json.members != nil else { return nil }
-    let prefixes = json["prefixes"]?.array?.compactMap(\.string) ?? []
-    var items: [String] = []
-    var metadata: [String: StorageMetadata] = [:]
-    let given = json["items"]?.array ?? []
-    items.reserveCapacity(given.count)
-    for item in given {
-      guard let name = item["name"]?.string else { continue }
-      items.append(name)
-      if item["size"] != nil { metadata[name] = StorageMetadata(json: item) }
+    data.withUnsafeBytes { raw -> ListPage? in
+      var reader = JSONReader(bytes: raw.bindMemory(to: UInt8.self))
+      var page = ListPage(prefixes: [], items: [], nextPageToken: nil)
+      let read = reader.members { key, r in
+        if key.spells("prefixes") {
+          return r.elements { e in
+            guard let p = e.text() else { return false }
+            page.prefixes.append(p)
+            return true
+          }
+        }
+        if key.spells("items") {
+          return r.elements { e in
+            guard let item = ListedItem.read(&e) else { return false }
+            if let name = item.name {
+              page.items.append(name)
+              if item.hasSize { page.metadata[name] = item.metadata() }
+            }
+            return true
+          }
+        }
+        if key.spells("nextPageToken") {
+          page.nextPageToken = r.text()
+          return true
+        }
+        return r.skip()
+      }
+      guard read, reader.atEnd else { return nil }
+      if page.nextPageToken?.isEmpty == true { page.nextPageToken = nil }
+      return page
     }
-    let token = json["nextPageToken"]?.string
-    return ListPage(
-      prefixes: prefixes, items: items, metadata: metadata,
-      nextPageToken: (token?.isEmpty ?? true) ? nil : token)
+  }
+}
+
+/// One item of a list page, its fields as sent.
+private struct ListedItem {
+  var name: String?
+  var hasSize = false
+  /// By the index of their name in `kept`.
+  var values = [String?](repeating: nil, count: ListedItem.kept.count)
+  var custom: [String: String]?
+
+  /// The item's fields a `StorageMetadata` has; the rest is stepped over.
+  static let kept: [StaticString] = [
+    "bucket", "size", "generation", "metageneration", "timeCreated", "updated", "md5Hash", "crc32c", "etag", "storageClass",
+    "contentType", "cacheControl", "contentDisposition", "contentEncoding", "contentLanguage", "downloadTokens",
+  ]
+
+  static func read(_ r: inout JSONReader) -> ListedItem? {
+    var item = ListedItem()
+    let ok = r.members { key, v in
+      if key.spells("name") {
+        item.name = v.text()
+        return true
+      }
+      if key.spells("metadata") {
+        var custom: [String: String] = [:]
+        let done = v.members { k, value in
+          let name = String(decoding: k, as: UTF8.self)
+          if let text = value.text() { custom[name] = text }
+          return true
+        }
+        item.custom = custom
+        return done
+      }
+      for (i, field) in kept.enumerated() where key.spells(field) {
+        guard let text = v.text() else { return true }
+        if i == 1 { item.hasSize = true }
+        item.values[i] = text
+        return true
+      }
+      return v.skip()
+    }
+    return ok ? item : nil
+  }
+
+  func metadata() -> StorageMetadata {
+    // Indexes into `kept`.
+    func v(_ i: Int) -> String? { values[i] }
+    func number(_ i: Int) -> Int64? { values[i].flatMap { Int64($0) ?? Double($0).flatMap { Int64(exactly: $0.rounded(.towardZero)) } } }
+    var custom = self.custom
+    // GCS keeps the Firebase download tokens as a custom metadata entry.
+    let tokenEntry = custom?.removeValue(forKey: "firebaseStorageDownloadTokens")
+    return StorageMetadata(
+      bucket: v(0) ?? "", path: name, size: min(max(0, number(1) ?? 0), Int64.max / 2), generation: number(2) ?? 0,
+      metageneration: number(3) ?? 0, timeCreated: v(4).flatMap(StorageMetadata.parseDate), updated: v(5).flatMap(StorageMetadata.parseDate),
+      md5Hash: v(6), crc32c: v(7), etag: v(8), storageClass: v(9), contentType: v(10), cacheControl: v(11), contentDisposition: v(12),
+      contentEncoding: v(13), contentLanguage: v(14), customMetadata: custom, downloadTokens: v(15) ?? tokenEntry)
   }
 }
 

@@ -55,7 +55,7 @@ package enum JSONValue: Sendable {
   }
 }
 
-private struct JSONReader {
+struct JSONReader {
   let bytes: UnsafeBufferPointer<UInt8>
   var at = 0
 
@@ -231,5 +231,139 @@ private struct JSONReader {
     }
     at += 4
     return v
+  }
+}
+
+// Reading a document member by member, for a caller that knows its shape (a list page): keys
+// are compared as bytes, and values nobody asked for are stepped over without being made.
+extension JSONReader {
+  /// Calls `member` with each key (as bytes) of the object at the reader; `member` must read or
+  /// skip the value. False when the object is not well formed or `member` says so.
+  mutating func members(depth: Int = 0, _ member: (UnsafeBufferPointer<UInt8>, inout JSONReader) -> Bool) -> Bool {
+    skipSpace()
+    guard depth < 64, at < bytes.count, bytes[at] == UInt8(ascii: "{") else { return false }
+    at += 1
+    skipSpace()
+    if at < bytes.count, bytes[at] == UInt8(ascii: "}") {
+      at += 1
+      return true
+    }
+    while true {
+      skipSpace()
+      guard at < bytes.count, bytes[at] == UInt8(ascii: "\"") else { return false }
+      let called: Bool
+      if let key = plainKey() {
+        guard colon() else { return false }
+        called = member(key, &self)
+      } else {
+        // A key with escapes: its bytes once decoded.
+        guard let decoded = string(), colon() else { return false }
+        var copy = decoded
+        called = copy.withUTF8 { member($0, &self) }
+      }
+      guard called else { return false }
+      skipSpace()
+      guard at < bytes.count else { return false }
+      if bytes[at] == UInt8(ascii: ",") {
+        at += 1
+        continue
+      }
+      guard bytes[at] == UInt8(ascii: "}") else { return false }
+      at += 1
+      return true
+    }
+  }
+
+  /// Calls `element` for each element of the array at the reader.
+  mutating func elements(_ element: (inout JSONReader) -> Bool) -> Bool {
+    skipSpace()
+    guard at < bytes.count, bytes[at] == UInt8(ascii: "[") else { return false }
+    at += 1
+    skipSpace()
+    if at < bytes.count, bytes[at] == UInt8(ascii: "]") {
+      at += 1
+      return true
+    }
+    while true {
+      guard element(&self) else { return false }
+      skipSpace()
+      guard at < bytes.count else { return false }
+      if bytes[at] == UInt8(ascii: ",") {
+        at += 1
+        continue
+      }
+      guard bytes[at] == UInt8(ascii: "]") else { return false }
+      at += 1
+      return true
+    }
+  }
+
+  /// A key without escapes, as the bytes between its quotes, the reader after it; nil (the
+  /// reader where it was) for a key with an escape.
+  private mutating func plainKey() -> UnsafeBufferPointer<UInt8>? {
+    let start = at + 1
+    var i = start
+    while i < bytes.count, bytes[i] != UInt8(ascii: "\""), bytes[i] != UInt8(ascii: "\\") {
+      if bytes[i] < 0x20 { return nil }
+      i += 1
+    }
+    guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { return nil }
+    at = i + 1
+    return UnsafeBufferPointer(rebasing: bytes[start..<i])
+  }
+
+  private mutating func colon() -> Bool {
+    skipSpace()
+    guard at < bytes.count, bytes[at] == UInt8(ascii: ":") else { return false }
+    at += 1
+    return true
+  }
+
+  /// The value at the reader as text: a string, or a number as written; nil (and the value
+  /// stepped over) for anything else.
+  mutating func text() -> String? {
+    skipSpace()
+    guard at < bytes.count else { return nil }
+    switch value(depth: 0) {
+    case .string(let s)?, .number(let s)?: return s
+    default: return nil
+    }
+  }
+
+  /// Steps over the value at the reader without making it; false when it is not well formed.
+  mutating func skip(depth: Int = 0) -> Bool {
+    skipSpace()
+    guard depth < 64, at < bytes.count else { return false }
+    switch bytes[at] {
+    case UInt8(ascii: "{"): return members(depth: depth) { _, r in r.skip(depth: depth + 1) }
+    case UInt8(ascii: "["): return elements { r in r.skip(depth: depth + 1) }
+    case UInt8(ascii: "\""):
+      at += 1
+      while at < bytes.count {
+        let b = bytes[at]
+        if b == UInt8(ascii: "\"") {
+          at += 1
+          return true
+        }
+        if b < 0x20 { return false }
+        at += b == UInt8(ascii: "\\") ? 2 : 1
+      }
+      return false
+    default: return value(depth: depth) != nil
+    }
+  }
+
+  var atEnd: Bool {
+    mutating get {
+      skipSpace()
+      return at == bytes.count
+    }
+  }
+}
+
+extension UnsafeBufferPointer where Element == UInt8 {
+  /// Whether these bytes spell `key` (ASCII).
+  func spells(_ key: StaticString) -> Bool {
+    count == key.utf8CodeUnitCount && elementsEqual(UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
   }
 }
