@@ -76,6 +76,25 @@ extension BucketFilesystem {
     for (ino, node) in inodes.known() where !node.isDirectory && (node.objectName ?? node.path) == name { forgetKernelCache(of: ino) }
   }
 
+  /// Folder `dir`'s listing was evicted to stay within `metadata_cache_size` (which pays for
+  /// the inodes the kernel holds too): the kernel is told to drop its entries for the folder's
+  /// files, so that it forgets their inodes (a walk of millions of files would otherwise keep
+  /// one each for as long as the kernel likes). A name whose file is open keeps its inode: the
+  /// kernel forgets it at the close. Nothing the kernel shows changes: a name is looked up
+  /// again when next asked for.
+  func kernelForgets(evicted dir: String, _ names: [String]) {
+    guard let tell = kernelNotifier.withLock({ $0 }), let parent = inodes.existing(InodeTable.Node(path: dir, isDirectory: true))
+    else { return }
+    var forgotten = Forgotten()
+    // Files only: a folder's entry holds its whole subtree, where a walk may still be.
+    for name in names where inodes.existing(InodeTable.Node(path: Namespace.join(dir, name), isDirectory: false)) != nil {
+      forgotten.entries.append(KernelEntry(parent: parent, name: name))
+    }
+    guard !forgotten.entries.isEmpty else { return }
+    let told = forgotten
+    DispatchQueue.global().async { tell(told) }
+  }
+
   /// How the session tells the kernel to forget entries and inodes (set once it is mounted).
   package func setKernelNotifier(_ tell: @escaping @Sendable (Forgotten) -> Void) {
     kernelNotifier.withLock { $0 = tell }

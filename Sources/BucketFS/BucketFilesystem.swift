@@ -108,6 +108,10 @@ package final class BucketFilesystem: Sendable {
       // Each metadata TTL, as a listing would be asked again; not more often than every 10 s.
       pins.start(every: max(options.metadataTTL, 10))
     }
+    namespace.listings.onEviction { [weak self] dir, names in self?.kernelForgets(evicted: dir, names) }
+    // Inodes the kernel holds are paid for from the listings' share of the budget: evicting a
+    // listing has the kernel forget its files' inodes.
+    namespace.listings.countAlso { [inodes] in inodes.count * FolderListings.bytesPerInode }
     // An offline mount talks to no server: its changes wait in the queue for a mount that does.
     if let writeBack {
       let queue = writeBack.queue
@@ -393,7 +397,7 @@ package final class BucketFilesystem: Sendable {
   /// a program asks for its attributes): every inode readdirplus gives the kernel is kept until
   /// the kernel forgets it, and a walk of millions of files would otherwise hold one each. A
   /// quarter of `metadata_cache_size`, at about 256 bytes an inode.
-  var inodeLimit: Int { options.metadataCacheSize / 4 / 256 }
+  var inodeLimit: Int { options.metadataCacheSize / 4 / FolderListings.bytesPerInode }
 
   package func releaseDirectory(_ handle: UInt64) {
     openDirs.remove(handle)

@@ -64,6 +64,19 @@ final class FolderListings: Sendable {
   }
 
   private let state = Mutex(State())
+  /// Told the folder and entry names of each listing evicted (after the lock).
+  private let evictionListener = Mutex<(@Sendable (String, [String]) -> Void)?>(nil)
+  /// What else the budget pays for that evicting listings gives back: the inodes the kernel was
+  /// handed for their entries (it forgets them once told; see `onEviction`).
+  private let heldElsewhere = Mutex<(@Sendable () -> Int)?>(nil)
+  /// What one entry's inode costs, as `heldElsewhere` counts it.
+  static let bytesPerInode = 256
+
+  func countAlso(_ bytes: @escaping @Sendable () -> Int) { heldElsewhere.withLock { $0 = bytes } }
+
+  func onEviction(_ listener: @escaping @Sendable (_ dir: String, _ names: [String]) -> Void) {
+    evictionListener.withLock { $0 = listener }
+  }
   let ttl: Double
   let negativeTTL: Double
   let capacity: Int
@@ -116,31 +129,47 @@ final class FolderListings: Sendable {
     for (i, e) in entries.enumerated() { positions[e.name] = i }
     let now = clock()
     let size = Self.bytes(of: entries)
-    return state.withLock { s in
+    var evicted: [(String, [DirectoryEntry])] = []
+    let elsewhere = heldElsewhere.withLock { $0 }?() ?? 0
+    let stored = state.withLock { s in
       if let mark, (s.changes[dir] ?? 0) != mark { return false }
       s.order += 1
       if let old = s.listings[dir] { s.bytes -= old.bytes }
       s.listings[dir] = Listing(
         entries: entries, bytes: size, positions: positions, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order)
       s.bytes += size
-      if s.listings.count > capacity || s.bytes > budget { Self.evict(&s, keeping: dir, capacity: capacity, budget: budget) }
+      if s.listings.count > capacity || s.bytes + elsewhere > budget {
+        evicted = Self.evict(&s, keeping: dir, capacity: capacity, budget: budget, elsewhere: elsewhere)
+      }
       return true
     }
+    if !evicted.isEmpty, let tell = evictionListener.withLock({ $0 }) {
+      for (folder, gone) in evicted { tell(folder, gone.map(\.name)) }
+    }
+    return stored
   }
 
   /// The least recently used listings out until the count and the bytes are within bounds
   /// (never `keeping`, the one just stored); in one sort, so that a full map does not sort on
   /// every insert: a tenth of the count at least.
-  private static func evict(_ s: inout State, keeping: String, capacity: Int, budget: Int) {
+  private static func evict(_ s: inout State, keeping: String, capacity: Int, budget: Int, elsewhere: Int)
+    -> [(String, [DirectoryEntry])]
+  {
     let oldest = s.listings.filter { $0.key != keeping }.sorted { $0.value.order < $1.value.order }
     var dropCount = s.listings.count > capacity ? max(1, capacity / 10) : 0
+    var gone: [(String, [DirectoryEntry])] = []
+    // The inodes of an evicted listing's files are given back too, once the kernel forgets them.
+    var others = elsewhere
     for (k, l) in oldest {
-      guard dropCount > 0 || s.bytes > budget else { break }
+      guard dropCount > 0 || s.bytes + others > budget else { break }
       s.listings.removeValue(forKey: k)
       s.bytes -= l.bytes
       s.evicted += 1
       dropCount -= 1
+      others = max(0, others - l.entries.count * bytesPerInode)
+      gone.append((k, l.entries))
     }
+    return gone
   }
 
   /// Forgets the listings of folder `path` and of every folder under it (`bucketfs refresh`).
@@ -219,6 +248,8 @@ final class FolderListings: Sendable {
       guard let l = s.listings[dir], now <= l.expires, let i = Self.index(of: name, in: l) else { return nil }
       let walking = i > l.opened && l.opened >= 0
       s.listings[dir]!.opened = i
+      // A walk inside the folder uses it, though the kernel answers its lookups itself.
+      Self.touch(dir, &s)
       return Found(entry: Self.filled(l, i), index: i, entries: l.entries, walking: walking)
     }
   }
