@@ -26,10 +26,56 @@ package final class InodeTable: Sendable {
     var isDirectory: Bool
   }
 
+  /// An inode: its node, the kernel's references, and its number.
+  private struct Slot {
+    var node: Node
+    var lookups: UInt64
+    var ino: UInt64
+  }
+
+  /// Inodes in an array, not a hash table keyed by number: a walk holds one per name the kernel
+  /// keeps, and a table at its load factor took twice the room. A number is the slot's place
+  /// (low 32 bits, from 1: the root's) and how many inodes that slot held before (high bits), so
+  /// a slot used again never hands out a number the kernel had.
   private struct State {
-    var nodes: [UInt64: (node: Node, lookups: UInt64)] = [InodeTable.rootIno: (Node(path: "", isDirectory: true), 1)]
+    var slots: [Slot?] = [Slot(node: Node(path: "", isDirectory: true), lookups: 1, ino: InodeTable.rootIno)]
+    /// How many times each slot was freed.
+    var reuses: [UInt32] = [0]
+    var free: [Int] = []
     var byKey: [Key: UInt64] = [Key(path: "", isDirectory: true): InodeTable.rootIno]
-    var next: UInt64 = 2
+    var live = 1
+
+    func index(_ ino: UInt64) -> Int? {
+      let low = Int(ino & 0xFFFF_FFFF)
+      guard low >= 1, low <= slots.count, let slot = slots[low - 1], slot.ino == ino else { return nil }
+      return low - 1
+    }
+
+    mutating func add(_ node: Node, lookups: UInt64) -> UInt64 {
+      let i: Int
+      if let reused = free.popLast() {
+        i = reused
+      } else {
+        i = slots.count
+        slots.append(nil)
+        reuses.append(0)
+      }
+      let ino = UInt64(reuses[i]) << 32 | UInt64(i + 1)
+      slots[i] = Slot(node: node, lookups: lookups, ino: ino)
+      live += 1
+      return ino
+    }
+
+    mutating func remove(at i: Int) {
+      guard let slot = slots[i] else { return }
+      slots[i] = nil
+      byKey.removeValue(forKey: Key(path: slot.node.path, isDirectory: slot.node.isDirectory))
+      live -= 1
+      // Numbers stay below bit 62 (the listed-only numbers' mark): a slot freed that often rests.
+      guard reuses[i] < (1 << 29) else { return }
+      reuses[i] += 1
+      free.append(i)
+    }
   }
 
   private let state = Mutex(State())
@@ -49,15 +95,13 @@ package final class InodeTable: Sendable {
   private func register(_ node: Node, lookup: Bool) -> (ino: UInt64, created: Bool) {
     state.withLock { s in
       let key = Key(path: node.path, isDirectory: node.isDirectory)
-      if let ino = s.byKey[key] {
-        s.nodes[ino]!.node = node
-        if lookup { s.nodes[ino]!.lookups += 1 }
+      if let ino = s.byKey[key], let i = s.index(ino) {
+        s.slots[i]!.node = node
+        if lookup { s.slots[i]!.lookups += 1 }
         return (ino, false)
       }
-      let ino = s.next
-      s.next += 1
+      let ino = s.add(node, lookups: lookup ? 1 : 0)
       s.byKey[key] = ino
-      s.nodes[ino] = (node, lookup ? 1 : 0)
       return (ino, true)
     }
   }
@@ -68,10 +112,11 @@ package final class InodeTable: Sendable {
       let key = Key(path: path, isDirectory: false)
       guard let ino = s.byKey.removeValue(forKey: key) else { return }
       let newKey = Key(path: newPath, isDirectory: false)
-      if let replaced = s.byKey[newKey], replaced != ino, s.nodes[replaced]?.lookups == 0 { s.nodes.removeValue(forKey: replaced) }
+      if let replaced = s.byKey[newKey], replaced != ino, let r = s.index(replaced), s.slots[r]!.lookups == 0 { s.remove(at: r) }
       s.byKey[newKey] = ino
-      s.nodes[ino]?.node.path = newPath
-      s.nodes[ino]?.node.objectName = newPath
+      guard let i = s.index(ino) else { return }
+      s.slots[i]!.node.path = newPath
+      s.slots[i]!.node.objectName = newPath
     }
   }
 
@@ -83,9 +128,10 @@ package final class InodeTable: Sendable {
         let newPath = newPrefix + key.path.dropFirst(prefix.count)
         s.byKey.removeValue(forKey: key)
         s.byKey[Key(path: newPath, isDirectory: key.isDirectory)] = ino
-        s.nodes[ino]?.node.path = newPath
-        if let object = s.nodes[ino]?.node.objectName, object == key.path || object.hasPrefix(prefix + "/") {
-          s.nodes[ino]?.node.objectName = newPrefix + object.dropFirst(prefix.count)
+        guard let i = s.index(ino) else { continue }
+        s.slots[i]!.node.path = newPath
+        if let object = s.slots[i]!.node.objectName, object == key.path || object.hasPrefix(prefix + "/") {
+          s.slots[i]!.node.objectName = newPrefix + object.dropFirst(prefix.count)
         }
       }
     }
@@ -100,9 +146,8 @@ package final class InodeTable: Sendable {
   package func dropIfUnreferenced(_ ino: UInt64) {
     guard ino != Self.rootIno else { return }
     state.withLock { s in
-      guard let entry = s.nodes[ino], entry.lookups == 0 else { return }
-      s.nodes.removeValue(forKey: ino)
-      s.byKey.removeValue(forKey: Key(path: entry.node.path, isDirectory: entry.node.isDirectory))
+      guard let i = s.index(ino), s.slots[i]!.lookups == 0 else { return }
+      s.remove(at: i)
     }
   }
 
@@ -122,32 +167,33 @@ package final class InodeTable: Sendable {
 
   /// Counts one more kernel reference to an existing inode (readdirplus hands them out).
   package func addLookup(_ ino: UInt64) {
-    state.withLock { s in s.nodes[ino]?.lookups += 1 }
+    state.withLock { s in
+      if let i = s.index(ino) { s.slots[i]!.lookups += 1 }
+    }
   }
 
   /// Every inode the table holds, with its node.
   package func known() -> [(ino: UInt64, node: Node)] {
-    state.withLock { s in s.nodes.map { ($0.key, $0.value.node) } }
+    state.withLock { s in s.slots.compactMap { $0.map { ($0.ino, $0.node) } } }
   }
 
   package func node(_ ino: UInt64) -> Node? {
-    state.withLock { $0.nodes[ino]?.node }
+    state.withLock { s in s.index(ino).map { s.slots[$0]!.node } }
   }
 
   /// Drops `count` kernel references; the number is freed at zero.
   package func forget(_ ino: UInt64, count: UInt64) {
     guard ino != Self.rootIno else { return }
     state.withLock { s in
-      guard var entry = s.nodes[ino] else { return }
-      entry.lookups = entry.lookups > count ? entry.lookups - count : 0
-      if entry.lookups == 0 {
-        s.nodes.removeValue(forKey: ino)
-        s.byKey.removeValue(forKey: Key(path: entry.node.path, isDirectory: entry.node.isDirectory))
+      guard let i = s.index(ino) else { return }
+      let lookups = s.slots[i]!.lookups
+      if lookups > count {
+        s.slots[i]!.lookups = lookups - count
       } else {
-        s.nodes[ino] = entry
+        s.remove(at: i)
       }
     }
   }
 
-  package var count: Int { state.withLock { $0.nodes.count } }
+  package var count: Int { state.withLock { $0.live } }
 }

@@ -39,7 +39,7 @@ final class FolderListings: Sendable {
     var entries: [DirectoryEntry]
     /// What the listing holds, as `FolderListings.bytes(of:)` counts it.
     var bytes: Int
-    var positions: [String: Int]
+    var byName: NameIndex
     /// Attributes fetched after the listing was taken (a v0 listing has names only).
     var attributes: [String: ObjectSummary] = [:]
     var expires: Double
@@ -97,10 +97,10 @@ final class FolderListings: Sendable {
     self.clock = clock
   }
 
-  /// Roughly what a listing of `entries` holds: each entry inline, its slot in the positions
-  /// table, and the names too long to live inside their strings.
+  /// Roughly what a listing of `entries` holds: each entry inline, its place in the name index,
+  /// and the names too long to live inside their strings.
   static func bytes(of entries: [DirectoryEntry]) -> Int {
-    var n = entries.count * (MemoryLayout<DirectoryEntry>.stride + 48)
+    var n = entries.count * (MemoryLayout<DirectoryEntry>.stride + 4)
     for e in entries {
       if e.name.utf8.count > 15 { n += 32 + e.name.utf8.count }
       if let o = e.objectName, o.utf8.count > 15 { n += 32 + o.utf8.count }
@@ -124,9 +124,7 @@ final class FolderListings: Sendable {
   /// kept then would miss it (checked and kept under one lock, so no change slips in between).
   @discardableResult
   func store(_ dir: String, _ entries: [DirectoryEntry], fetchedAt mark: UInt64? = nil) -> Bool {
-    var positions: [String: Int] = [:]
-    positions.reserveCapacity(entries.count)
-    for (i, e) in entries.enumerated() { positions[e.name] = i }
+    let byName = NameIndex(entries)
     let now = clock()
     let size = Self.bytes(of: entries)
     var evicted: [(String, [DirectoryEntry])] = []
@@ -136,7 +134,7 @@ final class FolderListings: Sendable {
       s.order += 1
       if let old = s.listings[dir] { s.bytes -= old.bytes }
       s.listings[dir] = Listing(
-        entries: entries, bytes: size, positions: positions, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order)
+        entries: entries, bytes: size, byName: byName, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order)
       s.bytes += size
       if s.listings.count > capacity || s.bytes + elsewhere > budget {
         evicted = Self.evict(&s, keeping: dir, capacity: capacity, budget: budget, elsewhere: elsewhere)
@@ -319,7 +317,7 @@ final class FolderListings: Sendable {
       // In place: a copy of the listing out of the map and back would copy its entries and
       // positions on every change, which made a folder filled through the mount quadratic.
       Self.apply(name, entry, to: &s.listings[dir]!)
-      let grown = (s.listings[dir]!.entries.count - before) * (MemoryLayout<DirectoryEntry>.stride + 48)
+      let grown = (s.listings[dir]!.entries.count - before) * (MemoryLayout<DirectoryEntry>.stride + 4)
       s.listings[dir]!.bytes += grown
       s.bytes += grown
     }
@@ -331,13 +329,13 @@ final class FolderListings: Sendable {
         l.entries[i] = entry
       } else {
         l.entries.remove(at: i)
-        l.positions.removeAll(keepingCapacity: true)
-        for (j, e) in l.entries.enumerated() { l.positions[e.name] = j }
+        l.byName.remove(i)
         if l.cursor >= i { l.cursor -= 1 }
+        if l.opened >= i { l.opened -= 1 }
       }
     } else if let entry {
-      l.positions[entry.name] = l.entries.count
       l.entries.append(entry)
+      l.byName.add(l.entries.count - 1, in: l.entries)
     }
   }
 
@@ -349,13 +347,9 @@ final class FolderListings: Sendable {
     }
   }
 
-  /// Where `name` stands in `l`, by its bytes: `positions` is keyed by `String`, which takes two
-  /// canonically equal spellings for one, and the bucket may hold both as two objects.
-  private static func index(of name: String, in l: Listing) -> Int? {
-    guard let i = l.positions[name] else { return nil }
-    if Namespace.sameBytes(l.entries[i].name, name) { return i }
-    return l.entries.firstIndex { Namespace.sameBytes($0.name, name) }
-  }
+  /// Where `name` stands in `l`, by its bytes (two canonically equal spellings, which Swift's
+  /// `==` takes for one, are two objects in the bucket).
+  private static func index(of name: String, in l: Listing) -> Int? { l.byName.find(name, in: l.entries) }
 
   private static func filled(_ l: Listing, _ i: Int) -> DirectoryEntry {
     var e = l.entries[i]
@@ -375,5 +369,46 @@ final class FolderListings: Sendable {
       s.listings[parent] = l
       child = parent
     }
+  }
+}
+
+/// A listing's entries in the order of their names' bytes, as places in the listing: a binary
+/// search finds a name. A hash table of names took ~60 bytes an entry at its load factor; this
+/// takes 4, and compares bytes, so two canonically equal spellings stay two names.
+struct NameIndex {
+  private var sorted: [Int32]
+
+  init(_ entries: [DirectoryEntry]) {
+    sorted = (0..<Int32(entries.count)).sorted { Self.less(entries[Int($0)].name, entries[Int($1)].name) }
+  }
+
+  static func less(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+
+  /// The first place in `sorted` whose name is not before `name`.
+  private func lowerBound(_ name: String, in entries: [DirectoryEntry]) -> Int {
+    var lo = 0
+    var hi = sorted.count
+    while lo < hi {
+      let mid = (lo + hi) / 2
+      if Self.less(entries[Int(sorted[mid])].name, name) { lo = mid + 1 } else { hi = mid }
+    }
+    return lo
+  }
+
+  func find(_ name: String, in entries: [DirectoryEntry]) -> Int? {
+    let at = lowerBound(name, in: entries)
+    guard at < sorted.count, Namespace.sameBytes(entries[Int(sorted[at])].name, name) else { return nil }
+    return Int(sorted[at])
+  }
+
+  /// Entry `i` (already in `entries`) is new.
+  mutating func add(_ i: Int, in entries: [DirectoryEntry]) {
+    sorted.insert(Int32(i), at: lowerBound(entries[i].name, in: entries))
+  }
+
+  /// Entry `i` was removed: the places after it move down by one.
+  mutating func remove(_ i: Int) {
+    sorted.removeAll { $0 == Int32(i) }
+    for k in sorted.indices where sorted[k] > Int32(i) { sorted[k] -= 1 }
   }
 }

@@ -305,7 +305,6 @@ final class Namespace: Sendable {
     let given = placeholders
 
     var entries: [DirectoryEntry] = []
-    entries.reserveCapacity(folderNames.count + items.count)
     var dirNames = Set<String>()
     if let own = given[listPrefix] { folders.set(path, .object(own.metadata)) }
     for folder in folderNames.sorted() {
@@ -346,6 +345,9 @@ final class Namespace: Sendable {
     let shown = FolderNames.assign(folders: dirNames, files: files) { name in
       report(listPrefix + name, reason: "no free alias beside the folder of the same name")
     }
+    // Not needed past here: what a folder of 100,000 holds at once while it is listed.
+    files = []
+    entries.reserveCapacity(entries.count + shown.count)
     // Names first: the GCS list carries every object's attributes (kept in the listing, not a
     // second time in `files`); the v0 list only names, and their attributes are fetched when a
     // lookup asks (see `withAttributes`).
