@@ -143,19 +143,11 @@ public final class StorageMetadata: @unchecked Sendable, Equatable, CustomString
         }, custom: custom))
   }
 
-  /// The resource as `JSONValue.read` gave it (a list page's items).
-  package convenience init(json: JSONValue) {
-    var custom: [String: String]?
-    if let given = json["metadata"]?.members {
-      var map: [String: String] = [:]
-      for (k, v) in given { if let text = v.text { map[k] = text } }
-      custom = map
-    }
-    self.init(
-      fields: Self.fields(
-        string: { json[$0]?.string },
-        number: { key in json[key]?.text.flatMap { Int64($0) ?? Double($0).flatMap { Int64(exactly: $0.rounded(.towardZero)) } } },
-        custom: custom))
+  /// A resource read some other way (a list page's items, member by member): `string` and
+  /// `number` give a member by its name, `custom` the custom metadata. One mapping of fields
+  /// for every reader of the resource.
+  package convenience init(string: (String) -> String?, number: (String) -> Int64?, custom: [String: String]?) {
+    self.init(fields: Self.fields(string: string, number: number, custom: custom))
   }
 
   private convenience init(fields f: Fields) { self.init(fields: f, initial: f) }

@@ -99,18 +99,14 @@ private struct ListedItem {
     return ok ? item : nil
   }
 
+  /// Where each kept field's value is in `values`, by the field's name.
+  private static let places = Dictionary(uniqueKeysWithValues: kept.enumerated().map { (String(describing: $1), $0) })
+
   func metadata() -> StorageMetadata {
-    // Indexes into `kept`.
-    func v(_ i: Int) -> String? { values[i] }
-    func number(_ i: Int) -> Int64? { values[i].flatMap { Int64($0) ?? Double($0).flatMap { Int64(exactly: $0.rounded(.towardZero)) } } }
-    var custom = self.custom
-    // GCS keeps the Firebase download tokens as a custom metadata entry.
-    let tokenEntry = custom?.removeValue(forKey: "firebaseStorageDownloadTokens")
+    func text(_ key: String) -> String? { key == "name" ? name : Self.places[key].flatMap { values[$0] } }
     return StorageMetadata(
-      bucket: v(0) ?? "", path: name, size: min(max(0, number(1) ?? 0), Int64.max / 2), generation: number(2) ?? 0,
-      metageneration: number(3) ?? 0, timeCreated: v(4).flatMap(StorageMetadata.parseDate), updated: v(5).flatMap(StorageMetadata.parseDate),
-      md5Hash: v(6), crc32c: v(7), etag: v(8), storageClass: v(9), contentType: v(10), cacheControl: v(11), contentDisposition: v(12),
-      contentEncoding: v(13), contentLanguage: v(14), customMetadata: custom, downloadTokens: v(15) ?? tokenEntry)
+      string: text, number: { text($0).flatMap { Int64($0) ?? Double($0).flatMap { Int64(exactly: $0.rounded(.towardZero)) } } },
+      custom: custom)
   }
 }
 

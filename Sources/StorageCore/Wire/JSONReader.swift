@@ -81,54 +81,23 @@ struct JSONReader {
   }
 
   mutating func object(depth: Int) -> JSONValue? {
-    at += 1
     var members: [(String, JSONValue)] = []
-    skipSpace()
-    if at < bytes.count, bytes[at] == UInt8(ascii: "}") {
-      at += 1
-      return .object(members)
+    let read = self.members(depth: depth) { key, r in
+      guard let v = r.value(depth: depth + 1) else { return false }
+      members.append((String(decoding: key, as: UTF8.self), v))
+      return true
     }
-    while true {
-      skipSpace()
-      guard at < bytes.count, bytes[at] == UInt8(ascii: "\""), let key = string() else { return nil }
-      skipSpace()
-      guard at < bytes.count, bytes[at] == UInt8(ascii: ":") else { return nil }
-      at += 1
-      guard let v = value(depth: depth + 1) else { return nil }
-      members.append((key, v))
-      skipSpace()
-      guard at < bytes.count else { return nil }
-      if bytes[at] == UInt8(ascii: ",") {
-        at += 1
-        continue
-      }
-      guard bytes[at] == UInt8(ascii: "}") else { return nil }
-      at += 1
-      return .object(members)
-    }
+    return read ? .object(members) : nil
   }
 
   mutating func array(depth: Int) -> JSONValue? {
-    at += 1
     var elements: [JSONValue] = []
-    skipSpace()
-    if at < bytes.count, bytes[at] == UInt8(ascii: "]") {
-      at += 1
-      return .array(elements)
-    }
-    while true {
-      guard let v = value(depth: depth + 1) else { return nil }
+    let read = self.elements { r in
+      guard let v = r.value(depth: depth + 1) else { return false }
       elements.append(v)
-      skipSpace()
-      guard at < bytes.count else { return nil }
-      if bytes[at] == UInt8(ascii: ",") {
-        at += 1
-        continue
-      }
-      guard bytes[at] == UInt8(ascii: "]") else { return nil }
-      at += 1
-      return .array(elements)
+      return true
     }
+    return read ? .array(elements) : nil
   }
 
   mutating func literal(_ word: StaticString, _ v: JSONValue) -> JSONValue? {
