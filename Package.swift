@@ -18,6 +18,7 @@ let package = Package(
     .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
     .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
     .target(name: "CSpawn"),
+    .target(name: "CMalloc"),
     // The one way a program is started (Foundation's Process crashes on Linux with this toolchain).
     .target(name: "ChildProcess", dependencies: ["CSpawn"]),
     .target(name: "StorageCore", dependencies: ["CCurl", "CCrypto", "CZlib", "ChildProcess"]),
@@ -28,7 +29,7 @@ let package = Package(
     .target(
       name: "BucketFSCommand",
       dependencies: [
-        "StorageCore", "StorageEmulator", "BucketFS", "FuseBridge", "ListeningSocket", "ChildProcess",
+        "StorageCore", "StorageEmulator", "BucketFS", "FuseBridge", "ListeningSocket", "ChildProcess", "CMalloc",
       ]),
     .executableTarget(name: "bucketfs", dependencies: ["BucketFSCommand"]),
     // What every test target shares: seeded random data, waiting for a condition, running a tool.

@@ -1,5 +1,6 @@
 import BucketFS
 import ChildProcess
+import CMalloc
 import Foundation
 import FuseBridge
 import StorageCore
@@ -29,6 +30,15 @@ enum MountCommand {
 
   /// Added when mount(8) runs us as its helper (`bucketfs SOURCE MOUNTPOINT -o OPTIONS`).
   static let helperFlag = "--from-mount-helper"
+
+  /// glibc raises its mmap threshold to the size of every large block freed (up to 32 MiB), so
+  /// after the first big listing, its arrays (megabytes while 100,000 entries are gathered) and
+  /// list pages come from the heap, where what is freed stays as holes the daemon's RSS keeps.
+  /// A fixed threshold stops that: blocks of 4 MiB and up are mapped and given back when freed.
+  /// (Measured: peak RSS after `ls -l` of 100,000 and `find` of 100 x 1,000, 126 -> 106 MiB.)
+  private static func keepLargeBuffersOutOfTheHeap() {
+    _ = mallopt(M_MMAP_THRESHOLD, 4 << 20)
+  }
 
   static func run(_ args: inout Arguments, environment: [String: String]) async throws(CommandError) -> Int32 {
     let foreground = args.flag("-f", "--foreground")
@@ -63,6 +73,7 @@ enum MountCommand {
     if !foreground && !debug {
       return try spawnBackground(environment: environment)
     }
+    keepLargeBuffersOutOfTheHeap()
     if readyPipe {
       // Leave the parent's session so its terminal's signals do not reach the daemon.
       setsid()

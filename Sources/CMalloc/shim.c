@@ -1,0 +1,2 @@
+// Nothing of its own: the target exists to export <malloc.h> to Swift.
+#include "CMalloc.h"
