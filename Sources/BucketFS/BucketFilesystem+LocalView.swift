@@ -92,6 +92,9 @@ extension BucketFilesystem {
     return merged
   }
 
+  /// Whether any change of this mount (queued or being edited) is in folder `dir`.
+  func hasLocalChanges(in dir: String) -> Bool { !localChanges(in: dir).isEmpty }
+
   /// Folder `dir`'s listing (`known`: what the mount holds of it) with this mount's own changes
   /// merged in, without asking anything; and the listed sub-folders that this mount only deleted
   /// things in (whether any is left in them takes their own listing).

@@ -66,7 +66,7 @@ package final class BucketFilesystem: Sendable {
   private let folderReadAhead = FolderReadAhead()
   /// Read-ahead GETs across files in flight, across folders.
   private let readAheadSlots = ReadAheadSlots(FolderReadAhead.concurrency)
-  private let openDirs = HandleTable<[DirectoryEntry]>()
+  private let openDirs = HandleTable<Namespace.OpenedListing>()
   /// The generation each inode had when last opened: when it is unchanged the kernel may keep
   /// its page cache across opens.
   private let openedGenerations = Mutex<[UInt64: Int64]>([:])
@@ -348,15 +348,20 @@ package final class BucketFilesystem: Sendable {
     if !saidListingsTimeOut.exchange(true, ordering: .relaxed) {
       log("listing: the server did not answer within \(seconds) s; folders are listed as last seen, with this mount's changes (said once)")
     }
-    return openDirs.add(mergedLocally(node.path) { known }.entries)
+    return openDirs.add(.whole(mergedLocally(node.path) { known }.entries))
   }
 
   package func openDirectory(_ ino: UInt64) async throws(FSError) -> UInt64 {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     guard node.isDirectory else { throw FSError(ENOTDIR) }
     do throws(FSError) {
+      // With no change of this mount in it, the folder is read as its pages arrive.
+      guard hasLocalChanges(in: node.path) else {
+        return openDirs.add(try await namespace.openListing(node.path, unansweredThrows: true))
+      }
       return openDirs.add(
-        try await mergedListing(node.path) { () async throws(FSError) in try await namespace.listing(node.path, unansweredThrows: true) })
+        .whole(
+          try await mergedListing(node.path) { () async throws(FSError) in try await namespace.listing(node.path, unansweredThrows: true) }))
     } catch where error.cause?.isUnanswered == true {
       // The server stopped answering within read_timeout, the bound the request's deadline has
       // too: which of the two ends it first is a race, so both answer the same way.
@@ -365,17 +370,45 @@ package final class BucketFilesystem: Sendable {
     }
   }
 
+  /// What a `readDirectory` found past the entries it handed out.
+  package enum DirectoryRead {
+    /// Nothing more now: the end, or the reply is full.
+    case done
+    /// No entry at `offset` yet: more are arriving (wait, then read again).
+    case waitFor(ListingStream, count: Int)
+    /// The listing broke off at `offset` (the server failed after its first pages).
+    case failed(FSError)
+  }
+
   /// Hands out the entries from `offset` on, one by one, until `emit` says the reply is full;
   /// nothing is done for entries after that, so listing a folder in many replies stays linear.
   /// `linked` entries carry an inode the kernel may keep (readdirplus: the caller counts a kernel
   /// reference when it hands one out); the others carry a listed-only number and no attributes
   /// worth caching — names first: a v0 listing has no attributes, and `lookup` fetches them.
+  @discardableResult
   package func readDirectory(
     _ ino: UInt64, handle: UInt64, offset: Int, plus: Bool,
     emit: (DirectoryEntry, FileAttributes, _ linked: Bool) -> Bool
-  ) {
-    guard let node = inodes.node(ino), let entries = openDirs[handle] else { return }
-    guard offset < entries.count else { return }
+  ) -> DirectoryRead {
+    guard let node = inodes.node(ino), let opened = openDirs[handle] else { return .done }
+    let entries: [DirectoryEntry]
+    let phase: ListingStream.Phase
+    switch opened {
+    case .whole(let all): (entries, phase) = (all, .complete)
+    case .arriving(let stream): (entries, phase) = stream.snapshot()
+    }
+    guard offset < entries.count else {
+      switch opened {
+      case .arriving(let stream):
+        if case .arriving = phase { return .waitFor(stream, count: entries.count) }
+        if case .failed(let error) = phase {
+          log("listing \(node.path.isEmpty ? "/" : node.path) broke off after \(entries.count) entries: \(error.detail)")
+          return .failed(FSError(error))
+        }
+        return .done
+      case .whole: return .done
+      }
+    }
     for (index, e) in entries.enumerated().dropFirst(offset) {
       let path = Namespace.join(node.path, e.name)
       let n = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
@@ -384,13 +417,14 @@ package final class BucketFilesystem: Sendable {
         let (ino, created) = inodes.inoCreating(n)
         guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), true) else {
           if created { inodes.dropIfUnreferenced(ino) }
-          return
+          return .done
         }
       } else {
         let ino = inodes.existing(n) ?? InodeTable.listedIno(dir: node.path, index: index)
-        guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), false) else { return }
+        guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), false) else { return .done }
       }
     }
+    return .done
   }
 
   /// Past this many inodes, readdirplus hands out names only (the kernel looks a name up when

@@ -37,6 +37,7 @@ package struct PrefixedClient: ObjectClient {
     for (name, m) in page.metadata { metadata[view(name)] = m }
     var viewed = ListPage(prefixes: page.prefixes.map(view), items: page.items.map(view), metadata: metadata, nextPageToken: page.nextPageToken)
     viewed.holdsFolderObjects = page.holdsFolderObjects
+    viewed.inNameOrder = page.inNameOrder
     return viewed
   }
 

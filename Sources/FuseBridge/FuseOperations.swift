@@ -269,10 +269,19 @@ enum FuseOperations {
   static func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, _ handle: UInt64, plus: Bool) {
     let fs = filesystem(req)
     let reply = PendingReply(req, fs, plus ? "readdirplus" : "readdir")
+    answerReaddir(req, fs, reply, ino, size, Int(offset), handle, plus: plus)
+  }
+
+  /// Fills the reply from `offset` with what the folder's listing holds; when it holds nothing
+  /// there yet (its pages still arrive), answers once more has arrived.
+  private static func answerReaddir(
+    _ req: fuse_req_t?, _ fs: BucketFilesystem, _ reply: PendingReply, _ ino: fuse_ino_t, _ size: Int, _ offset: Int,
+    _ handle: UInt64, plus: Bool
+  ) {
     // Offsets 0 and 1 are "." and ".."; entry i of the listing has offset i + 3 after it.
     var buffer = [CChar](repeating: 0, count: size)
     var used = 0
-    var next = Int(offset)
+    var next = offset
     let dirAttrs = fs.folderAttributes(ino)
     func add(_ name: String, _ attrs: FileAttributes, _ off: Int, linked: Bool = true) -> Bool {
       var st = fill(attrs)
@@ -298,14 +307,31 @@ enum FuseOperations {
       guard add("..", dirAttrs, 2) else { return reply.directory(buffer, used) }
       next = 2
     }
-    fs.readDirectory(ino, handle: handle, offset: next - 2, plus: plus) { entry, attrs, linked in
+    let read = fs.readDirectory(ino, handle: handle, offset: next - 2, plus: plus) { entry, attrs, linked in
       guard add(entry.name, attrs, next + 1, linked: linked) else { return false }
       if plus && linked { fs.referenced(attrs.ino) }
       next += 1
       return true
     }
-    reply.directory(buffer, used)
+    // Something to show now: the kernel asks for the rest (an empty reply would end the folder).
+    guard used == 0 else { return reply.directory(buffer, used) }
+    switch read {
+    case .done: reply.directory(buffer, used)
+    case .failed(let error): reply.fail(error)
+    case .waitFor(let stream, let count):
+      let sendableReq = SendableRequest(req)
+      Task {
+        await stream.more(than: count)
+        answerReaddir(sendableReq.req, fs, reply, ino, size, offset, handle, plus: plus)
+      }
+    }
   }
+}
+
+/// A request pointer handed to the task that answers it (libfuse lets any thread reply).
+private struct SendableRequest: @unchecked Sendable {
+  let req: fuse_req_t?
+  init(_ req: fuse_req_t?) { self.req = req }
 }
 
 extension timespec {

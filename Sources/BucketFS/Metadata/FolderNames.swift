@@ -30,11 +30,18 @@ enum FolderNames {
   }
 
   private static func freeAlias(for name: String, taken: Set<String>) -> String? {
+    freeAlias(for: name) { taken.contains($0) }
+  }
+
+  /// The first alias of `name` that `isTaken` does not claim; nil when none fits in 255 bytes.
+  /// Every alias sorts between `name` and `name/` in byte order ("." comes before "/"), so a
+  /// listing in name order has seen every name an alias could collide with by then.
+  static func freeAlias(for name: String, isTaken: (String) -> Bool) -> String? {
     var n = 0
     while n < 1000 {
       let candidate = alias(name, n)
       if candidate.utf8.count > 255 { return nil }
-      if !taken.contains(candidate) { return candidate }
+      if !isTaken(candidate) { return candidate }
       n += 1
     }
     return nil

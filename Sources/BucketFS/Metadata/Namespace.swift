@@ -216,6 +216,43 @@ final class Namespace: Sendable {
     }, orStaged: { offlineListing(path) }, unansweredThrows: unansweredThrows)
   }
 
+  /// How an opened folder is read: a listing the mount holds, or one whose pages still arrive.
+  package enum OpenedListing: Sendable {
+    case whole([DirectoryEntry])
+    case arriving(ListingStream)
+  }
+
+  /// Folder `path` opened for reading (`opendir`): a listing the mount holds, else one fetched
+  /// now whose entries are read as its pages arrive. Returns once the first page is in; a
+  /// failure before that is answered as `listing`'s (the staged copies when the server is gone).
+  func openListing(_ path: String, unansweredThrows: Bool = false) async throws(FSError) -> OpenedListing {
+    if !path.isEmpty {
+      let (parent, name) = Self.split(path)
+      if let found = listings.opened(dir: parent, name: name) { listFoldersAhead(found, dir: parent) }
+    }
+    if let cached = listings.current(path) { return .whole(cached) }
+    if options.offline { return .whole(try await listing(path, unansweredThrows: unansweredThrows)) }
+    return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> OpenedListing in
+      let stream = ListingStream()
+      let started = listingsAhead.withLock { inflight -> Task<Void, Never>? in
+        if let other = inflight[path] { return other }
+        inflight[path] = Task { [self] in
+          defer { _ = listingsAhead.withLock { $0.removeValue(forKey: path) } }
+          _ = try? await fetchCurrentListing(path, into: stream)
+        }
+        return nil
+      }
+      if let other = started {
+        // Listed ahead for a walk already: that listing, whole.
+        await other.value
+        if let cached = listings.current(path) { return .whole(cached) }
+        return .whole(try await fetchCurrentListing(path))
+      }
+      try await stream.firstPage()
+      return .arriving(stream)
+    }, orStaged: { .whole(offlineListing(path)) }, unansweredThrows: unansweredThrows)
+  }
+
   /// Listings fetched ahead of a walk, by folder, while in flight.
   private let listingsAhead = Mutex<[String: Task<Void, Never>]>([:])
   private let listingSlots = ReadAheadSlots(Namespace.foldersAhead)
@@ -253,11 +290,12 @@ final class Namespace: Sendable {
   /// The folder's listing from the server, stored; fetched again (up to three times) when one
   /// of this mount's changes in it reached the bucket meanwhile, so that a listing never misses
   /// a file this mount has just written (nor shows one it has just deleted).
-  private func fetchCurrentListing(_ path: String) async throws(BucketError) -> [DirectoryEntry] {
+  /// `stream` hears the first fetch as it arrives (a reader is shown that one).
+  private func fetchCurrentListing(_ path: String, into stream: ListingStream? = nil) async throws(BucketError) -> [DirectoryEntry] {
     var entries: [DirectoryEntry] = []
-    for _ in 0..<3 {
+    for attempt in 0..<3 {
       let mark = listings.changeMark(path)
-      entries = try await fetchListing(path)
+      entries = try await fetchListing(path, into: attempt == 0 ? stream : nil)
       if listings.store(path, entries, fetchedAt: mark) { return entries }
     }
     // Changes keep landing in it: this answer is asked again next time rather than kept.
@@ -278,88 +316,32 @@ final class Namespace: Sendable {
     }
   }
 
-  private func fetchListing(_ path: String) async throws(BucketError) -> [DirectoryEntry] {
+  /// The folder's listing from the server, page by page; each page's entries whose names are
+  /// final go to `stream` as they come (see `ListingBuilder`), made compact on the way: a folder
+  /// of 100,000 objects never holds 100,000 `StorageMetadata` at once, nor a second array of them.
+  private func fetchListing(_ path: String, into given: ListingStream? = nil) async throws(BucketError) -> [DirectoryEntry] {
     let listPrefix = path.isEmpty ? "" : path + "/"
-    // Page by page, each page's metadata made compact as it arrives: a folder of 100,000
-    // objects never holds 100,000 `StorageMetadata` at once.
-    var folderNames: [String] = []
-    var seenFolders = Set<String>()
-    var items: [String] = []
-    // Each item's attributes beside it (none from a v0 listing); placeholders' by name.
-    var itemSummaries: [ObjectSummary?] = []
-    var placeholders: [String: ObjectSummary] = [:]
-    var holdsFolderObjects = true
+    let stream = given ?? ListingStream()
+    var builder = ListingBuilder(
+      listPrefix: listPrefix,
+      folderObject: { [folders] name, object in
+        let folder = name.isEmpty ? path : Self.join(path, name)
+        if let object { folders.set(folder, object) } else { folders.forget(folder) }
+      },
+      leftOut: { [self] objectName, reason in report(objectName, reason: reason) },
+      knownSummary: { [files] objectName in files.summary(objectName) })
     var token: String? = nil
-    repeat {
-      let page = try await client.listPage(prefix: listPrefix, pageToken: token, maxResults: nil)
-      holdsFolderObjects = holdsFolderObjects && page.holdsFolderObjects
-      for folder in page.prefixes where seenFolders.insert(folder).inserted { folderNames.append(folder) }
-      for item in page.items {
-        let summary = page.metadata[item].map { ObjectSummary($0) }
-        if item.hasSuffix("/"), let summary { placeholders[item] = summary }
-        items.append(item)
-        itemSummaries.append(summary)
-      }
-      token = page.nextPageToken
-    } while token != nil
-    let given = placeholders
-
-    var entries: [DirectoryEntry] = []
-    var dirNames = Set<String>()
-    if let own = given[listPrefix] { folders.set(path, .object(own.metadata)) }
-    for folder in folderNames.sorted() {
-      let name = String(folder.dropFirst(listPrefix.count).dropLast())
-      guard Self.isValidName(name) else {
-        report(folder)
-        continue
-      }
-      dirNames.insert(name)
-      entries.append(DirectoryEntry(name: name, isDirectory: true))
-      // A listing that holds placeholders says which folders have none; one that does not (v0)
-      // has the placeholders asked for again, as its files' attributes are.
-      if holdsFolderObjects {
-        folders.set(Self.join(path, name), given[folder].map { FolderObject.object($0.metadata) } ?? .absent)
-      } else {
-        folders.forget(Self.join(path, name))
-      }
+    do throws(BucketError) {
+      repeat {
+        let page = try await client.listPage(prefix: listPrefix, pageToken: token, maxResults: nil)
+        stream.append(builder.add(page))
+        token = page.nextPageToken
+      } while token != nil
+    } catch {
+      stream.fail(error)
+      throw error
     }
-    var files: [(name: String, payload: Int)] = []  // (name in this folder, index of its item)
-    files.reserveCapacity(items.count)
-    for (index, item) in items.enumerated() {
-      let name = String(item.dropFirst(listPrefix.count))
-      if name.isEmpty { continue }  // this folder's own placeholder object
-      if name.hasSuffix("/"), Self.isValidName(String(name.dropLast())) {
-        // A placeholder of a sub-folder that the list returned as an item.
-        if dirNames.insert(String(name.dropLast())).inserted {
-          entries.append(DirectoryEntry(name: String(name.dropLast()), isDirectory: true))
-        }
-        if let m = given[item] { folders.set(Self.join(path, String(name.dropLast())), .object(m.metadata)) }
-        continue
-      }
-      guard Self.isValidName(name) else {
-        report(item)
-        continue
-      }
-      files.append((name, index))
-    }
-    let shown = FolderNames.assign(folders: dirNames, files: files) { name in
-      report(listPrefix + name, reason: "no free alias beside the folder of the same name")
-    }
-    // Not needed past here: what a folder of 100,000 holds at once while it is listed.
-    files = []
-    entries.reserveCapacity(entries.count + shown.count)
-    // Names first: the GCS list carries every object's attributes (kept in the listing, not a
-    // second time in `files`); the v0 list only names, and their attributes are fetched when a
-    // lookup asks (see `withAttributes`).
-    for (name, index) in shown {
-      let objectName = items[index]
-      var summary = itemSummaries[index] ?? self.files.summary(objectName)
-      // The object's name in the bucket equals the entry's object name when the mount has no
-      // prefix: one string for both.
-      if let p = summary?.path, Self.sameBytes(p, objectName) { summary?.path = objectName }
-      entries.append(DirectoryEntry(name: name, isDirectory: false, objectName: objectName, summary: summary))
-    }
-    return entries
+    return stream.finish(builder.finish())
   }
 
   private func report(_ objectName: String, reason: String = "not a valid file name") {

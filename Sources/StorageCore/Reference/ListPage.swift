@@ -10,6 +10,9 @@ public struct ListPage: Sendable {
   /// Whether the items hold each prefix's own object when there is one (GCS's
   /// `includeTrailingDelimiter`): then a prefix without one among the items has none.
   public var holdsFolderObjects = false
+  /// Whether the pages of this listing give names and prefixes together in byte order, each
+  /// page after the one before (the GCS JSON API lists lexicographically; v0 does not say).
+  public var inNameOrder = false
 
   public init(prefixes: [String], items: [String], metadata: [String: StorageMetadata] = [:], nextPageToken: String?) {
     self.prefixes = prefixes

@@ -152,6 +152,7 @@ extension StorageReference {
       throw StorageError(code: .unknown, object: description, detail: "the server sent a list that is not JSON")
     }
     page.holdsFolderObjects = withFolders
+    page.inNameOrder = storage.api == .gcs
     return page
   }
 
