@@ -391,40 +391,53 @@ package final class BucketFilesystem: Sendable {
     emit: (DirectoryEntry, FileAttributes, _ linked: Bool) -> Bool
   ) -> DirectoryRead {
     guard let node = inodes.node(ino), let opened = openDirs[handle] else { return .done }
-    let entries: [DirectoryEntry]
-    let phase: ListingStream.Phase
+    var index = offset
     switch opened {
-    case .whole(let all): (entries, phase) = (all, .complete)
-    case .arriving(let stream): (entries, phase) = stream.snapshot()
-    }
-    guard offset < entries.count else {
-      switch opened {
-      case .arriving(let stream):
-        if case .arriving = phase { return .waitFor(stream, count: entries.count) }
-        if case .failed(let error) = phase {
-          log("listing \(node.path.isEmpty ? "/" : node.path) broke off after \(entries.count) entries: \(error.detail)")
+    case .whole(let entries):
+      while index < entries.count {
+        guard emitEntry(entries[index], index, in: node.path, plus: plus, emit) else { return .done }
+        index += 1
+      }
+      return .done
+    case .arriving(let stream):
+      // A few at a time: a reply holds tens of entries.
+      while true {
+        let (batch, count, phase) = stream.entries(from: index, limit: 64)
+        for e in batch {
+          guard emitEntry(e, index, in: node.path, plus: plus, emit) else { return .done }
+          index += 1
+        }
+        guard batch.isEmpty else { continue }
+        if index > offset { return .done }
+        switch phase {
+        case .arriving: return .waitFor(stream, count: count)
+        case .complete: return .done
+        case .failed(let error):
+          log("listing \(node.path.isEmpty ? "/" : node.path) broke off after \(count) entries: \(error.detail)")
           return .failed(FSError(error))
         }
-        return .done
-      case .whole: return .done
       }
     }
-    for (index, e) in entries.enumerated().dropFirst(offset) {
-      let path = Namespace.join(node.path, e.name)
-      let n = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
-      let summary = e.summary ?? (e.isDirectory ? nil : namespace.files.summary(e.objectName ?? path))
-      if plus && (e.isDirectory ? !namespace.folderUnknown(path) : summary != nil) && inodes.count < inodeLimit {
-        let (ino, created) = inodes.inoCreating(n)
-        guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), true) else {
-          if created { inodes.dropIfUnreferenced(ino) }
-          return .done
-        }
-      } else {
-        let ino = inodes.existing(n) ?? InodeTable.listedIno(dir: node.path, index: index)
-        guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), false) else { return .done }
+  }
+
+  /// Hands entry `index` of folder `dir` to `emit`; false when the reply is full.
+  private func emitEntry(
+    _ e: DirectoryEntry, _ index: Int, in dir: String, plus: Bool, _ emit: (DirectoryEntry, FileAttributes, _ linked: Bool) -> Bool
+  ) -> Bool {
+    let path = Namespace.join(dir, e.name)
+    let n = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
+    let summary = e.summary ?? (e.isDirectory ? nil : namespace.files.summary(e.objectName ?? path))
+    if plus && (e.isDirectory ? !namespace.folderUnknown(path) : summary != nil) && inodes.count < inodeLimit {
+      let (ino, created) = inodes.inoCreating(n)
+      guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), true) else {
+        if created { inodes.dropIfUnreferenced(ino) }
+        return false
       }
+    } else {
+      let ino = inodes.existing(n) ?? InodeTable.listedIno(dir: dir, index: index)
+      guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), false) else { return false }
     }
-    return .done
+    return true
   }
 
   /// Past this many inodes, readdirplus hands out names only (the kernel looks a name up when

@@ -24,7 +24,6 @@ struct ListingBuilder {
   private var folderNames = Set<String>()
   /// Files whose shown name is not final yet, in the order listed (byte order when in order).
   private var pending: [(name: String, objectName: String, summary: ObjectSummary?)] = []
-  private var pendingStart = 0
   private var aliases = Set<String>()
   /// The greatest name listed so far (full, as the server spells it), while pages are in order.
   private var greatest: String?
@@ -75,7 +74,7 @@ struct ListingBuilder {
   mutating func finish() -> [DirectoryEntry] {
     var out: [DirectoryEntry] = []
     if !inOrder {
-      pending[pendingStart...].sort { Self.bytesBefore($0.objectName, $1.objectName) }
+      pending.sort { Self.bytesBefore($0.objectName, $1.objectName) }
     }
     releaseFiles(upTo: nil, complete: true, &out)
     return out
@@ -125,11 +124,11 @@ struct ListingBuilder {
   /// `complete`, else those whose `name/` sorts no later than `greatest`.
   private mutating func releaseFiles(upTo greatest: String?, complete: Bool = false, _ out: inout [DirectoryEntry]) {
     guard complete || greatest != nil else { return }
-    var end = pendingStart
+    var end = 0
     while end < pending.count, complete || !Self.bytes(greatest!, before: pending[end].objectName, slash: ()) { end += 1 }
-    guard end > pendingStart else { return }
+    guard end > 0 else { return }
     var heldNames: Set<String>? = nil
-    for i in pendingStart..<end {
+    for i in 0..<end {
       let file = pending[i]
       var shown = file.name
       if folderNames.contains(file.name) {
@@ -154,11 +153,8 @@ struct ListingBuilder {
       if let p = summary?.path, Namespace.sameBytes(p, file.objectName) { summary?.path = file.objectName }
       out.append(DirectoryEntry(name: shown, isDirectory: false, objectName: file.objectName, summary: summary))
     }
-    pendingStart = end
-    if pendingStart == pending.count {
-      pending.removeAll(keepingCapacity: true)
-      pendingStart = 0
-    }
+    // What stays held is a page's last few names at most.
+    pending.removeSubrange(0..<end)
   }
 
   /// Byte order (the order GCS lists in), not Swift's canonical String order.

@@ -29,9 +29,14 @@ package final class ListingStream: Sendable {
 
   package init() {}
 
-  /// The entries so far (all of them once complete) and whether more may come.
-  package func snapshot() -> (entries: [DirectoryEntry], phase: Phase) {
-    state.withLock { ($0.entries, $0.phase) }
+  /// Up to `limit` entries from `offset` on (copied out: a reader that held the whole array
+  /// would make the next page's append copy all of it), how many there are so far, and whether
+  /// more may come.
+  package func entries(from offset: Int, limit: Int) -> (entries: [DirectoryEntry], count: Int, phase: Phase) {
+    state.withLock { s in
+      let end = min(s.entries.count, offset + limit)
+      return (offset < end ? Array(s.entries[offset..<end]) : [], s.entries.count, s.phase)
+    }
   }
 
   /// Entries whose names are final, from one page.
@@ -47,6 +52,17 @@ package final class ListingStream: Sendable {
   /// The last entries: the listing is whole. Returns every entry (for the folder's cache).
   func finish(_ last: [DirectoryEntry]) -> [DirectoryEntry] {
     let (entries, waiters) = state.withLock { s in
+      let total = s.entries.count + last.count
+      let stride = MemoryLayout<DirectoryEntry>.stride
+      if total * stride < 4 << 20 && (s.entries.capacity < total || (s.entries.capacity - total) * stride > 16 << 10) {
+        // Kept as long as the listing is: a folder of 1,000 kept in room for 2,000 (an array
+        // grown by doubling for the last few entries) would hold half again as much. Arrays
+        // past the daemon's mmap threshold (4 MiB) hold no memory in the room they do not use.
+        var exact: [DirectoryEntry] = []
+        exact.reserveCapacity(total)
+        exact.append(contentsOf: s.entries)
+        s.entries = exact
+      }
       s.entries.append(contentsOf: last)
       s.phase = .complete
       s.started = true
