@@ -264,6 +264,14 @@ extension BucketFilesystem {
       // Bytes of this edit went to the queue before: these are based on what those produce.
       if edit.lastQueued != nil { changes.base = .previous }
       do throws(FSError) {
+        // Only times or metadata changed since the bytes were queued (tar, `cp -p` and rsync
+        // set them between the close and the release): they go with that upload while it
+        // waits its turn, with no second change of the same bytes.
+        if let last = edit.lastQueued, edit.bytesAreQueued,
+          try writeBack.queue.amend(name, contentType: changes.contentType, custom: changes.custom, mtime: changes.mtime)
+        {
+          return last
+        }
         let mtime = changes.mtime ?? edit.modified
         // The edit's file itself goes into the queue (linked, no copy); a later write copies it.
         let sequence = try edit.handOver { file, path throws(FSError) in

@@ -66,7 +66,7 @@ enum FuseOperations {
       }
       let bound = fs.requestTimeout
       reply.answer(within: bound, otherwise: { fs.absentAfterTimeout(parent: parent, name: name, seconds: bound) ? .missing(parent: parent, name: name) : nil })
-      Task {
+      Task.immediate {
         do {
           reply.entry(try await fs.lookup(parent: parent, name: name))
         } catch let error as FSError where error.errno == ENOENT {

@@ -16,7 +16,8 @@ extension FuseOperations {
       var info = fi!.pointee
       let flags = CFuseShims_fi_flags(fi)
       let caller = Self.caller(req)
-      Task {
+      // Started here: a new name in a folder the mount knows is made without waiting (see `run`).
+      Task.immediate {
         do {
           let (attrs, handle, io) = try await fs.create(parent: parent, name: name, flags: flags, mode: UInt32(mode) & 0o777, by: caller)
           reply.create(attrs, handle: handle, io, &info)

@@ -117,6 +117,9 @@ final class LocalEdits: Sendable {
     /// The custom metadata the bytes will go with.
     var custom: [String: String] { state.withLock { $0.custom } }
     var lastQueued: UInt64? { state.withLock { $0.queued } }
+    /// The edit's file is still the one its last close handed to the queue: no write or
+    /// truncation since (either would have made it a file of its own first).
+    var bytesAreQueued: Bool { backing.withLock { $0.handedOver } }
     /// Something of it is not queued yet (bytes, a time, metadata).
     var isDirty: Bool { state.withLock { $0.dirty } }
     /// The bytes changed: their time is the file's own again (a time set before is past).
