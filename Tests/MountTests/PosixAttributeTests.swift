@@ -235,6 +235,51 @@ import Testing
     }
   }
 
+  /// A time and mode set after a close but before the release that follows it (tar sets them
+  /// the moment close(2) returns; here a second descriptor holds the release back) go with
+  /// the queued upload: one change per file, not the same bytes queued twice.
+  @Test func timesSetBeforeTheReleaseGoWithTheQueuedUpload() async throws {
+    try await MountFixture.scope { fx in
+      // Offline, so every change stays in the queue to be counted (a worker may take an upload
+      // online before the time comes, and a change under way is not amended).
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs", "--offline"])
+      let files = 12
+      for i in 0..<files {
+        let fd = open(m.path("f\(i)"), O_CREAT | O_WRONLY, 0o644)
+        #expect(fd >= 0)
+        let bytes = Array("bytes \(i)".utf8)
+        #expect(write(fd, bytes, bytes.count) == bytes.count)
+        let later = dup(fd)
+        #expect(close(fd) == 0)  // the close queues the bytes; the release waits for `later`
+        var set = [timespec(tv_sec: 1_600_000_000 + i, tv_nsec: 7), timespec(tv_sec: 1_600_000_000 + i, tv_nsec: 7)]
+        #expect(utimensat(AT_FDCWD, m.path("f\(i)"), &set, 0) == 0)
+        #expect(fchmod(later, 0o640) == 0)
+        #expect(close(later) == 0)
+      }
+      #expect(m.count("write-back queue", "changes") == files, "\(String(describing: m.stat("write-back queue")))")
+      // One change made per file: a second of the same bytes would have taken its own record
+      // (numbered in order) and replaced the first.
+      let staging = fx.root.appendingPathComponent("staging")
+      let queue = try #require(
+        FileManager.default.enumerator(atPath: staging.path)?.compactMap { $0 as? String }.first { $0.hasSuffix("/queue") })
+      let records = try FileManager.default.contentsOfDirectory(atPath: staging.appendingPathComponent(queue).path)
+        .filter { $0.hasSuffix(".json") }.compactMap { UInt64($0.dropLast(5)) }
+      #expect(records.count == files && records.max() == UInt64(files), "records \(records.sorted())")
+      m.unmount()
+      let online = try fx.mount(options: ["writable"], extra: ["--api", "gcs"], name: "online")
+      sync(online)
+      online.unmount()
+      let again = try fx.mount(extra: ["--api", "gcs"], name: "again")
+      for i in 0..<files {
+        var st = stat()
+        #expect(stat(again.path("f\(i)"), &st) == 0)
+        #expect([st.st_mtim.tv_sec, st.st_mtim.tv_nsec] == [1_600_000_000 + i, 7] as [Int], "f\(i)")
+        #expect(st.st_mode & 0o777 == 0o640, "f\(i)")
+        #expect(try readFile(again.path("f\(i)")).get() == Data("bytes \(i)".utf8))
+      }
+    }
+  }
+
   /// A folder's times as a disk keeps them, for the mount's life: a new folder's are now, a
   /// folder's mtime and ctime move when an entry is made or removed in it, and a time set on it
   /// (tar -x, cp -a, rsync -a) holds. A chmod moves a file's ctime, not its mtime.
