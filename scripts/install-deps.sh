@@ -2,7 +2,7 @@
 # Installs, idempotently, every system package the build, tests and demo need.
 # Does nothing when they are all present.
 set -euo pipefail
-packages=(fuse3 libfuse3-dev libcurl4-openssl-dev libssl-dev zlib1g-dev rsync git sqlite3 openssl pkg-config curl attr python3 python3-pip rclone stunnel4 systemd lintian binutils)
+packages=(fuse3 libfuse3-dev libcurl4-openssl-dev libssl-dev zlib1g-dev rsync git sqlite3 xfsprogs openssl pkg-config curl attr python3 python3-pip rclone stunnel4 systemd lintian binutils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
