@@ -49,7 +49,8 @@ package final class ListingStream: Sendable {
     for w in waiters { w.resume() }
   }
 
-  /// The last entries: the listing is whole. Returns every entry (for the folder's cache).
+  /// The last entries: the listing is whole (`complete` tells the readers). Returns every entry
+  /// (for the folder's cache).
   func finish(_ last: [DirectoryEntry]) -> [DirectoryEntry] {
     let (entries, waiters) = state.withLock { s in
       let total = s.entries.count + last.count
@@ -64,12 +65,23 @@ package final class ListingStream: Sendable {
         s.entries = exact
       }
       s.entries.append(contentsOf: last)
-      s.phase = .complete
       s.started = true
       return (s.entries, s.takeWaiters())
     }
     for w in waiters { w.resume() }
     return entries
+  }
+
+  /// Nothing more will come: readers past the last entry are at the end. Said only once the
+  /// listing is kept, so that a program that has read the folder to its end finds every name
+  /// it did not see answered missing by the kept listing, with no request.
+  func complete() {
+    let waiters = state.withLock { s in
+      s.phase = .complete
+      s.started = true
+      return s.takeWaiters()
+    }
+    for w in waiters { w.resume() }
   }
 
   func fail(_ error: BucketError) {

@@ -296,7 +296,9 @@ final class Namespace: Sendable {
     for attempt in 0..<3 {
       let mark = listings.changeMark(path)
       entries = try await fetchListing(path, into: attempt == 0 ? stream : nil)
-      if listings.store(path, entries, fetchedAt: mark) { return entries }
+      let stored = listings.store(path, entries, fetchedAt: mark)
+      if attempt == 0 { stream?.complete() }
+      if stored { return entries }
     }
     // Changes keep landing in it: this answer is asked again next time rather than kept.
     return entries
