@@ -219,7 +219,7 @@ import Testing
   ///
   /// `linking`: each upload's bytes are a file in the queue's folder (as an edit's are) that the
   /// queue links instead of copying.
-  func replayEveryCrashState(_ steps: [Step], commitsAfter: Set<Int>?, linking: Bool = false) throws {
+  func replayEveryCrashState(_ steps: [Step], commitsAfter: Set<Int>?, linking: Bool = false) async throws {
     let work = try temporaryFolder("work")
     defer { try? FileManager.default.removeItem(at: work) }
     let queueFolder = work.appendingPathComponent("queue")
@@ -264,6 +264,8 @@ import Testing
       for (name, data) in files { try data.write(to: replay.appendingPathComponent(name)) }
       let reopened = try WriteBackQueue(folder: replay) { _ in }
       let label = "state \(checked) (after \(cut) of \(ops.count) operations: \(files.keys.sorted()))"
+      // What the reopened queue shows of each name: bytes to upload, a delete, or nothing.
+      var shownBy: [String: Data?] = [:]
       for name in Set(steps.map(\.name)) {
         let mine = steps.indices.filter { steps[$0].name == name }
         // The last change of the name that lasted before the cut must show, or one made after
@@ -277,6 +279,7 @@ import Testing
           case .deleted?: .some(nil)
           case nil, .folder?, .copied?: nil
           }
+        if let shown { shownBy[name] = .some(shown) }
         if let shown {
           let text = shown.map { String(decoding: $0, as: UTF8.self) } ?? "deleted"
           #expect(allowed.contains { steps[$0].bytes == shown }, "\(label): \(name) shows \(text)")
@@ -288,30 +291,58 @@ import Testing
       // wait, none started, so each replaced the one before).
       let queued = reopened.describe().split(separator: "\n").map { $0.split(separator: "\t")[1] }
       #expect(Set(queued).count == queued.count, "\(label): \(reopened.describe())")
+      // Carried out by the queue's workers, as the next mount does, into a bucket that holds
+      // the versions the steps were based on: each name ends as the queue showed it (a change
+      // that lasted is in the bucket with its exact bytes), written once at most, and nothing
+      // goes beside it as a conflict.
+      let bucket = Self.bucketOfTheBases(steps)
+      let seeded = bucket.objects.withLock { $0.mapValues(\.0) }
+      reopened.start(client: bucket) { _, _ in }
+      let left = await reopened.waitUntilEmpty(within: 30)
+      #expect(left.changes == 0, "\(label): not carried out: \(reopened.describe())")
+      let (objects, writes) = (bucket.objects.withLock { $0.mapValues(\.0) }, bucket.writes.withLock { $0 })
+      for name in Set(steps.map(\.name)) {
+        // Not in the queue: the bucket keeps its version.
+        let expected: Data? = shownBy.keys.contains(name) ? shownBy[name]! : seeded[name]
+        #expect(objects[name] == expected, "\(label): \(name) in the bucket")
+        #expect(writes.filter { $0.hasSuffix(" " + name) }.count <= 1, "\(label): \(writes)")
+      }
+      #expect(!objects.keys.contains { $0.contains(".conflict-") }, "\(label): \(objects.keys.sorted())")
       checked += 1
     }
     #expect(checked == states.count)
   }
 
+  /// A bucket holding each name at the generation the steps' first change of it was based on
+  /// (`MemoryObjectClient.put` counts a name's generations from 1).
+  static func bucketOfTheBases(_ steps: [Step]) -> MemoryObjectClient {
+    let bucket = MemoryObjectClient()
+    for name in Set(steps.map(\.name)) {
+      guard let first = steps.first(where: { $0.name == name }), case .generation(let g) = first.base else { continue }
+      for version in 0..<g { bucket.put(name, Data("\(name), the bucket's version \(version + 1)\n".utf8)) }
+    }
+    return bucket
+  }
+
   /// Without a group commit (`commit=0`), each close fsyncs: what returned lasts.
-  @Test func everyCrashStateOfReplacedUploadsKeepsWhatReturned() throws {
-    try replayEveryCrashState(Self.steps, commitsAfter: nil)
+  @Test func everyCrashStateOfReplacedUploadsKeepsWhatReturned() async throws {
+    try await replayEveryCrashState(Self.steps, commitsAfter: nil)
   }
 
   /// With a group commit: what a commit covered lasts, whatever a power loss undid after it (the
   /// records of the uploads replaced since it are removed only once their replacements last).
-  @Test func everyCrashStateOfAGroupCommitKeepsWhatItCommitted() throws {
-    try replayEveryCrashState(Self.steps, commitsAfter: [0, 1, 3])
-    try replayEveryCrashState(Self.steps, commitsAfter: [2, 4])
-    try replayEveryCrashState(Self.steps, commitsAfter: [])
+  @Test func everyCrashStateOfAGroupCommitKeepsWhatItCommitted() async throws {
+    try await replayEveryCrashState(Self.steps, commitsAfter: [0, 1, 3])
+    try await replayEveryCrashState(Self.steps, commitsAfter: [2, 4])
+    try await replayEveryCrashState(Self.steps, commitsAfter: [])
   }
 
   /// The same with the bytes linked from the edits' files instead of copied, with a group commit
   /// and without.
-  @Test func everyCrashStateOfLinkedBytesKeepsWhatLasted() throws {
-    try replayEveryCrashState(Self.steps, commitsAfter: nil, linking: true)
-    try replayEveryCrashState(Self.steps, commitsAfter: [0, 2, 3], linking: true)
-    try replayEveryCrashState(Self.steps, commitsAfter: [4], linking: true)
+  @Test func everyCrashStateOfLinkedBytesKeepsWhatLasted() async throws {
+    try await replayEveryCrashState(Self.steps, commitsAfter: nil, linking: true)
+    try await replayEveryCrashState(Self.steps, commitsAfter: [0, 2, 3], linking: true)
+    try await replayEveryCrashState(Self.steps, commitsAfter: [4], linking: true)
   }
 
   /// A folder that cannot be synced: the call says EIO (as a disk's fsync error reaches the
