@@ -15,9 +15,9 @@ enum KeptTime {
     var t = time_t(clamped.seconds)
     var parts = tm()
     gmtime_r(&t, &parts)
-    return String(
-      format: "%04d-%02d-%02dT%02d:%02d:%02d.%09dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour,
-      parts.tm_min, parts.tm_sec, clamped.nanoseconds)
+    return (parts.tm_year + 1900).zeroPadded(4) + "-" + (parts.tm_mon + 1).zeroPadded(2) + "-" + parts.tm_mday.zeroPadded(2) + "T"
+      + parts.tm_hour.zeroPadded(2) + ":" + parts.tm_min.zeroPadded(2) + ":" + parts.tm_sec.zeroPadded(2) + "."
+      + clamped.nanoseconds.zeroPadded(9) + "Z"
   }
 
   /// The time a writer kept in custom metadata: ours and rclone's `mtime`, gcsfuse's

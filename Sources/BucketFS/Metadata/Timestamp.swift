@@ -44,7 +44,7 @@ package struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertibl
 
   package static func < (a: Timestamp, b: Timestamp) -> Bool { (a.seconds, a.nanoseconds) < (b.seconds, b.nanoseconds) }
 
-  package var description: String { "\(seconds).\(String(format: "%09d", nanoseconds))" }
+  package var description: String { "\(seconds).\(nanoseconds.zeroPadded(9))" }
 }
 
 /// Whole seconds and seconds as literals (`mtime: 1`, `1_612_325_106.5`), as the kernel's

@@ -21,11 +21,16 @@ struct ChangeJournal: Sendable {
     self.log = log
     durable = DurableFile(disk: disk)
     self.groupCommit = groupCommit ? GroupCommit(folder: folder.path, disk: disk) : nil
+    prefix = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
     try PrivateFolder.make(folder)
   }
 
-  func dataPath(_ change: PendingChange) -> String { folder.appendingPathComponent(change.fileName + ".data").path }
-  private func recordPath(_ change: PendingChange) -> String { folder.appendingPathComponent(change.fileName + ".json").path }
+  /// The folder's path and a "/": a change's files are named by joining strings, not through
+  /// `URL`, whose parsing was a tenth of the daemon's work for a small file's close.
+  private let prefix: String
+
+  func dataPath(_ change: PendingChange) -> String { prefix + change.fileName + ".data" }
+  private func recordPath(_ change: PendingChange) -> String { prefix + change.fileName + ".json" }
 
   /// The changes an earlier mount left, and the size of each upload's bytes. What cannot be
   /// trusted (a record that does not decode, a copied record, bytes that are not what their

@@ -93,7 +93,7 @@ struct PendingChange: Codable, Sendable, Equatable {
   var dataSize: Int64?
   var dataCRC32C: UInt32?
 
-  var fileName: String { String(format: "%012llu", sequence) }
+  var fileName: String { sequence.zeroPadded(12) }
 
   /// Not yet done, replaced or refused: a worker may take it, or has.
   var isUnfinished: Bool { life == .pending || life == .started }
