@@ -248,11 +248,19 @@ final class LocalEdits: Sendable {
   func newFile() throws(FSError) -> (FileDescriptor, String) { try Self.newFile(in: folder) }
 
   static func newFile(in folder: URL) throws(FSError) -> (FileDescriptor, String) {
-    let path = folder.appendingPathComponent("edit-" + UUID().uuidString).path
-    let fd = Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-    guard fd >= 0 else { throw FSError(errno) }
-    return (FileDescriptor(fd), path)
+    // Named by this process and a count, not a UUID (which read /dev/urandom for every file);
+    // O_EXCL makes a name left by an earlier process, with the same number, be passed over.
+    let prefix = folder.path + "/edit-\(getpid())-"
+    while true {
+      let path = prefix + String(editFiles.add(1, ordering: .relaxed).newValue)
+      let fd = Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+      if fd < 0 && errno == EEXIST { continue }
+      guard fd >= 0 else { throw FSError(errno) }
+      return (FileDescriptor(fd), path)
+    }
   }
+
+  private static let editFiles = Atomic<Int>(0)
 
   /// The handle is closed; the last one removes the edit.
   func close(_ edit: Edit) {
