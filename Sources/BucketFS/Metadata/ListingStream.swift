@@ -19,6 +19,11 @@ package final class ListingStream: Sendable {
     var started = false
     var waiters: [CheckedContinuation<Void, Never>] = []
 
+    var isArriving: Bool {
+      if case .arriving = phase { return true }
+      return false
+    }
+
     mutating func takeWaiters() -> [CheckedContinuation<Void, Never>] {
       defer { waiters = [] }
       return waiters
@@ -41,18 +46,16 @@ package final class ListingStream: Sendable {
 
   /// Entries whose names are final, from one page.
   func append(_ more: [DirectoryEntry]) {
-    let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+    update { s in
       s.entries.append(contentsOf: more)
       s.started = true
-      return s.takeWaiters()
     }
-    for w in waiters { w.resume() }
   }
 
   /// The last entries: the listing is whole (`complete` tells the readers). Returns every entry
   /// (for the folder's cache).
   func finish(_ last: [DirectoryEntry]) -> [DirectoryEntry] {
-    let (entries, waiters) = state.withLock { s in
+    update { s in
       let total = s.entries.count + last.count
       let stride = MemoryLayout<DirectoryEntry>.stride
       if total * stride < 4 << 20 && (s.entries.capacity < total || (s.entries.capacity - total) * stride > 16 << 10) {
@@ -66,68 +69,55 @@ package final class ListingStream: Sendable {
       }
       s.entries.append(contentsOf: last)
       s.started = true
-      return (s.entries, s.takeWaiters())
+      return s.entries
     }
-    for w in waiters { w.resume() }
-    return entries
   }
 
   /// Nothing more will come: readers past the last entry are at the end. Said only once the
   /// listing is kept, so that a program that has read the folder to its end finds every name
   /// it did not see answered missing by the kept listing, with no request.
   func complete() {
-    let waiters = state.withLock { s in
+    update { s in
       s.phase = .complete
       s.started = true
-      return s.takeWaiters()
     }
-    for w in waiters { w.resume() }
   }
 
-  func fail(_ error: BucketError) {
-    let waiters = state.withLock { s in
-      s.phase = .failed(error)
-      return s.takeWaiters()
-    }
-    for w in waiters { w.resume() }
-  }
+  func fail(_ error: BucketError) { update { $0.phase = .failed(error) } }
 
   /// Returns once the first page was read, or the listing ended; throws what ended it when that
   /// was a failure before any page (the caller answers as for a listing that failed whole).
   func firstPage() async throws(BucketError) {
-    while true {
-      let (started, phase) = state.withLock { ($0.started, $0.phase) }
-      if case .failed(let error) = phase, !started { throw error }
-      if started { return }
-      if case .failed = phase { return }
-      if case .complete = phase { return }
-      await changed(since: nil)
-    }
+    await wait { $0.started || !$0.isArriving }
+    let (phase, started) = state.withLock { ($0.phase, $0.started) }
+    if case .failed(let error) = phase, !started { throw error }
   }
 
   /// Returns once there are more than `count` entries or the listing ended.
   package func more(than count: Int) async {
-    while true {
-      let waiting = state.withLock { s -> Bool in
-        if case .arriving = s.phase { return s.entries.count <= count }
-        return false
-      }
-      if !waiting { return }
-      await changed(since: count)
-    }
+    await wait { $0.entries.count > count || !$0.isArriving }
   }
 
-  /// Waits for the next append, finish or failure (at once when it came meanwhile).
-  private func changed(since count: Int?) async {
-    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-      let now = state.withLock { s -> Bool in
-        guard case .arriving = s.phase else { return true }
-        if let count, s.entries.count > count { return true }
-        if count == nil && s.started { return true }
-        s.waiters.append(c)
-        return false
+  /// Changes the state and wakes every reader waiting on it.
+  private func update<T>(_ change: (inout State) -> T) -> T {
+    let (result, waiters) = state.withLock { s in (change(&s), s.takeWaiters()) }
+    for w in waiters { w.resume() }
+    return result
+  }
+
+  /// Returns once `ready` holds, checked now and at every change.
+  private func wait(until ready: (State) -> Bool) async {
+    while true {
+      var isReady = false
+      await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+        isReady = state.withLock { s in
+          if ready(s) { return true }
+          s.waiters.append(c)
+          return false
+        }
+        if isReady { c.resume() }
       }
-      if now { c.resume() }
+      if isReady { return }
     }
   }
 }

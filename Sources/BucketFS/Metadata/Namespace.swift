@@ -201,10 +201,7 @@ final class Namespace: Sendable {
   /// copies, for a caller that answers as the request's deadline would (with the folder's last
   /// listing, which knows more than the staged copies).
   func listing(_ path: String, unansweredThrows: Bool = false) async throws(FSError) -> [DirectoryEntry] {
-    if !path.isEmpty {
-      let (parent, name) = Self.split(path)
-      if let found = listings.opened(dir: parent, name: name) { listFoldersAhead(found, dir: parent) }
-    }
+    noteOpened(path)
     if let cached = listings.current(path) { return cached }
     // Being fetched ahead for a walk already: that listing, not a second request.
     if let ahead = listingsAhead.withLock({ $0[path] }) {
@@ -214,6 +211,14 @@ final class Namespace: Sendable {
     return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> [DirectoryEntry] in
       try await fetchCurrentListing(path)
     }, orStaged: { offlineListing(path) }, unansweredThrows: unansweredThrows)
+  }
+
+  /// Folder `path` is being opened: its parent's listing stays recent, and a walk's next
+  /// folders are listed ahead.
+  private func noteOpened(_ path: String) {
+    guard !path.isEmpty else { return }
+    let (parent, name) = Self.split(path)
+    if let found = listings.opened(dir: parent, name: name) { listFoldersAhead(found, dir: parent) }
   }
 
   /// How an opened folder is read: a listing the mount holds, or one whose pages still arrive.
@@ -226,15 +231,12 @@ final class Namespace: Sendable {
   /// now whose entries are read as its pages arrive. Returns once the first page is in; a
   /// failure before that is answered as `listing`'s (the staged copies when the server is gone).
   func openListing(_ path: String, unansweredThrows: Bool = false) async throws(FSError) -> OpenedListing {
-    if !path.isEmpty {
-      let (parent, name) = Self.split(path)
-      if let found = listings.opened(dir: parent, name: name) { listFoldersAhead(found, dir: parent) }
-    }
+    noteOpened(path)
     if let cached = listings.current(path) { return .whole(cached) }
     if options.offline { return .whole(try await listing(path, unansweredThrows: unansweredThrows)) }
     return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> OpenedListing in
       let stream = ListingStream()
-      let started = listingsAhead.withLock { inflight -> Task<Void, Never>? in
+      let inFlight = listingsAhead.withLock { inflight -> Task<Void, Never>? in
         if let other = inflight[path] { return other }
         inflight[path] = Task { [self] in
           defer { _ = listingsAhead.withLock { $0.removeValue(forKey: path) } }
@@ -242,7 +244,7 @@ final class Namespace: Sendable {
         }
         return nil
       }
-      if let other = started {
+      if let other = inFlight {
         // Listed ahead for a walk already: that listing, whole.
         await other.value
         if let cached = listings.current(path) { return .whole(cached) }

@@ -307,15 +307,9 @@ public final class StorageMetadata: @unchecked Sendable, Equatable, CustomString
     var seconds = time_t(ms >= 0 ? ms / 1000 : (ms - 999) / 1000)
     var parts = tm()
     gmtime_r(&seconds, &parts)
-    // By hand, not `String(format:)` (Foundation's CFString formatter, slow enough to show in
-    // a profile of the mount's getattr).
-    func padded(_ n: Int32, _ width: Int) -> String {
-      let digits = String(n.magnitude)
-      let zeros = max(0, width - digits.count - (n < 0 ? 1 : 0))
-      return (n < 0 ? "-" : "") + String(repeating: "0", count: zeros) + digits
-    }
-    return padded(parts.tm_year + 1900, 4) + "-" + padded(parts.tm_mon + 1, 2) + "-" + padded(parts.tm_mday, 2) + "T"
-      + padded(parts.tm_hour, 2) + ":" + padded(parts.tm_min, 2) + ":" + padded(parts.tm_sec, 2) + "."
-      + padded(Int32(((ms % 1000) + 1000) % 1000), 3) + "Z"
+    // By hand, not `String(format:)` (see `zeroPadded`).
+    return (parts.tm_year + 1900).zeroPadded(4) + "-" + (parts.tm_mon + 1).zeroPadded(2) + "-" + parts.tm_mday.zeroPadded(2) + "T"
+      + parts.tm_hour.zeroPadded(2) + ":" + parts.tm_min.zeroPadded(2) + ":" + parts.tm_sec.zeroPadded(2) + "."
+      + (((ms % 1000) + 1000) % 1000).zeroPadded(3) + "Z"
   }
 }
