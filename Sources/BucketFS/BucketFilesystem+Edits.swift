@@ -19,6 +19,7 @@ extension BucketFilesystem {
       // A reader of a file being written reads the writer's bytes, and queues nothing.
       if let edit = writeBack.edits.join(path) { return fileHandles.add(.edit(EditHandle(edit, access: .reading, ino: ino, changed: false))) }
       if case .file(let dataPath, _, _) = writeBack.queue.view(path) {
+        try await writeBack.queue.wholeBytes(path)
         let fd = Foundation.open(dataPath, O_RDONLY | O_CLOEXEC)
         if fd >= 0 { return fileHandles.add(.queued(FileDescriptor(fd))) }
       }
@@ -43,10 +44,14 @@ extension BucketFilesystem {
     var dirty = truncate || created
     var startMetadata: (contentType: String?, custom: [String: String]?)? = nil
     var keptTime: Timestamp? = nil
+    var fill: BaseFill? = nil
     do throws(FSError) {
       switch writeBack.queue.view(path) {
       case .file(let dataPath, _, let mtime):
-        if !truncate { try Self.copy(from: dataPath, to: file.fd) }
+        if !truncate {
+          // Bytes still an overlay make this edit one too, filled from them as they fill.
+          if let queued = try writeBack.queue.overlaid(path) { fill = try queued.copy(into: file.fd) } else { try Self.copy(from: dataPath, to: file.fd) }
+        }
         base = .previous
         startMetadata = writeBack.queue.queuedMetadata(path)
         // The time set on the queued bytes (touch, rsync) stays theirs while they are unchanged
@@ -87,7 +92,7 @@ extension BucketFilesystem {
             let pending = writeBack.queue.pendingMetadata(path)
             custom.merge(pending.custom) { _, queued in queued }
             startMetadata = (pending.contentType ?? m.contentType, custom)
-            if !truncate { try await download(path, m, into: file.fd) }
+            if !truncate { fill = try await startBytes(path, m, into: file.fd) }
           } else {
             dirty = true
           }
@@ -97,9 +102,56 @@ extension BucketFilesystem {
       Foundation.unlink(localPath)
       throw error
     }
-    let fresh = LocalEdits.Edit(file: file, path: localPath, name: path, base: base, dirty: dirty)
+    let fresh = LocalEdits.Edit(file: file, path: localPath, name: path, base: base, dirty: dirty, fill: fill)
     if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom, mtime: keptTime) }
-    return try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
+    let edit = try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
+    if edit !== fresh { fill?.abandon() }
+    return edit
+  }
+
+  /// Objects from this size on are edited as an overlay (`EditOverlay`): the open returns at
+  /// once, and the bytes not written come from the base version in the background. Smaller ones
+  /// are copied at the open, which costs less than the fill's bookkeeping.
+  static let overlaidFrom: Int64 = 4 << 20
+
+  /// The bytes of object version `m` as an edit of `path` starts from them, in `fd`: cloned from
+  /// a complete staged copy where the file system shares extents, else (a large object) an
+  /// overlay whose fill is returned, started; else copied or downloaded now.
+  private func startBytes(_ path: String, _ m: StorageMetadata, into fd: Int32) async throws(FSError) -> BaseFill? {
+    if let staged = staging?.verifiedFile(client.bucketName(path), generation: m.generation), SystemDisk.clone(from: staged.fd, to: fd) {
+      return nil
+    }
+    guard m.size >= Self.overlaidFrom, writeBack != nil else {
+      try await download(path, m, into: fd)
+      return nil
+    }
+    // Offline, only a staged copy can give the bytes: without one the open fails now, as the
+    // download would, rather than at the close.
+    if options.offline && staging?.status(client.bucketName(path), generation: m.generation, size: m.size).isComplete != true {
+      throw FSError(EIO)
+    }
+    guard ftruncate(fd, off_t(m.size)) == 0 else { throw FSError(errno) }
+    let base = PendingChange.Source(name: path, generation: m.generation, size: m.size, crc32c: m.crc32c, md5Hash: m.md5Hash)
+    let fill = BaseFill(file: fd, overlay: EditOverlay(base: base)) { [weak self] base, range throws(BucketError) in
+      guard let self else { throw BucketError(code: .cancelled, object: base.name, detail: "the mount ended") }
+      return try await self.fetchBase(base, range)
+    }
+    fill.start()
+    return fill
+  }
+
+  /// Bytes `range` of base version `base` (an overlaid edit's holes): from a complete staged
+  /// copy of it (checked), else from the bucket, pinned to its generation.
+  func fetchBase(_ base: PendingChange.Source, _ range: Range<Int64>) async throws(BucketError) -> Data {
+    if let staged = staging?.read(client.bucketName(base.name), generation: base.generation, offset: range.lowerBound, count: range.count)?.data(),
+      staged.count == range.count
+    {
+      return staged
+    }
+    if options.offline {
+      throw BucketError(code: .unknown, object: base.name, detail: "the mount is offline and the version it was edited from is not staged")
+    }
+    return try await RangedGet.data(client, base.name, range: range, generation: base.generation)
   }
 
   /// The attributes of the version a queued copy puts under a name, for reading it meanwhile
@@ -197,14 +249,13 @@ extension BucketFilesystem {
         edit.writeFailed(ENOSPC)
         throw FSError(ENOSPC)
       }
-      let file: FileDescriptor
+      let n: Int
       do throws(FSError) {
-        file = try edit.ownFile()
+        n = try edit.put(data, at: offset)
       } catch {
         edit.writeFailed(error.errno)
         throw error
       }
-      let n = pwrite(file.fd, data.baseAddress, data.count, off_t(offset))
       guard n == data.count else {
         let e = n < 0 ? errno : ENOSPC
         edit.writeFailed(e)
@@ -224,8 +275,26 @@ extension BucketFilesystem {
     return n
   }
 
-  /// A read of bytes this mount has and the bucket may not: an edit's or the queue's.
-  func readLocal(_ opened: FileHandle, offset: Int64, count: Int) throws(FSError) -> ReadReply {
+  /// A read of bytes this mount has and the bucket may not: an edit's or the queue's. Holes of
+  /// an overlaid edit in the range are waited for (their fill restarted if it had stopped).
+  func readLocal(_ opened: FileHandle, offset: Int64, count: Int) async throws(FSError) -> ReadReply {
+    if case .edit(let handle) = opened, let fill = handle.edit.fill {
+      do throws(BucketError) {
+        try await fill.ready(offset..<offset + Int64(count))
+      } catch {
+        throw FSError(error)
+      }
+    }
+    return try readLocalNow(opened, offset: offset, count: count)
+  }
+
+  /// `readLocal` when the bytes are here now: nil while an overlaid edit waits for some.
+  func readLocalIfReady(_ opened: FileHandle, offset: Int64, count: Int) -> ReadReply? {
+    if case .edit(let handle) = opened, let fill = handle.edit.fill, (try? fill.isReady(offset..<offset + Int64(count))) != true { return nil }
+    return try? readLocalNow(opened, offset: offset, count: count)
+  }
+
+  private func readLocalNow(_ opened: FileHandle, offset: Int64, count: Int) throws(FSError) -> ReadReply {
     let fd: Int32
     switch opened {
     case .edit(let handle): fd = handle.edit.file.fd
@@ -274,11 +343,24 @@ extension BucketFilesystem {
         }
         let mtime = changes.mtime ?? edit.modified
         // The edit's file itself goes into the queue (linked, no copy); a later write copies it.
-        let sequence = try edit.handOver { file, path throws(FSError) in
-          try writeBack.queue.upload(
-            name, from: file.fd, linking: path, written: { edit.writtenCRC32C(size: $0) },
-            contentType: changes.contentType ?? ContentType.infer(fromName: name), mtime: mtime,
-            custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
+        let sequence = try edit.handOver { file, path, fill throws(FSError) in
+          func upload(_ fill: BaseFill?) throws(FSError) -> UInt64 {
+            try writeBack.queue.upload(
+              name, from: file.fd, linking: path, written: { edit.writtenCRC32C(size: $0) }, fill: fill,
+              contentType: changes.contentType ?? ContentType.infer(fromName: name), mtime: mtime,
+              custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
+          }
+          do throws(FSError) {
+            return try upload(fill)
+          } catch where error.errno == EXDEV && fill != nil {
+            // A queue folder that cannot link: the overlay is filled, and copied whole.
+            do throws(BucketError) {
+              try fill?.readyBlocking()
+            } catch {
+              throw FSError(error)
+            }
+            return try upload(nil)
+          }
         }
         edit.queued(sequence)
         return sequence

@@ -192,6 +192,14 @@ extension BucketFilesystem {
     if let open = writeBack.edits[source] { try queue(open) }
     let edit = try await self.edit(source, truncate: false)
     defer { writeBack.edits.close(edit) }
+    // The bytes are copied under the new name: whole, an overlay's holes filled first.
+    if let fill = edit.fill {
+      do throws(BucketError) {
+        try await fill.ready()
+      } catch {
+        throw FSError(error)
+      }
+    }
     try writeBack.queue.upload(
       target, from: edit.file.fd, contentType: contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
       custom: custom.isEmpty ? nil : custom, base: targetBase)

@@ -117,6 +117,10 @@ package final class BucketFilesystem: Sendable {
       let queue = writeBack.queue
       namespace.setQueuedNames { dir in queue.names(in: dir.isEmpty ? "" : dir + "/") }
     }
+    writeBack?.queue.fillBases { [weak self] base, range throws(BucketError) in
+      guard let self else { throw BucketError(code: .cancelled, object: base.name, detail: "the mount ended") }
+      return try await self.fetchBase(base, range)
+    }
     if let writeBack, !options.offline {
       writeBack.queue.start(client: self.client) { [weak self, namespace, posixChanges] change, metadata in
         namespace.applied(change, metadata)
@@ -553,7 +557,7 @@ package final class BucketFilesystem: Sendable {
   /// (`ReadSource`), waiting for the server where they must, within `read_timeout`.
   package func read(handle: UInt64, offset: Int64, count: Int) async throws(FSError) -> ReadReply {
     guard let opened = fileHandles[handle] else { throw FSError(EBADF) }
-    guard case .read(let file) = opened else { return try readLocal(opened, offset: offset, count: count) }
+    guard case .read(let file) = opened else { return try await readLocal(opened, offset: offset, count: count) }
     let range = readRange(file, offset: offset, count: count)
     if range.isEmpty { return .bytes(Data()) }
     if options.offline {
@@ -649,7 +653,7 @@ package final class BucketFilesystem: Sendable {
   /// in the block cache. Nil when the async path must fetch them.
   package func readIfCached(handle: UInt64, offset: Int64, count: Int) -> ReadReply? {
     guard let opened = fileHandles[handle] else { return nil }
-    guard case .read(let file) = opened else { return try? readLocal(opened, offset: offset, count: count) }
+    guard case .read(let file) = opened else { return readLocalIfReady(opened, offset: offset, count: count) }
     let range = readRange(file, offset: offset, count: count)
     if range.isEmpty { return .bytes(Data()) }
     guard let reply = answerNow(file, range) else { return nil }

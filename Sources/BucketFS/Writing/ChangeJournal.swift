@@ -112,12 +112,15 @@ struct ChangeJournal: Sendable {
 
   /// The bytes of `fd` under `change`'s temporary name, fsynced (by the group commit, when there
   /// is one) and read back (from the page cache, so that the record vouches for the bytes on
-  /// disk): their size and CRC32C. `linking`: `fd`'s own path, linked under the temporary name instead of copied (it falls back
-  /// to a copy where the file system will not link). `written`: the CRC32C of a file of the
-  /// given size as its writes gave it (nil: unknown), which spares the read back of a linked file.
+  /// disk): their size and CRC32C. `linking`: `fd`'s own path, linked under the temporary name
+  /// instead of copied (it falls back to a copy where the file system will not link).
+  /// `written`: the CRC32C of a file of the given size as its writes gave it (nil: unknown),
+  /// which spares the read back of a linked file. `overlaid`: the file has holes its base fills
+  /// later (`EditOverlay`): it must be linked (a copy would not be the file being filled; EXDEV
+  /// where it cannot be), and its CRC32C is taken once it is whole (`wholeBytes`).
   func takeBytes(
-    from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, for change: PendingChange
-  ) throws(FSError) -> (size: Int64, crc32c: UInt32) {
+    from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, overlaid: Bool = false, for change: PendingChange
+  ) throws(FSError) -> (size: Int64, crc32c: UInt32?) {
     let temporary = dataPath(change) + ".tmp"
     let size: Int64
     var st = stat()
@@ -128,8 +131,11 @@ struct ChangeJournal: Sendable {
         _ = disk.unlink(temporary)
         throw FSError(e)
       }
+      if overlaid { return (size, nil) }
       // The very file the writes went to (linked, not copied): their CRC is its bytes'.
       if let crc = written(size) { return (size, crc) }
+    } else if overlaid {
+      throw FSError(EXDEV)
     } else {
       size = try durable.copy(from: fd, to: temporary, sync: groupCommit == nil)
     }
@@ -138,6 +144,20 @@ struct ChangeJournal: Sendable {
       throw FSError(EIO)
     }
     return (size, crc)
+  }
+
+  /// An overlaid upload's bytes, filled: fsynced before a record says they are whole (a power
+  /// loss must not leave a record vouching for holes), with their size and CRC32C.
+  func wholeBytes(of change: PendingChange) throws(FSError) -> (size: Int64, crc32c: UInt32) {
+    let path = dataPath(change)
+    let fd = disk.open(path, O_RDONLY | O_CLOEXEC, 0)
+    guard fd >= 0 else { throw FSError(errno) }
+    defer { disk.close(fd) }
+    var st = stat()
+    guard fstat(fd, &st) == 0 else { throw FSError(errno) }
+    guard disk.fsync(fd) == 0 else { throw FSError(errno) }
+    guard let crc = BlockChecksums.compute(path: path, size: Int64(st.st_size), md5: false)?.1.value else { throw FSError(EIO) }
+    return (Int64(st.st_size), crc)
   }
 
   /// Bytes taken for `change` under their final name, once its record is on disk.

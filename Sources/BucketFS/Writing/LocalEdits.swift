@@ -13,10 +13,14 @@ final class LocalEdits: Sendable {
       var file: FileDescriptor
       var path: String
       var handedOver = false
+      /// The file is an overlay (`EditOverlay`) whose holes this fill makes whole.
+      var fill: BaseFill? = nil
     }
     private let backing: Mutex<Backing>
     var file: FileDescriptor { backing.withLock { $0.file } }
     var path: String { backing.withLock { $0.path } }
+    /// The fill of the file's holes while it is an overlay over its base version.
+    var fill: BaseFill? { backing.withLock { $0.fill } }
     /// Held while the bytes are queued: two closes of one file at once must queue them in the
     /// order they were taken, or an older version could land last. Held across disk I/O
     /// (docs/design.md, "Locks"); only closes of this file wait on it.
@@ -54,17 +58,17 @@ final class LocalEdits: Sendable {
 
     private let state: Mutex<State>
 
-    init(file: FileDescriptor, path: String, name: String, base: PendingChange.Base, dirty: Bool) {
-      backing = Mutex(Backing(file: file, path: path))
+    init(file: FileDescriptor, path: String, name: String, base: PendingChange.Base, dirty: Bool, fill: BaseFill? = nil) {
+      backing = Mutex(Backing(file: file, path: path, fill: fill))
       state = Mutex(State(name: name, base: base, dirty: dirty))
     }
 
     /// Hands the bytes to the queue (`take` links the file there): held against writes while it
     /// runs; once it returned, the file is the queue's and a write goes to a copy first.
-    func handOver<T>(_ take: (_ file: FileDescriptor, _ path: String) throws(FSError) -> T) throws(FSError) -> T {
+    func handOver<T>(_ take: (_ file: FileDescriptor, _ path: String, _ fill: BaseFill?) throws(FSError) -> T) throws(FSError) -> T {
       try writing.withLock { _ throws(FSError) -> T in
-        let (file, path) = backing.withLock { ($0.file, $0.path) }
-        let result = try take(file, path)
+        let (file, path, fill) = backing.withLock { ($0.file, $0.path, $0.fill) }
+        let result = try take(file, path, fill)
         backing.withLock { $0.handedOver = true }
         return result
       }
@@ -76,15 +80,17 @@ final class LocalEdits: Sendable {
       let current = backing.withLock { $0 }
       guard current.handedOver else { return current.file }
       let (file, path) = try LocalEdits.newFile(in: URL(fileURLWithPath: current.path).deletingLastPathComponent())
+      var fill: BaseFill? = nil
       if keeping {
         do throws(FSError) {
-          try DurableFile.copyAll(from: current.file.fd, to: file.fd)
+          // An overlay's copy is one too: its holes come from the queued file's as they fill.
+          if let overlaid = current.fill { fill = try overlaid.copy(into: file.fd) } else { try DurableFile.copyAll(from: current.file.fd, to: file.fd) }
         } catch {
           Foundation.unlink(path)
           throw error
         }
       }
-      backing.withLock { $0 = Backing(file: file, path: path) }
+      backing.withLock { $0 = Backing(file: file, path: path, fill: fill) }
       // The queue holds its own link to the old file.
       Foundation.unlink(current.path)
       return file
@@ -94,13 +100,34 @@ final class LocalEdits: Sendable {
     func truncate(to size: Int64) throws(FSError) {
       try writing.withLock { _ throws(FSError) in
         let file = try ownFile(keeping: size > 0)
-        guard ftruncate(file.fd, off_t(size)) == 0 else {
+        let cut = { ftruncate(file.fd, off_t(size)) == 0 }
+        let done = try fill.map { fill throws(FSError) in
+          try fill.change { overlay in
+            guard cut() else { return false }
+            overlay.truncated(to: size)
+            return true
+          }
+        } ?? cut()
+        guard done else {
           state.withLock { $0.checksum = .unknown }
           throw FSError(errno)
         }
         state.withLock { $0.checksum.truncated(to: size) }
       }
       changed()
+    }
+
+    /// Writes `bytes` at `offset` into the edit's own file (with `writing` held): with the fill
+    /// held off while the file is an overlay, whose written ranges it notes. What `pwrite` returned.
+    func put(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(FSError) -> Int {
+      let file = try ownFile()
+      let write = { pwrite(file.fd, bytes.baseAddress, bytes.count, off_t(offset)) }
+      guard let fill else { return write() }
+      return try fill.change { overlay in
+        let n = write()
+        if n > 0 { overlay.wrote(offset..<offset + Int64(n)) }
+        return n
+      }
     }
 
     /// `bytes` were written at `offset` (with `writing` held): the running CRC32C follows.
@@ -275,7 +302,10 @@ final class LocalEdits: Sendable {
       o.unname(edit)
       return true
     }
-    if last { unlink(edit.path) }
+    guard last else { return }
+    // Its file's holes are filled for the queue only: none of its bytes went there.
+    if edit.lastQueued == nil { edit.fill?.abandon() }
+    unlink(edit.path)
   }
 
   /// The name was unlinked while the file is still open (a process's close reaches us before

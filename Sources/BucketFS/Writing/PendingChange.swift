@@ -92,6 +92,10 @@ struct PendingChange: Codable, Sendable, Equatable {
   /// written before they were kept).
   var dataSize: Int64?
   var dataCRC32C: UInt32?
+  /// An upload whose bytes are an overlaid edit's file: what the program wrote, over holes
+  /// that the base version fills (`BaseFill`) before the bytes are uploaded or read. Nil once
+  /// they are whole (then `dataCRC32C` vouches for them).
+  var overlay: EditOverlay?
 
   var fileName: String { sequence.zeroPadded(12) }
 
@@ -110,7 +114,7 @@ struct PendingChange: Codable, Sendable, Equatable {
 
 extension PendingChange {
   private enum CodingKeys: String, CodingKey {
-    case sequence, kind, name, base, contentType, mtime, custom, sessionURL, source, state, error, produced, conflictName, dataSize, dataCRC32C
+    case sequence, kind, name, base, contentType, mtime, custom, sessionURL, source, state, error, produced, conflictName, dataSize, dataCRC32C, overlay
   }
 
   init(from decoder: any Decoder) throws {
@@ -131,6 +135,7 @@ extension PendingChange {
     source = try c.decodeIfPresent(Source.self, forKey: .source)
     dataSize = try c.decodeIfPresent(Int64.self, forKey: .dataSize)
     dataCRC32C = try c.decodeIfPresent(UInt32.self, forKey: .dataCRC32C)
+    overlay = try c.decodeIfPresent(EditOverlay.self, forKey: .overlay)
     switch try c.decodeIfPresent(String.self, forKey: .state) ?? "pending" {
     case "pending": life = .pending
     case "started": life = .started
@@ -159,6 +164,7 @@ extension PendingChange {
     try c.encodeIfPresent(source, forKey: .source)
     try c.encodeIfPresent(dataSize, forKey: .dataSize)
     try c.encodeIfPresent(dataCRC32C, forKey: .dataCRC32C)
+    try c.encodeIfPresent(overlay, forKey: .overlay)
     switch life {
     // A replaced change's record is removed, never rewritten; were it, it would wait again.
     case .pending, .replaced: try c.encode("pending", forKey: .state)

@@ -286,6 +286,13 @@ struct QueueState {
 
   mutating func setSession(_ sequence: UInt64, _ url: String?) { changes[sequence]?.sessionURL = url }
 
+  /// An overlaid upload's bytes are whole now, with this size and CRC32C.
+  mutating func madeWhole(_ sequence: UInt64, size: Int64, crc32c: UInt32) {
+    changes[sequence]?.overlay = nil
+    changes[sequence]?.dataSize = size
+    changes[sequence]?.dataCRC32C = crc32c
+  }
+
   mutating func failed(_ change: PendingChange) { set(change) }
 
   /// `done` is carried out; a change of the same name may start as soon as it reads as done, and

@@ -23,6 +23,11 @@ package final class WriteBackQueue: Sendable {
   private let changed = ChangeSignal()
   private let log: @Sendable (String) -> Void
   private let onApplied = Mutex<(@Sendable (PendingChange, StorageMetadata?) -> Void)?>(nil)
+  /// The fills of overlaid uploads' holes, by change: the edit's own while it runs, or one
+  /// started here for a change an earlier mount queued.
+  private let fills = Mutex<[UInt64: BaseFill]>([:])
+  /// Where a base version's bytes come from (a staged copy, the bucket), set by the mount.
+  private let baseFetch = Mutex<BaseFill.Fetch?>(nil)
 
   /// `commit`: seconds between group commits (0: every close fsyncs its change before it returns).
   init(folder: URL, disk: any QueueDisk = SystemDisk(), commit: Double = 0, log: @escaping @Sendable (String) -> Void) throws {
@@ -70,19 +75,99 @@ package final class WriteBackQueue: Sendable {
   /// is based on when no earlier change of the name is queued (then it is the previous one's
   /// result). An upload of the name still waiting its turn is replaced: only the last bytes go.
   /// `linking`: the path of the open file `fd`, which becomes the queued bytes itself (a hard
-  /// link, no copy); the caller must not change that file afterwards.
+  /// link, no copy); the caller must not change that file afterwards. `fill`: the file is an
+  /// overlaid edit's (linked, never copied), whose holes that fill makes whole.
   @discardableResult
   func upload(
-    _ name: String, from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, contentType: String,
-    mtime: Timestamp?, custom: [String: String]? = nil, base: PendingChange.Base
+    _ name: String, from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, fill: BaseFill? = nil,
+    contentType: String, mtime: Timestamp?, custom: [String: String]? = nil, base: PendingChange.Base
   ) throws(FSError) -> UInt64 {
     let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
-    let (size, crc) = try journal.takeBytes(from: fd, linking: linking, written: written, for: change)
+    change.overlay = fill?.overlay
+    let (size, crc) = try journal.takeBytes(from: fd, linking: linking, written: written, overlaid: fill != nil, for: change)
     change.dataSize = size
     change.dataCRC32C = crc
-    try add(&change, size: size, withBytes: true)
+    if let fill { fills.withLock { $0[sequence] = fill } }
+    do throws(FSError) {
+      try add(&change, size: size, withBytes: true)
+    } catch {
+      fills.withLock { _ = $0.removeValue(forKey: sequence) }
+      throw error
+    }
     return sequence
+  }
+
+  /// Where the holes of overlaid uploads are filled from (the mount's staged copies and bucket).
+  func fillBases(from fetch: @escaping BaseFill.Fetch) { baseFetch.withLock { $0 = fetch } }
+
+  /// The fill of `change`'s holes: the edit's, or a new one over its queued file.
+  private func fill(for change: PendingChange) throws(FSError) -> BaseFill {
+    if let running = fills.withLock({ $0[change.sequence] }) { return running }
+    guard let overlay = change.overlay else { throw FSError(EINVAL) }
+    guard let fetch = baseFetch.withLock({ $0 }) else { throw FSError(EIO) }
+    let fd = open(journal.dataPath(change), O_RDWR | O_CLOEXEC)
+    guard fd >= 0 else { throw FSError(errno) }
+    defer { close(fd) }
+    let made = BaseFill(file: fd, overlay: overlay, fetch: fetch)
+    return fills.withLock { f in
+      if let other = f[change.sequence] { return other }
+      f[change.sequence] = made
+      return made
+    }
+  }
+
+  /// The fill of `name`'s last queued upload while its bytes are an overlay not yet whole.
+  func overlaid(_ name: String) throws(FSError) -> BaseFill? {
+    guard let (last, _) = state.withLock({ $0.lastVisible(name) }), last.kind == .upload, last.overlay != nil else { return nil }
+    return try fill(for: last)
+  }
+
+  /// Waits until the bytes `name`'s queued upload puts there are whole (an overlaid edit's
+  /// holes filled), for a reader or an edit that starts from them.
+  func wholeBytes(_ name: String) async throws(FSError) {
+    guard let (last, _) = state.withLock({ $0.lastVisible(name) }), last.kind == .upload, last.overlay != nil else { return }
+    let fill = try fill(for: last)
+    do throws(BucketError) {
+      try await fill.ready()
+    } catch {
+      log("write-back: the bytes of \(name.debugDescription) its edit did not write cannot be read: \(error.detail)")
+      throw FSError(error)
+    }
+  }
+
+  /// An overlaid upload, started, made whole before it goes: its holes filled, the file
+  /// fsynced, and its record rewritten with the size and CRC32C of the bytes (from then on a
+  /// later mount checks them as any upload's). Nil when it is whole, else how it ended.
+  private func makeWhole(_ change: inout PendingChange) async -> ChangeWorker.Verdict? {
+    guard let overlay = change.overlay else { return nil }
+    do throws(FSError) {
+      let fill = try fill(for: change)
+      do throws(BucketError) {
+        try await fill.ready()
+      } catch where error.code == .objectNotFound || error.code == .objectChanged {
+        return .refused(
+          BucketError(
+            code: .objectNotFound, object: change.name,
+            detail:
+              "the version it was edited from (generation \(overlay.base.generation)) left the bucket before the bytes the edit did not write were read; the \(overlay.writtenBytes) bytes written are kept in \(journal.dataPath(change))"
+          ))
+      } catch {
+        return ChangeWorker.Verdict.of(error)
+      }
+      let (size, crc) = try journal.wholeBytes(of: change)
+      var whole = change
+      whole.overlay = nil
+      whole.dataSize = size
+      whole.dataCRC32C = crc
+      try journal.write(whole)
+      state.withLock { $0.madeWhole(change.sequence, size: size, crc32c: crc) }
+      fills.withLock { _ = $0.removeValue(forKey: change.sequence) }
+      change = whole
+      return nil
+    } catch {
+      return .retryLater("cannot make the queued bytes of \(change.name.debugDescription) whole: errno \(error.errno)")
+    }
   }
 
   /// Sets `contentType`, `custom` entries and `mtime` on `name`'s upload that waits its turn,
@@ -171,6 +256,7 @@ package final class WriteBackQueue: Sendable {
     if let replaced {
       placed.append(journal.removeReplaced(replaced))
       state.withLock { $0.remove(replaced.sequence) }
+      fills.withLock { _ = $0.removeValue(forKey: replaced.sequence) }
     }
     // One new change: one worker. (A wait for an upload it replaced follows it when it ends.)
     work.signalOne()
@@ -190,6 +276,7 @@ package final class WriteBackQueue: Sendable {
   }
 
   private func remove(_ change: PendingChange) {
+    fills.withLock { _ = $0.removeValue(forKey: change.sequence) }
     journal.remove(change)
     state.withLock { $0.remove(change.sequence) }
   }
@@ -289,11 +376,17 @@ package final class WriteBackQueue: Sendable {
           let epoch = work.epoch
           let now = ContinuousClock.now
           let (taken, settles) = state.withLock { s in (Self.take(&s, now: now), s.nextSettled(after: now)) }
-          guard let taken else {
+          guard var taken else {
             await work.wait(after: epoch, until: settles)
             continue
           }
-          switch await worker.carryOut(taken) {
+          let verdict: ChangeWorker.Verdict
+          if let failed = await makeWhole(&taken.change) {
+            verdict = failed
+          } else {
+            verdict = await worker.carryOut(taken)
+          }
+          switch verdict {
           case .done(let effect, let metadata, let skipped):
             backoff = 0.25
             if let skipped { logSkipped(taken.change, skipped) }
