@@ -20,7 +20,10 @@ enum FuseOperations {
     st.st_uid = a.uid
     st.st_gid = a.gid
     st.st_size = Int(a.size)
-    st.st_blksize = 128 * 1024
+    // The size programs size their reads and writes by (cp, cat, Python's buffers): the
+    // largest request the kernel passes in one (max_write, max_pages), so that a 128 KiB
+    // buffer does not cut every MiB into eight requests.
+    st.st_blksize = 1024 * 1024
     st.st_blocks = Int(a.size / 512 + (a.size % 512 == 0 ? 0 : 1))
     st.st_mtim = a.mtime.timespec
     st.st_atim = (a.atime ?? a.mtime).timespec
