@@ -263,3 +263,28 @@ func metricsPort(_ m: MountedBucket) async throws -> Int {
   Issue.record("no metrics address in the log: \(m.log)")
   return 0
 }
+
+/// The records in a write-back queue folder's journal (`changes.log`: frames of a little-endian
+/// length, a CRC32C and a JSON payload; the last frame of a change wins, a removal drops it),
+/// read as the mount reads them, by sequence number; the frames that were read, in order.
+func queueRecords(_ queueFolder: URL) -> (live: [UInt64: [String: Any]], frames: [[String: Any]]) {
+  let data = FileManager.default.contents(atPath: queueFolder.appendingPathComponent("changes.log").path) ?? Data()
+  var live: [UInt64: [String: Any]] = [:]
+  var frames: [[String: Any]] = []
+  var at = data.startIndex
+  func u32(_ i: Int) -> Int { (0..<4).reduce(0) { $0 | Int(data[i + $1]) << (8 * $1) } }
+  while data.endIndex - at >= 8 {
+    let length = u32(at)
+    guard data.endIndex - at - 8 >= length,
+      let object = try? JSONSerialization.jsonObject(with: data[(at + 8)..<(at + 8 + length)]) as? [String: Any]
+    else { break }
+    frames.append(object)
+    if let removed = object["removed"] as? Int {
+      live.removeValue(forKey: UInt64(removed))
+    } else if let sequence = object["sequence"] as? Int {
+      live[UInt64(sequence)] = object
+    }
+    at += 8 + length
+  }
+  return (live, frames)
+}

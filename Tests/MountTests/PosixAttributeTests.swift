@@ -262,8 +262,7 @@ import Testing
       let staging = fx.root.appendingPathComponent("staging")
       let queue = try #require(
         FileManager.default.enumerator(atPath: staging.path)?.compactMap { $0 as? String }.first { $0.hasSuffix("/queue") })
-      let records = try FileManager.default.contentsOfDirectory(atPath: staging.appendingPathComponent(queue).path)
-        .filter { $0.hasSuffix(".json") }.compactMap { UInt64($0.dropLast(5)) }
+      let records = Array(queueRecords(staging.appendingPathComponent(queue)).live.keys)
       #expect(records.count == files && records.max() == UInt64(files), "records \(records.sorted())")
       m.unmount()
       let online = try fx.mount(options: ["writable"], extra: ["--api", "gcs"], name: "online")

@@ -378,12 +378,11 @@ import Testing
       var received: Int64 = 0
       for _ in 0..<400 where received < 512 << 10 {
         try await Task.sleep(for: .milliseconds(25))
-        let records = ((try? FileManager.default.subpathsOfDirectory(atPath: queue.path)) ?? []).filter { $0.hasSuffix(".json") && $0.contains("queue/") }
-        for record in records {
-          guard let json = FileManager.default.contents(atPath: queue.appendingPathComponent(record).path),
-            let object = try? JSONSerialization.jsonObject(with: json) as? [String: Any], let url = object["sessionURL"] as? String
-          else { continue }
-          session = url
+        let folders = ((try? FileManager.default.subpathsOfDirectory(atPath: queue.path)) ?? []).filter { $0.hasSuffix("/queue") }
+        for folder in folders {
+          for record in queueRecords(queue.appendingPathComponent(folder)).live.values {
+            if let url = record["sessionURL"] as? String { session = url }
+          }
         }
         guard let session else { continue }
         let answer = try await HTTPClient.shared.send(HTTPRequest(
@@ -683,15 +682,20 @@ import Testing
     }
   }
 
-  /// A queue damaged between mounts is never read silently: a truncated record, bytes that are
-  /// not the ones queued, a record deleted by hand (its bytes left) and a record copied under
-  /// another number are kept aside in the queue's damaged/ folder, said by the log, `bucketfs
-  /// sync` and the metrics, and nothing of them reaches the bucket; the sound changes go.
+  /// A queue damaged between mounts is never read silently: bytes that are not the ones queued,
+  /// a journal damaged in the middle (every record from there on), and bytes no record owns are
+  /// kept aside in the queue's damaged/ folder, said by the log, `bucketfs sync` and the
+  /// metrics, and nothing of them reaches the bucket; the sound changes go, and so does a queue
+  /// an earlier version left (a record file per change).
   @Test func aDamagedQueueIsKeptAsideNotCarriedOut() async throws {
     try await MountFixture.scope { fx in
       let offline = try fx.mount(options: ["writable", "offline"], name: "offline")
-      for name in ["good", "cut-record", "cut-bytes", "no-record", "copied"] {
-        #expect(FileManager.default.createFile(atPath: offline.path("\(name).txt"), contents: Data("the \(name) file\n".utf8)))
+      // One change each: open, write, close (FileManager writes under a temporary name and renames).
+      for name in ["good", "cut-bytes", "late-1", "late-2"] {
+        let fd = open(offline.path("\(name).txt"), O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        let text = Data("the \(name) file\n".utf8)
+        #expect(fd >= 0 && text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == text.count)
+        #expect(close(fd) == 0)
       }
       #expect(bucketSync(offline, timeout: 1).0 == 1)
       offline.unmount()
@@ -699,22 +703,28 @@ import Testing
       let staging = fx.root.appendingPathComponent("staging")
       let bucketFolder = try #require(try FileManager.default.contentsOfDirectory(atPath: staging.path).first)
       let queue = staging.appendingPathComponent(bucketFolder).appendingPathComponent("queue")
-      func record(of name: String) throws -> (json: URL, data: URL) {
-        for file in try FileManager.default.contentsOfDirectory(atPath: queue.path) where file.hasSuffix(".json") {
-          let url = queue.appendingPathComponent(file)
-          if try String(contentsOf: url, encoding: .utf8).contains("\"\(name).txt\"") {
-            return (url, url.deletingPathExtension().appendingPathExtension("data"))
-          }
-        }
-        throw CocoaError(.fileNoSuchFile)
+      let records = queueRecords(queue).live
+      func record(of name: String) throws -> (sequence: UInt64, fields: [String: Any], data: URL) {
+        let (sequence, fields) = try #require(records.first { $0.value["name"] as? String == "\(name).txt" })
+        return (sequence, fields, queue.appendingPathComponent(String(format: "%012llu.data", sequence)))
       }
-      let cutRecord = try record(of: "cut-record").json
-      try Data(try Data(contentsOf: cutRecord).prefix(20)).write(to: cutRecord)
-      let cutBytes = try record(of: "cut-bytes").data
-      try Data("the cut".utf8).write(to: cutBytes)
-      try FileManager.default.removeItem(at: try record(of: "no-record").json)
-      let copied = try record(of: "copied")
-      try FileManager.default.copyItem(at: copied.json, to: queue.appendingPathComponent("000000009999.json"))
+      try Data("the cut".utf8).write(to: try record(of: "cut-bytes").data)
+      // One byte of late-1's first record changed: it and every record after it are kept aside.
+      let log = queue.appendingPathComponent("changes.log")
+      var journal = try Data(contentsOf: log)
+      let late = try #require(journal.range(of: Data("\"late-1.txt\"".utf8)))
+      journal[late.lowerBound + 2] ^= 0x20
+      try journal.write(to: log)
+      // Bytes no record owns (a copy of good's under a number no record has).
+      try FileManager.default.copyItem(at: try record(of: "good").data, to: queue.appendingPathComponent("000000009999.data"))
+      // A queue of the version before: its record file is read, and moved into the journal.
+      var legacy = try record(of: "good").fields
+      legacy["sequence"] = 7777
+      legacy["name"] = "legacy.txt"
+      legacy.removeValue(forKey: "dataSize")
+      legacy.removeValue(forKey: "dataCRC32C")
+      try JSONSerialization.data(withJSONObject: legacy).write(to: queue.appendingPathComponent("000000007777.json"))
+      try Data("the legacy file\n".utf8).write(to: queue.appendingPathComponent("000000007777.data"))
       // Not damage: a close cut short before its record (bytes under a temporary name only) is
       // dropped, and one cut short between its two renames is finished.
       try Data("never acknowledged".utf8).write(to: queue.appendingPathComponent("000000008888.data.tmp"))
@@ -723,16 +733,25 @@ import Testing
 
       let online = try fx.mount(options: ["writable"], name: "online")
       let (status, output) = bucketSync(online)
-      #expect(status == 1 && output.contains("4 damaged records kept aside"), "\(output)")
+      // cut-bytes; the journal's end; late-1's, late-2's and the copied bytes, which no record owns.
+      #expect(status == 1 && output.contains("5 damaged records kept aside"), "\(output)")
       #expect(await object(fx, "good.txt") == Data("the good file\n".utf8))
-      #expect(await object(fx, "copied.txt") == Data("the copied file\n".utf8))
-      for name in ["cut-record", "cut-bytes", "no-record"] { #expect(await object(fx, "\(name).txt") == nil, "\(name)") }
+      #expect(await object(fx, "legacy.txt") == Data("the legacy file\n".utf8))
+      for name in ["cut-bytes", "late-1", "late-2"] { #expect(await object(fx, "\(name).txt") == nil, "\(name)") }
       #expect(try await names(fx).filter { $0.contains("conflict") }.isEmpty)
-      #expect(online.stat("damaged queue records") == "4 kept aside, not carried out")
+      #expect(online.stat("damaged queue records") == "5 kept aside, not carried out")
+      #expect(online.log.contains("the journal is damaged"), "\(online.log)")
       let aside = try FileManager.default.contentsOfDirectory(atPath: queue.appendingPathComponent("damaged").path)
-      // Four reasons; two records with their bytes, one record, one set of bytes.
-      #expect(aside.filter { $0.hasSuffix(".why") }.count == 4 && aside.count == 4 + 6, "\(aside.sorted())")
+      // Five reasons; cut-bytes' record and bytes, the journal's end, three sets of bytes.
+      #expect(aside.filter { $0.hasSuffix(".why") }.count == 5 && aside.count == 5 + 6, "\(aside.sorted())")
+      #expect(aside.contains { $0.hasSuffix("changes.log.rest") })
       #expect(!FileManager.default.fileExists(atPath: queue.appendingPathComponent("000000008888.data.tmp").path))
+      #expect(!FileManager.default.fileExists(atPath: queue.appendingPathComponent("000000007777.json").path))
+      online.unmount()
+      // The journal was rewritten with what is live: the next mount finds nothing damaged again.
+      let again = try fx.mount(options: ["writable"], name: "again")
+      #expect(bucketSync(again).0 == 1)
+      #expect(!again.log.contains("kept aside in"), "\(again.log)")
     }
   }
 

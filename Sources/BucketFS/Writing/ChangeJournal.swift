@@ -1,7 +1,9 @@
-// The write-back queue on disk: a record per change (`NNNNNNNNNNNN.json`, the sequence number),
-// and an upload's bytes beside it (`.data`). Bytes under a final name always have a record: they
-// wait under `.data.tmp` until the record is written, so a crash before the record leaves only a
-// temporary file, removed at the next load, and one between the two is finished there.
+// The write-back queue on disk: the changes' records in one append-only file (`ChangeLog`,
+// `changes.log`), and an upload's bytes beside it (`NNNNNNNNNNNN.data`, the sequence number).
+// Bytes under a final name always have a record: they wait under `.data.tmp` until the record is
+// written, so a crash before the record leaves only a temporary file, removed at the next load,
+// and one between the two is finished there. A queue an earlier version left (a record per
+// change, `NNNNNNNNNNNN.json`) is read and moved into the log at the first load.
 import Foundation
 import StorageCore
 
@@ -11,6 +13,7 @@ struct ChangeJournal: Sendable {
   private let log: @Sendable (String) -> Void
   private let durable: DurableFile
   private var disk: any QueueDisk { durable.disk }
+  private let records: ChangeLog
   /// Set: a close's files are put in place through the page cache and made to last by this
   /// group commit; nil: each is fsynced before the close returns.
   let groupCommit: GroupCommit?
@@ -22,6 +25,7 @@ struct ChangeJournal: Sendable {
     durable = DurableFile(disk: disk)
     self.groupCommit = groupCommit ? GroupCommit(folder: folder.path, disk: disk) : nil
     prefix = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
+    records = ChangeLog(path: prefix + "changes.log", disk: disk)
     try PrivateFolder.make(folder)
   }
 
@@ -30,65 +34,86 @@ struct ChangeJournal: Sendable {
   private let prefix: String
 
   func dataPath(_ change: PendingChange) -> String { prefix + change.fileName + ".data" }
-  private func recordPath(_ change: PendingChange) -> String { prefix + change.fileName + ".json" }
+  private func legacyRecordPath(_ change: PendingChange) -> String { prefix + change.fileName + ".json" }
 
   /// The changes an earlier mount left, and the size of each upload's bytes. What cannot be
-  /// trusted (a record that does not decode, a copied record, bytes that are not what their
-  /// record wrote down, bytes without a record) is set aside, never carried out.
-  func load() -> (changes: [PendingChange], sizes: [UInt64: Int64]) {
+  /// trusted (a record that does not decode, a copied record, the journal from a frame that does
+  /// not check on, bytes that are not what their record wrote down, bytes without a record) is
+  /// set aside, never carried out.
+  func load() throws -> (changes: [PendingChange], sizes: [UInt64: Int64]) {
     let fm = FileManager.default
-    for file in (try? fm.contentsOfDirectory(atPath: folder.path)) ?? [] where file.hasSuffix(".data.tmp") {
-      let stem = String(file.dropLast(".data.tmp".count))
-      let path = folder.appendingPathComponent(file).path
-      if fm.fileExists(atPath: folder.appendingPathComponent(stem + ".json").path) {
-        _ = disk.rename(path, folder.appendingPathComponent(stem + ".data").path)
-      } else {
-        _ = disk.unlink(path)
-      }
-    }
-    let files = (try? fm.contentsOfDirectory(atPath: folder.path)) ?? []
-    func setAside(_ paths: [String], _ reason: String) {
-      damaged.setAside(paths, reason: reason)
+    func setAside(_ paths: [String], keeping kept: [(name: String, bytes: Data)] = [], _ reason: String) {
+      damaged.setAside(paths, keeping: kept, reason: reason)
       log("write-back: \(reason); kept aside in \(damaged.folder.path), not carried out")
     }
-    var changes: [PendingChange] = []
-    for file in files.sorted() {
-      let path = folder.appendingPathComponent(file).path
-      if file.hasSuffix(".tmp") {
-        _ = disk.unlink(path)
-        continue
-      }
-      guard file.hasSuffix(".json") else { continue }
+    // Records of an earlier version, a file each.
+    var byNumber: [UInt64: PendingChange] = [:]
+    var legacyFiles: [String] = []
+    for file in ((try? fm.contentsOfDirectory(atPath: folder.path)) ?? []).sorted() where file.hasSuffix(".json") {
+      let path = prefix + file
       let stem = String(file.dropLast(5))
-      let bytesPath = folder.appendingPathComponent(stem + ".data").path
       guard let data = fm.contents(atPath: path), let change = try? JSONDecoder().decode(PendingChange.self, from: data) else {
-        setAside([path, bytesPath], "record \(file) cannot be read (truncated or damaged)")
+        setAside([path, prefix + stem + ".data"], "record \(file) cannot be read (truncated or damaged)")
         continue
       }
       guard change.fileName == stem else {
         setAside([path], "record \(file) is change \(change.sequence)'s (a copy of another record)")
         continue
       }
+      byNumber[change.sequence] = change
+      legacyFiles.append(path)
+    }
+    let loaded = try records.load()
+    if let (bytes, reason) = loaded.damage {
+      setAside([], keeping: [("changes.log.rest", bytes)], "\(reason); the \(bytes.count) bytes from there")
+    }
+    for (sequence, payload) in loaded.records {
+      if let change = try? JSONDecoder().decode(PendingChange.self, from: payload) { byNumber[sequence] = change }
+    }
+    // The earlier version's records go into the log, then their files.
+    if !legacyFiles.isEmpty {
+      try records.append(byNumber.keys.sorted().map { byNumber[$0]! }, sync: true)
+      for path in legacyFiles { _ = disk.unlink(path) }
+      try? disk.syncFolder(folder.path)
+    }
+    let files = (try? fm.contentsOfDirectory(atPath: folder.path)) ?? []
+    for file in files where file.hasSuffix(".tmp") {
+      let path = prefix + file
+      // Bytes whose record was written before a crash: finished here. Anything else under a
+      // temporary name (bytes without a record, a record file half written) goes.
+      if file.hasSuffix(".data.tmp"), let sequence = UInt64(file.dropLast(".data.tmp".count)), byNumber[sequence] != nil {
+        _ = disk.rename(path, String(path.dropLast(4)))
+      } else {
+        _ = disk.unlink(path)
+      }
+    }
+    var changes: [PendingChange] = []
+    var setAsideRecords: [UInt64] = []
+    for sequence in byNumber.keys.sorted() {
+      let change = byNumber[sequence]!
       if change.kind == .upload && change.isQueued {
+        var reason: String? = nil
         if !fm.fileExists(atPath: dataPath(change)) {
-          setAside([path], "\(TerminalText.visible(change.name)) (change \(change.sequence)) lost its bytes")
-          continue
-        }
-        if let size = change.dataSize, let crc = change.dataCRC32C,
+          reason = "\(TerminalText.visible(change.name)) (change \(change.sequence)) lost its bytes"
+        } else if let size = change.dataSize, let crc = change.dataCRC32C,
           BlockChecksums.compute(path: dataPath(change), size: size, md5: false)?.1.value != crc
         {
-          setAside([path, dataPath(change)], "the bytes of \(TerminalText.visible(change.name)) (change \(change.sequence)) are not the \(size) bytes queued")
+          reason = "the bytes of \(TerminalText.visible(change.name)) (change \(change.sequence)) are not the \(size) bytes queued"
+        }
+        if let reason {
+          let record = (try? JSONEncoder().encode(change)) ?? Data()
+          setAside([dataPath(change)], keeping: [(change.fileName + ".json", record)], reason)
+          setAsideRecords.append(sequence)
           continue
         }
       }
       changes.append(change)
     }
-    // Bytes no record owns (a record deleted by hand): kept, never uploaded under a guess.
-    for file in files where file.hasSuffix(".data") {
-      let stem = String(file.dropLast(5))
-      if !files.contains(stem + ".json") {
-        setAside([folder.appendingPathComponent(file).path], "\(file) has no record")
-      }
+    if !setAsideRecords.isEmpty { try records.append([], removed: setAsideRecords, sync: true) }
+    // Bytes no record owns (a record removed by hand): kept, never uploaded under a guess.
+    let owned = Set(changes.map { $0.fileName + ".data" })
+    for file in (try? fm.contentsOfDirectory(atPath: folder.path)) ?? [] where file.hasSuffix(".data") && !owned.contains(file) {
+      setAside([prefix + file], "\(file) has no record")
     }
     var sizes: [UInt64: Int64] = [:]
     for change in changes where change.kind == .upload {
@@ -98,16 +123,17 @@ struct ChangeJournal: Sendable {
     return (changes, sizes)
   }
 
-  /// `change`'s record, durably (unless its folder could not be synced: then it is in place,
-  /// and the caller says so).
-  /// `committed`: as a close writes it, made to last by the group commit when there is one.
+  /// `change`'s record, appended to the journal and fsynced. `committed`: as a close writes it,
+  /// made to last by the group commit when there is one.
   @discardableResult
   func write(_ change: PendingChange, committed: Bool = false) throws(FSError) -> DurableFile.Placed {
-    guard let data = try? JSONEncoder().encode(change) else { throw FSError(EIO) }
-    guard committed, let groupCommit else { return try durable.replace(recordPath(change), with: data) }
-    let placed = try durable.replace(recordPath(change), with: data, sync: false)
-    groupCommit.note(files: [recordPath(change)])
-    return placed
+    guard committed, let groupCommit else {
+      try records.append([change], sync: true)
+      return .durable
+    }
+    try records.append([change], sync: false)
+    groupCommit.note(files: [records.path])
+    return .durable
   }
 
   /// The bytes of `fd` under `change`'s temporary name, fsynced (by the group commit, when there
@@ -165,7 +191,7 @@ struct ChangeJournal: Sendable {
     let temporary = dataPath(change) + ".tmp"
     guard disk.rename(temporary, dataPath(change)) == 0 else {
       let e = errno
-      _ = disk.unlink(recordPath(change))
+      try? records.append([], removed: [change.sequence], sync: groupCommit == nil)
       _ = disk.unlink(temporary)
       throw FSError(e)
     }
@@ -189,7 +215,10 @@ struct ChangeJournal: Sendable {
   @discardableResult
   func removeReplaced(_ change: PendingChange) -> DurableFile.Placed {
     guard let groupCommit else { return remove(change, durably: true) }
-    groupCommit.note(files: [], unlinks: [dataPath(change), recordPath(change)])
+    groupCommit.note(files: [], unlinks: [dataPath(change)]) { [records] in
+      // In the page cache: lost to a power loss, the load finds both and keeps the newer.
+      try? records.append([], removed: [change.sequence], sync: false)
+    }
     return .durable
   }
 
@@ -198,8 +227,14 @@ struct ChangeJournal: Sendable {
   /// which would go up beside the one that replaced it).
   @discardableResult
   func remove(_ change: PendingChange, durably: Bool = false) -> DurableFile.Placed {
+    // The bytes first: a crash between the two leaves a record without bytes, which a done
+    // change (the usual one removed) no longer needs, rather than bytes without a record.
     _ = disk.unlink(dataPath(change))
-    _ = disk.unlink(recordPath(change))
-    return durably ? durable.syncFolder(of: recordPath(change)) : .durable
+    do throws(FSError) {
+      try records.append([], removed: [change.sequence], sync: durably)
+    } catch {
+      return .folderNotSynced(error.errno)
+    }
+    return durably ? durable.syncFolder(of: dataPath(change)) : .durable
   }
 }

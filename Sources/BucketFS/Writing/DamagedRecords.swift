@@ -1,9 +1,10 @@
 import Foundation
 
 /// The queue's records that cannot be trusted, set aside in the queue's `damaged/` folder: never
-/// carried out as if good, never deleted. A record that does not decode, names another change
-/// than its file does (a copied record), or whose bytes are not the size and CRC32C it wrote
-/// down; bytes that no record owns. Each is moved there with a `.why` file beside it, and the
+/// carried out as if good, never deleted. The journal from a frame that is cut short or does not
+/// match its CRC; a record whose bytes are not the size and CRC32C it wrote down; bytes that no
+/// record owns; a record file of an earlier version that does not decode or names another change
+/// than its file does (a copied record). Each is moved there with a `.why` file beside it, and the
 /// log, `bucketfs sync`, the stats and the metrics page say how many there are.
 struct DamagedRecords: Sendable {
   let folder: URL
@@ -18,11 +19,12 @@ struct DamagedRecords: Sendable {
     ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { $0.hasSuffix(".why") }.count
   }
 
-  /// Moves `paths` (a record and its bytes, or either) into the folder, with `reason` beside
-  /// them; returns false when they could not be moved (they then stay where they are, and are
-  /// still never carried out).
+  /// Moves `paths` (bytes, a record file of an earlier version, or both) into the folder, and
+  /// writes `kept` there (a record or the end of the journal, read from the queue's one file),
+  /// with `reason` beside them; returns false when a path could not be moved (it then stays
+  /// where it is, and is still never carried out).
   @discardableResult
-  func setAside(_ paths: [String], reason: String) -> Bool {
+  func setAside(_ paths: [String], keeping kept: [(name: String, bytes: Data)] = [], reason: String) -> Bool {
     try? PrivateFolder.make(folder)
     let stamp = String(Int(Date().timeIntervalSince1970)) + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
     var moved = true
@@ -30,7 +32,9 @@ struct DamagedRecords: Sendable {
       let name = URL(fileURLWithPath: path).lastPathComponent
       if rename(path, folder.appendingPathComponent("\(stamp)-\(name)").path) != 0 { moved = false }
     }
-    let why = paths.map { URL(fileURLWithPath: $0).lastPathComponent }.joined(separator: ", ") + ": " + reason + "\n"
+    for (name, bytes) in kept { try? DurableFile().write(bytes, to: folder.appendingPathComponent("\(stamp)-\(name)").path) }
+    let names = paths.map { URL(fileURLWithPath: $0).lastPathComponent } + kept.map(\.name)
+    let why = names.joined(separator: ", ") + ": " + reason + "\n"
     try? DurableFile().write(Data(why.utf8), to: folder.appendingPathComponent("\(stamp).why").path)
     return moved
   }

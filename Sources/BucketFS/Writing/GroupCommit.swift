@@ -13,6 +13,8 @@ final class GroupCommit: Sendable {
     var files: [String] = []
     /// Files to remove once the files before them last.
     var unlinks: [String] = []
+    /// What to do once they last (before the unlinks): a replaced change's removal appended.
+    var after: [@Sendable () -> Void] = []
     /// How many notes were taken; a commit covers those taken before it began.
     var noted: UInt64 = 0
   }
@@ -31,10 +33,11 @@ final class GroupCommit: Sendable {
   }
 
   /// Files now in place (a record, an upload's bytes) and files to remove after them.
-  func note(files: [String], unlinks: [String] = []) {
+  func note(files: [String], unlinks: [String] = [], after: (@Sendable () -> Void)? = nil) {
     pending.withLock { p in
       p.files += files
       p.unlinks += unlinks
+      if let after { p.after.append(after) }
       p.noted += 1
     }
   }
@@ -44,12 +47,13 @@ final class GroupCommit: Sendable {
   /// the files stay noted for the next commit.
   func commit() throws(FSError) {
     try committing.withLock { (done: inout UInt64) throws(FSError) in
-      let (files, unlinks, through) = pending.withLock { p in
+      let (files, unlinks, after, through) = pending.withLock { p in
         defer {
           p.files.removeAll()
           p.unlinks.removeAll()
+          p.after.removeAll()
         }
-        return (p.files, p.unlinks, p.noted)
+        return (p.files, p.unlinks, p.after, p.noted)
       }
       guard through > done else { return }
       do throws(FSError) {
@@ -68,9 +72,11 @@ final class GroupCommit: Sendable {
         pending.withLock { p in
           p.files += files
           p.unlinks += unlinks
+          p.after += after
         }
         throw FSError(EIO)
       }
+      for action in after { action() }
       for path in unlinks { _ = disk.unlink(path) }
       if !unlinks.isEmpty { try? disk.syncFolder(folder) }
       done = through

@@ -33,7 +33,7 @@ package final class WriteBackQueue: Sendable {
   init(folder: URL, disk: any QueueDisk = SystemDisk(), commit: Double = 0, log: @escaping @Sendable (String) -> Void) throws {
     self.journal = try ChangeJournal(folder: folder, disk: disk, groupCommit: commit > 0, log: log)
     self.log = log
-    let (changes, sizes) = journal.load()
+    let (changes, sizes) = try journal.load()
     let damaged = journal.damaged.count
     let (done, superseded) = state.withLock { $0.load(changes, sizes: sizes, damaged: damaged) }
     // Replaced uploads whose removal a power loss undid: the newer one goes in their place.
