@@ -37,7 +37,7 @@ let package = Package(
     .testTarget(name: "StorageCoreTests", dependencies: ["StorageCore", "StorageEmulator", "TestSupport", "ChildProcess"]),
     .testTarget(name: "ChildProcessTests", dependencies: ["ChildProcess"]),
     .testTarget(name: "StorageEmulatorTests", dependencies: ["StorageEmulator", "TestSupport"]),
-    .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "StorageCore", "TestSupport"]),
+    .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "StorageCore", "StorageEmulator", "TestSupport", "ChildProcess"]),
     .testTarget(
       name: "MountTests", dependencies: ["BucketFSCommand", "StorageCore", "StorageEmulator", "TestSupport", "ChildProcess"]),
     .testTarget(name: "CommandTests", dependencies: ["StorageEmulator", "TestSupport", "ChildProcess"]),
