@@ -223,10 +223,17 @@ struct ChangeJournal: Sendable {
   }
 
   /// Removes `change`'s record and bytes. A change carried out may come back after a power loss
-  /// (its record says it is done: harmless); one `durably` removed may not (a replaced upload,
-  /// which would go up beside the one that replaced it).
+  /// (its record says it is done, or pending and its bytes in the bucket already: the next mount
+  /// finds them there, `ChangeWorker.baseMoved`); one `durably` removed may not (a replaced
+  /// upload, which would go up beside the one that replaced it). With a group commit the bytes
+  /// go once the journal up to the removal lasts: a record never outlives its bytes.
   @discardableResult
   func remove(_ change: PendingChange, durably: Bool = false) -> DurableFile.Placed {
+    if !durably, let groupCommit {
+      try? records.append([], removed: [change.sequence], sync: false)
+      groupCommit.note(files: [records.path], unlinks: [dataPath(change)])
+      return .durable
+    }
     // The bytes first: a crash between the two leaves a record without bytes, which a done
     // change (the usual one removed) no longer needs, rather than bytes without a record.
     _ = disk.unlink(dataPath(change))

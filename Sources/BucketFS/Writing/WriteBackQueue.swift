@@ -446,7 +446,9 @@ package final class WriteBackQueue: Sendable {
     var record = change
     record.life = .done(effect)
     do throws(FSError) {
-      try journal.write(record)
+      // Through the group commit: lost to a power loss, the change is pending again with its
+      // bytes (removed only after the commit), and the next mount finds them in the bucket.
+      try journal.write(record, committed: true)
     } catch {
       log("write-back: cannot record that \(change.name.debugDescription) was written: errno \(error.errno)")
     }
@@ -468,7 +470,7 @@ package final class WriteBackQueue: Sendable {
 
   /// A done change: the next change of its name based on it gets its generation, then it goes.
   private func passOn(_ done: PendingChange) {
-    if let next = state.withLock({ $0.passOn(done) }) { _ = try? journal.write(next) }
+    if let next = state.withLock({ $0.passOn(done) }) { _ = try? journal.write(next, committed: true) }
     remove(done)
   }
 
