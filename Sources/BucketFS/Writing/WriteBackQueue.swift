@@ -46,10 +46,13 @@ package final class WriteBackQueue: Sendable {
   }
 
   /// The group commit's clock: what closes put in place lasts within `seconds` (ext4's `commit=`).
+  /// On a thread of its own: a commit is a blocking fsync per file closed in the interval, which
+  /// on one of the task pool's threads (one per core) held back the FUSE replies and uploads
+  /// waiting for that thread.
   private func startCommits(every seconds: Double) {
-    Task.detached { [weak self] in
-      while !Task.isCancelled {
-        try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+    let thread = Thread { [weak self] in
+      while true {
+        Thread.sleep(forTimeInterval: seconds)
         guard let self else { return }
         do throws(FSError) {
           try self.commit()
@@ -58,6 +61,8 @@ package final class WriteBackQueue: Sendable {
         }
       }
     }
+    thread.name = "bucketfs.commit"
+    thread.start()
   }
 
   /// Makes every change queued so far last across a power loss (`fsync(2)`, `bucketfs sync`,
