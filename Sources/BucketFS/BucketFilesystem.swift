@@ -211,8 +211,11 @@ package final class BucketFilesystem: Sendable {
 
   // MARK: what the kernel is told to keep, and its references
 
-  /// How long the kernel may keep `a` (nothing of a file changed here and not in the bucket yet).
-  package func cacheTime(_ a: FileAttributes) -> Double { a.volatile ? 0 : options.metadataTTL }
+  /// How long the kernel may keep `a`. A file changed here and not in the bucket yet changes
+  /// only through this kernel (whose writes and setattrs update what it keeps) or by what the
+  /// mount tells it to forget (`forgetKernelCache`): a second, so that the fstat after a
+  /// create and the lookup of tar's utimensat after a close are answered by the kernel.
+  package func cacheTime(_ a: FileAttributes) -> Double { a.volatile ? min(1, options.metadataTTL) : options.metadataTTL }
 
   /// How long the kernel may remember that a name is missing.
   package var missCacheTime: Double { options.missTTL }

@@ -36,9 +36,8 @@ enum FuseOperations {
     e.ino = a.ino
     e.generation = 1
     e.attr = fill(a)
-    // A file changed through the mount and not in the bucket yet: the kernel keeps nothing.
-    e.attr_timeout = a.volatile ? 0 : ttl
-    e.entry_timeout = a.volatile ? 0 : ttl
+    e.attr_timeout = ttl
+    e.entry_timeout = ttl
     return e
   }
 
