@@ -101,6 +101,28 @@ import Testing
     #expect(s.applied == 4)
   }
 
+  /// A folder's mode and times, set after its files (tar): a metadata change waits for its own
+  /// name's changes only, so the uploads before and after it keep going.
+  @Test func aMetadataChangeHoldsUpOnlyItsOwnName() {
+    var s = QueueState()
+    let (placeholder, _) = change(&s, .upload, "d/")
+    let (file, _) = change(&s, .upload, "d/f.txt")
+    let (mode, _) = change(&s, .metadata, "d/", base: .any)
+    let (next, _) = change(&s, .upload, "e/g.txt")
+    let (delete, _) = change(&s, .delete, "old.txt", base: .generation(3))
+    #expect(s.takeNext(now: .now)?.sequence == placeholder.sequence)
+    #expect(s.takeNext(now: .now)?.sequence == file.sequence)
+    // Past the folder's metadata, which waits for its placeholder's upload.
+    #expect(s.takeNext(now: .now)?.sequence == next.sequence)
+    // A delete still waits for every upload before it.
+    #expect(s.takeNext(now: .now) == nil)
+    finish(&s, placeholder, .generation(1))
+    #expect(s.takeNext(now: .now)?.sequence == mode.sequence)
+    finish(&s, file, .generation(2))
+    finish(&s, next, .generation(3))
+    #expect(s.takeNext(now: .now)?.sequence == delete.sequence)
+  }
+
   @Test func aNewUploadWaitsToSettle() {
     var s = QueueState()
     var c = PendingChange(sequence: s.reserveSequence(), kind: .upload, name: "a", base: .generation(0))

@@ -229,7 +229,11 @@ struct QueueState {
   /// The oldest change that can go now, marked started. Changes of one name go in order, and
   /// uploads and deletes do not pass each other (a rename is an upload, then a delete, and the
   /// old name must not go before the new one is there); uploads of different names go at once,
-  /// and so do deletes. A change not settled yet holds up the ones after it as if started.
+  /// and so do deletes. A metadata change waits for its name's changes only: counted as a
+  /// delete, every folder's mode and times that tar sets after its files drained every upload
+  /// before it, a round trip or two each, which made an untar 20 ms away land 3.5x later than
+  /// `bucketfs cp -r` of the same tree. A change not settled yet holds up the ones after it as
+  /// if started.
   mutating func takeNext(now: ContinuousClock.Instant) -> PendingChange? {
     var names = Set<NameKey>()
     var uploadBefore = false
@@ -237,7 +241,9 @@ struct QueueState {
     for sequence in unfinished {
       guard let change = changes[sequence] else { continue }
       let name = Self.key(change.name)
-      let free = !names.contains(name) && (change.kind.putsVersion ? !deleteBefore : !uploadBefore)
+      let free =
+        !names.contains(name)
+        && (change.kind.putsVersion ? !deleteBefore : change.kind == .delete ? !uploadBefore : true)
       let settled = (readyAt[sequence].map { $0 <= now } ?? true) && !held.contains(sequence)
       // Changes settle in the order they were queued: none after this one has settled either.
       if change.life == .pending && !settled { break }
@@ -247,7 +253,7 @@ struct QueueState {
         return changes[sequence]
       }
       names.insert(name)
-      if change.kind.putsVersion { uploadBefore = true } else { deleteBefore = true }
+      if change.kind.putsVersion { uploadBefore = true } else if change.kind == .delete { deleteBefore = true }
       if uploadBefore && deleteBefore { break }
     }
     return nil
