@@ -123,6 +123,21 @@ import Testing
     #expect(s.takeNext(now: .now)?.sequence == delete.sequence)
   }
 
+  /// A rename where the server copies, after a chmod of the source: the copy waits for the
+  /// chmod, or the server would copy the source without its new mode.
+  @Test func aCopyWaitsForItsSourcesMetadata() {
+    var s = QueueState()
+    let (mode, _) = change(&s, .metadata, "a.tmp", base: .generation(4))
+    var copy = PendingChange(sequence: s.reserveSequence(), kind: .copy, name: "a", base: .generation(0))
+    copy.source = PendingChange.Source(name: "a.tmp", generation: 4, size: 1)
+    _ = s.admit(&copy)
+    s.insert(copy, size: 0, readyAt: nil)
+    #expect(s.takeNext(now: .now)?.sequence == mode.sequence)
+    #expect(s.takeNext(now: .now) == nil)
+    finish(&s, mode, .generation(4))
+    #expect(s.takeNext(now: .now)?.sequence == copy.sequence)
+  }
+
   @Test func aNewUploadWaitsToSettle() {
     var s = QueueState()
     var c = PendingChange(sequence: s.reserveSequence(), kind: .upload, name: "a", base: .generation(0))

@@ -229,7 +229,8 @@ struct QueueState {
   /// The oldest change that can go now, marked started. Changes of one name go in order, and
   /// uploads and deletes do not pass each other (a rename is an upload, then a delete, and the
   /// old name must not go before the new one is there); uploads of different names go at once,
-  /// and so do deletes. A metadata change waits for its name's changes only: counted as a
+  /// and so do deletes; a copy waits for its source's changes too. A metadata change waits for
+  /// its name's changes only (and a copy of it for it): counted as a
   /// delete, every folder's mode and times that tar sets after its files drained every upload
   /// before it, a round trip or two each, which made an untar 20 ms away land 3.5x later than
   /// `bucketfs cp -r` of the same tree. A change not settled yet holds up the ones after it as
@@ -241,8 +242,11 @@ struct QueueState {
     for sequence in unfinished {
       guard let change = changes[sequence] else { continue }
       let name = Self.key(change.name)
+      // A server-side copy also waits for its source's changes: a chmod or time queued on the
+      // source before a rename must be on it when the server copies it.
+      let sourceBusy = change.source.map { names.contains(Self.key($0.name)) } ?? false
       let free =
-        !names.contains(name)
+        !names.contains(name) && !sourceBusy
         && (change.kind.putsVersion ? !deleteBefore : change.kind == .delete ? !uploadBefore : true)
       let settled = (readyAt[sequence].map { $0 <= now } ?? true) && !held.contains(sequence)
       // Changes settle in the order they were queued: none after this one has settled either.
