@@ -132,17 +132,22 @@ extension BucketFilesystem {
     }
     guard ftruncate(fd, off_t(m.size)) == 0 else { throw FSError(errno) }
     let base = PendingChange.Source(name: path, generation: m.generation, size: m.size, crc32c: m.crc32c, md5Hash: m.md5Hash)
-    let fill = BaseFill(file: fd, overlay: EditOverlay(base: base)) { [weak self] base, range throws(BucketError) in
-      guard let self else { throw BucketError(code: .cancelled, object: base.name, detail: "the mount ended") }
-      return try await self.fetchBase(base, range)
-    }
+    let fill = BaseFill(file: fd, overlay: EditOverlay(base: base), fetch: baseFetcher)
     fill.start()
     return fill
   }
 
+  /// `fetchBase` for a fill, which may outlive the mount.
+  var baseFetcher: BaseFill.Fetch {
+    { [weak self] base, range throws(BucketError) in
+      guard let self else { throw BucketError(code: .cancelled, object: base.name, detail: "the mount ended") }
+      return try await self.fetchBase(base, range)
+    }
+  }
+
   /// Bytes `range` of base version `base` (an overlaid edit's holes): from a complete staged
   /// copy of it (checked), else from the bucket, pinned to its generation.
-  func fetchBase(_ base: PendingChange.Source, _ range: Range<Int64>) async throws(BucketError) -> Data {
+  private func fetchBase(_ base: PendingChange.Source, _ range: Range<Int64>) async throws(BucketError) -> Data {
     if let staged = staging?.read(client.bucketName(base.name), generation: base.generation, offset: range.lowerBound, count: range.count)?.data(),
       staged.count == range.count
     {

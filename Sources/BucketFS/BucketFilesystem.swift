@@ -117,10 +117,7 @@ package final class BucketFilesystem: Sendable {
       let queue = writeBack.queue
       namespace.setQueuedNames { dir in queue.names(in: dir.isEmpty ? "" : dir + "/") }
     }
-    writeBack?.queue.fillBases { [weak self] base, range throws(BucketError) in
-      guard let self else { throw BucketError(code: .cancelled, object: base.name, detail: "the mount ended") }
-      return try await self.fetchBase(base, range)
-    }
+    writeBack?.queue.fillBases(from: baseFetcher)
     if let writeBack, !options.offline {
       writeBack.queue.start(client: self.client) { [weak self, namespace, posixChanges] change, metadata in
         namespace.applied(change, metadata)

@@ -6,10 +6,15 @@ import Testing
 /// short or damaged ends what is read (and is handed back to be kept aside), and the file is
 /// rewritten with the live records only.
 @Suite struct ChangeLogTests {
-  func folder() throws -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("changelog-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    return url
+  /// A loaded, empty journal in a folder of its own (removed afterwards), and its path.
+  func withLog(_ body: (ChangeLog, String) throws -> Void) throws {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("changelog-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let path = dir.appendingPathComponent("changes.log").path
+    let log = ChangeLog(path: path, disk: SystemDisk())
+    _ = try log.load()
+    try body(log, path)
   }
 
   func change(_ sequence: UInt64, _ name: String) -> PendingChange {
@@ -21,84 +26,72 @@ import Testing
   }
 
   @Test func theLastRecordOfAChangeWinsAndARemovalDropsIt() throws {
-    let dir = try folder()
-    defer { try? FileManager.default.removeItem(at: dir) }
-    let path = dir.appendingPathComponent("changes.log").path
-    let log = ChangeLog(path: path, disk: SystemDisk())
-    _ = try log.load()
-    try log.append([change(1, "a"), change(2, "b")], sync: false)
-    try log.append([change(1, "a, again")], removed: [2], sync: true)
-    try log.append([change(3, "c")], sync: false)
-    let again = try ChangeLog(path: path, disk: SystemDisk()).load()
-    #expect(names(again) == [1: "a, again", 3: "c"])
-    #expect(again.damage == nil)
+    try withLog { log, path in
+      try log.append([change(1, "a"), change(2, "b")], sync: false)
+      try log.append([change(1, "a, again")], removed: [2], sync: true)
+      try log.append([change(3, "c")], sync: false)
+      let again = try ChangeLog(path: path, disk: SystemDisk()).load()
+      #expect(names(again) == [1: "a, again", 3: "c"])
+      #expect(again.damage == nil)
+    }
   }
 
   /// Cut after every byte: what a power loss may leave of the file's end. The records whose
   /// frames are whole are read; a cut inside a frame is reported, never read as a record.
   @Test func aFileCutAnywhereGivesTheWholeFramesBeforeTheCut() throws {
-    let dir = try folder()
-    defer { try? FileManager.default.removeItem(at: dir) }
-    let path = dir.appendingPathComponent("changes.log").path
-    let log = ChangeLog(path: path, disk: SystemDisk())
-    _ = try log.load()
-    var ends: [Int] = []
-    for i in 1...4 {
-      try log.append([change(UInt64(i), "file \(i)")], sync: false)
-      ends.append(Int((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0))
-    }
-    let whole = try Data(contentsOf: URL(fileURLWithPath: path))
-    for cut in 0...whole.count {
-      let loaded = ChangeLog.parse(whole.prefix(cut))
-      let complete = ends.filter { $0 <= cut }.count
-      #expect(loaded.records.count == complete, "cut at \(cut)")
-      #expect((loaded.damage != nil) == !(ends.contains(cut) || cut == 0), "cut at \(cut)")
-      if let damage = loaded.damage { #expect(damage.bytes.count == cut - (ends.last { $0 <= cut } ?? 0)) }
+    try withLog { log, path in
+      var ends: [Int] = []
+      for i in 1...4 {
+        try log.append([change(UInt64(i), "file \(i)")], sync: false)
+        ends.append(Int((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0))
+      }
+      let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+      for cut in 0...whole.count {
+        let loaded = ChangeLog.parse(whole.prefix(cut))
+        let complete = ends.filter { $0 <= cut }.count
+        #expect(loaded.records.count == complete, "cut at \(cut)")
+        #expect((loaded.damage != nil) == !(ends.contains(cut) || cut == 0), "cut at \(cut)")
+        if let damage = loaded.damage { #expect(damage.bytes.count == cut - (ends.last { $0 <= cut } ?? 0)) }
+      }
     }
   }
 
   /// A changed byte in the middle: the records before it are read, it and the rest are not.
   @Test func aDamagedFrameEndsWhatIsRead() throws {
-    let dir = try folder()
-    defer { try? FileManager.default.removeItem(at: dir) }
-    let path = dir.appendingPathComponent("changes.log").path
-    let log = ChangeLog(path: path, disk: SystemDisk())
-    _ = try log.load()
-    for i in 1...3 { try log.append([change(UInt64(i), "file \(i)")], sync: false) }
-    var data = try Data(contentsOf: URL(fileURLWithPath: path))
-    let second = try #require(data.range(of: Data("file 2".utf8)))
-    data[second.lowerBound] ^= 1
-    let loaded = ChangeLog.parse(data)
-    #expect(names(loaded) == [1: "file 1"])
-    #expect(loaded.damage?.reason.contains("checksum") == true)
-    // A load rewrites the file with what was read: the next load finds no damage.
-    try data.write(to: URL(fileURLWithPath: path))
-    #expect(try ChangeLog(path: path, disk: SystemDisk()).load().damage != nil)
-    let next = try ChangeLog(path: path, disk: SystemDisk()).load()
-    #expect(next.damage == nil && names(next) == [1: "file 1"])
+    try withLog { log, path in
+      for i in 1...3 { try log.append([change(UInt64(i), "file \(i)")], sync: false) }
+      var data = try Data(contentsOf: URL(fileURLWithPath: path))
+      let second = try #require(data.range(of: Data("file 2".utf8)))
+      data[second.lowerBound] ^= 1
+      let loaded = ChangeLog.parse(data)
+      #expect(names(loaded) == [1: "file 1"])
+      #expect(loaded.damage?.reason.contains("checksum") == true)
+      // A load rewrites the file with what was read: the next load finds no damage.
+      try data.write(to: URL(fileURLWithPath: path))
+      #expect(try ChangeLog(path: path, disk: SystemDisk()).load().damage != nil)
+      let next = try ChangeLog(path: path, disk: SystemDisk()).load()
+      #expect(next.damage == nil && names(next) == [1: "file 1"])
+    }
   }
 
   /// A change rewritten many times (a long upload's sessions, amends): the file is rewritten
   /// with the live records once the dead ones outweigh them, and reads the same.
   @Test func deadRecordsAreDroppedWhenTheyOutweighTheLiveOnes() throws {
-    let dir = try folder()
-    defer { try? FileManager.default.removeItem(at: dir) }
-    let path = dir.appendingPathComponent("changes.log").path
-    let log = ChangeLog(path: path, disk: SystemDisk())
-    _ = try log.load()
-    var big = change(1, "big")
-    big.custom = ["note": String(repeating: "x", count: 4000)]
-    var largest = 0
-    for i in 0..<3000 {
-      big.mtime = Timestamp(seconds: Int64(i))
-      try log.append([big, change(UInt64(2 + i % 5), "small \(i % 5)")], sync: false)
-      largest = max(largest, (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0)
+    try withLog { log, path in
+      var big = change(1, "big")
+      big.custom = ["note": String(repeating: "x", count: 4000)]
+      var largest = 0
+      for i in 0..<3000 {
+        big.mtime = Timestamp(seconds: Int64(i))
+        try log.append([big, change(UInt64(2 + i % 5), "small \(i % 5)")], sync: false)
+        largest = max(largest, (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0)
+      }
+      #expect(largest < 6 << 20, "the file grew to \(largest) bytes")
+      let loaded = try ChangeLog(path: path, disk: SystemDisk()).load()
+      #expect(loaded.damage == nil)
+      #expect(names(loaded) == [1: "big", 2: "small 0", 3: "small 1", 4: "small 2", 5: "small 3", 6: "small 4"])
+      let last = try JSONDecoder().decode(PendingChange.self, from: try #require(loaded.records[1]))
+      #expect(last.mtime == Timestamp(seconds: 2999))
     }
-    #expect(largest < 6 << 20, "the file grew to \(largest) bytes")
-    let loaded = try ChangeLog(path: path, disk: SystemDisk()).load()
-    #expect(loaded.damage == nil)
-    #expect(names(loaded) == [1: "big", 2: "small 0", 3: "small 1", 4: "small 2", 5: "small 3", 6: "small 4"])
-    let last = try JSONDecoder().decode(PendingChange.self, from: try #require(loaded.records[1]))
-    #expect(last.mtime == Timestamp(seconds: 2999))
   }
 }

@@ -45,17 +45,7 @@ import Testing
     let disk = CrashStateTests.RecordingDisk()
     let queue = try WriteBackQueue(folder: queueFolder, disk: disk, commit: 3600) { _ in }
     for (i, step) in Self.steps.enumerated() {
-      if let bytes = step.bytes {
-        let path = queueFolder.appendingPathComponent("edit-\(i)").path
-        let fd = disk.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        #expect(fd >= 0)
-        _ = bytes.withUnsafeBytes { disk.write(fd, $0) }
-        try queue.upload(step.name, from: fd, linking: path, contentType: "text/plain", mtime: nil, base: step.base)
-        disk.close(fd)
-        unlink(path)
-      } else {
-        try queue.delete(step.name, base: step.base)
-      }
+      try CrashStateTests.perform(step, as: i, on: queue, disk: disk)
       if i == 0 || i == 3 { try queue.commit() }
     }
     let states = CrashStateTests.crashStates(disk.operations, folder: queueFolder.path)

@@ -231,21 +231,12 @@ import Testing
     var lasted: [Int?] = []
     for (i, step) in steps.enumerated() {
       issued.append(disk.operations.count)
-      if let bytes = step.bytes, linking {
-        // An edit's file: made and written beside the queue, never fsynced by the edit.
-        let path = queueFolder.appendingPathComponent("edit-\(i)").path
-        let fd = disk.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        #expect(fd >= 0)
-        _ = bytes.withUnsafeBytes { disk.write(fd, $0) }
-        try queue.upload(step.name, from: fd, linking: path, contentType: "text/plain", mtime: nil, base: step.base)
-        disk.close(fd)
-        unlink(path)
-      } else if let bytes = step.bytes {
+      if let bytes = step.bytes, !linking {
         let fd = try source(bytes, in: work)
         defer { close(fd) }
         try queue.upload(step.name, from: fd, contentType: "text/plain", mtime: nil, base: step.base)
       } else {
-        try queue.delete(step.name, base: step.base)
+        try Self.perform(step, as: i, on: queue, disk: disk)
       }
       lasted.append(commitsAfter == nil ? disk.operations.count : nil)
       if let commitsAfter, commitsAfter.contains(i) {
@@ -311,6 +302,24 @@ import Testing
       checked += 1
     }
     #expect(checked == states.count)
+  }
+
+  /// `step` (number `index`) on `queue`: a delete, or an upload of an edit's file, made and
+  /// written beside the queue (never fsynced by the edit) and linked into it.
+  static func perform(_ step: Step, as index: Int, on queue: WriteBackQueue, disk: RecordingDisk) throws {
+    guard let bytes = step.bytes else {
+      try queue.delete(step.name, base: step.base)
+      return
+    }
+    let path = queue.folder.appendingPathComponent("edit-\(index)").path
+    let fd = disk.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    #expect(fd >= 0)
+    defer {
+      disk.close(fd)
+      unlink(path)
+    }
+    _ = bytes.withUnsafeBytes { disk.write(fd, $0) }
+    try queue.upload(step.name, from: fd, linking: path, contentType: "text/plain", mtime: nil, base: step.base)
   }
 
   /// A bucket holding each name at the generation the steps' first change of it was based on

@@ -47,12 +47,6 @@ final class BaseFill: Sendable {
 
   var overlay: EditOverlay { state.withLock { $0.overlay } }
 
-  var isComplete: Bool {
-    state.withLock {
-      if case .complete = $0.progress { true } else { false }
-    }
-  }
-
   /// A change of the file's bytes by the program (a write, a truncation), made with the fill
   /// held off, and noted in the overlay by `body`.
   func change<T>(_ body: (inout EditOverlay) throws(FSError) -> T) throws(FSError) -> T {

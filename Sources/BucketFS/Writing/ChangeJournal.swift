@@ -34,7 +34,6 @@ struct ChangeJournal: Sendable {
   private let prefix: String
 
   func dataPath(_ change: PendingChange) -> String { prefix + change.fileName + ".data" }
-  private func legacyRecordPath(_ change: PendingChange) -> String { prefix + change.fileName + ".json" }
 
   /// The changes an earlier mount left, and the size of each upload's bytes. What cannot be
   /// trusted (a record that does not decode, a copied record, the journal from a frame that does
@@ -124,16 +123,12 @@ struct ChangeJournal: Sendable {
   }
 
   /// `change`'s record, appended to the journal and fsynced. `committed`: as a close writes it,
-  /// made to last by the group commit when there is one.
-  @discardableResult
-  func write(_ change: PendingChange, committed: Bool = false) throws(FSError) -> DurableFile.Placed {
-    guard committed, let groupCommit else {
-      try records.append([change], sync: true)
-      return .durable
-    }
+  /// made to last by the group commit when there is one. An append needs no folder sync, so
+  /// the record is either written or the call throws.
+  func write(_ change: PendingChange, committed: Bool = false) throws(FSError) {
+    guard committed, let groupCommit else { return try records.append([change], sync: true) }
     try records.append([change], sync: false)
     groupCommit.note(files: [records.path])
-    return .durable
   }
 
   /// The bytes of `fd` under `change`'s temporary name, fsynced (by the group commit, when there

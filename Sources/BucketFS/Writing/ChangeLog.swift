@@ -147,14 +147,6 @@ final class ChangeLog: Sendable {
     }
   }
 
-  /// Makes what was appended last across a power loss.
-  func sync() throws(FSError) {
-    try state.withLock { s throws(FSError) in
-      guard s.fd >= 0 else { return }
-      guard disk.fsync(s.fd) == 0 else { throw FSError(errno) }
-    }
-  }
-
   private static func frame(_ payload: Data, into frames: inout Data) {
     var crc = CRC32C()
     payload.withUnsafeBytes { crc.update($0) }
@@ -175,7 +167,7 @@ final class ChangeLog: Sendable {
     let loaded = Self.parse(FileManager.default.contents(atPath: path) ?? Data())
     let kept = loaded.records.keys.filter { s.live[$0] != nil }.sorted().map { loaded.records[$0]! }
     try rewrite(&s, with: kept)
-    s.live = s.live.filter { s.live[$0.key] != nil && loaded.records[$0.key] != nil }
+    s.live = s.live.filter { loaded.records[$0.key] != nil }
   }
 
   /// The file replaced by one holding `payloads`: written under a temporary name, fsynced,

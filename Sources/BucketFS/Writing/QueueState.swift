@@ -296,11 +296,9 @@ struct QueueState {
 
   mutating func setSession(_ sequence: UInt64, _ url: String?) { changes[sequence]?.sessionURL = url }
 
-  /// An overlaid upload's bytes are whole now, with this size and CRC32C.
-  mutating func madeWhole(_ sequence: UInt64, size: Int64, crc32c: UInt32) {
-    changes[sequence]?.overlay = nil
-    changes[sequence]?.dataSize = size
-    changes[sequence]?.dataCRC32C = crc32c
+  /// An overlaid upload's bytes are whole now: `whole` is its record without the overlay.
+  mutating func madeWhole(_ whole: PendingChange) {
+    if changes[whole.sequence] != nil { changes[whole.sequence] = whole }
   }
 
   mutating func failed(_ change: PendingChange) { set(change) }

@@ -28,11 +28,14 @@ package final class WriteBackQueue: Sendable {
   private let fills = Mutex<[UInt64: BaseFill]>([:])
   /// Where a base version's bytes come from (a staged copy, the bucket), set by the mount.
   private let baseFetch = Mutex<BaseFill.Fetch?>(nil)
+  /// The group commit's timer (nil: every close commits its own change).
+  private let commitClock: CommitClock?
 
   /// `commit`: seconds between group commits (0: every close fsyncs its change before it returns).
   init(folder: URL, disk: any QueueDisk = SystemDisk(), commit: Double = 0, log: @escaping @Sendable (String) -> Void) throws {
     self.journal = try ChangeJournal(folder: folder, disk: disk, groupCommit: commit > 0, log: log)
     self.log = log
+    commitClock = commit > 0 ? CommitClock() : nil
     let (changes, sizes) = try journal.load()
     let damaged = journal.damaged.count
     let (done, superseded) = state.withLock { $0.load(changes, sizes: sizes, damaged: damaged) }
@@ -46,24 +49,24 @@ package final class WriteBackQueue: Sendable {
   }
 
   /// The group commit's clock: what closes put in place lasts within `seconds` (ext4's `commit=`).
-  /// On a thread of its own: a commit is a blocking fsync per file closed in the interval, which
-  /// on one of the task pool's threads (one per core) held back the FUSE replies and uploads
-  /// waiting for that thread.
+  /// A timer on a queue of its own, not the task pool: a commit is a blocking fsync per file
+  /// closed in the interval, which on one of the pool's threads (one per core) held back the
+  /// FUSE replies and uploads waiting for that thread. It stops with the queue.
   private func startCommits(every seconds: Double) {
-    let thread = Thread { [weak self] in
-      while true {
-        Thread.sleep(forTimeInterval: seconds)
-        guard let self else { return }
-        do throws(FSError) {
-          try self.commit()
-        } catch {
-          self.log("write-back: the queue's group commit failed (errno \(error.errno)); tried again in \(seconds) s")
-        }
+    guard let timer = commitClock?.timer else { return }
+    let interval = DispatchTimeInterval.milliseconds(Int(seconds * 1000))
+    timer.schedule(deadline: .now() + interval, repeating: interval)
+    timer.setEventHandler { [weak self] in
+      guard let self else { return }
+      do throws(FSError) {
+        try self.commit()
+      } catch {
+        self.log("write-back: the queue's group commit failed (errno \(error.errno)); tried again in \(seconds) s")
       }
     }
-    thread.name = "bucketfs.commit"
-    thread.start()
   }
+
+  deinit { commitClock?.timer.cancel() }
 
   /// Makes every change queued so far last across a power loss (`fsync(2)`, `bucketfs sync`,
   /// an unmount); EIO when the disk would not.
@@ -131,8 +134,7 @@ package final class WriteBackQueue: Sendable {
   /// Waits until the bytes `name`'s queued upload puts there are whole (an overlaid edit's
   /// holes filled), for a reader or an edit that starts from them.
   func wholeBytes(_ name: String) async throws(FSError) {
-    guard let (last, _) = state.withLock({ $0.lastVisible(name) }), last.kind == .upload, last.overlay != nil else { return }
-    let fill = try fill(for: last)
+    guard let fill = try overlaid(name) else { return }
     do throws(BucketError) {
       try await fill.ready()
     } catch {
@@ -166,7 +168,7 @@ package final class WriteBackQueue: Sendable {
       whole.dataSize = size
       whole.dataCRC32C = crc
       try journal.write(whole)
-      state.withLock { $0.madeWhole(change.sequence, size: size, crc32c: crc) }
+      state.withLock { $0.madeWhole(whole) }
       fills.withLock { _ = $0.removeValue(forKey: change.sequence) }
       change = whole
       return nil
@@ -181,15 +183,13 @@ package final class WriteBackQueue: Sendable {
   func amend(_ name: String, contentType: String? = nil, custom: [String: String], mtime: Timestamp? = nil) throws(FSError) -> Bool {
     guard let (before, amended) = state.withLock({ $0.amend(name, contentType: contentType, custom: custom, mtime: mtime) }) else { return false }
     defer { work.signalOne() }
-    let placed: DurableFile.Placed
     do throws(FSError) {
-      placed = try journal.write(amended, committed: true)
+      try journal.write(amended, committed: true)
     } catch {
       state.withLock { $0.release(amended.sequence, restoring: before) }
       throw error
     }
     state.withLock { $0.release(amended.sequence) }
-    if case .folderNotSynced = placed { throw FSError(EIO) }
     return true
   }
 
@@ -248,7 +248,7 @@ package final class WriteBackQueue: Sendable {
     let replaced = state.withLock { $0.admit(&change) }
     var placed: [DurableFile.Placed] = []
     do throws(FSError) {
-      placed.append(try journal.write(change, committed: true))
+      try journal.write(change, committed: true)
       if withBytes { placed.append(try journal.keepBytes(of: change)) }
     } catch {
       if let replaced { state.withLock { $0.readmit(replaced) } }
@@ -500,4 +500,12 @@ package final class WriteBackQueue: Sendable {
   /// one at a time would leave a folder copied into the mount waiting for minutes (as many as
   /// `bucketfs cp -r` uploads at once).
   static let workers = 16
+}
+
+/// A dispatch timer, which is safe to schedule and cancel from any thread, held by the Sendable
+/// queue. Resumed at once (it fires only once scheduled): a dispatch source released while
+/// suspended is a crash, and a queue whose load fails is released before its clock starts.
+private final class CommitClock: @unchecked Sendable {
+  let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "bucketfs.commit"))
+  init() { timer.resume() }
 }
