@@ -53,6 +53,7 @@ void CFuseShims_tune_connection(struct fuse_conn_info *conn) {
 // Bits and layouts of protocol 7.40 that Debian 12's <linux/fuse.h> (7.38) does not have.
 #define CFUSE_INIT_EXT (1u << 30)
 #define CFUSE_INIT2_PASSTHROUGH (1u << 5)  // FUSE_PASSTHROUGH: bit 37 of the 64-bit flags
+#define CFUSE_HANDLE_KILLPRIV_V2 (1u << 28)
 #define CFUSE_FOPEN_DIRECT_IO (1u << 0)
 #define CFUSE_FOPEN_NOFLUSH (1u << 5)
 #define CFUSE_FOPEN_PARALLEL_DIRECT_WRITES (1u << 6)
@@ -86,6 +87,8 @@ struct cfuse_out_header {
 };
 
 static __thread int init_offers_passthrough;  // set by the read of an INIT request
+static __thread int init_offers_killpriv_v2;   // likewise
+static __thread uint64_t init_unique;          // the INIT request being answered on this thread
 static __thread uint32_t init_reply_passthrough;  // the stack depth, set when init takes the offer
 static __thread int32_t open_reply_backing;    // set around fuse_reply_open/create
 
@@ -97,6 +100,8 @@ static ssize_t channel_read(int fd, void *buf, size_t len, void *userdata) {
     if (h->opcode == 26) {  // FUSE_INIT
       const struct cfuse_init_in_start *in = (const void *)((const char *)buf + sizeof(*h));
       init_offers_passthrough = (in->flags & CFUSE_INIT_EXT) && (in->flags2 & CFUSE_INIT2_PASSTHROUGH);
+      init_offers_killpriv_v2 = (in->flags & CFUSE_HANDLE_KILLPRIV_V2) != 0;
+      init_unique = h->unique;
     }
   }
   return n;
@@ -107,22 +112,35 @@ static int reply_ok(struct iovec *iov, int count, size_t least) {
   return ((const struct cfuse_out_header *)iov[0].iov_base)->error == 0;
 }
 
+static int is_init_reply(struct iovec *iov, int count) {
+  return init_unique != 0 && count >= 1 && iov[0].iov_len >= sizeof(struct cfuse_out_header) &&
+         ((const struct cfuse_out_header *)iov[0].iov_base)->unique == init_unique;
+}
+
 static ssize_t channel_writev(int fd, struct iovec *iov, int count, void *userdata) {
   (void)userdata;
-  if (init_reply_passthrough) {
+  if (is_init_reply(iov, count)) {
     uint32_t depth = init_reply_passthrough;
     init_reply_passthrough = 0;
+    init_unique = 0;
     // fuse_init_out: flags at 12, flags2 at 32, max_stack_depth at 36.
     if (reply_ok(iov, count, 40)) {
       char *out = iov[1].iov_base;
       uint32_t flags, flags2;
       memcpy(&flags, out + 12, 4);
       memcpy(&flags2, out + 32, 4);
-      flags |= CFUSE_INIT_EXT;
-      flags2 |= CFUSE_INIT2_PASSTHROUGH;
+      // A file here never has a set-id bit (chmod refuses them) nor security.capability
+      // (only user.* can be set), so there is nothing for the daemon to kill on a write, a
+      // truncate or a chown; taking this spares a GETXATTR of security.capability before
+      // every write and a GETATTR before every chown (fs/fuse: SB_NOSEC).
+      if (init_offers_killpriv_v2) flags |= CFUSE_HANDLE_KILLPRIV_V2;
+      if (depth) {
+        flags |= CFUSE_INIT_EXT;
+        flags2 |= CFUSE_INIT2_PASSTHROUGH;
+        memcpy(out + 36, &depth, 4);
+      }
       memcpy(out + 12, &flags, 4);
       memcpy(out + 32, &flags2, 4);
-      memcpy(out + 36, &depth, 4);
     }
   } else if (open_reply_backing > 0 && reply_ok(iov, count, 16)) {
     // fuse_open_out ends the argument (OPEN: alone; CREATE: after fuse_entry_out):

@@ -54,20 +54,22 @@ package final class FuseSession: @unchecked Sendable {
     live.withLock { $0.session = session }
     ReadAhead.widen(mountpoint: mountpoint)
     filesystem.setKernelNotifier { [weak self] forgotten in self?.tellKernel(forgotten) }
-    offerPassthrough(session)
+    watchChannel(session)
   }
 
-  /// Watches the session's requests and replies so that INIT and OPEN can carry passthrough
-  /// (CFuseShims_watch_channel), when the filesystem wants it and this process may register
-  /// backing files (CAP_SYS_ADMIN: root). INIT, answered by the loop, settles it.
-  private func offerPassthrough(_ session: OpaquePointer) {
+  /// Watches the session's requests and replies (CFuseShims_watch_channel) so that INIT can
+  /// take what libfuse 3.14 does not know (FUSE_HANDLE_KILLPRIV_V2, passthrough) and OPEN can
+  /// carry passthrough, when the filesystem wants it and this process may register backing
+  /// files (CAP_SYS_ADMIN: root). INIT, answered by the loop, settles it.
+  private func watchChannel(_ session: OpaquePointer) {
+    let status = CFuseShims_watch_channel(session)
+    guard status == 0 else {
+      let why = String(cString: strerror(-status))
+      return filesystem.log("fuse: libfuse would not let the session be watched (\(why)); staged files are read through the daemon")
+    }
     guard filesystem.wantsPassthrough else { return }
     guard geteuid() == 0 else {
       return filesystem.log("passthrough: needs root (CAP_SYS_ADMIN); staged files are read through the daemon")
-    }
-    let status = CFuseShims_watch_channel(session)
-    guard status == 0 else {
-      return filesystem.log("passthrough: libfuse would not let the session be watched (\(String(cString: strerror(-status)))); staged files are read through the daemon")
     }
     let fd = fuse_session_fd(session)
     filesystem.offerPassthrough(
