@@ -198,15 +198,23 @@ extension BucketFilesystem {
 
   package func queueTextOnceSynced(attribute: String) async -> String? {
     guard let ms = Int(attribute.dropFirst(Self.queueWaitPrefix.count)), ms >= 0 else { return nil }
-    try? writeBack?.queue.commit()
-    _ = await writeBack?.queue.waitUntilEmpty(within: min(Double(ms) / 1000, Self.queueWaitLimit))
+    guard let writeBack else { return queueText() }
+    let within = min(Double(ms) / 1000, Self.queueWaitLimit)
+    try? writeBack.queue.commit()
+    // Files closed and still open for writing elsewhere (a descriptor passed on, dup'd), which
+    // the kernel writes itself: what they hold now goes, as a copy, as an fsync would send it.
+    if await writeBack.queue.waitUntilEmpty(within: within).stillWritten > 0 {
+      for edit in writeBack.edits.all where edit.openUpload != nil { _ = try? queue(edit, copying: true) }
+      try? writeBack.queue.commit()
+      _ = await writeBack.queue.waitUntilEmpty(within: within)
+    }
     return queueText()
   }
 
   package func queueText() -> String {
     guard let writeBack else { return "0\n" }
     let t = writeBack.queue.totals
-    return "\(t.changes) \(t.failed) \(t.damaged)\n" + writeBack.queue.describe()
+    return "\(t.changes) \(t.failed) \(t.damaged) \(t.stillWritten)\n" + writeBack.queue.describe()
       + (t.damaged > 0 ? "damaged\t\(t.damaged) records or bytes kept aside in \(writeBack.queue.damaged.folder.path), not carried out\n" : "")
   }
 }

@@ -31,7 +31,10 @@ extension BucketFilesystem {
     // from (the bucket's moved on, a conflict sent ours aside): it forgets them before it
     // shows or extends the file again.
     forgetKernelCache(of: ino)
-    return fileHandles.add(.edit(EditHandle(edit, access: access, ino: ino, changed: truncate)))
+    // A writer of a file the kernel writes is one of its writers: its writes come here (its
+    // open joins with direct I/O) into that same file.
+    let joinsKernel = edit.joinKernelWriters()
+    return fileHandles.add(.edit(EditHandle(edit, access: access, ino: ino, changed: truncate, writesByKernel: joinsKernel)))
   }
 
   /// The edit of `path`, opened (or joined) with its current bytes, unless `truncate`.
@@ -227,8 +230,36 @@ extension BucketFilesystem {
     if !exists { entriesChanged(in: dir.path) }
     let attrs = localAttributes(path, edit: edit, lookup: true)
     let access = EditHandle.access(flags: flags) == .appending ? EditHandle.Access.appending : .writing
-    let handle = fileHandles.add(.edit(EditHandle(edit, access: access, ino: attrs.ino, changed: !exists || flags & O_TRUNC != 0)))
+    let changed = !exists || flags & O_TRUNC != 0
+    // A new, empty file, open nowhere else, with room to grow in: the kernel writes its edit's
+    // file itself (passthrough), so that cp, tar and a program's output cost no request per
+    // write. Its closes and releases still come here.
+    if mayWriteByKernel(edit), edit.beginKernelWrites() {
+      let handle = fileHandles.add(.edit(EditHandle(edit, access: access, ino: attrs.ino, changed: changed, writesByKernel: true)))
+      if let io = kernelIO.openEditing(attrs.ino, handle: handle, file: edit.file) {
+        metrics.passthroughWrites.add(1, ordering: .relaxed)
+        return (attrs, handle, io)
+      }
+      edit.endKernelWrites()
+      _ = fileHandles.remove(handle)
+    }
+    let handle = fileHandles.add(.edit(EditHandle(edit, access: access, ino: attrs.ino, changed: changed)))
     return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, generation: nil, keepCache: false) { nil })
+  }
+
+  /// Room a file written by the kernel may take, which the daemon cannot refuse write by write:
+  /// the queue's budget (`staging_size`) and the staging disk must both have this much left,
+  /// else a new file is written through the daemon, which refuses a write past the budget.
+  static let kernelWriteRoom: Int64 = 1 << 30
+
+  /// Whether `edit`, just made for a create, may be written by the kernel: new and empty, open
+  /// by this create alone, and with room left.
+  private func mayWriteByKernel(_ edit: LocalEdits.Edit) -> Bool {
+    guard kernelIO.writesByPassthrough, let writeBack, !writeBack.edits.isShared(edit), edit.fill == nil, edit.size == 0 else { return false }
+    guard writeBack.queue.queuedBytes + Self.kernelWriteRoom <= options.stagingSize else { return false }
+    var fs = statvfs()
+    guard statvfs(writeBack.edits.folder.path, &fs) == 0 else { return false }
+    return Int64(fs.f_bavail) * Int64(fs.f_frsize) >= Self.kernelWriteRoom
   }
 
   func localAttributes(_ path: String, edit: LocalEdits.Edit, lookup: Bool) -> FileAttributes {
@@ -319,8 +350,10 @@ extension BucketFilesystem {
     try queue(opened.edit)
   }
 
+  /// `copying`: a file the kernel still writes goes as a copy of what it holds now, an upload
+  /// like any (fsync, `bucketfs sync`), instead of held until its last writer is gone.
   @discardableResult
-  func queue(_ edit: LocalEdits.Edit) throws(FSError) -> UInt64? {
+  func queue(_ edit: LocalEdits.Edit, copying: Bool = false) throws(FSError) -> UInt64? {
     // A write that failed leaves bytes no program meant: they never become a version, and
     // what this edit queued before it (dd's O_TRUNC, closed once by a dup) is withdrawn while
     // it has not started, so the version before stays.
@@ -347,6 +380,11 @@ extension BucketFilesystem {
           return last
         }
         let mtime = changes.mtime ?? edit.modified
+        if edit.writtenByKernel {
+          let sequence = try queueWrittenByKernel(edit, changes, mtime: mtime, copying: copying, into: writeBack.queue)
+          edit.queued(sequence)
+          return sequence
+        }
         // The edit's file itself goes into the queue (linked, no copy); a later write copies it.
         let sequence = try edit.handOver { file, path, fill throws(FSError) in
           func upload(_ fill: BaseFill?) throws(FSError) -> UInt64 {
@@ -377,12 +415,52 @@ extension BucketFilesystem {
     }
   }
 
+  /// A close of a file the kernel writes: the file itself goes into the queue (linked) as an
+  /// upload no worker takes while the kernel may still write it, its record rewritten at each
+  /// later close; or, `copying`, a copy of what it holds now goes as an upload like any.
+  private func queueWrittenByKernel(
+    _ edit: LocalEdits.Edit, _ changes: LocalEdits.Edit.Changes, mtime: Timestamp, copying: Bool, into queue: WriteBackQueue
+  ) throws(FSError) -> UInt64 {
+    let contentType = changes.contentType ?? ContentType.infer(fromName: changes.name)
+    let custom = changes.custom.isEmpty ? nil : changes.custom
+    if copying {
+      let sequence = try queue.upload(changes.name, from: edit.file.fd, contentType: contentType, mtime: mtime, custom: custom, base: changes.base)
+      edit.setOpenUpload(nil)
+      return sequence
+    }
+    if let open = edit.openUpload, try queue.rewriteWritten(open, contentType: contentType, custom: custom, mtime: mtime) { return open }
+    let sequence = try edit.handOver { file, path, _ throws(FSError) in
+      try queue.upload(
+        changes.name, from: file.fd, linking: path, stillWritten: true, contentType: contentType, mtime: mtime, custom: custom, base: changes.base)
+    }
+    edit.setOpenUpload(sequence)
+    return sequence
+  }
+
   func releaseLocal(_ opened: FileHandle) {
     guard let writeBack, case .edit(let handle) = opened else { return }
+    let edit = handle.edit
+    defer { writeBack.edits.close(edit) }
+    // The last of the kernel's writers is gone: what the file holds now is what goes up, with
+    // what was set on it since its last close (tar's chown, chmod and times).
+    if handle.writesByKernel, let (uploads, current) = edit.leaveWriter(), !uploads.isEmpty {
+      edit.closing.withLock { _ in
+        let changes = edit.takeChanges()
+        for upload in uploads {
+          guard upload == current, let changes else {
+            writeBack.queue.sealWritten(upload)
+            continue
+          }
+          writeBack.queue.sealWritten(
+            upload, contentType: changes.contentType ?? ContentType.infer(fromName: changes.name), custom: changes.custom,
+            mtime: changes.mtime ?? edit.modified)
+        }
+      }
+      return
+    }
     // The last handle queues what none queued (a chmod made while the file was open): no
     // writer is left, so the bytes are whole.
-    if handle.changed || !writeBack.edits.isShared(handle.edit) { _ = try? queue(handle.edit) }
-    writeBack.edits.close(handle.edit)
+    if handle.changed || !writeBack.edits.isShared(edit) { _ = try? queue(edit) }
   }
 
   /// fsync: the file's bytes are queued, then its upload is waited for, for `read_timeout` at
@@ -391,7 +469,8 @@ extension BucketFilesystem {
   /// to wait for: they reach the bucket from there, across a crash too.
   package func fsync(handle: UInt64) async throws(FSError) {
     guard let writeBack, case .edit(let opened) = fileHandles[handle] else { return }
-    let sequence = try queue(opened.edit)
+    // A file the kernel writes goes as a copy of what it holds: its writers may go on.
+    let sequence = try queue(opened.edit, copying: true)
     // What closes queued lasts once the group commit has run: now, for this fsync.
     try writeBack.queue.commit()
     guard let sequence else { return }

@@ -29,6 +29,8 @@ package final class Metrics: Sendable {
   let readAheadFiles = Atomic<Int>(0)
   /// Opens the kernel reads by itself from the staged copy (FUSE passthrough).
   package let passthroughOpens = Atomic<Int>(0)
+  /// New files the kernel wrote by itself into their queued file (FUSE passthrough).
+  package let passthroughWrites = Atomic<Int>(0)
   /// Times the transfer loop was seen held up for more than a second.
   package let transferLoopStalls = Atomic<Int>(0)
 
@@ -134,6 +136,7 @@ package final class Metrics: Sendable {
       "bucketfs_readahead_files_total", "counter", "Files fetched ahead of their open (a folder read in listing order).",
       readAheadFiles.load(ordering: .relaxed))
     single("bucketfs_passthrough_opens_total", "counter", "Opens the kernel reads from the staged copy by itself (FUSE passthrough).", passthroughOpens.load(ordering: .relaxed))
+    single("bucketfs_passthrough_written_files_total", "counter", "New files the kernel wrote by itself (FUSE passthrough).", passthroughWrites.load(ordering: .relaxed))
     single("bucketfs_fuse_timeouts_total", "counter", "FUSE requests answered EIO for passing their bound.", fuseTimeouts.load(ordering: .relaxed))
     single(
       "bucketfs_transfer_loop_seconds_since_turn", "gauge",
@@ -187,6 +190,7 @@ package final class Metrics: Sendable {
       ("files read ahead", "\(readAheadFiles.load(ordering: .relaxed))"),
       ("folders listed ahead", "\(r.foldersListedAhead)"),
       ("opens by passthrough", "\(passthroughOpens.load(ordering: .relaxed))"),
+      ("files written by passthrough", "\(passthroughWrites.load(ordering: .relaxed))"),
       ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),
       ("transfer loop", String(format: "last turned %.2f s ago, %d stalls", r.transferLoopAge, transferLoopStalls.load(ordering: .relaxed))),
     ]

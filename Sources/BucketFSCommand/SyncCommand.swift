@@ -28,9 +28,11 @@ enum SyncCommand {
       let counts = lines.first?.split(separator: " ").compactMap { Int($0) } ?? []
       let (waiting, failed) = (counts.first ?? 0, counts.count > 1 ? counts[1] : 0)
       let damaged = counts.count > 2 ? counts[2] : 0
+      // Uploads of files still open for writing go when their last writer closes, not sooner.
+      let stillWritten = counts.count > 3 ? counts[3] : 0
       if waiting == 0 && failed == 0 && damaged == 0 { return 0 }
       // Failed changes do not go by themselves: no point waiting for them alone.
-      if waiting == 0 || Date() >= deadline {
+      if waiting <= stillWritten || Date() >= deadline {
         let left = lines.dropFirst().joined(separator: "\n")
         let kept = damaged > 0 ? ", \(damaged) damaged records kept aside" : ""
         FileHandle.standardError.write(Data("bucketfs sync: \(waiting) changes waiting, \(failed) failed\(kept)\n\(left)".utf8))

@@ -84,7 +84,7 @@ import Testing
       let mountpoint = root.appendingPathComponent("mnt")
       try FileManager.default.createDirectory(at: mountpoint, withIntermediateDirectories: true)
       let log = root.appendingPathComponent("mount.log")
-      FileManager.default.createFile(atPath: log.path, contents: nil)
+      _ = FileManager.default.createFile(atPath: log.path, contents: nil)
       let logFile = try FileHandle(forWritingTo: log)
       let mount = try ChildProcess(
         Self.binary,

@@ -57,6 +57,30 @@ import Testing
     #expect(m.open(7, handle: 5, generation: 6, keepCache: false) { staged } == .passthrough(backingID: 2, directIO: false))
   }
 
+  /// A create the kernel writes registers the edit's file; every later open of the inode joins
+  /// it with direct I/O (the daemon answers from that file); the backing goes with the last
+  /// release. An inode open already is not written by the kernel.
+  @Test func aCreateWrittenByTheKernelIsJoinedWithDirectIO() {
+    let registry = Registry()
+    let m = modes(registry)
+    #expect(m.openEditing(9, handle: 1, file: staged) == .passthrough(backingID: 1, directIO: false))
+    #expect(m.open(9, handle: 2, generation: nil, keepCache: false) { nil } == .passthrough(backingID: 1, directIO: true))
+    #expect(m.open(9, handle: 3, generation: 4, keepCache: true) { staged } == .passthrough(backingID: 1, directIO: true))
+    #expect(m.openEditing(9, handle: 4, file: staged) == nil)
+    m.release(1)
+    m.release(2)
+    #expect(registry.live == [1])
+    m.release(3)
+    #expect(registry.live.isEmpty)
+    // Open cached elsewhere: the create goes through the daemon, and registers nothing.
+    #expect(m.open(10, handle: 5, generation: nil, keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.openEditing(10, handle: 6, file: staged) == nil)
+    #expect(registry.live.isEmpty)
+    // Passthrough refused: nil, and the create goes through the daemon.
+    registry.refuse(EINVAL)
+    #expect(m.openEditing(11, handle: 7, file: staged) == nil)
+  }
+
   @Test func anInodeOpenCachedStaysCachedUntilItsLastRelease() {
     let registry = Registry()
     let m = modes(registry)

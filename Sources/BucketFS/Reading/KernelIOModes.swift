@@ -8,6 +8,7 @@
 //
 //   none ──first open, verified staged copy──▶ passthrough(backing, opens) ──last release──▶ none
 //   none ──first open, no copy──────────────▶ cached(opens) ─────────────────last release──▶ none
+//   none ──create, written by the kernel────▶ editing(backing, opens) ───────last release──▶ none
 //
 // and every later open joins the mode the inode is in. An open that must not read the backing
 // file (another generation of the object, this mount's own edit of it) still opens by
@@ -49,6 +50,8 @@ final class KernelIOModes: Sendable {
     case cached(generation: Int64?, opens: Int)
     /// `file`: the staged copy registered as the backing file (device and inode).
     case passthrough(backingID: Int32, generation: Int64, file: FileKey, opens: Int)
+    /// A new file whose creator writes its edit's file by passthrough (`openEditing`).
+    case editing(backingID: Int32, opens: Int)
   }
 
   /// Which file a descriptor is open on.
@@ -100,6 +103,9 @@ final class KernelIOModes: Sendable {
     }
   }
 
+  /// Whether a new file may be written by passthrough (`openEditing`).
+  var writesByPassthrough: Bool { backing != nil }
+
   private var backing: BackingFiles? {
     passthrough.withLock { if case .on(let files) = $0 { return files } else { return nil } }
   }
@@ -140,6 +146,33 @@ final class KernelIOModes: Sendable {
     return io
   }
 
+  /// The mode of `handle`, the create of `ino` whose edit file `file` the kernel writes itself
+  /// (passthrough), so that writes cost no request: nil (and nothing changed) when passthrough
+  /// is off, the inode is open already, or the kernel refuses the file. Every later open of the
+  /// inode joins with direct I/O: its reads and writes come to the daemon, which reads and
+  /// writes that same file.
+  func openEditing(_ ino: UInt64, handle: UInt64, file: FileDescriptor) -> KernelIO? {
+    guard let files = backing, state.withLock({ $0.modes[ino] == nil }) else { return nil }
+    let registered: Int32
+    switch files.register(file.fd) {
+    case .success(let id): registered = id
+    case .failure(let error):
+      refused(error)
+      return nil
+    }
+    let taken = state.withLock { s -> Bool in
+      guard s.modes[ino] == nil else { return false }
+      s.modes[ino] = .editing(backingID: registered, opens: 1)
+      s.inodes[handle] = ino
+      return true
+    }
+    guard taken else {
+      files.unregister(registered)
+      return nil
+    }
+    return .passthrough(backingID: registered, directIO: false)
+  }
+
   /// `handle` was released; the inode's backing file goes with its last passthrough open.
   func release(_ handle: UInt64) {
     let unused = state.withLock { s -> Int32? in
@@ -151,6 +184,13 @@ final class KernelIOModes: Sendable {
       case .passthrough(let id, let generation, let file, let n):
         guard n <= 1 else {
           s.modes[ino] = .passthrough(backingID: id, generation: generation, file: file, opens: n - 1)
+          return nil
+        }
+        s.modes[ino] = nil
+        return id
+      case .editing(let id, let n):
+        guard n <= 1 else {
+          s.modes[ino] = .editing(backingID: id, opens: n - 1)
           return nil
         }
         s.modes[ino] = nil
@@ -180,6 +220,10 @@ final class KernelIOModes: Sendable {
       // Another generation, or a backing file that is no longer the verified copy: the reads of
       // this open come to the daemon.
       return .passthrough(backingID: id, directIO: generation != backed || verified != file)
+    case .editing(let id, let n):
+      s.modes[ino] = .editing(backingID: id, opens: n + 1)
+      s.inodes[handle] = ino
+      return .passthrough(backingID: id, directIO: true)
     }
   }
 

@@ -136,11 +136,12 @@ struct ChangeJournal: Sendable {
   /// disk): their size and CRC32C. `linking`: `fd`'s own path, linked under the temporary name
   /// instead of copied (it falls back to a copy where the file system will not link).
   /// `written`: the CRC32C of a file of the given size as its writes gave it (nil: unknown),
-  /// which spares the read back of a linked file. `overlaid`: the file has holes its base fills
-  /// later (`EditOverlay`): it must be linked (a copy would not be the file being filled; EXDEV
-  /// where it cannot be), and its CRC32C is taken once it is whole (`wholeBytes`).
+  /// which spares the read back of a linked file. `unfinished`: the file is not what will go up
+  /// yet (an overlay whose base fills its holes later, `EditOverlay`; a file the kernel is still
+  /// writing): it must be linked (a copy would not be the file that changes on; EXDEV where it
+  /// cannot be), and its CRC32C is taken once it is final (`wholeBytes`, `currentBytes`).
   func takeBytes(
-    from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, overlaid: Bool = false, for change: PendingChange
+    from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, unfinished: Bool = false, for change: PendingChange
   ) throws(FSError) -> (size: Int64, crc32c: UInt32?) {
     let temporary = dataPath(change) + ".tmp"
     let size: Int64
@@ -152,10 +153,10 @@ struct ChangeJournal: Sendable {
         _ = disk.unlink(temporary)
         throw FSError(e)
       }
-      if overlaid { return (size, nil) }
+      if unfinished { return (size, nil) }
       // The very file the writes went to (linked, not copied): their CRC is its bytes'.
       if let crc = written(size) { return (size, crc) }
-    } else if overlaid {
+    } else if unfinished {
       throw FSError(EXDEV)
     } else {
       size = try durable.copy(from: fd, to: temporary, sync: groupCommit == nil)
@@ -179,6 +180,26 @@ struct ChangeJournal: Sendable {
     guard disk.fsync(fd) == 0 else { throw FSError(errno) }
     guard let crc = BlockChecksums.compute(path: path, size: Int64(st.st_size), md5: false)?.1.value else { throw FSError(EIO) }
     return (Int64(st.st_size), crc)
+  }
+
+  /// The size and CRC32C of `change`'s bytes as they are (read back, from the page cache),
+  /// once the kernel has stopped writing them; the group commit makes them last.
+  func currentBytes(of change: PendingChange) throws(FSError) -> (size: Int64, crc32c: UInt32) {
+    let path = dataPath(change)
+    var st = stat()
+    guard stat(path, &st) == 0 else { throw FSError(errno) }
+    guard let crc = BlockChecksums.compute(path: path, size: Int64(st.st_size), md5: false)?.1.value else { throw FSError(EIO) }
+    groupCommit?.note(files: [path])
+    return (Int64(st.st_size), crc)
+  }
+
+  /// The size of `change`'s bytes as they are now; the group commit makes them last.
+  func currentSize(of change: PendingChange) throws(FSError) -> Int64 {
+    let path = dataPath(change)
+    var st = stat()
+    guard stat(path, &st) == 0 else { throw FSError(errno) }
+    groupCommit?.note(files: [path])
+    return Int64(st.st_size)
   }
 
   /// Bytes taken for `change` under their final name, once its record is on disk.

@@ -49,4 +49,6 @@ package struct QueueTotals: Sendable, Equatable {
   package var conflicts: Int
   /// Records and bytes set aside as damaged (`DamagedRecords`).
   package var damaged: Int
+  /// Of `changes`, uploads held while the kernel still writes their file (`QueueState.writing`).
+  package var stillWritten = 0
 }

@@ -21,12 +21,16 @@ final class EditHandle: Sendable {
   /// lands elsewhere than the kernel thought.
   let ino: UInt64
   private let changedFile: Atomic<Bool>
+  /// One of the writers while the kernel writes the edit's file (`LocalEdits.Edit.Writers`):
+  /// its release may be the last of them.
+  let writesByKernel: Bool
 
-  init(_ edit: LocalEdits.Edit, access: Access, ino: UInt64, changed: Bool) {
+  init(_ edit: LocalEdits.Edit, access: Access, ino: UInt64, changed: Bool, writesByKernel: Bool = false) {
     self.edit = edit
     self.access = access
     self.ino = ino
     changedFile = Atomic(changed)
+    self.writesByKernel = writesByKernel
   }
 
   /// Opened with these `open(2)` flags.

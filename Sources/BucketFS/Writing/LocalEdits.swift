@@ -45,6 +45,19 @@ final class LocalEdits: Sendable {
       var failedWrite: Int32?
       /// The bytes' CRC32C as their writes gave it, while it can be known.
       var checksum = WrittenChecksum.unknown
+      var writers = Writers.daemon
+    }
+
+    /// Who writes the file: the daemon, a request per write; or the kernel itself, by
+    /// passthrough into this very file (a new file's creator, `BucketFilesystem.create`), so
+    /// that the daemon sees no write and knows the bytes only by reading the file.
+    enum Writers {
+      case daemon
+      /// `handles`: the handles that may write while the kernel does (the creator's, and writers
+      /// that joined it); `uploads`: those whose record holds this very file while they write
+      /// (closes made them; no worker takes them until the last writer is gone); `current`: the
+      /// one a close rewrites (nil after a rename or an fsync's copy: the next close queues anew).
+      case kernel(handles: Int, uploads: [UInt64], current: UInt64?)
     }
 
     /// What a close queues: the name, its base, and the metadata the bytes go with.
@@ -69,8 +82,70 @@ final class LocalEdits: Sendable {
       try writing.withLock { _ throws(FSError) -> T in
         let (file, path, fill) = backing.withLock { ($0.file, $0.path, $0.fill) }
         let result = try take(file, path, fill)
-        backing.withLock { $0.handedOver = true }
+        // While the kernel writes the file, no copy may take its place: its writes would miss
+        // it. The queue holds the bytes back until then (`leaveWriter`).
+        if !writtenByKernel { backing.withLock { $0.handedOver = true } }
         return result
+      }
+    }
+
+    /// From now on the kernel writes the file by passthrough (a new, empty edit's creator):
+    /// what the writes made is known only by reading it.
+    func beginKernelWrites() -> Bool {
+      state.withLock { s in
+        guard case .daemon = s.writers else { return false }
+        s.writers = .kernel(handles: 1, uploads: [], current: nil)
+        s.checksum = .unknown
+        return true
+      }
+    }
+
+    /// The kernel would not write the file after all (`beginKernelWrites` undone, before any
+    /// write or close).
+    func endKernelWrites() { state.withLock { $0.writers = .daemon } }
+
+    var writtenByKernel: Bool { state.withLock { if case .kernel = $0.writers { true } else { false } } }
+
+    /// A writer joins while the kernel writes the file: false when it does not (the writer
+    /// writes through the daemon, as any other).
+    func joinKernelWriters() -> Bool {
+      state.withLock { s in
+        guard case .kernel(let n, let uploads, let current) = s.writers else { return false }
+        s.writers = .kernel(handles: n + 1, uploads: uploads, current: current)
+        return true
+      }
+    }
+
+    /// The upload a close of the file the kernel writes rewrites, if any.
+    var openUpload: UInt64? { state.withLock { if case .kernel(_, _, let current) = $0.writers { current } else { nil } } }
+
+    /// `sequence` holds the file while the kernel writes it, and later closes rewrite it (nil:
+    /// the next close queues anew).
+    func setOpenUpload(_ sequence: UInt64?) {
+      state.withLock { s in
+        guard case .kernel(let n, var uploads, _) = s.writers else { return }
+        if let sequence, !uploads.contains(sequence) { uploads.append(sequence) }
+        s.writers = .kernel(handles: n, uploads: uploads, current: sequence)
+      }
+    }
+
+    /// A writer that joined the kernel's writes is gone. The last one ends them: the file is the
+    /// queue's from now on (a write copies it first), and the uploads that hold it are
+    /// returned (and the one closes rewrote), for the queue to take what the file holds and let
+    /// them go; nil while other writers are left.
+    func leaveWriter() -> (uploads: [UInt64], current: UInt64?)? {
+      writing.withLock { _ in
+        let left = state.withLock { s -> (uploads: [UInt64], current: UInt64?)? in
+          guard case .kernel(let n, let uploads, let current) = s.writers else { return nil }
+          if n > 1 {
+            s.writers = .kernel(handles: n - 1, uploads: uploads, current: current)
+            return nil
+          }
+          s.writers = .daemon
+          return (uploads, current)
+        }
+        if let left, !left.uploads.isEmpty { backing.withLock { $0.handedOver = true } }
+        return left
       }
     }
 
@@ -181,12 +256,17 @@ final class LocalEdits: Sendable {
       state.withLock { s in
         s.name = name
         s.base = .previous
+        // The upload under the old name still holds the file (sealed with the rest at the
+        // end, then deleted by the rename); the next close queues one under the new name.
+        if case .kernel(let n, let uploads, _) = s.writers { s.writers = .kernel(handles: n, uploads: uploads, current: nil) }
       }
     }
     /// What to queue now, if anything changed since the last time.
     func takeChanges() -> Changes? {
       state.withLock { s in
-        guard s.dirty, !s.gone else { return nil }
+        // What the kernel wrote is not seen: each close of its writers takes the file as it is.
+        let writtenByKernel = if case .kernel = s.writers { true } else { false }
+        guard s.dirty || writtenByKernel, !s.gone else { return nil }
         s.dirty = false
         return Changes(name: s.name, base: s.base, mtime: s.mtime, contentType: s.contentType, custom: s.custom)
       }
@@ -240,6 +320,9 @@ final class LocalEdits: Sendable {
   }
 
   subscript(name: String) -> Edit? { open.withLock { $0.byName[Array(name.utf8)] } }
+
+  /// Every edit open under a name.
+  var all: [Edit] { open.withLock { Array($0.byName.values) } }
 
   /// The edit of `name` with one more handle, if it is open.
   func join(_ name: String) -> Edit? {

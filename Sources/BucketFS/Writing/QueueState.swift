@@ -84,6 +84,11 @@ struct QueueState {
   /// Changes whose record is being rewritten (`amend`): no worker takes them and no newer
   /// upload replaces them until it is on disk.
   private var held = Set<UInt64>()
+  /// Uploads whose bytes the kernel may still be writing (a new file written by passthrough,
+  /// `BucketFilesystem.create`): their record keeps the file across `kill -9`, but no worker
+  /// takes them until the last writer is gone and `sealed` says what they hold. Unlike a held
+  /// change, one holds up only what waits for its name, and a newer upload may replace it.
+  private var writing = Set<UInt64>()
   /// Bytes of the queued uploads.
   private(set) var bytes: Int64 = 0
   private var sizes: [UInt64: Int64] = [:]
@@ -220,8 +225,47 @@ struct QueueState {
       if ended.count > Self.endingsKept, let oldest = ended.keys.min() { ended.removeValue(forKey: oldest) }
     }
     readyAt.removeValue(forKey: sequence)
+    writing.remove(sequence)
     bytes -= sizes.removeValue(forKey: sequence) ?? 0
     reindex(name)
+  }
+
+  /// Upload `sequence`'s bytes are still being written by the kernel: no worker takes it yet.
+  mutating func stillWritten(_ sequence: UInt64) { writing.insert(sequence) }
+
+  /// Upload `sequence`, still written and waiting: rewritten (returned) with what its edit's
+  /// close gives it now (metadata, and the size its file has grown to); nil when it is no such
+  /// upload any more (replaced, withdrawn).
+  mutating func rewriteWritten(
+    _ sequence: UInt64, contentType: String, custom: [String: String]?, mtime: Timestamp?, size: Int64
+  ) -> PendingChange? {
+    guard writing.contains(sequence), var change = changes[sequence], change.life == .pending else { return nil }
+    change.contentType = contentType
+    change.custom = custom
+    change.mtime = mtime
+    change.dataSize = size
+    changes[sequence] = change
+    resize(sequence, to: size)
+    return change
+  }
+
+  /// The upload `sequence` whose writers are gone, while it is still waiting for them.
+  func written(_ sequence: UInt64) -> PendingChange? {
+    guard writing.contains(sequence), let change = changes[sequence], change.life == .pending else { return nil }
+    return change
+  }
+
+  /// Its record says what the bytes hold (`sealed`): a worker may take it.
+  mutating func sealed(_ change: PendingChange) {
+    guard writing.remove(change.sequence) != nil, changes[change.sequence] != nil else { return }
+    changes[change.sequence] = change
+    resize(change.sequence, to: change.dataSize ?? 0)
+  }
+
+  private mutating func resize(_ sequence: UInt64, to size: Int64) {
+    guard let old = sizes[sequence] else { return }
+    sizes[sequence] = size
+    bytes += size - old
   }
 
   // MARK: carrying out
@@ -251,7 +295,7 @@ struct QueueState {
       let settled = (readyAt[sequence].map { $0 <= now } ?? true) && !held.contains(sequence)
       // Changes settle in the order they were queued: none after this one has settled either.
       if change.life == .pending && !settled { break }
-      if change.life == .pending && free {
+      if change.life == .pending && free && !writing.contains(sequence) {
         readyAt.removeValue(forKey: sequence)
         changes[sequence]!.life = .started
         return changes[sequence]
@@ -449,7 +493,9 @@ struct QueueState {
   var totals: QueueTotals {
     let queued = changes.values.filter(\.isQueued)
     let failed = queued.filter(\.isFailed).count
-    return QueueTotals(changes: queued.count - failed, bytes: bytes, failed: failed, applied: applied, conflicts: conflicts, damaged: damagedCount)
+    return QueueTotals(
+      changes: queued.count - failed, bytes: bytes, failed: failed, applied: applied, conflicts: conflicts, damaged: damagedCount,
+      stillWritten: writing.count)
   }
 
   /// What is left, one line per change, for `bucketfs sync`.
@@ -459,7 +505,10 @@ struct QueueState {
       // One change a line whatever its name holds (a record from before names with line breaks
       // were refused; escapes that would retitle or clear a terminal).
       var line = "\(c.kind.rawValue)\t\(TerminalText.visible(c.name))\t\(c.stateName)"
-      let why: String? = if case .failed(let why) = c.life { why } else { i == 0 ? lastError : nil }
+      let why: String? =
+        if case .failed(let why) = c.life { why } else if writing.contains(c.sequence) {
+          "still open for writing: it goes when its last writer closes"
+        } else { i == 0 ? lastError : nil }
       if let why { line += "\t" + TerminalText.visible(why) }
       lines.append(line)
     }

@@ -85,18 +85,22 @@ package final class WriteBackQueue: Sendable {
   /// `linking`: the path of the open file `fd`, which becomes the queued bytes itself (a hard
   /// link, no copy); the caller must not change that file afterwards. `fill`: the file is an
   /// overlaid edit's (linked, never copied), whose holes that fill makes whole.
+  /// `stillWritten`: the kernel is writing the linked file (`LocalEdits.Edit.Writers.kernel`):
+  /// no worker takes the upload until `sealWritten` says what it holds.
   @discardableResult
   func upload(
     _ name: String, from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, fill: BaseFill? = nil,
-    contentType: String, mtime: Timestamp?, custom: [String: String]? = nil, base: PendingChange.Base
+    stillWritten: Bool = false, contentType: String, mtime: Timestamp?, custom: [String: String]? = nil, base: PendingChange.Base
   ) throws(FSError) -> UInt64 {
     let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
     change.overlay = fill?.overlay
-    let (size, crc) = try journal.takeBytes(from: fd, linking: linking, written: written, overlaid: fill != nil, for: change)
+    let (size, crc) = try journal.takeBytes(
+      from: fd, linking: linking, written: written, unfinished: fill != nil || stillWritten, for: change)
     change.dataSize = size
     change.dataCRC32C = crc
     if let fill { fills.withLock { $0[sequence] = fill } }
+    if stillWritten { state.withLock { $0.stillWritten(sequence) } }
     do throws(FSError) {
       try add(&change, size: size, withBytes: true)
     } catch {
@@ -104,6 +108,39 @@ package final class WriteBackQueue: Sendable {
       throw error
     }
     return sequence
+  }
+
+  /// Upload `sequence`, whose file the kernel still writes, with what a close of it gives now
+  /// (its metadata, and the size the file has): its record rewritten, no new change. False when
+  /// it is no such upload any more (replaced by an fsync's copy), and the caller queues anew.
+  func rewriteWritten(_ sequence: UInt64, contentType: String, custom: [String: String]?, mtime: Timestamp?) throws(FSError) -> Bool {
+    guard let current = state.withLock({ $0.written(sequence) }) else { return false }
+    let size = try journal.currentSize(of: current)
+    guard let rewritten = state.withLock({ $0.rewriteWritten(sequence, contentType: contentType, custom: custom, mtime: mtime, size: size) })
+    else { return false }
+    try journal.write(rewritten, committed: true)
+    return true
+  }
+
+  /// The kernel has stopped writing upload `sequence`'s file (its last writer is gone): its
+  /// record says what the file holds (size, CRC32C), with the metadata given (set since the
+  /// close that queued it), and a worker may take it.
+  func sealWritten(_ sequence: UInt64, contentType: String? = nil, custom: [String: String]? = nil, mtime: Timestamp? = nil) {
+    guard var change = state.withLock({ $0.written(sequence) }) else { return }
+    if let contentType { change.contentType = contentType }
+    if let custom { change.custom = custom.isEmpty ? nil : custom }
+    if let mtime { change.mtime = mtime }
+    do throws(FSError) {
+      let (size, crc) = try journal.currentBytes(of: change)
+      change.dataSize = size
+      change.dataCRC32C = crc
+      try journal.write(change, committed: true)
+    } catch {
+      // Uploaded as the file is; only a later mount's check of the bytes goes without a CRC32C.
+      log("write-back: cannot take the CRC32C of \(change.name.debugDescription) (errno \(error.errno)); it goes up as its file is")
+    }
+    state.withLock { $0.sealed(change) }
+    work.signalOne()
   }
 
   /// Where the holes of overlaid uploads are filled from (the mount's staged copies and bucket).
@@ -359,7 +396,8 @@ package final class WriteBackQueue: Sendable {
     while true {
       let epoch = changed.epoch
       let totals = self.totals
-      if totals.changes == 0 || ContinuousClock.now >= deadline { return totals }
+      // Uploads whose file the kernel still writes wait for their writers, not for this.
+      if totals.changes <= totals.stillWritten || ContinuousClock.now >= deadline { return totals }
       await changed.wait(after: epoch, until: deadline)
     }
   }

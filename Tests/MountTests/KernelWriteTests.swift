@@ -1,0 +1,166 @@
+import Foundation
+import StorageCore
+import TestSupport
+import Testing
+
+/// A new file is written by the kernel itself (FUSE passthrough into its edit's file): no WRITE
+/// reaches the daemon, and still every close is kept, every fsync reaches the bucket, a
+/// descriptor left open after a close keeps writing into what goes up, and a `kill -9` loses
+/// nothing a close returned.
+@Suite(.serialized) struct KernelWriteTests {
+  func sync(_ m: MountedBucket) -> (Int32, String) {
+    runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "30"])
+  }
+
+  func object(_ fx: MountFixture, _ name: String) async -> Data? {
+    try? await fx.storage.reference(withPath: name).data(maxSize: 64 << 20)
+  }
+
+  /// How many requests of `operation` the daemon answered so far (its metrics page).
+  func count(_ operation: String, _ m: MountedBucket) async throws -> Int {
+    let url = "http://127.0.0.1:\(try await metricsPort(m))/metrics"
+    let page = String(decoding: try await HTTPClient.shared.send(HTTPRequest(method: "GET", url: url)).body, as: UTF8.self)
+    let prefix = "bucketfs_fuse_operation_seconds_count{operation=\"\(operation)\"} "
+    return page.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Int($0.dropFirst(prefix.count)) } ?? 0
+  }
+
+  func write(_ fd: Int32, _ bytes: Data) {
+    let n = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+    #expect(n == bytes.count, "write: \(n < 0 ? String(cString: strerror(errno)) : "\(n) bytes")")
+  }
+
+  /// `name` made in a new folder with `first` written, then closed once while a dup of its
+  /// descriptor stays open (as a child's copy would): that dup.
+  func closedOnceStillOpen(_ m: MountedBucket, _ name: String, _ first: String) -> Int32 {
+    let folder = (name as NSString).deletingLastPathComponent
+    #expect(mkdir(m.path(folder), 0o755) == 0)
+    let fd = open(m.path(name), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    #expect(fd >= 0)
+    write(fd, Data(first.utf8))
+    let other = dup(fd)
+    #expect(close(fd) == 0)
+    return other
+  }
+
+  @Test func aNewFileIsWrittenByTheKernel() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable", "metrics=127.0.0.1:0"])
+      let data = randomData(24 << 20, seed: 4040)
+      let writesBefore = try await count("write", m)
+      #expect(mkdir(m.path("k"), 0o755) == 0)
+      let fd = open(m.path("k/big.bin"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+      #expect(fd >= 0, "\(String(cString: strerror(errno)))")
+      for start in stride(from: 0, to: data.count, by: 1 << 20) { write(fd, data[start..<min(start + (1 << 20), data.count)]) }
+      // Read back through the mount while still open, size and bytes.
+      var st = stat()
+      #expect(fstat(fd, &st) == 0 && st.st_size == data.count)
+      #expect(close(fd) == 0)
+      #expect(try await count("write", m) == writesBefore, "WRITE requests reached the daemon")
+      #expect(m.stat("files written by passthrough") == "1")
+      #expect(try readFile(m.path("k/big.bin"), chunk: 1 << 20).get() == data)
+      let (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "k/big.bin") == data)
+      // Ordinary tools: a shell's output, an append, tar's mode and times.
+      let (shell, said) = runTool(
+        "/bin/sh", ["-c", "set -e; cd '\(m.mountpoint.path)/k'; printf 'one\\n' > s.txt; printf 'two\\n' >> s.txt; touch -d @1000000000 s.txt; chmod 600 s.txt"])
+      #expect(shell == 0, "\(said)")
+      #expect(sync(m).0 == 0)
+      #expect(await object(fx, "k/s.txt") == Data("one\ntwo\n".utf8))
+      let again = try fx.mount(name: "again")
+      var shown = stat()
+      #expect(lstat(again.path("k/s.txt"), &shown) == 0)
+      #expect(shown.st_mtim.tv_sec == 1_000_000_000 && shown.st_mode & 0o777 == 0o600, "mtime \(shown.st_mtim.tv_sec), mode \(String(shown.st_mode & 0o777, radix: 8))")
+    }
+  }
+
+  /// A descriptor still open after another close of the file (a dup, a child's copy) writes on
+  /// into the same file: `bucketfs sync` sends what it holds then, and its own close the rest.
+  @Test func aDescriptorLeftOpenAfterACloseWritesOn() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      let other = closedOnceStillOpen(m, "d/log.txt", "first\n")
+      write(other, Data("second\n".utf8))
+      var (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "d/log.txt") == Data("first\nsecond\n".utf8))
+      write(other, Data("third\n".utf8))
+      #expect(close(other) == 0)
+      (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "d/log.txt") == Data("first\nsecond\nthird\n".utf8))
+    }
+  }
+
+  /// fsync waits for the bucket with the bytes written so far, and the writes after it go on
+  /// into the file, which its close sends.
+  @Test func writesAfterAnFsyncGoOn() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      #expect(mkdir(m.path("f"), 0o755) == 0)
+      let fd = open(m.path("f/db.bin"), O_RDWR | O_CREAT | O_TRUNC, 0o644)
+      #expect(fd >= 0)
+      let head = randomData(300_000, seed: 11)
+      let tail = randomData(200_000, seed: 12)
+      write(fd, head)
+      #expect(fsync(fd) == 0)
+      #expect(await object(fx, "f/db.bin") == head)
+      write(fd, tail)
+      #expect(try pread(fd, offset: 0, count: head.count + tail.count).get() == head + tail)
+      #expect(close(fd) == 0)
+      let (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "f/db.bin") == head + tail)
+    }
+  }
+
+  /// Renamed while a descriptor still writes it: the bytes written after go under the new name,
+  /// and the old name is gone.
+  @Test func renamedWhileStillWritten() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      let other = closedOnceStillOpen(m, "r/part.tmp", "1")
+      #expect(rename(m.path("r/part.tmp"), m.path("r/done.txt")) == 0)
+      write(other, Data("2".utf8))
+      #expect(close(other) == 0)
+      let (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "r/done.txt") == Data("12".utf8))
+      #expect(await object(fx, "r/part.tmp") == nil)
+      #expect(try readFile(m.path("r/done.txt")).get() == Data("12".utf8))
+    }
+  }
+
+  /// `kill -9` while a descriptor still writes a file another close returned: the next mount
+  /// sends the file as the kernel left it, which starts with every byte that close returned.
+  @Test func aKillWhileAClosedFileIsStillWrittenLosesNothingClosed() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      let other = closedOnceStillOpen(m, "c/kept.txt", "closed\n")
+      write(other, Data("after\n".utf8))
+      m.process.send(SIGKILL)
+      m.process.wait()
+      close(other)
+      m.unmount()
+      let next = try fx.mount(options: ["writable"], name: "next")
+      let (status, output) = sync(next)
+      #expect(status == 0, "\(output)")
+      let held = await object(fx, "c/kept.txt")
+      #expect(held == Data("closed\nafter\n".utf8), "\(held.map { String(decoding: $0, as: UTF8.self) } ?? "missing"); \(next.log)")
+    }
+  }
+
+  /// A queue near its budget (`staging_size`) writes new files through the daemon, which
+  /// refuses a write past it: the kernel would write past any budget.
+  @Test func aSmallBudgetKeepsWritesInTheDaemon() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable", "staging_size=64M", "metrics=127.0.0.1:0"])
+      let before = try await count("write", m)
+      let (status, output) = runTool("/bin/sh", ["-c", "printf 'through the daemon' > '\(m.path("b.txt"))'"])
+      #expect(status == 0, "\(output)")
+      #expect(try await count("write", m) > before)
+      #expect(sync(m).0 == 0)
+      #expect(await object(fx, "b.txt") == Data("through the daemon".utf8))
+    }
+  }
+}
