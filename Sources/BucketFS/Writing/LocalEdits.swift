@@ -154,7 +154,8 @@ final class LocalEdits: Sendable {
     func ownFile(keeping: Bool = true) throws(FSError) -> FileDescriptor {
       let current = backing.withLock { $0 }
       guard current.handedOver else { return current.file }
-      let (file, path) = try LocalEdits.newFile(in: URL(fileURLWithPath: current.path).deletingLastPathComponent())
+      // Beside the file it copies: that folder is there while the file is.
+      let (file, path) = try LocalEdits.newFile(in: String(current.path[..<(current.path.lastIndex(of: "/") ?? current.path.endIndex)]))
       var fill: BaseFill? = nil
       if keeping {
         do throws(FSError) {
@@ -311,12 +312,11 @@ final class LocalEdits: Sendable {
   private let open = Mutex(Open())
   let folder: URL
 
+  private let folders: EditFolders
+
   init(folder: URL) {
     self.folder = folder
-    // Edits of a mount that ended: their bytes were queued at each close, or never closed.
-    for file in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] where file.hasPrefix("edit-") {
-      unlink(folder.appendingPathComponent(file).path)
-    }
+    folders = EditFolders(in: folder)
   }
 
   subscript(name: String) -> Edit? { open.withLock { $0.byName[Array(name.utf8)] } }
@@ -355,12 +355,13 @@ final class LocalEdits: Sendable {
   func isShared(_ edit: Edit) -> Bool { open.withLock { ($0.handles[ObjectIdentifier(edit)] ?? 0) > 1 } }
 
   /// A new private file for an edit.
-  func newFile() throws(FSError) -> (FileDescriptor, String) { try Self.newFile(in: folder) }
+  func newFile() throws(FSError) -> (FileDescriptor, String) { try Self.newFile(in: folders.next()) }
 
-  static func newFile(in folder: URL) throws(FSError) -> (FileDescriptor, String) {
+  /// A new private file in folder `folder` (an `EditFolders` one, or the queue's).
+  static func newFile(in folder: String) throws(FSError) -> (FileDescriptor, String) {
     // Named by this process and a count, not a UUID (which read /dev/urandom for every file);
     // O_EXCL makes a name left by an earlier process, with the same number, be passed over.
-    let prefix = folder.path + "/edit-\(getpid())-"
+    let prefix = folder + "/edit-\(getpid())-"
     while true {
       let path = prefix + String(editFiles.add(1, ordering: .relaxed).newValue)
       let fd = Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
