@@ -196,6 +196,7 @@ package final class Metrics: Sendable {
     ]
     if let q = r.queue {
       lines.append(("write-back queue", "\(q.changes) changes, \(q.bytes) bytes, \(q.failed) failed, \(q.applied) done, \(q.conflicts) conflicts"))
+      lines.append(("write-back at once", "\(q.atOnce) changes (at most \(ChangeConcurrency.most))"))
       if q.damaged > 0 { lines.append(("damaged queue records", "\(q.damaged) kept aside, not carried out")) }
     }
     return lines

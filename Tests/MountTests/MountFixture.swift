@@ -150,7 +150,7 @@ final class MountedBucket: @unchecked Sendable {
   /// Changes that went beside an object changed elsewhere, as conflict copies ("…, N conflicts"
   /// on the stats' write-back line); nil when the mount has no write-back queue.
   var conflicts: Int? {
-    stat("write-back queue")?.split(separator: ", ").last.flatMap { Int($0.split(separator: " ")[0]) }
+    count("write-back queue", "conflicts")
   }
 
   /// A count from a stats line of "N what, M other" parts: the N before `what`.

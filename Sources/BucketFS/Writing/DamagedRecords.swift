@@ -51,4 +51,6 @@ package struct QueueTotals: Sendable, Equatable {
   package var damaged: Int
   /// Of `changes`, uploads held while the kernel still writes their file (`QueueState.writing`).
   package var stillWritten = 0
+  /// How many changes the queue carries out at once now (`ChangeConcurrency`).
+  package var atOnce = 0
 }

@@ -361,7 +361,11 @@ package final class WriteBackQueue: Sendable {
 
   /// Changes queued (not failed), their bytes, those that failed for good, and the records set
   /// aside as damaged.
-  var totals: QueueTotals { state.withLock { $0.totals } }
+  var totals: QueueTotals {
+    var totals = state.withLock { $0.totals }
+    totals.atOnce = concurrency.limit
+    return totals
+  }
 
   /// What is left, one line per change, for `bucketfs sync`.
   func describe() -> String { state.withLock { $0.describe() } }
@@ -417,20 +421,32 @@ package final class WriteBackQueue: Sendable {
         var backoff = 0.25
         while !Task.isCancelled {
           let epoch = work.epoch
+          // As many at once as the server's round trips call for (`ChangeConcurrency`).
+          guard concurrency.mayStart() else {
+            await work.wait(after: epoch, until: nil)
+            continue
+          }
           let now = ContinuousClock.now
           let (taken, settles) = state.withLock { s in (Self.take(&s, now: now), s.nextSettled(after: now)) }
           guard var taken else {
+            concurrency.ended()
             await work.wait(after: epoch, until: settles)
             continue
           }
           let verdict: ChangeWorker.Verdict
+          let started = ContinuousClock.now
           if let failed = await makeWhole(&taken.change) {
             verdict = failed
           } else {
             verdict = await worker.carryOut(taken)
           }
+          concurrency.ended()
           switch verdict {
           case .done(let effect, let metadata, let skipped):
+            if ChangeConcurrency.isSmall(taken.change) {
+              let took = (ContinuousClock.now - started).components
+              concurrency.took(Double(took.seconds) + Double(took.attoseconds) / 1e18)
+            }
             backoff = 0.25
             if let skipped { logSkipped(taken.change, skipped) }
             finish(taken.change, effect, metadata)
@@ -537,7 +553,10 @@ package final class WriteBackQueue: Sendable {
   /// Changes carried out at once: a bucket 20 ms away takes a round trip or more per change, so
   /// one at a time would leave a folder copied into the mount waiting for minutes (as many as
   /// `bucketfs cp -r` uploads at once).
-  static let workers = 16
+  static let workers = ChangeConcurrency.most
+
+  /// How many of the workers may carry out a change at once.
+  let concurrency = ChangeConcurrency()
 }
 
 /// A dispatch timer, which is safe to schedule and cancel from any thread, held by the Sendable
