@@ -347,6 +347,7 @@ extension BucketFilesystem {
   /// that changed nothing (a reader, a writer that has not written) queues nothing.
   package func flush(handle: UInt64) throws(FSError) {
     guard writeBack != nil, case .edit(let opened) = fileHandles[handle], opened.changed else { return }
+    if opened.writesByKernel { opened.edit.mayHaveChangedByKernel() }
     try queue(opened.edit)
   }
 
@@ -470,6 +471,7 @@ extension BucketFilesystem {
   package func fsync(handle: UInt64) async throws(FSError) {
     guard let writeBack, case .edit(let opened) = fileHandles[handle] else { return }
     // A file the kernel writes goes as a copy of what it holds: its writers may go on.
+    if opened.edit.writtenByKernel { opened.edit.mayHaveChangedByKernel() }
     let sequence = try queue(opened.edit, copying: true)
     // What closes queued lasts once the group commit has run: now, for this fsync.
     try writeBack.queue.commit()

@@ -116,6 +116,11 @@ final class LocalEdits: Sendable {
       }
     }
 
+    /// A writer the kernel writes for closed (or fsynced) the file: what it wrote is not seen
+    /// here, so the bytes count as changed. A time set on them stays theirs (the kernel's writes
+    /// may be older than it).
+    func mayHaveChangedByKernel() { state.withLock { $0.dirty = true } }
+
     /// The upload a close of the file the kernel writes rewrites, if any.
     var openUpload: UInt64? { state.withLock { if case .kernel(_, _, let current) = $0.writers { current } else { nil } } }
 
@@ -265,9 +270,7 @@ final class LocalEdits: Sendable {
     /// What to queue now, if anything changed since the last time.
     func takeChanges() -> Changes? {
       state.withLock { s in
-        // What the kernel wrote is not seen: each close of its writers takes the file as it is.
-        let writtenByKernel = if case .kernel = s.writers { true } else { false }
-        guard s.dirty || writtenByKernel, !s.gone else { return nil }
+        guard s.dirty, !s.gone else { return nil }
         s.dirty = false
         return Changes(name: s.name, base: s.base, mtime: s.mtime, contentType: s.contentType, custom: s.custom)
       }
