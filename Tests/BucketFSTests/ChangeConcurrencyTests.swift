@@ -34,6 +34,13 @@ import Testing
     #expect(c.limit == ChangeConcurrency.most)
   }
 
+  /// A real bucket's small uploads take 50 to 300 ms whatever else goes: not taken for waiting.
+  @Test func aFarServerWhoseTimesVaryKeepsThemAll() {
+    let c = ChangeConcurrency()
+    for i in 0..<500 { c.took(0.050 + Double((i * 37) % 250) / 1000) }
+    #expect(c.limit == ChangeConcurrency.most)
+  }
+
   @Test func aServerThatGotSlowerForGoodIsSeenAsItIsWithinAWindow() {
     let c = ChangeConcurrency()
     c.took(0.001)

@@ -8,8 +8,9 @@
 // a link's: each change whose time is a round trip's more than its payload's (a small upload, a
 // delete, a metadata change) is compared with the fastest one lately. Longer by more than that
 // fastest time (they wait behind each other, not for the server): the limit comes down by a
-// quarter; once as many as the limit went by without that, it goes up by one. Far away a change
-// waits its round trip, not for other changes, and the limit stays at the most.
+// quarter; once as many as the limit went by without that, it goes up by one. Only a server
+// nearby (its fastest change under 5 ms) is paced so: one across a network keeps all sixteen,
+// since its times vary with the network whatever we send, and it shares no CPU with us.
 import Foundation
 import Synchronization
 
@@ -21,6 +22,8 @@ final class ChangeConcurrency: Sendable {
   /// Samples over which the fastest time is taken: a server that got slower for good is seen
   /// as it is within this many changes.
   static let window = 128
+  /// A server whose fastest change takes less than this is on this machine or next to it.
+  static let nearby = 0.005
 
   private struct State {
     /// As many as ever until the server's times say otherwise: a mount that sends only large
@@ -66,6 +69,13 @@ final class ChangeConcurrency: Sendable {
       let recent = s.recent.map { 0.8 * $0 + 0.2 * seconds } ?? seconds
       s.recent = recent
       guard let fastest = s.fastest else { return }
+      // A server across a network (its fastest change takes 5 ms or more): its times vary with
+      // the network, not with how many go at once (a real bucket's small uploads take anything
+      // from 50 to 300 ms), and all of them at once are what cover its round trips.
+      guard fastest < Self.nearby else {
+        s.limit = Self.most
+        return
+      }
       // Waiting behind each other rather than for the server: longer than the fastest by more
       // than that fastest time (and 2 ms, a loaded machine's scheduling).
       if recent - fastest > max(fastest, 0.002) {
