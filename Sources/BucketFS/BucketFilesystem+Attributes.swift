@@ -204,10 +204,7 @@ extension BucketFilesystem {
     // Files closed and still open for writing elsewhere (a descriptor passed on, dup'd), which
     // the kernel writes itself: what they hold now goes, as a copy, as an fsync would send it.
     if await writeBack.queue.waitUntilEmpty(within: within).stillWritten > 0 {
-      for edit in writeBack.edits.all where edit.openUpload != nil {
-        edit.mayHaveChangedByKernel()
-        _ = try? queue(edit, copying: true)
-      }
+      for edit in writeBack.edits.all where edit.openUpload != nil { _ = try? queue(edit, copying: true) }
       try? writeBack.queue.commit()
       _ = await writeBack.queue.waitUntilEmpty(within: within)
     }

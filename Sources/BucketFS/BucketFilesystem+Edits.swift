@@ -352,9 +352,11 @@ extension BucketFilesystem {
   }
 
   /// `copying`: a file the kernel still writes goes as a copy of what it holds now, an upload
-  /// like any (fsync, `bucketfs sync`), instead of held until its last writer is gone.
+  /// like any (fsync, `bucketfs sync`), instead of held until its last writer is gone; what the
+  /// kernel wrote since its last close is not seen here, so it counts as changed.
   @discardableResult
   func queue(_ edit: LocalEdits.Edit, copying: Bool = false) throws(FSError) -> UInt64? {
+    if copying && edit.writtenByKernel { edit.mayHaveChangedByKernel() }
     // A write that failed leaves bytes no program meant: they never become a version, and
     // what this edit queued before it (dd's O_TRUNC, closed once by a dup) is withdrawn while
     // it has not started, so the version before stays.
@@ -391,8 +393,7 @@ extension BucketFilesystem {
           func upload(_ fill: BaseFill?) throws(FSError) -> UInt64 {
             try writeBack.queue.upload(
               name, from: file.fd, linking: path, written: { edit.writtenCRC32C(size: $0) }, fill: fill,
-              contentType: changes.contentType ?? ContentType.infer(fromName: name), mtime: mtime,
-              custom: changes.custom.isEmpty ? nil : changes.custom, base: changes.base)
+              contentType: changes.uploadContentType, mtime: mtime, custom: changes.uploadCustom, base: changes.base)
           }
           do throws(FSError) {
             return try upload(fill)
@@ -422,8 +423,7 @@ extension BucketFilesystem {
   private func queueWrittenByKernel(
     _ edit: LocalEdits.Edit, _ changes: LocalEdits.Edit.Changes, mtime: Timestamp, copying: Bool, into queue: WriteBackQueue
   ) throws(FSError) -> UInt64 {
-    let contentType = changes.contentType ?? ContentType.infer(fromName: changes.name)
-    let custom = changes.custom.isEmpty ? nil : changes.custom
+    let (contentType, custom) = (changes.uploadContentType, changes.uploadCustom)
     if copying {
       let sequence = try queue.upload(changes.name, from: edit.file.fd, contentType: contentType, mtime: mtime, custom: custom, base: changes.base)
       edit.setOpenUpload(nil)
@@ -452,9 +452,7 @@ extension BucketFilesystem {
             writeBack.queue.sealWritten(upload)
             continue
           }
-          writeBack.queue.sealWritten(
-            upload, contentType: changes.contentType ?? ContentType.infer(fromName: changes.name), custom: changes.custom,
-            mtime: changes.mtime ?? edit.modified)
+          writeBack.queue.sealWritten(upload, metadata: (changes.uploadContentType, changes.uploadCustom, changes.mtime ?? edit.modified))
         }
       }
       return
@@ -471,7 +469,6 @@ extension BucketFilesystem {
   package func fsync(handle: UInt64) async throws(FSError) {
     guard let writeBack, case .edit(let opened) = fileHandles[handle] else { return }
     // A file the kernel writes goes as a copy of what it holds: its writers may go on.
-    if opened.edit.writtenByKernel { opened.edit.mayHaveChangedByKernel() }
     let sequence = try queue(opened.edit, copying: true)
     // What closes queued lasts once the group commit has run: now, for this fsync.
     try writeBack.queue.commit()

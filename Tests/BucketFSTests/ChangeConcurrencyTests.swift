@@ -15,38 +15,38 @@ import Testing
   @Test func aServerWhoseChangesQueueGetsFewAtOnceThenMoreWhenTheyStopWaiting() {
     let c = ChangeConcurrency()
     #expect(c.limit == ChangeConcurrency.most && fill(c) == ChangeConcurrency.most)
-    c.took(0.001)
+    c.took(.seconds(0.001))
     // Sixteen at once on this machine: each takes many times the fastest.
-    for _ in 0..<30 { c.took(0.015) }
+    for _ in 0..<30 { c.took(.seconds(0.015)) }
     #expect(c.limit == ChangeConcurrency.least)
     #expect(fill(c) == ChangeConcurrency.least)
     // They stop waiting: one more for every limit's worth of changes.
-    for _ in 0..<20 { c.took(0.001) }
+    for _ in 0..<20 { c.took(.seconds(0.001)) }
     let grown = c.limit
     #expect(grown > ChangeConcurrency.least && grown < ChangeConcurrency.most, "\(grown)")
-    for _ in 0..<400 { c.took(0.001) }
+    for _ in 0..<400 { c.took(.seconds(0.001)) }
     #expect(c.limit == ChangeConcurrency.most)
   }
 
   @Test func aFarServerKeepsThemAll() {
     let c = ChangeConcurrency()
-    for i in 0..<500 { c.took(0.040 + Double(i % 7) * 0.004) }
+    for i in 0..<500 { c.took(.seconds(0.040 + Double(i % 7) * 0.004)) }
     #expect(c.limit == ChangeConcurrency.most)
   }
 
   /// A real bucket's small uploads take 50 to 300 ms whatever else goes: not taken for waiting.
   @Test func aFarServerWhoseTimesVaryKeepsThemAll() {
     let c = ChangeConcurrency()
-    for i in 0..<500 { c.took(0.050 + Double((i * 37) % 250) / 1000) }
+    for i in 0..<500 { c.took(.seconds(0.050 + Double((i * 37) % 250) / 1000)) }
     #expect(c.limit == ChangeConcurrency.most)
   }
 
   @Test func aServerThatGotSlowerForGoodIsSeenAsItIsWithinAWindow() {
     let c = ChangeConcurrency()
-    c.took(0.001)
-    for _ in 0..<(2 * ChangeConcurrency.window) { c.took(0.030) }
+    c.took(.seconds(0.001))
+    for _ in 0..<(2 * ChangeConcurrency.window) { c.took(.seconds(0.030)) }
     // 30 ms is now its fastest: no longer taken for waiting, the limit is back up.
-    for _ in 0..<400 { c.took(0.030) }
+    for _ in 0..<400 { c.took(.seconds(0.030)) }
     #expect(c.limit == ChangeConcurrency.most)
   }
 

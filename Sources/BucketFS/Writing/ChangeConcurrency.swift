@@ -55,8 +55,9 @@ final class ChangeConcurrency: Sendable {
   /// A change ended, or none was there to take: its place is free.
   func ended() { state.withLock { $0.running = max(0, $0.running - 1) } }
 
-  /// A change carried out in `seconds`, whose time is a round trip's (`isSmall`).
-  func took(_ seconds: Double) {
+  /// A change carried out in `time`, which is a round trip's (`isSmall`).
+  func took(_ time: Duration) {
+    let seconds = time / .seconds(1)
     state.withLock { s in
       s.fastestNow = min(s.fastestNow ?? seconds, seconds)
       s.fastest = min(s.fastest ?? seconds, seconds)

@@ -182,24 +182,20 @@ struct ChangeJournal: Sendable {
     return (Int64(st.st_size), crc)
   }
 
-  /// The size and CRC32C of `change`'s bytes as they are (read back, from the page cache),
-  /// once the kernel has stopped writing them; the group commit makes them last.
-  func currentBytes(of change: PendingChange) throws(FSError) -> (size: Int64, crc32c: UInt32) {
+  /// The size of `change`'s bytes as they are now, the kernel having written them, and with
+  /// `checksum` their CRC32C (read back, from the page cache) once it has stopped; the group
+  /// commit makes them last.
+  func currentBytes(of change: PendingChange, checksum: Bool) throws(FSError) -> (size: Int64, crc32c: UInt32?) {
     let path = dataPath(change)
     var st = stat()
     guard stat(path, &st) == 0 else { throw FSError(errno) }
-    guard let crc = BlockChecksums.compute(path: path, size: Int64(st.st_size), md5: false)?.1.value else { throw FSError(EIO) }
+    var crc: UInt32? = nil
+    if checksum {
+      guard let sum = BlockChecksums.compute(path: path, size: Int64(st.st_size), md5: false)?.1.value else { throw FSError(EIO) }
+      crc = sum
+    }
     groupCommit?.note(files: [path])
     return (Int64(st.st_size), crc)
-  }
-
-  /// The size of `change`'s bytes as they are now; the group commit makes them last.
-  func currentSize(of change: PendingChange) throws(FSError) -> Int64 {
-    let path = dataPath(change)
-    var st = stat()
-    guard stat(path, &st) == 0 else { throw FSError(errno) }
-    groupCommit?.note(files: [path])
-    return Int64(st.st_size)
   }
 
   /// Bytes taken for `change` under their final name, once its record is on disk.

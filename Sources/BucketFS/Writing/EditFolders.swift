@@ -38,7 +38,7 @@ final class EditFolders: Sendable {
       c.files += 1
       guard c.files > Self.filesPerFolder else { return c.path }
       c.made += 1
-      c.earlier.append(c.path)
+      if c.path != parent.path { c.earlier.append(c.path) }
       c.path = Self.make(in: parent.path, number: c.made)
       c.files = 1
       // A folder whose files are all gone (carried out, or closed unchanged) goes.

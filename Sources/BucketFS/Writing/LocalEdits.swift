@@ -1,4 +1,5 @@
 import Foundation
+import StorageCore
 import Synchronization
 
 /// Files open for writing. Each is a private local file in the queue's folder that every handle
@@ -67,6 +68,11 @@ final class LocalEdits: Sendable {
       var mtime: Timestamp?
       var contentType: String?
       var custom: [String: String]
+
+      /// The content type the upload goes with: the one set, else the name's.
+      var uploadContentType: String { contentType ?? ContentType.infer(fromName: name) }
+      /// The custom metadata the upload goes with (nil: none).
+      var uploadCustom: [String: String]? { custom.isEmpty ? nil : custom }
     }
 
     private let state: Mutex<State>
@@ -160,7 +166,7 @@ final class LocalEdits: Sendable {
       let current = backing.withLock { $0 }
       guard current.handedOver else { return current.file }
       // Beside the file it copies: that folder is there while the file is.
-      let (file, path) = try LocalEdits.newFile(in: String(current.path[..<(current.path.lastIndex(of: "/") ?? current.path.endIndex)]))
+      let (file, path) = try LocalEdits.newFile(in: (current.path as NSString).deletingLastPathComponent)
       var fill: BaseFill? = nil
       if keeping {
         do throws(FSError) {

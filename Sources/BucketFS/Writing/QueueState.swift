@@ -239,7 +239,7 @@ struct QueueState {
   mutating func rewriteWritten(
     _ sequence: UInt64, contentType: String, custom: [String: String]?, mtime: Timestamp?, size: Int64
   ) -> PendingChange? {
-    guard writing.contains(sequence), var change = changes[sequence], change.life == .pending else { return nil }
+    guard var change = written(sequence) else { return nil }
     change.contentType = contentType
     change.custom = custom
     change.mtime = mtime
@@ -257,7 +257,8 @@ struct QueueState {
 
   /// Its record says what the bytes hold (`sealed`): a worker may take it.
   mutating func sealed(_ change: PendingChange) {
-    guard writing.remove(change.sequence) != nil, changes[change.sequence] != nil else { return }
+    guard written(change.sequence) != nil else { return }
+    writing.remove(change.sequence)
     changes[change.sequence] = change
     resize(change.sequence, to: change.dataSize ?? 0)
   }

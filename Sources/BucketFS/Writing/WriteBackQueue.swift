@@ -115,7 +115,7 @@ package final class WriteBackQueue: Sendable {
   /// it is no such upload any more (replaced by an fsync's copy), and the caller queues anew.
   func rewriteWritten(_ sequence: UInt64, contentType: String, custom: [String: String]?, mtime: Timestamp?) throws(FSError) -> Bool {
     guard let current = state.withLock({ $0.written(sequence) }) else { return false }
-    let size = try journal.currentSize(of: current)
+    let size = try journal.currentBytes(of: current, checksum: false).size
     guard let rewritten = state.withLock({ $0.rewriteWritten(sequence, contentType: contentType, custom: custom, mtime: mtime, size: size) })
     else { return false }
     try journal.write(rewritten, committed: true)
@@ -123,15 +123,13 @@ package final class WriteBackQueue: Sendable {
   }
 
   /// The kernel has stopped writing upload `sequence`'s file (its last writer is gone): its
-  /// record says what the file holds (size, CRC32C), with the metadata given (set since the
+  /// record says what the file holds (size, CRC32C), with `metadata` when given (set since the
   /// close that queued it), and a worker may take it.
-  func sealWritten(_ sequence: UInt64, contentType: String? = nil, custom: [String: String]? = nil, mtime: Timestamp? = nil) {
+  func sealWritten(_ sequence: UInt64, metadata: (contentType: String, custom: [String: String]?, mtime: Timestamp)? = nil) {
     guard var change = state.withLock({ $0.written(sequence) }) else { return }
-    if let contentType { change.contentType = contentType }
-    if let custom { change.custom = custom.isEmpty ? nil : custom }
-    if let mtime { change.mtime = mtime }
+    if let metadata { (change.contentType, change.custom, change.mtime) = metadata }
     do throws(FSError) {
-      let (size, crc) = try journal.currentBytes(of: change)
+      let (size, crc) = try journal.currentBytes(of: change, checksum: true)
       change.dataSize = size
       change.dataCRC32C = crc
       try journal.write(change, committed: true)
@@ -443,10 +441,7 @@ package final class WriteBackQueue: Sendable {
           concurrency.ended()
           switch verdict {
           case .done(let effect, let metadata, let skipped):
-            if ChangeConcurrency.isSmall(taken.change) {
-              let took = (ContinuousClock.now - started).components
-              concurrency.took(Double(took.seconds) + Double(took.attoseconds) / 1e18)
-            }
+            if ChangeConcurrency.isSmall(taken.change) { concurrency.took(ContinuousClock.now - started) }
             backoff = 0.25
             if let skipped { logSkipped(taken.change, skipped) }
             finish(taken.change, effect, metadata)
