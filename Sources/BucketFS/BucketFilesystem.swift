@@ -61,6 +61,9 @@ package final class BucketFilesystem: Sendable {
   let fileHandles = HandleTable<FileHandle>()
   /// Changes through a writable mount (nil: read-only).
   let writeBack: WriteBack?
+  /// Why a writable mount has no write-back queue (its folder cannot be used, or another mount
+  /// writes back through it): the mount must not come up.
+  package let writeBackRefusal: (any Error)?
   /// Folders and files kept available offline (nil: no staging).
   let pins: PinKeeper?
   private let folderReadAhead = FolderReadAhead()
@@ -101,7 +104,18 @@ package final class BucketFilesystem: Sendable {
     kernelMisses = TTLCache(
       ttl: options.missTTL, capacity: 50_000, sameKey: { $0.parent == $1.parent && Namespace.sameBytes($0.name, $1.name) })
     kernelIO = KernelIOModes(log: log)
-    writeBack = options.writable ? staging.flatMap { try? WriteBack(folder: $0.queueFolder, commit: options.commitInterval, log: log) } : nil
+    var refusal: (any Error)? = nil
+    if options.writable, let staging {
+      do {
+        writeBack = try WriteBack(folder: staging.queueFolder(prefix: prefix), commit: options.commitInterval, log: log)
+      } catch {
+        writeBack = nil
+        refusal = error
+      }
+    } else {
+      writeBack = nil
+    }
+    writeBackRefusal = refusal
     pins = staging.map { PinKeeper(staging: $0, client: client, online: !options.offline, log: log) }
     if let pins {
       namespace.setPinnedObjects(all: { pins.pinnedObjects() }, one: { pins.pinnedObject($0) }, version: { pins.version })

@@ -118,6 +118,9 @@ enum MountCommand {
     let fs = BucketFilesystem(
       client: objectClient, prefix: prefix, options: options, staging: staging, log: log, metrics: metrics,
       tokenRefreshes: { storage.credentials?.refreshes ?? 0 }, transferLoopAge: { storage.client.secondsSinceLastTurn })
+    if let refusal = fs.writeBackRefusal {
+      throw .local(options.stagingDir.path, "cannot write back: \(refusal is QueueInUse ? "\(refusal)" : refusal.localizedDescription)")
+    }
     let watchdog = TransferWatchdog(client: storage.client, metrics: metrics, log: log)
     var metricsServer: MetricsServer? = nil
     if let address = options.metricsAddress {

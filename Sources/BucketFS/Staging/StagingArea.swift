@@ -69,8 +69,14 @@ package final class StagingArea: Sendable {
     index.load()
   }
 
-  /// Where a writable mount keeps the changes it has not written to the bucket yet.
-  package var queueFolder: URL { folder.appendingPathComponent("queue", isDirectory: true) }
+  /// Where a writable mount of folder `prefix` of the bucket keeps the changes it has not written
+  /// to the bucket yet. Its changes name objects below that folder, so a mount of another folder
+  /// must never carry them out: each folder has its own (the whole bucket's is `queue`).
+  package func queueFolder(prefix: String) -> URL {
+    let folderName = prefix.split(separator: "/").joined(separator: "/")
+    let name = folderName.isEmpty ? "queue" : "queue-" + StagingIndex.hash(folderName).prefix(16)
+    return folder.appendingPathComponent(name, isDirectory: true)
+  }
 
   // MARK: when staging starts (decided here only)
 

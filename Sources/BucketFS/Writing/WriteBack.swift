@@ -4,8 +4,12 @@ import Foundation
 final class WriteBack: Sendable {
   let queue: WriteBackQueue
   let edits: LocalEdits
+  private let lock: QueueLock
 
-  init(folder: URL, commit: Double, log: @escaping @Sendable (String) -> Void) throws {
+  /// The queue in `base`, or beside it when another mount writes back through it (`QueueLock`).
+  init(folder base: URL, commit: Double, log: @escaping @Sendable (String) -> Void) throws {
+    let (folder, lock) = try QueueLock.take(base, log: log)
+    self.lock = lock
     queue = try WriteBackQueue(folder: folder, commit: commit, log: log)
     edits = LocalEdits(folder: folder)
   }
