@@ -148,18 +148,33 @@ import Testing
     }
   }
 
-  /// A listing the server answered before one of this mount's changes reached the folder is not
-  /// kept over the change: the check and the keeping are one step.
-  @Test func aListingOlderThanAChangeIsNotKept() {
+  /// A listing the server answered before one of this mount's changes reached the folder is kept
+  /// with the change put in (the check and the keeping are one step); when the folder changed
+  /// in a way the listings cannot follow name by name, it is not kept at all.
+  @Test func aListingOlderThanAChangeIsKeptWithIt() {
     let listings = FolderListings(ttl: 5, capacity: 100)
     let file = DirectoryEntry(name: "new", isDirectory: false, objectName: "d/new")
+    let old = DirectoryEntry(name: "old", isDirectory: false, objectName: "d/old")
     let mark = listings.changeMark("d")
-    // The change lands while the listing is on its way (no listing kept yet to update).
+    // The changes land while the listing is on its way (no listing kept yet to update).
     listings.update("d", name: "new", entry: file)
-    #expect(!listings.store("d", [], fetchedAt: mark))
-    #expect(listings.current("d") == nil)
+    listings.update("d", name: "old", entry: nil)
+    #expect(listings.store("d", [old], fetchedAt: mark))
+    #expect(listings.current("d")?.map(\.name) == ["new"])
+    // Changed wholesale (a conflict's copy, a name the listing cannot place): listed again.
     let later = listings.changeMark("d")
-    #expect(listings.store("d", [file], fetchedAt: later))
+    listings.remove("d")
+    listings.update("d", name: "new", entry: file)
+    #expect(!listings.store("d", [], fetchedAt: later))
+    #expect(listings.current("d") == nil)
+    // More changes than are kept while it was on its way: not kept either.
+    let longAgo = listings.changeMark("d")
+    for i in 0...FolderListings.landedPerFolder {
+      listings.update("d", name: "f\(i)", entry: DirectoryEntry(name: "f\(i)", isDirectory: false, objectName: "d/f\(i)"))
+    }
+    #expect(!listings.store("d", [], fetchedAt: longAgo))
+    let now = listings.changeMark("d")
+    #expect(listings.store("d", [file], fetchedAt: now))
     #expect(listings.current("d")?.map(\.name) == ["new"])
   }
 

@@ -1,6 +1,7 @@
 import Foundation
 import ChildProcess
 import StorageCore
+import TestSupport
 import Testing
 
 @Suite(.serialized) struct NamespaceTests {
@@ -28,6 +29,42 @@ import Testing
       let m2 = try fx.mount(name: "fresh")
       #expect(try readFile(m2.path("a.object")).get() == Data("object a".utf8))
       #expect(access(m2.path("missing-name"), F_OK) != 0 && errno == ENOENT)
+    }
+  }
+
+  /// Names looked up one after another in a folder the mount has not listed, as a loop that
+  /// makes new files does (each `open(…, "w")` looks its name up first): after the first miss,
+  /// one listing of the folder answers for every other name, instead of two requests a name.
+  /// The files made there show in the folder while and after they land.
+  @Test func missingNamesInAFolderNotListedAreAnsweredByOneListing() async throws {
+    try await MountFixture.scope { fx in
+      for i in 0..<5 { _ = try await fx.put("there/old-\(i)", Data("old \(i)".utf8)) }
+      for api in ["gcs", "firebase"] {
+        let m = try fx.mount(options: ["writable", "metadata_ttl=300", "negative_ttl=300"], extra: ["--api", api], name: api)
+        func requests() -> Int? { m.stat("requests to the bucket")?.split(separator: " ").first.flatMap { Int($0) } }
+        var st = stat()
+        #expect(lstat(m.path("there"), &st) == 0)
+        let before = try #require(requests())
+        for i in 0..<60 {
+          #expect(access(m.path("there/none-\(api)-\(i)"), F_OK) != 0 && errno == ENOENT)
+        }
+        let asked = try #require(requests()) - before
+        // The first miss asks about its name (two requests), the second lists the folder.
+        #expect(asked <= 3, "60 missing names took \(asked) requests (\(api))")
+        #expect(try readFile(m.path("there/old-3")).get() == Data("old 3".utf8))
+        for i in 0..<30 {
+          #expect(FileManager.default.createFile(atPath: m.path("there/new-\(api)-\(i)"), contents: Data("\(i)".utf8)))
+        }
+        let shown = Set(try FileManager.default.contentsOfDirectory(atPath: m.path("there")))
+        let made = Set((0..<30).map { "new-\(api)-\($0)" })
+        #expect(made.isSubset(of: shown) && shown.isSuperset(of: (0..<5).map { "old-\($0)" }), "\(shown.sorted())")
+        let (status, synced) = runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "60"])
+        #expect(status == 0, "\(synced)")
+        let landed = Set(try FileManager.default.contentsOfDirectory(atPath: m.path("there")))
+        #expect(made.isSubset(of: landed), "\(landed.sorted())")
+        for i in [0, 17, 29] { #expect(try readFile(m.path("there/new-\(api)-\(i)")).get() == Data("\(i)".utf8)) }
+        m.unmount()
+      }
     }
   }
 

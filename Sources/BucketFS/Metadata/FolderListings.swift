@@ -61,7 +61,22 @@ final class FolderListings: Sendable {
     var evicted = 0
     /// How many of this mount's changes reached the bucket in each folder (`update`, `remove`).
     var changes: [String: UInt64] = [:]
+    /// The last entries `update` gave each folder, with the count each made: a listing fetched
+    /// while they landed is kept with them put in (`store`), instead of fetched again. A folder
+    /// changed wholesale (`remove`) has none, and such a listing is not kept.
+    var landed: [String: [Landed]] = [:]
   }
+
+  private struct Landed {
+    var change: UInt64
+    var name: String
+    var entry: DirectoryEntry?
+  }
+
+  /// How many landed entries are kept a folder, and for how many folders: a folder past them
+  /// is listed again, as any whose changes are not known.
+  static let landedPerFolder = 128
+  static let foldersWithLanded = 32
 
   private let state = Mutex(State())
   /// Told the folder and entry names of each listing evicted (after the lock).
@@ -119,23 +134,29 @@ final class FolderListings: Sendable {
   func changeMark(_ dir: String) -> UInt64 { state.withLock { $0.changes[dir] ?? 0 } }
 
   /// Keeps `entries` as folder `dir`'s listing from now on (a walk starts over). With `fetchedAt`
-  /// (a `changeMark` taken before the listing was asked for), only if none of this mount's
-  /// changes reached the folder since: the server may have answered before it did, and a listing
-  /// kept then would miss it (checked and kept under one lock, so no change slips in between).
+  /// (a `changeMark` taken before the listing was asked for), this mount's changes that reached
+  /// the folder since are put in: the server may have answered before they landed, and a
+  /// listing kept without them would miss a file just written (or show one just deleted).
+  /// False, and nothing kept, when those changes are not all known (checked and kept under one
+  /// lock, so no change slips in between).
   @discardableResult
   func store(_ dir: String, _ entries: [DirectoryEntry], fetchedAt mark: UInt64? = nil) -> Bool {
     let byName = NameIndex(entries)
     let now = clock()
-    let size = Self.bytes(of: entries)
     var evicted: [(String, [DirectoryEntry])] = []
     let elsewhere = heldElsewhere.withLock { $0 }?() ?? 0
     let stored = state.withLock { s in
-      if let mark, (s.changes[dir] ?? 0) != mark { return false }
+      var listing = Listing(
+        entries: entries, bytes: 0, byName: byName, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order + 1)
+      if let mark, case let current = s.changes[dir] ?? 0, current != mark {
+        guard let landed = s.landed[dir], let first = landed.first, first.change <= mark + 1 else { return false }
+        for l in landed where l.change > mark { Self.apply(l.name, l.entry, to: &listing) }
+      }
+      listing.bytes = Self.bytes(of: listing.entries)
       s.order += 1
       if let old = s.listings[dir] { s.bytes -= old.bytes }
-      s.listings[dir] = Listing(
-        entries: entries, bytes: size, byName: byName, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order)
-      s.bytes += size
+      s.listings[dir] = listing
+      s.bytes += listing.bytes
       if s.listings.count > capacity || s.bytes + elsewhere > budget {
         evicted = Self.evict(&s, keeping: dir, capacity: capacity, budget: budget, elsewhere: elsewhere)
       }
@@ -312,6 +333,7 @@ final class FolderListings: Sendable {
   func update(_ dir: String, name: String, entry: DirectoryEntry?) {
     state.withLock { s in
       s.changes[dir, default: 0] += 1
+      Self.note(Landed(change: s.changes[dir]!, name: name, entry: entry), in: dir, &s)
       guard s.listings[dir] != nil else { return }
       let before = s.listings[dir]!.entries.count
       // In place: a copy of the listing out of the map and back would copy its entries and
@@ -339,10 +361,18 @@ final class FolderListings: Sendable {
     }
   }
 
+  /// Keeps `landed` for a listing of `dir` on its way (see `store`), within the bounds.
+  private static func note(_ landed: Landed, in dir: String, _ s: inout State) {
+    if s.landed[dir] == nil && s.landed.count >= foldersWithLanded { s.landed.removeAll() }
+    s.landed[dir, default: []].append(landed)
+    if s.landed[dir]!.count > landedPerFolder { s.landed[dir]!.removeFirst(s.landed[dir]!.count / 2) }
+  }
+
   /// Folder `dir` changed (through this mount): its next use lists it again.
   func remove(_ dir: String) {
     state.withLock { s in
       s.changes[dir, default: 0] += 1
+      s.landed[dir] = nil
       if let l = s.listings.removeValue(forKey: dir) { s.bytes -= l.bytes }
     }
   }

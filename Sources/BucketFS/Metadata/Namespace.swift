@@ -297,13 +297,27 @@ final class Namespace: Sendable {
     var entries: [DirectoryEntry] = []
     for attempt in 0..<3 {
       let mark = listings.changeMark(path)
-      entries = try await fetchListing(path, into: attempt == 0 ? stream : nil)
+      entries = try await fetchListing(path, into: attempt == 0 ? stream : nil)!
       let stored = listings.store(path, entries, fetchedAt: mark)
       if attempt == 0 { stream?.complete() }
       if stored { return entries }
     }
     // Changes keep landing in it: this answer is asked again next time rather than kept.
     return entries
+  }
+
+  /// What fetching a folder's listing only if one page holds it came to.
+  private enum OnePageListing {
+    case stored
+    case moreThanAPage
+    /// This mount's changes landed in the folder meanwhile, not all known: not kept.
+    case overtaken
+  }
+
+  private func fetchListingIfOnePage(_ path: String) async throws(BucketError) -> OnePageListing {
+    let mark = listings.changeMark(path)
+    guard let entries = try await fetchListing(path, pages: 1) else { return .moreThanAPage }
+    return listings.store(path, entries, fetchedAt: mark) ? .stored : .overtaken
   }
 
   /// The folder's whole listing as the server gives it (a cached one within its TTL, else a
@@ -323,7 +337,10 @@ final class Namespace: Sendable {
   /// The folder's listing from the server, page by page; each page's entries whose names are
   /// final go to `stream` as they come (see `ListingBuilder`), made compact on the way: a folder
   /// of 100,000 objects never holds 100,000 `StorageMetadata` at once, nor a second array of them.
-  private func fetchListing(_ path: String, into given: ListingStream? = nil) async throws(BucketError) -> [DirectoryEntry] {
+  /// `pages`: at most this many pages are asked for; nil when the listing has more.
+  private func fetchListing(_ path: String, into given: ListingStream? = nil, pages: Int = .max) async throws(BucketError)
+    -> [DirectoryEntry]?
+  {
     let listPrefix = path.isEmpty ? "" : path + "/"
     let stream = given ?? ListingStream()
     var builder = ListingBuilder(
@@ -335,9 +352,13 @@ final class Namespace: Sendable {
       leftOut: { [self] objectName, reason in report(objectName, reason: reason) },
       knownSummary: { [files] objectName in files.summary(objectName) })
     var token: String? = nil
+    var fetched = 0
     do throws(BucketError) {
       repeat {
+        // Only a stream of its own (nobody reads it) is left unfinished.
+        guard fetched < pages else { return nil }
         let page = try await client.listPage(prefix: listPrefix, pageToken: token, maxResults: nil)
+        fetched += 1
         stream.append(builder.add(page))
         token = page.nextPageToken
       } while token != nil
@@ -468,7 +489,9 @@ final class Namespace: Sendable {
   /// What `name` in folder `dir` is, from the folder's listing when it is cached, else from the
   /// server (or the staged copies).
   func resolve(dir: String, name: String) async throws(FSError) -> DirectoryEntry {
-    switch listings.lookup(dir: dir, name: name) {
+    var answer = listings.lookup(dir: dir, name: name)
+    if case .unknown = answer, await listedAfterMisses(dir) { answer = listings.lookup(dir: dir, name: name) }
+    switch answer {
     case .found(let found):
       listFoldersAhead(found, dir: dir)
       return try await withAttributes(found, dir: dir)
@@ -476,7 +499,7 @@ final class Namespace: Sendable {
     case .absenceToConfirm(let count) where count < Self.confirmableListing && !options.offline:
       // One listing confirms every absent name for the next window, where a probe would ask
       // about this one name (two requests) and the next name again.
-      if let listed = try? await fetchListing(dir), listings.confirmAbsences(dir, from: listed, ours: queuedNames(dir)),
+      if let listed = try? await fetchListing(dir) ?? nil, listings.confirmAbsences(dir, from: listed, ours: queuedNames(dir)),
         case .absent = listings.lookup(dir: dir, name: name)
       {
         throw FSError(ENOENT)
@@ -518,7 +541,62 @@ final class Namespace: Sendable {
       }
     }
     missing.set(path, true)
+    noteMiss(in: dir)
     throw FSError(ENOENT)
+  }
+
+  /// Where lookups found names the server lacks, in folders the mount has not listed: a program
+  /// making new files one after another there (a loop of `open(…, "w")`, `tar -x` or `cp -r`
+  /// into a folder that exists) would have each name asked about, two requests a name. From the
+  /// second miss on, one listing answers them all, when one page holds the folder.
+  private enum UnlistedFolder {
+    case missed
+    case listing
+    /// More than a page: its names are asked about one by one until then.
+    case tooLarge(until: Double)
+  }
+
+  private let unlistedFolders = Mutex<[String: UnlistedFolder]>([:])
+  /// Folders remembered at once; past it they are forgotten together (each costs a miss again).
+  static let unlistedFoldersKept = 256
+
+  private func noteMiss(in dir: String) {
+    guard !options.offline, options.metadataTTL > 0 else { return }
+    unlistedFolders.withLock { u in
+      guard u[dir] == nil else { return }
+      if u.count >= Self.unlistedFoldersKept { u.removeAll() }
+      u[dir] = .missed
+    }
+  }
+
+  /// True when folder `dir`, where a lookup missed before, was listed now (and stored).
+  private func listedAfterMisses(_ dir: String) async -> Bool {
+    let now = Date().timeIntervalSince1970
+    let take = unlistedFolders.withLock { u -> Bool in
+      switch u[dir] {
+      case .missed?:
+        u[dir] = .listing
+        return true
+      case .tooLarge(let until)? where until < now:
+        u[dir] = nil
+        return false
+      case .listing?, .tooLarge?, nil:
+        return false
+      }
+    }
+    guard take else { return false }
+    let outcome: OnePageListing?
+    do throws(BucketError) {
+      outcome = try await fetchListingIfOnePage(dir)
+    } catch {
+      outcome = nil
+    }
+    unlistedFolders.withLock { u in
+      // A folder of more than a page is not listed again for a while; a failed fetch (or one
+      // overtaken by this mount's changes) is tried again at the next miss.
+      u[dir] = outcome == .moreThanAPage ? .tooLarge(until: now + options.metadataTTL) : nil
+    }
+    return outcome == .stored
   }
 
   /// Folders of fewer entries than this are listed again to confirm absent names (two pages of
