@@ -73,6 +73,16 @@ extension BucketFilesystem {
     if size == nil, options.posix, openEdit == nil, try writeBack.queue.amend(path, custom: times.custom, mtime: mtime) {
       return try await getattr(ino)
     }
+    // Times of a file the kernel writes, set by path or by a descriptor the kernel does not
+    // name (tar's futimens before its close): its writers' closes take them with the bytes.
+    if handle == nil, size == nil, let held = openEdit,
+      held.whileKernelWrites({
+        if let mtime { held.setMtime(mtime) }
+        if times != PosixAttributes(), options.posix { held.setMetadata(contentType: nil, custom: times.custom) }
+      })
+    {
+      return localAttributes(path, edit: held, lookup: false)
+    }
     let edit: LocalEdits.Edit
     var opened = false
     if let handle, case .edit(let e) = fileHandles[handle] {

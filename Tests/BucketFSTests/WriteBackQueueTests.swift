@@ -420,6 +420,28 @@ import Testing
     #expect(client.objects.withLock { $0["z.txt"]?.0 } == Data("two".utf8))
     #expect(client.writes.withLock { $0 } == ["upload z.txt"])
   }
+  /// A change carried out between two group commits has its removal in the log and its bytes
+  /// still there (they are unlinked once the removal lasts): a daemon killed then leaves them,
+  /// and the next mount removes them as the queue's, not as damaged bytes without a record.
+  @Test func bytesOfAChangeCarriedOutBeforeAKillAreNotDamage() async throws {
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let queueFolder = folder.appendingPathComponent("queue")
+    let client = MemoryObjectClient()
+    let killed = try WriteBackQueue(folder: queueFolder, commit: 3600, log: { _ in })
+    let f = try file("carried out")
+    _ = try killed.upload("k.txt", from: f.fd, contentType: "text/plain", mtime: 1, base: .generation(0))
+    try killed.commit()
+    killed.start(client: client) { _, _ in }
+    #expect(await killed.waitUntilEmpty(within: 30).changes == 0)
+    let left = { try FileManager.default.contentsOfDirectory(atPath: queueFolder.path).filter { $0.hasSuffix(".data") } }
+    #expect(try left().count == 1, "the bytes are unlinked at the next commit, which a kill never reaches")
+    // The next mount, as after kill -9 (this one never commits again).
+    let next = try WriteBackQueue(folder: queueFolder, log: { _ in })
+    #expect(next.totals.damaged == 0 && next.totals.changes == 0)
+    #expect(try left().isEmpty)
+    #expect(client.writes.withLock { $0 } == ["upload k.txt"])
+  }
+
   /// A chmod, utimensat or setxattr after a close goes with the upload that waits its turn: its
   /// record is rewritten (a new mount reads the new metadata), no change of its own is queued,
   /// and one upload carries the final metadata; a started upload is never amended.

@@ -74,6 +74,45 @@ import Testing
     }
   }
 
+  /// tar sets a file's times, owner and mode on its descriptor before closing it: they go up
+  /// with the bytes, one change a file, exactly (a time to the nanosecond).
+  @Test func tarsModesAndTimesGoWithTheBytes() async throws {
+    try await MountFixture.scope { fx in
+      let work = try fx.folder("tar")
+      let archive = work.appendingPathComponent("t.tar").path
+      let made = """
+        import tarfile, io
+        with tarfile.open('\(archive)', 'w', format=tarfile.PAX_FORMAT) as t:
+            for name, mode, mtime, data in [('a.txt', 0o640, 1234567890.123456789, b'alpha'), ('d/b.bin', 0o600, 1500000000, b'\\x00\\x01' * 5000), ('d/c.sh', 0o755, 1600000000.5, b'#!/bin/sh\\n')]:
+                info = tarfile.TarInfo(name); info.mode = mode; info.mtime = mtime; info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+        """
+      #expect(runTool("/usr/bin/python3", ["-c", made]).0 == 0)
+      let m = try fx.mount(options: ["writable"])
+      let doneBefore = m.queueDone ?? 0
+      let (status, output) = runTool("/bin/tar", ["-xf", archive, "-C", m.mountpoint.path])
+      #expect(status == 0, "\(output)")
+      #expect(sync(m).0 == 0)
+      // The three files and d/'s placeholder (with its mode and times).
+      #expect((m.queueDone ?? 0) - doneBefore == 4, "\(m.stat("write-back queue") ?? "")")
+      #expect(m.stat("files written by passthrough") == "3")
+      #expect(await object(fx, "d/b.bin") == Data(Array(repeating: [UInt8(0), 1], count: 5000).joined()))
+      // What the same tar gives on the local disk, time for time.
+      let local = try fx.folder("local")
+      #expect(runTool("/bin/tar", ["-xf", archive, "-C", local.path]).0 == 0)
+      let again = try fx.mount(name: "again")
+      for name in ["a.txt", "d/b.bin", "d/c.sh"] {
+        var st = stat()
+        var want = stat()
+        #expect(lstat(again.path(name), &st) == 0 && lstat(local.appendingPathComponent(name).path, &want) == 0)
+        #expect(st.st_mode & 0o7777 == want.st_mode & 0o7777, "\(name): mode \(String(st.st_mode & 0o7777, radix: 8))")
+        #expect(st.st_mtim.tv_sec == want.st_mtim.tv_sec && st.st_mtim.tv_nsec == want.st_mtim.tv_nsec, "\(name): \(st.st_mtim) for \(want.st_mtim)")
+      }
+      var st = stat()
+      #expect(lstat(again.path("a.txt"), &st) == 0 && st.st_mtim.tv_nsec != 0, "a time with nanoseconds")
+    }
+  }
+
   /// A descriptor still open after another close of the file (a dup, a child's copy) writes on
   /// into the same file: `bucketfs sync` sends what it holds then, and its own close the rest.
   @Test func aDescriptorLeftOpenAfterACloseWritesOn() async throws {

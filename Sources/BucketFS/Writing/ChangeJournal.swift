@@ -110,9 +110,16 @@ struct ChangeJournal: Sendable {
     }
     if !setAsideRecords.isEmpty { try records.append([], removed: setAsideRecords, sync: true) }
     // Bytes no record owns (a record removed by hand): kept, never uploaded under a guess.
+    // Those of a change whose removal the log holds were left by a daemon killed before it
+    // unlinked them: they go.
     let owned = Set(changes.map { $0.fileName + ".data" })
+    let carriedOut = Set(loaded.removed.map { PendingChange.fileName(of: $0) + ".data" })
     for file in (try? fm.contentsOfDirectory(atPath: folder.path)) ?? [] where file.hasSuffix(".data") && !owned.contains(file) {
-      setAside([prefix + file], "\(file) has no record")
+      if carriedOut.contains(file) {
+        _ = disk.unlink(prefix + file)
+      } else {
+        setAside([prefix + file], "\(file) has no record")
+      }
     }
     var sizes: [UInt64: Int64] = [:]
     for change in changes where change.kind == .upload {

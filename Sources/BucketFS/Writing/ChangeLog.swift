@@ -15,11 +15,16 @@ final class ChangeLog: Sendable {
   /// What a load found: the payload of each change's last record, and what had to be set aside.
   struct Loaded {
     var records: [UInt64: Data] = [:]
+    /// Changes whose last frame is their removal: carried out or replaced. Their bytes may
+    /// still be there (a group commit unlinks them after the removal lasts, and a daemon killed
+    /// in between leaves them): the queue's, to remove, not bytes without a record.
+    var removed: Set<UInt64> = []
     /// The bytes from the first frame that could not be read, and why.
     var damage: (bytes: Data, reason: String)?
   }
 
-  /// A removal's payload; a record's is a `PendingChange`.
+  /// A removal's payload (`{"removed":N}`, written by hand as records are); a record's is a
+  /// `PendingChange`.
   private struct Removal: Codable { var removed: UInt64 }
 
   private struct State {
@@ -79,8 +84,10 @@ final class ChangeLog: Sendable {
       }
       if let removal = try? JSONDecoder().decode(Removal.self, from: payload) {
         loaded.records.removeValue(forKey: removal.removed)
+        loaded.removed.insert(removal.removed)
       } else if let change = try? JSONDecoder().decode(PendingChange.self, from: payload) {
         loaded.records[change.sequence] = Data(payload)
+        loaded.removed.remove(change.sequence)
       } else {
         stop("the journal holds a record at byte \(at - data.startIndex) that cannot be read")
         break
@@ -117,12 +124,12 @@ final class ChangeLog: Sendable {
     var frames = Data()
     var sizes: [(UInt64, Int?)] = []
     for change in changes {
-      guard let payload = try? JSONEncoder().encode(change) else { throw FSError(EIO) }
+      guard let payload = try? change.record() else { throw FSError(EIO) }
       Self.frame(payload, into: &frames)
       sizes.append((change.sequence, 8 + payload.count))
     }
     for sequence in removed {
-      guard let payload = try? JSONEncoder().encode(Removal(removed: sequence)) else { throw FSError(EIO) }
+      let payload = Data("{\"removed\":\(sequence)}".utf8)
       Self.frame(payload, into: &frames)
       sizes.append((sequence, nil))
     }

@@ -112,6 +112,17 @@ final class LocalEdits: Sendable {
 
     var writtenByKernel: Bool { state.withLock { if case .kernel = $0.writers { true } else { false } } }
 
+    /// Runs `change` (times, metadata) while the kernel's writers hold the file, under `closing`:
+    /// the last writer's release takes it with the bytes, as a close does. False, and nothing
+    /// run, when none is left (the caller queues the change itself).
+    func whileKernelWrites(_ change: () -> Void) -> Bool {
+      closing.withLock { _ in
+        guard writtenByKernel else { return false }
+        change()
+        return true
+      }
+    }
+
     /// A writer joins while the kernel writes the file: false when it does not (the writer
     /// writes through the daemon, as any other).
     func joinKernelWriters() -> Bool {

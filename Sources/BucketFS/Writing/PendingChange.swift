@@ -97,7 +97,8 @@ struct PendingChange: Codable, Sendable, Equatable {
   /// they are whole (then `dataCRC32C` vouches for them).
   var overlay: EditOverlay?
 
-  var fileName: String { sequence.zeroPadded(12) }
+  var fileName: String { Self.fileName(of: sequence) }
+  static func fileName(of sequence: UInt64) -> String { sequence.zeroPadded(12) }
 
   /// Not yet done, replaced or refused: a worker may take it, or has.
   var isUnfinished: Bool { life == .pending || life == .started }
