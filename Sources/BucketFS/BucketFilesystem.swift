@@ -158,6 +158,18 @@ package final class BucketFilesystem: Sendable {
       custom: metadata?.customMetadata)
   }
 
+  /// A file open for writing, as `localFileEntry` shows it, from its edit: without a metadata
+  /// object made and its time written out as text and read back (tar's chown and chmod each
+  /// ask twice, and every getattr of a file being written once).
+  func attributes(ino: UInt64, edit: LocalEdits.Edit) -> FileAttributes {
+    let modified = edit.modified
+    // To the millisecond, as a server's `updated` is.
+    let updated = Date(timeIntervalSince1970: (modified.interval * 1000).rounded() / 1000)
+    var a = attributes(ino: ino, directory: false, size: edit.size, updated: updated, created: updated, custom: edit.custom, kept: modified)
+    a.volatile = true
+    return a
+  }
+
   /// A listed entry's attributes, from its summary (no `StorageMetadata` made per entry).
   func attributes(ino: UInt64, directory: Bool, summary: ObjectSummary?) -> FileAttributes {
     guard let summary, !directory else { return attributes(ino: ino, directory: directory, metadata: nil) }
@@ -166,14 +178,15 @@ package final class BucketFilesystem: Sendable {
       custom: summary.customMetadata)
   }
 
-  private func attributes(ino: UInt64, directory: Bool, size: Int64?, updated: Date?, created: Date?, custom: [String: String]?)
-    -> FileAttributes
-  {
+  /// `kept`: the file's own time, instead of one kept in `custom`.
+  private func attributes(
+    ino: UInt64, directory: Bool, size: Int64?, updated: Date?, created: Date?, custom: [String: String]?, kept own: Timestamp? = nil
+  ) -> FileAttributes {
     let (posix, pending, changedAt) = posixState(ino, custom)
     // A time this mount set and the bucket does not have yet; the time a writer kept in custom
     // metadata (ours and rclone's `mtime`, gcsfuse's `gcsfuse_mtime`, Google's tools' whole
     // seconds); else when the object was written.
-    let kept = KeptTime.kept(in: custom)
+    let kept = own ?? KeptTime.kept(in: custom)
     let mtime = pending?.mtime ?? kept ?? posix.mtime ?? updated.map(Timestamp.init) ?? mountTime
     // The last change of the object or its metadata (`updated` moves with both), or of what
     // this mount set and the bucket does not have yet.
@@ -638,6 +651,7 @@ package final class BucketFilesystem: Sendable {
 
   package func getattrIfCached(_ ino: UInt64) -> FileAttributes? {
     guard let node = inodes.node(ino) else { return nil }
+    if let edit = writeBack?.edits[node.path] { return attributes(ino: ino, edit: edit) }
     let local = localEntry(node.path)
     if local.isChanged {
       // Removed here: the async path answers ENOENT.

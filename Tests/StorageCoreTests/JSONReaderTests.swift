@@ -83,3 +83,23 @@ import Testing
     #expect(ListPage.decode(Data(#"{"items":[{"name":"a","size":"1","extra":{"x":"\#u{01}"}}]}"#.utf8)) == nil)
   }
 }
+
+/// The JSON the client writes by hand reads back as what was meant, for any text.
+@Suite struct JSONWriterTests {
+  @Test func anUploadsMetadataReadsBackWhateverItHolds() throws {
+    let odd = ["plain", "quote\"back\\slash", "tab\tnew\nline\rcr", "nul\u{0}bell\u{7}del\u{7f}", "café 日本語 😀", "slash/and/more", ""]
+    for (i, text) in odd.enumerated() {
+      let m = StorageMetadata()
+      m.contentType = "text/plain; x=\"\(text)\""
+      m.cacheControl = i % 2 == 0 ? "no-cache" : nil
+      m.customMetadata = [text: "v\(i)", "k\(i)": text, "goog-reserved-posix-mode": "644"]
+      let written = m.writableJSON(name: "dir/\(text)")
+      let read = try #require(try JSONSerialization.jsonObject(with: written) as? [String: Any], "\(String(decoding: written, as: UTF8.self))")
+      #expect(read["name"] as? String == "dir/\(text)")
+      #expect(read["contentType"] as? String == m.contentType)
+      #expect(read["cacheControl"] as? String == m.cacheControl)
+      #expect(read["metadata"] as? [String: String] == m.customMetadata)
+      #expect(read.count == (i % 2 == 0 ? 4 : 3))
+    }
+  }
+}

@@ -219,14 +219,15 @@ public final class StorageMetadata: @unchecked Sendable, Equatable, CustomString
   }
 
   /// The writable fields, as an upload body carries them.
+  /// Written by hand (`JSONWriter`): every upload sends one.
   func writableJSON(name: String?) -> Data {
     let f = fields.withLock { $0 }
-    var d: [String: Any] = [:]
-    if let name { d["name"] = name }
-    for (k, v) in Self.writable(f) { if let v { d[k] = v } }
-    if let md5 = f.md5Hash { d["md5Hash"] = md5 }
-    if let customMetadata = f.customMetadata { d["metadata"] = customMetadata }
-    return (try? JSONSerialization.data(withJSONObject: d, options: [.sortedKeys])) ?? Data("{}".utf8)
+    var json = JSONWriter()
+    if let name { json.field("name") { $0.string(name) } }
+    for (key, value) in Self.writable(f) { if let value { json.field(key) { $0.string(value) } } }
+    if let md5 = f.md5Hash { json.field("md5Hash") { $0.string(md5) } }
+    if let custom = f.customMetadata { json.field("metadata") { $0.strings(custom) } }
+    return json.finish()
   }
 
   /// A PATCH body: what changed since the server's state, with `null` for each field and custom
