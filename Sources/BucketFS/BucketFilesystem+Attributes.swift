@@ -221,6 +221,9 @@ extension BucketFilesystem {
     return queueText()
   }
 
+  /// The mount is ending: a `bucketfs sync` waiting on it is answered with the queue as it is.
+  package func stopping() { writeBack?.queue.endWaits() }
+
   package func queueText() -> String {
     guard let writeBack else { return "0\n" }
     let t = writeBack.queue.totals

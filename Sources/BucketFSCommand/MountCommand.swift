@@ -161,6 +161,7 @@ enum MountCommand {
     // SIGINT and SIGTERM unmount.
     SignalWaiter.onTermination(continuingOn: SIGHUP, { _ = fs.refresh(path: "") }) { signal in
       notifier.send(["STOPPING=1", "STATUS=Unmounting \(mountpoint) (signal \(signal))"])
+      fs.stopping()
       session.stop()
     }
     let result: Int32 = await withCheckedContinuation { cont in

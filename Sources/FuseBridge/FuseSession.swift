@@ -108,12 +108,18 @@ package final class FuseSession: @unchecked Sendable {
     return result
   }
 
-  /// Ends the loop from another thread (a signal handler): unmounting makes the kernel close the
-  /// connection, which wakes every worker blocked on /dev/fuse.
+  /// Ends the loop from another thread (a signal handler). As root the mount is detached with
+  /// the device left open: no new process can enter it, a request in flight (a `bucketfs sync`
+  /// waiting for the queue) is still answered, and once the last process in it lets go the
+  /// kernel closes the connection, which wakes every worker blocked on /dev/fuse (`run` then
+  /// cleans up). libfuse's unmount closes the device first: a request in flight then was never
+  /// answered, its process held the mount, and the workers stayed blocked on a descriptor that
+  /// no longer existed: the daemon never ended. Not root, `fusermount3` unmounts as before.
   package func stop() {
     live.withLock { live in
       guard let session = live.session, !live.unmounted else { return }
       fuse_session_exit(session)
+      if geteuid() == 0, umount2(mountpoint, Int32(MNT_DETACH)) == 0 { return }
       fuse_session_unmount(session)
       live.unmounted = true
     }

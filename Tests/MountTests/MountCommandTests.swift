@@ -72,6 +72,37 @@ func runBucketfs(_ args: [String], home: URL) -> (Int32, String) {
     }
   }
 
+  /// SIGTERM while a process waits on the mount (`bucketfs sync` for a queue that an offline
+  /// mount cannot empty): the wait is answered, the daemon ends, and sync says what was left.
+  /// libfuse's unmount closed the device under that request: nobody answered it and the daemon
+  /// never ended.
+  @Test func sigtermWhileSyncWaitsEndsBoth() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable", "offline"])
+      #expect(FileManager.default.createFile(atPath: m.path("queued.txt"), contents: Data("q".utf8)))
+      let said = fx.root.appendingPathComponent("sync.err").path
+      let errFD = open(said, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+      defer { close(errFD) }
+      let sync = try ChildProcess(
+        bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "120"], environment: ProcessInfo.processInfo.environment,
+        errors: .descriptor(errFD))
+      defer { _ = sync.stop(grace: .seconds(1)) }
+      // Until its request waits in the mount (one of its threads waits for the daemon's answer).
+      let waiting = await eventually(timeout: .seconds(30)) {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(sync.pid)/task")) ?? []
+        return tasks.contains { ((try? String(contentsOfFile: "/proc/\(sync.pid)/task/\($0)/wchan", encoding: .utf8)) ?? "").contains("wait_answer") }
+      }
+      #expect(waiting, "bucketfs sync never waited in the mount")
+      m.process.send(SIGTERM)
+      #expect(m.process.wait(timeout: .seconds(60)) != nil, "the daemon did not end")
+      #expect(sync.wait(timeout: .seconds(60)) == .exited(1))
+      let text = (try? String(contentsOfFile: said, encoding: .utf8)) ?? ""
+      // The file's changes (Foundation writes a temporary file and renames it).
+      #expect(text.contains("was unmounted with") && text.contains("changes waiting"), "\(text)")
+      #expect(!m.isMounted)
+    }
+  }
+
   @Test func foregroundMountUnmountsOnSigterm() async throws {
     try await MountFixture.scope { fx in
       let m = try fx.mount()

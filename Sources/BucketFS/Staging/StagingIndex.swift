@@ -109,8 +109,10 @@ final class StagingIndex: Sendable {
       let identity = (dict[Self.identityKey] as? String).flatMap(CopyIdentity.init(encoded:))
       copies[key] = .complete(
         name: name, metadata: StorageMetadata(dictionary: dict), dataPath: data.path, checksums: checksums, identity: identity)
-      let mtime = (try? fm.attributesOfItem(atPath: data.path)[.modificationDate] as? Date) ?? Date()
-      lastUse[key] = UInt64(mtime.timeIntervalSince1970)
+      // By stat(2): FileManager's attributes look the owner up by name, a read of /etc/passwd
+      // and /etc/group for each copy of a staging folder that may hold 100,000.
+      var st = stat()
+      lastUse[key] = stat(data.path, &st) == 0 ? UInt64(max(0, st.st_mtim.tv_sec)) : UInt64(Date().timeIntervalSince1970)
     }
     for file in files where !file.hasSuffix(".json") {
       let key = file.hasSuffix(".data") ? String(file.dropLast(5)) : nil

@@ -21,6 +21,14 @@ package final class WriteBackQueue: Sendable {
   private let work = ChangeSignal()
   /// Wakes the waits (fsync, `bucketfs sync`): a change ended, or the server failed it.
   private let changed = ChangeSignal()
+  /// The mount is ending: waits for the queue answer now (`endWaits`).
+  private let ending = Atomic<Bool>(false)
+
+  /// The mount is ending (SIGTERM): whoever waits for the queue to empty is answered now.
+  func endWaits() {
+    ending.store(true, ordering: .releasing)
+    changed.signal()
+  }
   private let log: @Sendable (String) -> Void
   private let onApplied = Mutex<(@Sendable (PendingChange, StorageMetadata?) -> Void)?>(nil)
   /// The fills of overlaid uploads' holes, by change: the edit's own while it runs, or one
@@ -398,8 +406,9 @@ package final class WriteBackQueue: Sendable {
     while true {
       let epoch = changed.epoch
       let totals = self.totals
-      // Uploads whose file the kernel still writes wait for their writers, not for this.
-      if totals.changes <= totals.stillWritten || ContinuousClock.now >= deadline { return totals }
+      // Uploads whose file the kernel still writes wait for their writers, not for this; a
+      // mount that is ending answers at once (its daemon waits for every answer it owes).
+      if totals.changes <= totals.stillWritten || ContinuousClock.now >= deadline || ending.load(ordering: .acquiring) { return totals }
       await changed.wait(after: epoch, until: deadline)
     }
   }

@@ -75,7 +75,7 @@ extension StorageReference {
   public func putFile(
     from fileURL: URL, metadata: StorageMetadata? = nil, preconditions: Preconditions = Preconditions(), session: UploadSession? = nil
   ) -> StorageUploadTask {
-    let size = (try? FileManager.default.attributesOfItem(atPath: fileURL.path)[.size] as? NSNumber)?.int64Value
+    let size = Self.fileSize(fileURL.path)
     let task = StorageUploadTask(
       reference: self, source: .file(path: fileURL.path, size: size ?? 0), metadata: metadata?.copy() ?? StorageMetadata(),
       preconditions: preconditions, session: session)
@@ -89,15 +89,20 @@ extension StorageReference {
 }
 
 extension StorageReference {
+  /// The size of the file at `path`, by stat(2): FileManager's attributes of a file look its
+  /// owner and group up by name, which read /etc/passwd and /etc/group for every upload.
+  static func fileSize(_ path: String) -> Int64? {
+    var st = stat()
+    guard stat(path, &st) == 0 else { return nil }
+    return Int64(st.st_size)
+  }
+
   /// Uploads the file at `path` with no task around it (no observers, no callback queue): the
   /// mount's write-back queue, which keeps `session` with its change across restarts.
   package func upload(
     file path: String, metadata: StorageMetadata, preconditions: Preconditions, session: UploadSession?
   ) async throws(StorageError) -> StorageMetadata {
-    let size: Int64
-    do {
-      size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
-    } catch {
+    guard let size = Self.fileSize(path) else {
       throw StorageError(code: .unknown, object: path, detail: "cannot read the file", localFile: true)
     }
     let upload = ObjectUpload(
