@@ -50,7 +50,7 @@ wstop() {
 # landed PREFIX MANIFEST T0: seconds from T0 until the server lists every object of MANIFEST
 # (lines "name size", names relative to PREFIX) with its size; asked of the emulator directly.
 landed() {
-  python3 - "$EMU_ADDR" "$1" "$2" "$3" <<'PY'
+  python3 - "${LAND_ADDR:-$EMU_ADDR}" "$1" "$2" "$3" <<'PY'
 import json, sys, time, urllib.parse, urllib.request
 addr, prefix, manifest, t0 = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 want = {}
@@ -105,7 +105,12 @@ WRUN=0
 wrun() {
   local work=$1 tool=$2 addr=$3 prefix=$4 target t0 ret
   if [ "$work" = edit ]; then
-    "$BIN" cp --no-progress "$WORK/w256.bin" "gs://bench/$prefix/edit256.bin" >/dev/null
+    if [ -n "${LAND_ADDR:-}" ]; then
+      env -u FIREBASE_STORAGE_EMULATOR_HOST STORAGE_EMULATOR_HOST="http://$LAND_ADDR" \
+        "$BIN" cp --no-progress "$WORK/w256.bin" "gs://bench/$prefix/edit256.bin" >/dev/null
+    else
+      "$BIN" cp --no-progress "$WORK/w256.bin" "gs://bench/$prefix/edit256.bin" >/dev/null
+    fi
   fi
   if [ "$tool" = local ]; then
     target="$WLOCAL/$prefix"
@@ -123,7 +128,7 @@ wrun() {
   ret=$(w_$work "$WMNT")
   if [ "$work" = edit ]; then
     # The edited object is whole when it holds the new bytes: compare its hash, not its size.
-    python3 - "$EMU_ADDR" "$prefix" "$t0" "$WORK/w256.bin" <<'PY' >"$WORK/landed-$prefix" &
+    python3 - "${LAND_ADDR:-$EMU_ADDR}" "$prefix" "$t0" "$WORK/w256.bin" <<'PY' >"$WORK/landed-$prefix" &
 import base64, hashlib, json, sys, time, urllib.parse, urllib.request
 addr, prefix, t0, original = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 old = base64.b64encode(hashlib.md5(open(original, "rb").read()).digest()).decode()
@@ -168,6 +173,24 @@ write_rows() {
 }
 
 write_rows "$EMU_ADDR" "loopback"
+# The same rows against fake-gcs-server (another server's costs: the issue's table was measured
+# on it), when scripts/interop.sh has installed it; LAND_ADDR is where `landed` asks.
+FAKE_GCS=$(find .build/interop-py -name 'fake-gcs-server-linux-amd64' -type f 2>/dev/null | head -n1)
+if [ -n "$FAKE_GCS" ]; then
+  FG_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$FAKE_GCS" -scheme http -host 127.0.0.1 -port "$FG_PORT" -backend memory -external-url "http://127.0.0.1:$FG_PORT" \
+    -log-level warn >"$WORK/fakegcs.log" 2>&1 &
+  FG_PID=$!
+  PIDS+=("$FG_PID")
+  for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$FG_PORT/storage/v1/b" >/dev/null 2>&1 && break; sleep 0.1; done
+  curl -sf -X POST "http://127.0.0.1:$FG_PORT/storage/v1/b?project=bench" -d '{"name":"bench"}' >/dev/null
+  LAND_ADDR=127.0.0.1:$FG_PORT
+  write_rows "$LAND_ADDR" "fake-gcs-server, loopback"
+  LAND_ADDR=
+  kill "$FG_PID" 2>/dev/null || true
+else
+  echo "(fake-gcs-server rows left out: scripts/interop.sh installs it)"
+fi
 if [ -z "${BENCH_WRITE_NEAR_ONLY:-}" ]; then
   python3 scripts/delay-proxy.py --target "$EMU_ADDR" --delay-ms 10 --seconds 1800 >"$WORK/wproxy.log" 2>&1 &
   WPROXY_PID=$!

@@ -306,8 +306,9 @@ package final class WriteBackQueue: Sendable {
       state.withLock { $0.remove(replaced.sequence) }
       fills.withLock { _ = $0.removeValue(forKey: replaced.sequence) }
     }
-    // One new change: one worker. (A wait for an upload it replaced follows it when it ends.)
-    work.signalOne()
+    // One new change: one worker (none for bytes the kernel still writes: `sealWritten` calls
+    // one). A wait for an upload it replaced follows it when it ends.
+    if state.withLock({ $0.written(change.sequence) }) == nil { work.signalOne() }
     for case .folderNotSynced(let e) in placed {
       log("write-back: the queue's folder cannot be synced (errno \(e)): \(change.name.debugDescription) is queued, and may not outlast a power loss")
       throw FSError(EIO)
