@@ -84,6 +84,7 @@ package struct MeteredClient: ObjectClient {
   }
 
   package var copiesOnServer: Bool { inner.copiesOnServer }
+  package var listsAttributes: Bool { inner.listsAttributes }
 
   package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError)
     -> StorageMetadata

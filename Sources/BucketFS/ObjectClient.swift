@@ -36,6 +36,9 @@ package protocol ObjectClient: Sendable {
   ) async throws(BucketError) -> StorageMetadata
   /// Whether `copy` works: the bucket copies objects itself, without the bytes passing here.
   var copiesOnServer: Bool { get }
+  /// Whether a listing page carries each object's attributes (the GCS JSON API's does; a
+  /// Firebase Storage REST page has names only).
+  var listsAttributes: Bool { get }
   /// The name in the bucket of `name` as this client sees it (a view below a prefix adds it).
   func bucketName(_ name: String) -> String
   /// `bucketName` as this client sees it; nil when it is outside the client's view.
@@ -68,6 +71,7 @@ extension ObjectClient {
   }
 
   package var copiesOnServer: Bool { false }
+  package var listsAttributes: Bool { false }
   package func bucketName(_ name: String) -> String { name }
   package func viewName(_ bucketName: String) -> String? { bucketName }
   package var bucketWide: any ObjectClient { self }
@@ -178,6 +182,7 @@ package struct StorageObjectClient: ObjectClient {
 
   /// Only the GCS JSON API copies; Firebase Storage REST has no copy.
   package var copiesOnServer: Bool { storage.api == .gcs }
+  package var listsAttributes: Bool { storage.api == .gcs }
 
   package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError)
     -> StorageMetadata

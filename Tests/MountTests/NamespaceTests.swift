@@ -68,6 +68,30 @@ import Testing
     }
   }
 
+  /// Names that are there, looked up one after another in a folder not listed (tar -x over a
+  /// tree that exists), through the GCS API whose listing carries what a probe learns: the
+  /// second lookup lists the folder, and the listing answers the rest with the same attributes.
+  @Test func namesThereInAFolderNotListedAreAnsweredByOneListing() async throws {
+    try await MountFixture.scope { fx in
+      var sizes: [String: Int] = [:]
+      for i in 0..<40 {
+        let data = Data(repeating: UInt8(i), count: i * 3)
+        _ = try await fx.put("tree/f\(i).bin", data)
+        sizes["f\(i).bin"] = data.count
+      }
+      let m = try fx.mount(options: ["metadata_ttl=300", "negative_ttl=300"], extra: ["--api", "gcs"])
+      func requests() -> Int? { m.stat("requests to the bucket")?.split(separator: " ").first.flatMap { Int($0) } }
+      var st = stat()
+      #expect(lstat(m.path("tree"), &st) == 0)
+      let before = try #require(requests())
+      for (name, size) in sizes.sorted(by: { $0.key > $1.key }) {
+        #expect(lstat(m.path("tree/" + name), &st) == 0 && Int(st.st_size) == size, "\(name)")
+      }
+      let asked = try #require(requests()) - before
+      #expect(asked <= 3, "40 names took \(asked) requests")
+    }
+  }
+
   @Test func lsOf2500ObjectsMatchesTheBucket() async throws {
     try await MountFixture.scope { fx in
       var sizes: [String: Int] = [:]

@@ -528,6 +528,9 @@ final class Namespace: Sendable {
     })
     if let found {
       if found.isDirectory && !fromStaged { await learnFolderObject(path) }
+      // Where a listing carries what a probe does, names asked about one after another (tar
+      // -x over a tree that is there) are answered by the folder's listing from the second on.
+      if !fromStaged && client.listsAttributes { noteProbe(in: dir) }
       return found
     }
     // The staged copies' answer is not the server's: not remembered as missing.
@@ -541,14 +544,16 @@ final class Namespace: Sendable {
       }
     }
     missing.set(path, true)
-    noteMiss(in: dir)
+    noteProbe(in: dir)
     throw FSError(ENOENT)
   }
 
-  /// Where lookups found names the server lacks, in folders the mount has not listed: a program
+  /// Where lookups asked the server about names, in folders the mount has not listed: a program
   /// making new files one after another there (a loop of `open(…, "w")`, `tar -x` or `cp -r`
-  /// into a folder that exists) would have each name asked about, two requests a name. From the
-  /// second miss on, one listing answers them all, when one page holds the folder.
+  /// into a folder that exists, or over files that are there) would have each name asked
+  /// about, two requests a name. From the second name asked (one the server lacks; or one it
+  /// has, where a listing carries attributes, so that the listing answers as the probe did),
+  /// one listing answers them all, when one page holds the folder.
   private enum UnlistedFolder {
     case missed
     case listing
@@ -560,7 +565,7 @@ final class Namespace: Sendable {
   /// Folders remembered at once; past it they are forgotten together (each costs a miss again).
   static let unlistedFoldersKept = 256
 
-  private func noteMiss(in dir: String) {
+  private func noteProbe(in dir: String) {
     guard !options.offline, options.metadataTTL > 0 else { return }
     unlistedFolders.withLock { u in
       guard u[dir] == nil else { return }
