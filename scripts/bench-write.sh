@@ -104,6 +104,9 @@ w_edit() {
 WRUN=0
 wrun() {
   local work=$1 tool=$2 addr=$3 prefix=$4 target t0 ret
+  # Each run starts on a quiet disk: the last one's 512 MiB still being written back slowed the
+  # next row's local untar 2x.
+  sync
   if [ "$work" = edit ]; then
     if [ -n "${LAND_ADDR:-}" ]; then
       env -u FIREBASE_STORAGE_EMULATOR_HOST STORAGE_EMULATOR_HOST="http://$LAND_ADDR" \
