@@ -6,18 +6,6 @@ import Testing
 /// What a writable mount acknowledged is never lost or spliced, whatever else changes the object
 /// meanwhile: appends after another writer's change, a reader beside a writer, a failed write.
 @Suite(.serialized) struct AcknowledgedWritesTests {
-  func shell(_ script: String, in m: MountedBucket) -> (Int32, String) {
-    runTool("/bin/sh", ["-c", "set -e; cd '\(m.mountpoint.path)'; " + script])
-  }
-
-  func sync(_ m: MountedBucket) -> (Int32, String) {
-    runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "30"])
-  }
-
-  func object(_ fx: MountFixture, _ name: String) async -> Data? {
-    try? await fx.storage.reference(withPath: name).data(maxSize: 64 << 20)
-  }
-
   func conflicts(_ fx: MountFixture, of name: String) async throws -> [String] {
     let dir = name.split(separator: "/").dropLast().joined(separator: "/")
     return try await fx.storage.reference(withPath: dir).listAll().items.map(\.fullPath).filter { $0.hasPrefix(name + ".conflict-") }.sorted()
@@ -35,19 +23,19 @@ import Testing
       #expect(try readFile(m.path("f")).get() == Data("short\n".utf8))
       let longer = "LONGER-SERVER-VERSION-0123456789\n"
       _ = try await fx.put("f", Data(longer.utf8))
-      var (status, output) = shell("echo A1 >> f; echo A2 >> f", in: m)
+      var (status, output) = m.shell("echo A1 >> f; echo A2 >> f")
       #expect(status == 0, "\(output)")
-      (status, output) = sync(m)
+      (status, output) = m.sync()
       #expect(status == 0, "\(output)")
-      (status, output) = shell("echo A3 >> f; echo A4 >> f", in: m)
+      (status, output) = m.shell("echo A3 >> f; echo A4 >> f")
       #expect(status == 0, "\(output)")
-      (status, output) = sync(m)
+      (status, output) = m.sync()
       #expect(status == 0, "\(output)")
-      #expect(await object(fx, "f").map { String(decoding: $0, as: UTF8.self) } == longer + "A3\nA4\n")
+      #expect(await fx.object("f").map { String(decoding: $0, as: UTF8.self) } == longer + "A3\nA4\n")
       let copies = try await conflicts(fx, of: "f")
       #expect(copies.count == 1, "\(copies)")
       if let copy = copies.first {
-        #expect(await object(fx, copy).map { String(decoding: $0, as: UTF8.self) } == "short\nA1\nA2\n")
+        #expect(await fx.object(copy).map { String(decoding: $0, as: UTF8.self) } == "short\nA1\nA2\n")
       }
       // What the mount shows is the bucket's, size included.
       #expect(try readFile(m.path("f")).get() == Data((longer + "A3\nA4\n").utf8))
@@ -70,13 +58,13 @@ import Testing
         // Each fsync queues and waits: the first is the conflict (ESTALE), the rest follow it.
         _ = fsync(fd)
       }
-      let (status, output) = sync(m)
+      let (status, output) = m.sync()
       #expect(status == 0, "\(output)")
-      #expect(await object(fx, "g") == Data("theirs\n".utf8))
+      #expect(await fx.object("g") == Data("theirs\n".utf8))
       let copies = try await conflicts(fx, of: "g")
       #expect(copies.count == 1, "\(copies)")
       if let copy = copies.first {
-        #expect(await object(fx, copy) == Data(("base\n" + (0..<5).map { "ours-\($0)\n" }.joined()).utf8))
+        #expect(await fx.object(copy) == Data(("base\n" + (0..<5).map { "ours-\($0)\n" }.joined()).utf8))
       }
     }
   }
@@ -96,13 +84,13 @@ import Testing
       // descriptor, which the kernel passes on as a close (FLUSH) of the writer's file.
       let queue = try getxattr(m.mountpoint.path, "user.bucketfs.queue.wait.5000").get()
       #expect(queue.hasPrefix("0 "), "\(queue)")
-      let held = await object(fx, "doc.txt")
+      let held = await fx.object("doc.txt")
       #expect(held == Data("before\n".utf8), "a reader's close uploaded the writer's half-written bytes: \(held.map { String(decoding: $0, as: UTF8.self) } ?? "none"); \(m.log)")
       #expect(write(writer, "whole\n", 6) == 6)
       #expect(close(writer) == 0)
-      let (status, output) = sync(m)
+      let (status, output) = m.sync()
       #expect(status == 0, "\(output)")
-      #expect(await object(fx, "doc.txt") == Data("half-whole\n".utf8))
+      #expect(await fx.object("doc.txt") == Data("half-whole\n".utf8))
     }
   }
 }
@@ -110,10 +98,6 @@ import Testing
 /// An object `a` beside objects under `a/` shows as `a.object`: what this mount writes there and
 /// removes again reaches the bucket, and the folder `a` stays shown throughout.
 @Suite(.serialized) struct AliasWriteTests {
-  func sync(_ m: MountedBucket) -> (Int32, String) {
-    runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "30"])
-  }
-
   func names(_ m: MountedBucket) throws -> [String] {
     try FileManager.default.contentsOfDirectory(atPath: m.path("d")).sorted()
   }
@@ -129,14 +113,14 @@ import Testing
       #expect(try names(m) == ["a", "a.object"])
       #expect(try readFile(m.path("d/a.object")).get() == Data("written here\n".utf8))
       if syncBetween {
-        let (status, output) = sync(m)
+        let (status, output) = m.sync()
         #expect(status == 0, "\(output)")
         #expect(try await fx.storage.reference(withPath: "d/a").data(maxSize: 1 << 20) == Data("written here\n".utf8))
         #expect(try names(m) == ["a", "a.object"])
       }
       #expect(unlink(m.path("d/a.object")) == 0, "rm: \(String(cString: strerror(errno)))")
       #expect(try names(m) == ["a"])
-      let (status, output) = sync(m)
+      let (status, output) = m.sync()
       #expect(status == 0, "\(output)")
       let left = try await fx.storage.reference(withPath: "d").listAll()
       #expect(left.items.map(\.fullPath) == [], "the object is still in the bucket: \(m.log)")
@@ -149,10 +133,6 @@ import Testing
 
 /// Names at the bucket's limit, and a write that fails, through a writable mount.
 @Suite(.serialized) struct WriteLimitsTests {
-  func sync(_ m: MountedBucket) -> (Int32, String) {
-    runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "30"])
-  }
-
   /// An object name of exactly 1,024 bytes (the bucket's limit, which `bucketfs cp` takes) is
   /// made through the mount; 1,025 is refused (ENAMETOOLONG), and so is a folder whose
   /// placeholder would pass the limit.
@@ -175,7 +155,7 @@ import Testing
       #expect(open(m.path(over), O_CREAT | O_WRONLY | O_CLOEXEC, 0o644) == -1 && errno == ENAMETOOLONG)
       // A folder's placeholder is its name and "/": 1,024 bytes of name are one too many.
       #expect(mkdir(m.path(String(exact.dropLast()) + "z"), 0o755) == -1 && errno == ENAMETOOLONG)
-      let (status, output) = sync(m)
+      let (status, output) = m.sync()
       #expect(status == 0, "\(output)")
       #expect(try await fx.storage.reference(withPath: exact).data(maxSize: 1 << 20) == Data("at the limit".utf8))
     }
@@ -189,7 +169,7 @@ import Testing
       let m = try fx.mount(options: ["writable", "staging_size=1M"])
       let (status, output) = runTool("/bin/dd", ["if=/dev/zero", "of=\(m.path("big.bin"))", "bs=2M", "count=1", "conv=fsync"])
       #expect(status != 0 && output.contains("No space left on device"), "\(output)")
-      let (synced, said) = sync(m)
+      let (synced, said) = m.sync()
       #expect(synced == 0, "\(said)")
       let held = try await fx.storage.reference(withPath: "big.bin").data(maxSize: 4 << 20)
       #expect(held == Data("the version before\n".utf8), "\(held.count) bytes; \(m.log)")

@@ -95,6 +95,13 @@ final class MountFixture: @unchecked Sendable {
   }
 }
 
+extension MountFixture {
+  /// Object `name`'s bytes as the server has them, asked directly (nil when it has none).
+  func object(_ name: String) async -> Data? {
+    try? await storage.reference(withPath: name).data(maxSize: 64 << 20)
+  }
+}
+
 /// A `bucketfs mount -f` child process; unmounted and ended (by pid) in `unmount()`.
 final class MountedBucket: @unchecked Sendable {
   let process: ChildProcess
@@ -136,6 +143,16 @@ final class MountedBucket: @unchecked Sendable {
   }
 
   func path(_ relative: String) -> String { mountpoint.appendingPathComponent(relative).path }
+
+  /// `script` run by /bin/sh (with `set -e`) in the mount's root: its status and output.
+  func shell(_ script: String) -> (Int32, String) {
+    runTool("/bin/sh", ["-c", "set -e; cd '\(mountpoint.path)'; " + script])
+  }
+
+  /// `bucketfs sync` of this mount: its status and what it said.
+  func sync(timeout: Int = 30) -> (Int32, String) {
+    runTool(bucketfsBinary, ["sync", mountpoint.path, "--timeout", String(timeout)])
+  }
 
   /// A line of `bucketfs stats` (the root's stats attribute), by its name.
   func stat(_ name: String) -> String? {

@@ -6,18 +6,6 @@ import Testing
 /// Whose changes a write-back queue holds: one running mount's at a time, and a mount of one
 /// folder of the bucket never carries out those made through a mount of another.
 @Suite(.serialized) struct QueueOwnershipTests {
-  func shell(_ script: String, in m: MountedBucket) -> (Int32, String) {
-    runTool("/bin/sh", ["-c", "set -e; cd '\(m.mountpoint.path)'; " + script])
-  }
-
-  func sync(_ m: MountedBucket) -> (Int32, String) {
-    runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "30"])
-  }
-
-  func object(_ fx: MountFixture, _ name: String) async -> Data? {
-    try? await fx.storage.reference(withPath: name).data(maxSize: 1 << 20)
-  }
-
   /// Two writable mounts of the same folder with one staging folder (two writers on one
   /// machine) would share one journal, and each would remove the other's open files as a dead
   /// mount's: the second queues in a folder of its own, and both write back. What a mount left
@@ -33,12 +21,12 @@ import Testing
         #expect(FileManager.default.createFile(atPath: second.path("two-\(i).txt"), contents: Data("two \(i)".utf8)))
       }
       for m in [first, second] {
-        let (status, output) = sync(m)
+        let (status, output) = m.sync()
         #expect(status == 0, "\(output)")
       }
       for i in 0..<20 {
-        #expect(await object(fx, "one-\(i).txt") == Data("one \(i)".utf8))
-        #expect(await object(fx, "two-\(i).txt") == Data("two \(i)".utf8))
+        #expect(await fx.object("one-\(i).txt") == Data("one \(i)".utf8))
+        #expect(await fx.object("two-\(i).txt") == Data("two \(i)".utf8))
       }
       // Killed, the first holds nothing: the next mount takes its queue at once.
       kill(first.process.pid, SIGKILL)
@@ -47,16 +35,16 @@ import Testing
       #expect(!next.log.contains("this one queues in"), "\(next.log)")
       // An offline mount beside it queues in a folder of its own, and ends with its change queued.
       let offline = try fx.mount(options: ["writable", "offline"], name: "offline")
-      var (status, output) = shell("printf 'made offline' > offline.txt", in: offline)
+      var (status, output) = offline.shell("printf 'made offline' > offline.txt")
       #expect(status == 0, "\(output)")
       offline.unmount()
       second.unmount()
       next.unmount()
       // A mount alone takes the queue that holds a change before the empty one.
       let alone = try fx.mount(options: ["writable"], name: "alone")
-      (status, output) = sync(alone)
+      (status, output) = alone.sync()
       #expect(status == 0, "\(output)")
-      #expect(await object(fx, "offline.txt") == Data("made offline".utf8))
+      #expect(await fx.object("offline.txt") == Data("made offline".utf8))
     }
   }
 
@@ -69,21 +57,21 @@ import Testing
       _ = try await fx.put("photos/seen.txt", Data("p".utf8))
       _ = try await fx.put("docs/seen.txt", Data("d".utf8))
       let offline = try fx.mount(prefix: "photos", options: ["writable", "offline"], name: "photos-offline")
-      var (status, output) = shell("printf 'a photo' > a.txt", in: offline)
+      var (status, output) = offline.shell("printf 'a photo' > a.txt")
       #expect(status == 0, "\(output)")
       offline.unmount()
       let docs = try fx.mount(prefix: "docs", options: ["writable"], name: "docs")
       let photos = try fx.mount(prefix: "photos", options: ["writable"], name: "photos")
-      (status, output) = shell("printf 'a doc' > b.txt", in: docs)
+      (status, output) = docs.shell("printf 'a doc' > b.txt")
       #expect(status == 0, "\(output)")
       for m in [photos, docs] {
-        (status, output) = sync(m)
+        (status, output) = m.sync()
         #expect(status == 0, "\(output)")
       }
-      #expect(await object(fx, "photos/a.txt") == Data("a photo".utf8))
-      #expect(await object(fx, "docs/b.txt") == Data("a doc".utf8))
-      #expect(await object(fx, "docs/a.txt") == nil)
-      #expect(await object(fx, "a.txt") == nil)
+      #expect(await fx.object("photos/a.txt") == Data("a photo".utf8))
+      #expect(await fx.object("docs/b.txt") == Data("a doc".utf8))
+      #expect(await fx.object("docs/a.txt") == nil)
+      #expect(await fx.object("a.txt") == nil)
     }
   }
 }

@@ -490,7 +490,7 @@ final class Namespace: Sendable {
   /// server (or the staged copies).
   func resolve(dir: String, name: String) async throws(FSError) -> DirectoryEntry {
     var answer = listings.lookup(dir: dir, name: name)
-    if case .unknown = answer, await listedAfterMisses(dir) { answer = listings.lookup(dir: dir, name: name) }
+    if case .unknown = answer, await listedAfterProbes(dir) { answer = listings.lookup(dir: dir, name: name) }
     switch answer {
     case .found(let found):
       listFoldersAhead(found, dir: dir)
@@ -555,7 +555,8 @@ final class Namespace: Sendable {
   /// has, where a listing carries attributes, so that the listing answers as the probe did),
   /// one listing answers them all, when one page holds the folder.
   private enum UnlistedFolder {
-    case missed
+    /// Asked about once.
+    case probed
     case listing
     /// More than a page: its names are asked about one by one until then.
     case tooLarge(until: Double)
@@ -570,16 +571,16 @@ final class Namespace: Sendable {
     unlistedFolders.withLock { u in
       guard u[dir] == nil else { return }
       if u.count >= Self.unlistedFoldersKept { u.removeAll() }
-      u[dir] = .missed
+      u[dir] = .probed
     }
   }
 
-  /// True when folder `dir`, where a lookup missed before, was listed now (and stored).
-  private func listedAfterMisses(_ dir: String) async -> Bool {
+  /// True when folder `dir`, where a lookup asked the server before, was listed now (and stored).
+  private func listedAfterProbes(_ dir: String) async -> Bool {
     let now = Date().timeIntervalSince1970
     let take = unlistedFolders.withLock { u -> Bool in
       switch u[dir] {
-      case .missed?:
+      case .probed?:
         u[dir] = .listing
         return true
       case .tooLarge(let until)? where until < now:
@@ -598,7 +599,7 @@ final class Namespace: Sendable {
     }
     unlistedFolders.withLock { u in
       // A folder of more than a page is not listed again for a while; a failed fetch (or one
-      // overtaken by this mount's changes) is tried again at the next miss.
+      // overtaken by this mount's changes) is tried again at the next probe.
       u[dir] = outcome == .moreThanAPage ? .tooLarge(until: now + options.metadataTTL) : nil
     }
     return outcome == .stored

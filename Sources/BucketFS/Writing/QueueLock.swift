@@ -58,8 +58,11 @@ final class QueueLock: Sendable {
       guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent("changes.log").path) else { return false }
       return !ChangeLog.parse(data).records.isEmpty
     }
+    // With no queue beside the first (a mount alone, as almost always), there is nothing to
+    // prefer: its log is read once, by the queue that loads it.
+    let besides = folders.dropFirst().contains { access($0.path, F_OK) == 0 }
     var firstRefusal: QueueInUse? = nil
-    for leftFirst in [true, false] {
+    for leftFirst in besides ? [true, false] : [false] {
       for folder in folders where !leftFirst || holdsChanges(folder) {
         // A folder not there yet is made, and no running mount holds it.
         do {

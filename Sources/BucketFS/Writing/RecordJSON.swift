@@ -1,7 +1,8 @@
 // A queue record's JSON, written by hand (`JSONWriter`): every close of a file writes one or two
-// records, and Foundation's JSONEncoder was a seventh of the daemon's time in an untar. The text is what `PendingChange.encode(to:)` gives, key for key, so
-// that any mount, of this version or an earlier one, reads it with JSONDecoder (the round trip
-// is tested for odd names, every life and every base). The rare parts with nesting of their own
+// records, and Foundation's JSONEncoder was a seventh of the daemon's time in an untar. The text
+// is what `PendingChange.encode(to:)` gives, key for key, so that any mount, of this version or
+// an earlier one, reads it with JSONDecoder (the round trip is tested for odd names, every life
+// and every base). The rare parts with nesting of their own
 // (a rename's source, an overlay's ranges) still go through JSONEncoder.
 import Foundation
 import StorageCore

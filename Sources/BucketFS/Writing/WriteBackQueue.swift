@@ -21,7 +21,7 @@ package final class WriteBackQueue: Sendable {
   private let work = ChangeSignal()
   /// Wakes the waits (fsync, `bucketfs sync`): a change ended, or the server failed it.
   private let changed = ChangeSignal()
-  /// The mount is ending: waits for the queue answer now (`endWaits`).
+  /// The mount is ending: waits for the queue are answered at once (`endWaits`).
   private let ending = Atomic<Bool>(false)
 
   /// The mount is ending (SIGTERM): whoever waits for the queue to empty is answered now.
@@ -110,7 +110,7 @@ package final class WriteBackQueue: Sendable {
     if let fill { fills.withLock { $0[sequence] = fill } }
     if stillWritten { state.withLock { $0.stillWritten(sequence) } }
     do throws(FSError) {
-      try add(&change, size: size, withBytes: true)
+      try add(&change, size: size, withBytes: true, held: stillWritten)
     } catch {
       fills.withLock { _ = $0.removeValue(forKey: sequence) }
       throw error
@@ -287,7 +287,8 @@ package final class WriteBackQueue: Sendable {
   /// name, then the queue's view (`ChangeJournal` says why in that order).
   /// A folder that cannot be synced leaves the change queued (in place, lasting across `kill -9`)
   /// and the caller told (EIO), as a disk's fsync error is.
-  private func add(_ change: inout PendingChange, size: Int64 = 0, withBytes: Bool = false) throws(FSError) {
+  /// `held`: bytes the kernel still writes, which no worker takes before `sealWritten`.
+  private func add(_ change: inout PendingChange, size: Int64 = 0, withBytes: Bool = false, held: Bool = false) throws(FSError) {
     let replaced = state.withLock { $0.admit(&change) }
     var placed: [DurableFile.Placed] = []
     do throws(FSError) {
@@ -308,7 +309,7 @@ package final class WriteBackQueue: Sendable {
     }
     // One new change: one worker (none for bytes the kernel still writes: `sealWritten` calls
     // one). A wait for an upload it replaced follows it when it ends.
-    if state.withLock({ $0.written(change.sequence) }) == nil { work.signalOne() }
+    if !held { work.signalOne() }
     for case .folderNotSynced(let e) in placed {
       log("write-back: the queue's folder cannot be synced (errno \(e)): \(change.name.debugDescription) is queued, and may not outlast a power loss")
       throw FSError(EIO)
