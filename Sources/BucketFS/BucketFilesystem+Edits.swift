@@ -357,13 +357,11 @@ extension BucketFilesystem {
   @discardableResult
   func queue(_ edit: LocalEdits.Edit, copying: Bool = false) throws(FSError) -> UInt64? {
     if copying && edit.writtenByKernel { edit.mayHaveChangedByKernel() }
-    // A write that failed leaves bytes no program meant: they never become a version, and
-    // what this edit queued before it (dd's O_TRUNC, closed once by a dup) is withdrawn while
-    // it has not started, so the version before stays.
+    // A write that failed leaves bytes no program meant: they never become a version. What
+    // this edit queued before it stays: a close or an fsync returned it (a failed write may
+    // drop only what came after it).
     if let failed = edit.failedWrite {
-      if let queued = edit.lastQueued, writeBack?.queue.withdraw(queued) == true {
-        log("write-back: \(edit.name.debugDescription) not uploaded: a write to it failed (errno \(failed))")
-      }
+      log("write-back: \(edit.name.debugDescription): what was written since its last close or fsync is not uploaded: a write to it failed (errno \(failed))")
       throw FSError(failed)
     }
     // One close of a file at a time: two processes closing it at once must queue their versions
@@ -466,10 +464,25 @@ extension BucketFilesystem {
   /// most (the bound of every request that waits on the server). With the server out of reach,
   /// slow, or busy with the changes before it, the bytes fsynced in the queue are what there is
   /// to wait for: they reach the bucket from there, across a crash too.
-  package func fsync(handle: UInt64) async throws(FSError) {
-    guard let writeBack, case .edit(let opened) = fileHandles[handle] else { return }
+  ///
+  /// As on a local disk, any descriptor of the file will do (one opened for reading, a handle
+  /// of queued bytes): the file's edit, when another handle has it open, is queued as if its
+  /// own writer fsynced it, and what closes queued is committed.
+  package func fsync(handle: UInt64, ino: UInt64? = nil) async throws(FSError) {
+    guard let writeBack else { return }
+    let edit: LocalEdits.Edit?
+    if case .edit(let opened) = fileHandles[handle] {
+      edit = opened.edit
+    } else {
+      edit = ino.flatMap { inodes.node($0) }.flatMap { $0.isDirectory ? nil : writeBack.edits[$0.path] }
+    }
+    guard let edit else {
+      // Nothing of it is open for writing: what its closes queued lasts once committed.
+      try writeBack.queue.commit()
+      return
+    }
     // A file the kernel writes goes as a copy of what it holds: its writers may go on.
-    let sequence = try queue(opened.edit, copying: true)
+    let sequence = try queue(edit, copying: true)
     // What closes queued lasts once the group commit has run: now, for this fsync.
     try writeBack.queue.commit()
     guard let sequence else { return }
@@ -478,6 +491,12 @@ extension BucketFilesystem {
     case .conflict: throw FSError(ESTALE)
     case .failed: throw FSError(EIO)
     }
+  }
+
+  /// fsync of a folder: the names made, removed and renamed in it are queue records, which last
+  /// once committed (the kernel takes a missing handler for success, which kept nothing).
+  package func fsyncFolder() throws(FSError) {
+    try writeBack?.queue.commit()
   }
 
   /// The mount ended: the group commit runs once more, so that what closes queued lasts.

@@ -175,7 +175,7 @@ extension BucketFilesystem {
     let pending = writeBack.queue.pendingMetadata(source)
     var custom = entry.metadata?.customMetadata ?? [:]
     custom.merge(pending.custom) { _, queued in queued }
-    let contentType = pending.contentType ?? entry.metadata?.contentType
+    var contentType = pending.contentType ?? entry.metadata?.contentType
     let mtime = KeptTime.kept(in: custom) ?? PosixAttributes(custom: custom).mtime ?? entry.metadata?.updated.map(Timestamp.init)
     custom.removeValue(forKey: "mtime")
     // A file as the bucket has it, where the bucket copies: the server copies it, so nothing is
@@ -190,6 +190,16 @@ extension BucketFilesystem {
     }
     // Bytes written and not yet queued (a close whose release has not come) go first.
     if let open = writeBack.edits[source] { try queue(open) }
+    // Bytes this mount queued go with all the metadata their upload carries (a setxattr after
+    // the close amended it): the entry shows only their POSIX keys and time.
+    if let queued = writeBack.queue.queuedMetadata(source) {
+      var kept = queued.custom ?? [:]
+      kept.merge(custom) { mine, _ in mine }
+      kept.merge(pending.custom) { _, later in later }
+      kept.removeValue(forKey: "mtime")
+      custom = kept
+      contentType = pending.contentType ?? queued.contentType ?? contentType
+    }
     let edit = try await self.edit(source, truncate: false)
     defer { writeBack.edits.close(edit) }
     // The bytes are copied under the new name: whole, an overlay's holes filled first.

@@ -39,11 +39,19 @@ extension FuseOperations {
       }
     }
 
-    ops.fsync = { req, _, _, fi in
+    ops.fsync = { req, ino, _, fi in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "fsync")
       let handle = CFuseShims_fi_fh(fi)
-      reply.succeed { try await fs.fsync(handle: handle) }
+      reply.succeed { try await fs.fsync(handle: handle, ino: ino) }
+    }
+
+    // Without it the kernel takes ENOSYS for success, and a program that fsynced a folder after
+    // a rename, unlink or mkdir in it was told they lasted when nothing had made them.
+    ops.fsyncdir = { req, _, _, _ in
+      let fs = FuseOperations.filesystem(req)
+      let reply = PendingReply(req, fs, "fsyncdir")
+      reply.succeed { try fs.fsyncFolder() }
     }
 
     ops.setattr = { req, ino, attr, toSet, fi in

@@ -91,6 +91,24 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
   /// Writes refused as if the server were away (nothing done), one per write, while above 0.
   let writesToRefuse = Atomic<Int>(0)
   let writes = Mutex<[String]>([])
+  /// What the bucket held after each change to it, and when by `clock` (a test's count of the
+  /// queue's file operations): the server's state at any moment of a recorded run.
+  let history = Mutex<[(at: Int, objects: [String: (Data, StorageMetadata)])]>([])
+  let clock = Mutex<(@Sendable () -> Int)?>(nil)
+
+  private func changed() {
+    guard let at = clock.withLock({ $0 })?() else { return }
+    let now = objects.withLock { $0 }
+    history.withLock { $0.append((at, now)) }
+  }
+
+  /// Holds `seeded` (objects with their generations): new versions get generations past theirs.
+  func seed(_ seeded: [String: (Data, StorageMetadata)]) {
+    objects.withLock { $0 = seeded }
+    let highest = seeded.values.map(\.1.generation).max() ?? 0
+    while generations.load(ordering: .relaxed) < highest { generations.add(1, ordering: .relaxed) }
+    versions.withLock { v in for (data, m) in seeded.values { v[m.generation] = (data, m) } }
+  }
 
   private func precondition(_ name: String, _ ifGenerationMatch: Int64?, in o: [String: (Data, StorageMetadata)]) throws(BucketError) {
     guard let expected = ifGenerationMatch else { return }
@@ -144,6 +162,7 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
       try precondition(name, ifGenerationMatch, in: o)
       return store(name, data, custom: custom.isEmpty ? nil : custom, contentType: contentType, in: &o)
     }
+    changed()
     return try answered(m)
   }
 
@@ -154,6 +173,7 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
       try precondition(name, ifGenerationMatch, in: o)
       o[name] = nil
     }
+    changed()
     try answered(())
   }
 
@@ -173,6 +193,7 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
       _ = data
       return m
     }
+    changed()
     return try answered(m)
   }
 
@@ -186,6 +207,7 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
       try precondition(target, ifGenerationMatch, in: o)
       return store(target, data, custom: from.customMetadata, contentType: from.contentType, in: &o)
     }
+    changed()
     return try answered(m)
   }
 }

@@ -23,9 +23,14 @@ struct ChangeJournal: Sendable {
     self.damaged = DamagedRecords(queueFolder: folder)
     self.log = log
     durable = DurableFile(disk: disk)
-    self.groupCommit = groupCommit ? GroupCommit(folder: folder.path, disk: disk) : nil
     prefix = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
-    records = ChangeLog(path: prefix + "changes.log", disk: disk)
+    let commit = groupCommit ? GroupCommit(folder: folder.path, journal: prefix + "changes.log", disk: disk) : nil
+    self.groupCommit = commit
+    var beforeRewrite: (@Sendable () throws(FSError) -> Void)? = nil
+    if let commit {
+      beforeRewrite = { () throws(FSError) -> Void in try commit.flushBytes() }
+    }
+    records = ChangeLog(path: prefix + "changes.log", disk: disk, beforeRewrite: beforeRewrite)
     try PrivateFolder.make(folder)
   }
 
@@ -86,36 +91,50 @@ struct ChangeJournal: Sendable {
         _ = disk.unlink(path)
       }
     }
+    // Newest first, so that a replaced upload knows whether the one that replaced it stands.
     var changes: [PendingChange] = []
     var setAsideRecords: [UInt64] = []
-    for sequence in byNumber.keys.sorted() {
-      let change = byNumber[sequence]!
-      if change.kind == .upload && change.isQueued {
-        var reason: String? = nil
-        if !fm.fileExists(atPath: dataPath(change)) {
-          reason = "\(TerminalText.visible(change.name)) (change \(change.sequence)) lost its bytes"
-        } else if let size = change.dataSize, let crc = change.dataCRC32C,
-          BlockChecksums.compute(path: dataPath(change), size: size, md5: false)?.1.value != crc
-        {
-          reason = "the bytes of \(TerminalText.visible(change.name)) (change \(change.sequence)) are not the \(size) bytes queued"
-        }
-        if let reason {
-          let record = (try? JSONEncoder().encode(change)) ?? Data()
-          setAside([dataPath(change)], keeping: [(change.fileName + ".json", record)], reason)
-          setAsideRecords.append(sequence)
+    var revived: [PendingChange] = []
+    var obsolete: [PendingChange] = []
+    for sequence in byNumber.keys.sorted(by: >) {
+      var change = byNumber[sequence]!
+      if case .replaced(let newer) = change.life {
+        // The newer one is queued with sound bytes, or was carried out (its record removed, or
+        // gone with the removal in a compaction): this one must never go. Only a newer one set
+        // aside here (its bytes did not outlast a power loss) sends this one back to wait.
+        guard setAsideRecords.contains(newer) else {
+          obsolete.append(change)
           continue
         }
+        log("write-back: \(TerminalText.visible(change.name)) (change \(sequence)) waits again: the change that replaced it (\(newer)) lost its bytes")
+        change.life = .pending
+        revived.append(change)
+      }
+      if change.kind == .upload && change.isQueued, let reason = damage(of: change) {
+        let record = (try? JSONEncoder().encode(change)) ?? Data()
+        setAside([dataPath(change)], keeping: [(change.fileName + ".json", record)], reason)
+        setAsideRecords.append(sequence)
+        continue
       }
       changes.append(change)
     }
-    if !setAsideRecords.isEmpty { try records.append([], removed: setAsideRecords, sync: true) }
-    // Bytes no record owns (a record removed by hand): kept, never uploaded under a guess.
-    // Those of a change whose removal the log holds were left by a daemon killed before it
-    // unlinked them: they go.
+    changes.reverse()
+    if !setAsideRecords.isEmpty || !revived.isEmpty || !obsolete.isEmpty {
+      try records.append(revived.filter { !setAsideRecords.contains($0.sequence) }, removed: setAsideRecords + obsolete.map(\.sequence), sync: true)
+    }
+    for change in obsolete { _ = disk.unlink(dataPath(change)) }
+    // Bytes no record owns (a record removed by hand, or lost with a damaged journal): kept,
+    // never uploaded under a guess. Those of a change whose removal the log holds were left by
+    // a daemon killed before it unlinked them: they go. So do those of a change an intact
+    // journal never mentions: a group commit makes the bytes' name last before the journal,
+    // and a power loss between the two leaves the bytes of a close that no commit covered
+    // (or of a change carried out whose removal a compaction dropped before they were unlinked).
     let owned = Set(changes.map { $0.fileName + ".data" })
     let carriedOut = Set(loaded.removed.map { PendingChange.fileName(of: $0) + ".data" })
+    let mentioned = Set(byNumber.keys).union(loaded.removed)
     for file in (try? fm.contentsOfDirectory(atPath: folder.path)) ?? [] where file.hasSuffix(".data") && !owned.contains(file) {
-      if carriedOut.contains(file) {
+      let neverMentioned = loaded.damage == nil && UInt64(file.dropLast(5)).map { !mentioned.contains($0) } == true
+      if carriedOut.contains(file) || neverMentioned {
         _ = disk.unlink(prefix + file)
       } else {
         setAside([prefix + file], "\(file) has no record")
@@ -129,13 +148,35 @@ struct ChangeJournal: Sendable {
     return (changes, sizes)
   }
 
+  /// Why `change`'s bytes cannot be uploaded as they are (nil: they can): gone, or not what its
+  /// record says (its CRC32C; an overlay's length, which its holes keep whatever was lost).
+  private func damage(of change: PendingChange) -> String? {
+    let path = dataPath(change)
+    var st = stat()
+    guard stat(path, &st) == 0 else { return "\(TerminalText.visible(change.name)) (change \(change.sequence)) lost its bytes" }
+    let wrong = "the bytes of \(TerminalText.visible(change.name)) (change \(change.sequence)) are not the \(change.dataSize ?? 0) bytes queued"
+    if let size = change.dataSize, let crc = change.dataCRC32C {
+      return BlockChecksums.compute(path: path, size: size, md5: false)?.1.value == crc ? nil : wrong
+    }
+    if change.overlay != nil, let size = change.dataSize, Int64(st.st_size) != size { return wrong }
+    return nil
+  }
+
   /// `change`'s record, appended to the journal and fsynced. `committed`: as a close writes it,
   /// made to last by the group commit when there is one. An append needs no folder sync, so
   /// the record is either written or the call throws.
-  func write(_ change: PendingChange, committed: Bool = false) throws(FSError) {
-    guard committed, let groupCommit else { return try records.append([change], sync: true) }
-    try records.append([change], sync: false)
+  ///
+  /// Without `committed`, with a group commit, the record lasts through a commit run now: the
+  /// bytes the journal's other records vouch for last first (an fsync of the journal alone
+  /// would make a close's record last before the bytes it names).
+  func write(_ change: PendingChange, committed: Bool = false) throws(FSError) { try write([change], committed: committed) }
+
+  /// `changes`' records in one append: a power loss keeps all of them or a prefix.
+  func write(_ changes: [PendingChange], committed: Bool = false) throws(FSError) {
+    guard let groupCommit else { return try records.append(changes, sync: true) }
+    try records.append(changes, sync: false)
     groupCommit.note(files: [records.path])
+    if !committed { try groupCommit.commit() }
   }
 
   /// The bytes of `fd` under `change`'s temporary name, fsynced (by the group commit, when there
@@ -151,6 +192,9 @@ struct ChangeJournal: Sendable {
     from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, unfinished: Bool = false, for change: PendingChange
   ) throws(FSError) -> (size: Int64, crc32c: UInt32?) {
     let temporary = dataPath(change) + ".tmp"
+    // Noted before the record is written: a commit between the two makes these bytes last
+    // before it makes the record last (under this name, or the final one if renamed by then).
+    groupCommit?.note(files: [temporary])
     let size: Int64
     var st = stat()
     if let linking, disk.link(linking, temporary) == 0, fstat(fd, &st) == 0 {
@@ -160,9 +204,15 @@ struct ChangeJournal: Sendable {
         _ = disk.unlink(temporary)
         throw FSError(e)
       }
-      if unfinished { return (size, nil) }
+      if unfinished {
+        nameLasts(temporary)
+        return (size, nil)
+      }
       // The very file the writes went to (linked, not copied): their CRC is its bytes'.
-      if let crc = written(size) { return (size, crc) }
+      if let crc = written(size) {
+        nameLasts(temporary)
+        return (size, crc)
+      }
     } else if unfinished {
       throw FSError(EXDEV)
     } else {
@@ -172,7 +222,18 @@ struct ChangeJournal: Sendable {
       _ = disk.unlink(temporary)
       throw FSError(EIO)
     }
+    nameLasts(temporary)
     return (size, crc)
+  }
+
+  /// Without a group commit, the bytes' temporary name lasts before the record that names them
+  /// is written (fsynced): else a power loss could keep the record and lose the name, and the
+  /// next mount would report damage for a close that never returned.
+  /// A folder that cannot be synced is reported once the change is queued (`keepBytes`), as
+  /// any folder sync's error: the change is kept.
+  private func nameLasts(_ temporary: String) {
+    guard groupCommit == nil else { return }
+    _ = durable.syncFolder(of: temporary)
   }
 
   /// An overlaid upload's bytes, filled: fsynced before a record says they are whole (a power
@@ -231,11 +292,16 @@ struct ChangeJournal: Sendable {
 
   /// A replaced upload's record and bytes, removed once the change that replaced it lasts: at
   /// the next group commit, or now (durably) without one.
+  /// Its record already says it was replaced (written with the one that replaced it), so a load
+  /// drops it while that one stands, whatever became of its bytes; the removal only tidies.
   @discardableResult
   func removeReplaced(_ change: PendingChange) -> DurableFile.Placed {
-    guard let groupCommit else { return remove(change, durably: true) }
+    guard let groupCommit else {
+      _ = disk.unlink(dataPath(change))
+      try? records.append([], removed: [change.sequence], sync: false)
+      return .durable
+    }
     groupCommit.note(files: [], unlinks: [dataPath(change)]) { [records] in
-      // In the page cache: lost to a power loss, the load finds both and keeps the newer.
       try? records.append([], removed: [change.sequence], sync: false)
     }
     return .durable

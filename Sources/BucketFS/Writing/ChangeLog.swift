@@ -37,15 +37,19 @@ final class ChangeLog: Sendable {
   let path: String
   private let disk: any QueueDisk
   private let state = Mutex(State())
+  /// Makes the bytes the records vouch for last before a compaction makes the records last
+  /// (`GroupCommit.flushBytes`); nil when every record's bytes lasted before it was written.
+  private let beforeRewrite: (@Sendable () throws(FSError) -> Void)?
 
   /// Frames longer than this are not believed: a damaged length.
   private static let largestPayload = 64 << 20
   /// The file is rewritten when it is larger than this and at least half dead.
   private static let compactFrom = 4 << 20
 
-  init(path: String, disk: any QueueDisk) {
+  init(path: String, disk: any QueueDisk, beforeRewrite: (@Sendable () throws(FSError) -> Void)? = nil) {
     self.path = path
     self.disk = disk
+    self.beforeRewrite = beforeRewrite
   }
 
   deinit {
@@ -171,6 +175,7 @@ final class ChangeLog: Sendable {
 
   /// The live records, read back from the file, written to a new file that takes its place.
   private func compact(_ s: inout State) throws(FSError) {
+    try beforeRewrite?()
     let loaded = Self.parse(FileManager.default.contents(atPath: path) ?? Data())
     let kept = loaded.records.keys.filter { s.live[$0] != nil }.sorted().map { loaded.records[$0]! }
     try rewrite(&s, with: kept)

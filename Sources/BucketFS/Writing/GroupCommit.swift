@@ -2,8 +2,13 @@
 // its change's files in place through the page cache (which `kill -9` cannot undo) and notes
 // them here; one commit every `-o commit=SECONDS` fsyncs all of them and the folder at once,
 // instead of four fsyncs per close. `fsync(2)` and `bucketfs sync` ask for a commit now and wait
-// for it. The records of replaced uploads are unlinked only once the ones that replaced them
-// lasted: an fsynced version is never lost to a newer one that had not.
+// for it.
+//
+// The order within a commit is the queue's promise that a record never lasts without the bytes
+// it vouches for: the bytes first (every noted file but the journal), then the folder (their
+// names), then the journal. Anything else that makes the journal last (a record written at
+// once, a compaction) goes through here too (`commit`, `flushBytes`), never around it. Files are
+// removed only after the journal that says they may go has lasted.
 import Foundation
 import Synchronization
 
@@ -13,7 +18,8 @@ final class GroupCommit: Sendable {
     var files: [String] = []
     /// Files to remove once the files before them last.
     var unlinks: [String] = []
-    /// What to do once they last (before the unlinks): a replaced change's removal appended.
+    /// What to do once the unlinks are made: a replaced change's removal appended (its record
+    /// already says it was replaced, so the removal only tidies the journal).
     var after: [@Sendable () -> Void] = []
     /// How many notes were taken; a commit covers those taken before it began.
     var noted: UInt64 = 0
@@ -26,9 +32,12 @@ final class GroupCommit: Sendable {
   private let committing = Mutex<UInt64>(0)
   private let disk: any QueueDisk
   private let folder: String
+  /// The journal: fsynced after every other file, so that its records never last before their bytes.
+  private let journal: String
 
-  init(folder: String, disk: any QueueDisk) {
+  init(folder: String, journal: String, disk: any QueueDisk) {
     self.folder = folder
+    self.journal = journal
     self.disk = disk
   }
 
@@ -42,9 +51,35 @@ final class GroupCommit: Sendable {
     }
   }
 
-  /// Makes everything noted before the call last across a power loss: each file fsynced, then the
-  /// folder; then the removals held back, and the folder again. An fsync that fails is EIO, and
-  /// the files stay noted for the next commit.
+  /// Makes every noted file but the journal last, and the folder: what the journal may then be
+  /// made to last vouching for (a compaction rewrites it durably). The files stay noted.
+  func flushBytes() throws(FSError) {
+    let files = pending.withLock { $0.files }
+    try syncBytes(of: files)
+  }
+
+  private func syncBytes(of files: [String]) throws(FSError) {
+    for path in Set(files) where path != journal { try sync(path) }
+    try disk.syncFolder(folder)
+  }
+
+  /// fsync of `path`. An upload's bytes are noted under their temporary name before their
+  /// record is written, then renamed: a name gone meanwhile is looked for under the other.
+  private func sync(_ path: String) throws(FSError) {
+    var fd = disk.open(path, O_RDONLY | O_CLOEXEC, 0)
+    if fd < 0 && errno == ENOENT && path.hasSuffix(".tmp") { fd = disk.open(String(path.dropLast(4)), O_RDONLY | O_CLOEXEC, 0) }
+    // Gone meanwhile (carried out and removed, replaced): nothing of it to keep.
+    if fd < 0 {
+      if errno == ENOENT { return }
+      throw FSError(errno)
+    }
+    defer { disk.close(fd) }
+    guard disk.fsync(fd) == 0 else { throw FSError(errno) }
+  }
+
+  /// Makes everything noted before the call last across a power loss: the bytes, the folder, then
+  /// the journal; then the removals held back, and the folder again. An fsync that fails is EIO,
+  /// and the files stay noted for the next commit.
   func commit() throws(FSError) {
     try committing.withLock { (done: inout UInt64) throws(FSError) in
       let (files, unlinks, after, through) = pending.withLock { p in
@@ -57,17 +92,8 @@ final class GroupCommit: Sendable {
       }
       guard through > done else { return }
       do throws(FSError) {
-        for path in Set(files) {
-          let fd = disk.open(path, O_RDONLY | O_CLOEXEC, 0)
-          // Gone meanwhile (carried out and removed, replaced): nothing of it to keep.
-          if fd < 0 {
-            if errno == ENOENT { continue }
-            throw FSError(errno)
-          }
-          defer { disk.close(fd) }
-          guard disk.fsync(fd) == 0 else { throw FSError(errno) }
-        }
-        try disk.syncFolder(folder)
+        try syncBytes(of: files)
+        try sync(journal)
       } catch {
         pending.withLock { p in
           p.files += files
@@ -76,8 +102,8 @@ final class GroupCommit: Sendable {
         }
         throw FSError(EIO)
       }
-      for action in after { action() }
       for path in unlinks { _ = disk.unlink(path) }
+      for action in after { action() }
       if !unlinks.isEmpty { try? disk.syncFolder(folder) }
       done = through
     }

@@ -163,7 +163,10 @@ final class LocalEdits: Sendable {
             s.writers = .kernel(handles: n - 1, uploads: uploads, current: current)
             return nil
           }
+          // What the kernel wrote was never seen here: a later write must not extend a CRC
+          // that leaves it out.
           s.writers = .daemon
+          s.checksum = .unknown
           return (uploads, current)
         }
         if let left, !left.uploads.isEmpty { backing.withLock { $0.handedOver = true } }
@@ -229,9 +232,17 @@ final class LocalEdits: Sendable {
     }
 
     /// `bytes` were written at `offset` (with `writing` held): the running CRC32C follows.
+    /// While the kernel writes the file too, its writes are not seen here: the CRC stays
+    /// unknown (a writer that joined it writes through the daemon beside them).
     func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
       let size = { [self] in self.size }
-      state.withLock { $0.checksum.wrote(bytes, at: offset, sizeAfter: size) }
+      state.withLock { s in
+        if case .kernel = s.writers {
+          s.checksum = .unknown
+        } else {
+          s.checksum.wrote(bytes, at: offset, sizeAfter: size)
+        }
+      }
     }
 
     /// The CRC32C of the bytes, when their writes gave it and the file is still `size` long.

@@ -45,8 +45,10 @@ struct PendingChange: Codable, Sendable, Equatable {
     case pending
     /// Being carried out; a restart carries it out again.
     case started
-    /// A newer upload of the name took its place before it started (in memory only: its record
-    /// goes as the newer one's is written).
+    /// A newer upload of the name took its place before it started. Written in the same append
+    /// as the newer one's record, so a load that finds it knows the newer one took over: it is
+    /// dropped while that one stands (queued with sound bytes, or carried out), and waits again
+    /// only when that one's bytes did not last.
     case replaced(by: UInt64)
     /// Carried out, with what that left; the record goes once the changes after it know.
     case done(Effect)
@@ -116,6 +118,7 @@ struct PendingChange: Codable, Sendable, Equatable {
 extension PendingChange {
   private enum CodingKeys: String, CodingKey {
     case sequence, kind, name, base, contentType, mtime, custom, sessionURL, source, state, error, produced, conflictName, dataSize, dataCRC32C, overlay
+    case replacedBy
   }
 
   init(from decoder: any Decoder) throws {
@@ -140,6 +143,7 @@ extension PendingChange {
     switch try c.decodeIfPresent(String.self, forKey: .state) ?? "pending" {
     case "pending": life = .pending
     case "started": life = .started
+    case "replaced": life = .replaced(by: try c.decode(UInt64.self, forKey: .replacedBy))
     case "done":
       if let conflict = try c.decodeIfPresent(String.self, forKey: .conflictName) {
         life = .done(.conflict(conflict, generation: try c.decodeIfPresent(Int64.self, forKey: .produced)))
@@ -167,8 +171,10 @@ extension PendingChange {
     try c.encodeIfPresent(dataCRC32C, forKey: .dataCRC32C)
     try c.encodeIfPresent(overlay, forKey: .overlay)
     switch life {
-    // A replaced change's record is removed, never rewritten; were it, it would wait again.
-    case .pending, .replaced: try c.encode("pending", forKey: .state)
+    case .pending: try c.encode("pending", forKey: .state)
+    case .replaced(let newer):
+      try c.encode("replaced", forKey: .state)
+      try c.encode(newer, forKey: .replacedBy)
     case .started: try c.encode("started", forKey: .state)
     case .done(let effect):
       try c.encode("done", forKey: .state)

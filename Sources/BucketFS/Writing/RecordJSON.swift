@@ -31,8 +31,10 @@ extension PendingChange {
     if let dataCRC32C { json.field("dataCRC32C") { $0.number(dataCRC32C) } }
     if let overlay { try json.field("overlay", encoded: overlay) }
     switch life {
-    // As `encode(to:)`: a replaced change's record is removed, never rewritten.
-    case .pending, .replaced: json.field("state") { $0.string("pending") }
+    case .pending: json.field("state") { $0.string("pending") }
+    case .replaced(let newer):
+      json.field("state") { $0.string("replaced") }
+      json.field("replacedBy") { $0.number(newer) }
     case .started: json.field("state") { $0.string("started") }
     case .done(let effect):
       json.field("state") { $0.string("done") }

@@ -292,7 +292,9 @@ package final class WriteBackQueue: Sendable {
     let replaced = state.withLock { $0.admit(&change) }
     var placed: [DurableFile.Placed] = []
     do throws(FSError) {
-      try journal.write(change, committed: true)
+      // The replaced one's record says so in the same append: whatever a crash keeps of the
+      // journal, it never holds the older one waiting without the newer one that took its place.
+      try journal.write([change] + (replaced.map { [$0] } ?? []), committed: true)
       if withBytes { placed.append(try journal.keepBytes(of: change)) }
     } catch {
       if let replaced { state.withLock { $0.readmit(replaced) } }
@@ -300,8 +302,8 @@ package final class WriteBackQueue: Sendable {
       throw error
     }
     state.withLock { $0.insert(change, size: size, readyAt: .now + Self.settle) }
-    // The replaced record goes once this one lasts (`removeReplaced`): were the older bytes to
-    // come back after a power loss, the newer ones would become a false conflict.
+    // The replaced one's bytes go once this one lasts (`removeReplaced`): an fsynced version is
+    // never lost to a newer one whose bytes a power loss undid.
     if let replaced {
       placed.append(journal.removeReplaced(replaced))
       state.withLock { $0.remove(replaced.sequence) }
@@ -314,15 +316,6 @@ package final class WriteBackQueue: Sendable {
       log("write-back: the queue's folder cannot be synced (errno \(e)): \(change.name.debugDescription) is queued, and may not outlast a power loss")
       throw FSError(EIO)
     }
-  }
-
-  /// Takes back upload `sequence` while it waits its turn (a write to the file failed after
-  /// it was queued): true when it was taken back; one already started goes on.
-  func withdraw(_ sequence: UInt64) -> Bool {
-    guard let change = state.withLock({ $0.withdraw(sequence) }) else { return false }
-    remove(change)
-    changed.signal()
-    return true
   }
 
   private func remove(_ change: PendingChange) {
@@ -444,7 +437,9 @@ package final class WriteBackQueue: Sendable {
           }
           let verdict: ChangeWorker.Verdict
           let started = ContinuousClock.now
-          if let failed = await makeWhole(&taken.change) {
+          if let failed = commitBefore(taken.change) {
+            verdict = failed
+          } else if let failed = await makeWhole(&taken.change) {
             verdict = failed
           } else {
             verdict = await worker.carryOut(taken)
@@ -468,6 +463,20 @@ package final class WriteBackQueue: Sendable {
         }
       }
     }
+  }
+
+  /// A change whose name had a change carried out since the last group commit goes once that
+  /// one's record lasts: a power loss must not leave it waiting again (the next mount would
+  /// carry it out over what this one puts there). Nil when it may go.
+  private func commitBefore(_ change: PendingChange) -> ChangeWorker.Verdict? {
+    guard journal.groupCommit != nil, state.withLock({ $0.mustCommitBefore(change.name) }) else { return nil }
+    do throws(FSError) {
+      try commit()
+    } catch {
+      return .retryLater("the queue's group commit failed (errno \(error.errno))")
+    }
+    state.withLock { $0.committed(change.name) }
+    return nil
   }
 
   /// The next change that can go, with what its base stands for now: a change based on the
