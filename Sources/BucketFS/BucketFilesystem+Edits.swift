@@ -357,11 +357,14 @@ extension BucketFilesystem {
   @discardableResult
   func queue(_ edit: LocalEdits.Edit, copying: Bool = false) throws(FSError) -> UInt64? {
     if copying && edit.writtenByKernel { edit.mayHaveChangedByKernel() }
-    // A write that failed leaves bytes no program meant: they never become a version. What
-    // this edit queued before it stays: a close or an fsync returned it (a failed write may
-    // drop only what came after it).
+    // A write that failed leaves bytes no program meant: they never become a version, and
+    // what this edit's closes queued before it (dd's O_TRUNC, closed once by a dup) is
+    // withdrawn while it has not started, so the version before stays. Once an fsync of the
+    // edit returned, what is queued stays: a failed write drops only what came after it.
     if let failed = edit.failedWrite {
-      log("write-back: \(edit.name.debugDescription): what was written since its last close or fsync is not uploaded: a write to it failed (errno \(failed))")
+      if !edit.wasFsynced, let queued = edit.lastQueued, writeBack?.queue.withdraw(queued) == true {
+        log("write-back: \(edit.name.debugDescription) not uploaded: a write to it failed (errno \(failed))")
+      }
       throw FSError(failed)
     }
     // One close of a file at a time: two processes closing it at once must queue their versions
@@ -485,6 +488,7 @@ extension BucketFilesystem {
     let sequence = try queue(edit, copying: true)
     // What closes queued lasts once the group commit has run: now, for this fsync.
     try writeBack.queue.commit()
+    edit.fsynced()
     guard let sequence else { return }
     switch await writeBack.queue.wait(for: sequence, within: options.readTimeout) {
     case .applied, .waiting: return

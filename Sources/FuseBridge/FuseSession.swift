@@ -23,6 +23,9 @@ package final class FuseSession: @unchecked Sendable {
   private struct Live: @unchecked Sendable {
     var session: OpaquePointer?
     var unmounted = false
+    /// Detached by a stop: the kernel ends the connection once the last process lets go, and
+    /// nothing is left to unmount (the mountpoint may hold another mount by then).
+    var detached = false
   }
   /// The one lock held across calls out (docs/design.md, "Locks"): libfuse's notify calls and
   /// its destroy must not overlap, or a notify would use a freed session. Held by the loop
@@ -100,7 +103,7 @@ package final class FuseSession: @unchecked Sendable {
     guard let session = live.withLock({ $0.session }) else { return 1 }
     let result = CFuseShims_loop_mt(session, 16)
     live.withLock { live in
-      if !live.unmounted { fuse_session_unmount(session) }
+      if !live.unmounted && !live.detached { fuse_session_unmount(session) }
       live.unmounted = true
       fuse_session_destroy(session)
       live.session = nil
@@ -108,18 +111,21 @@ package final class FuseSession: @unchecked Sendable {
     return result
   }
 
-  /// Ends the loop from another thread (a signal handler). As root the mount is detached with
-  /// the device left open: no new process can enter it, a request in flight (a `bucketfs sync`
-  /// waiting for the queue) is still answered, and once the last process in it lets go the
-  /// kernel closes the connection, which wakes every worker blocked on /dev/fuse (`run` then
-  /// cleans up). libfuse's unmount closes the device first: a request in flight then was never
-  /// answered, its process held the mount, and the workers stayed blocked on a descriptor that
-  /// no longer existed: the daemon never ended. Not root, `fusermount3` unmounts as before.
+  /// Ends the loop from another thread (a signal handler), as `fusermount3 -uz` does. As root
+  /// the mount is detached with the device left open and the loop left running: no new process
+  /// can enter it, but the processes inside go on (a dirty file written and closed, a `bucketfs
+  /// sync` waiting for the queue) and are answered, and once the last of them lets go the kernel
+  /// closes the connection, which ends the loop (`run` then cleans up). Ending the loop at once
+  /// (`fuse_session_exit`) closed the device at the next request: a process still writing got
+  /// ECONNABORTED and its bytes were lost. Not root, `fusermount3` unmounts as before.
   package func stop() {
     live.withLock { live in
-      guard let session = live.session, !live.unmounted else { return }
+      guard let session = live.session, !live.unmounted, !live.detached else { return }
+      if geteuid() == 0, umount2(mountpoint, Int32(MNT_DETACH)) == 0 {
+        live.detached = true
+        return
+      }
       fuse_session_exit(session)
-      if geteuid() == 0, umount2(mountpoint, Int32(MNT_DETACH)) == 0 { return }
       fuse_session_unmount(session)
       live.unmounted = true
     }

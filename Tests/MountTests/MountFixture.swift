@@ -80,6 +80,13 @@ final class MountFixture: @unchecked Sendable {
     emulator = nil
   }
 
+  /// The server back after `stopEmulator`, on the same port, with the objects it had.
+  func startEmulator() throws {
+    var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
+    config.port = port
+    emulator = try StorageEmulator(config)
+  }
+
   /// Runs `body` with a new fixture, which lives until `body` returns; then every mount it made
   /// is unmounted and its emulator stopped, also when `body` throws.
   static func scope(

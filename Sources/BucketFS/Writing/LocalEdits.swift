@@ -46,6 +46,8 @@ final class LocalEdits: Sendable {
       var failedWrite: Int32?
       /// The bytes' CRC32C as their writes gave it, while it can be known.
       var checksum = WrittenChecksum.unknown
+      /// An fsync of it returned: what it queued is kept whatever a later write does.
+      var fsynced = false
       var writers = Writers.daemon
     }
 
@@ -313,6 +315,9 @@ final class LocalEdits: Sendable {
       }
     }
     var failedWrite: Int32? { state.withLock { $0.failedWrite } }
+    /// An fsync of the file returned (its queued bytes are kept).
+    func fsynced() { state.withLock { $0.fsynced = true } }
+    var wasFsynced: Bool { state.withLock { $0.fsynced } }
     func queued(_ sequence: UInt64) { state.withLock { $0.queued = sequence } }
 
     var size: Int64 {

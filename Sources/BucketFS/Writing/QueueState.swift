@@ -166,6 +166,14 @@ struct QueueState {
     return nil
   }
 
+  /// Upload `sequence`, when it still waits its turn: marked as ended (a wait for it learns it
+  /// failed) and returned, for its record to go; nil when it started or is not here.
+  mutating func withdraw(_ sequence: UInt64) -> PendingChange? {
+    guard let change = changes[sequence], change.kind == .upload, change.life == .pending else { return nil }
+    ended[sequence] = .finished(.failed("a write to the file failed after it was queued"))
+    return change
+  }
+
   /// The metadata of `name`'s last change, when it is an upload waiting its turn: what a chmod,
   /// chown, utimensat or setxattr after a close sets goes with that upload (one request, one
   /// record) instead of a change of its own. The change is held (no worker takes it, no newer

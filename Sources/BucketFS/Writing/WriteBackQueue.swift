@@ -318,6 +318,15 @@ package final class WriteBackQueue: Sendable {
     }
   }
 
+  /// Takes back upload `sequence` while it waits its turn (a write to the file failed after
+  /// it was queued): true when it was taken back; one already started goes on.
+  func withdraw(_ sequence: UInt64) -> Bool {
+    guard let change = state.withLock({ $0.withdraw(sequence) }) else { return false }
+    remove(change)
+    changed.signal()
+    return true
+  }
+
   private func remove(_ change: PendingChange) {
     fills.withLock { _ = $0.removeValue(forKey: change.sequence) }
     journal.remove(change)
