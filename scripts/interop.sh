@@ -325,6 +325,26 @@ g rm -r gs://gdemo/tree
 g rm -r gs://gdemo-copy
 g buckets list --format='value(name)' | grep -qx gdemo-copy && fail "rm -r of a bucket kept the bucket"
 ok "gcloud storage rm -r of a folder and of a whole bucket"
+g buckets create gs://ghns --enable-hierarchical-namespace --uniform-bucket-level-access
+g buckets describe gs://ghns --raw --format=json | python3 -c '
+import json, sys
+b = json.load(sys.stdin)
+assert b["hierarchicalNamespace"]["enabled"] is True, b' || fail "an HNS bucket says so"
+g folders create gs://ghns/empty/
+g folders create --recursive gs://ghns/deep/er/
+g cp "$WORK/up/hello.txt" gs://ghns/full/hello.txt
+[ "$(g folders list gs://ghns/ --format='value(name)' | sort | tr '\n' ' ')" = "deep/ deep/er/ empty/ full/ " ] \
+  || fail "gcloud folders list: $(gcloud storage folders list gs://ghns/ --format='value(name)' 2>&1)"
+gcloud storage folders delete gs://ghns/full/ >/dev/null 2>&1
+g folders describe gs://ghns/full/ >/dev/null || fail "a folder that holds an object was deleted"
+g folders delete gs://ghns/empty/
+g folders list gs://ghns/ --format='value(name)' | grep -qx 'empty/' && fail "folders delete left the folder"
+g mv gs://ghns/full gs://ghns/renamed
+[ "$(g cat gs://ghns/renamed/hello.txt)" = "hello interop" ] || fail "gcloud mv of an HNS folder (folders.rename)"
+gcloud storage ls gs://ghns/full/hello.txt >/dev/null 2>&1 && fail "the folder rename left its source"
+g mv gs://ghns/renamed/hello.txt gs://ghns/renamed/again.txt
+[ "$(g cat gs://ghns/renamed/again.txt)" = "hello interop" ] || fail "gcloud mv of an object on an HNS bucket"
+ok "gcloud on an HNS bucket: buckets create --enable-hierarchical-namespace, folders create (--recursive), list, describe, delete (refused when not empty), mv of a folder (rename operation, polled) and of an object"
 
 gs cp "$WORK/up/hello.txt" gs://gsdemo/hello.txt
 [ "$(gs cat gs://gsdemo/hello.txt)" = "hello interop" ] || fail "gsutil cat"

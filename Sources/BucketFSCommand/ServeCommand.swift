@@ -10,7 +10,7 @@ struct ServeCommand {
                           [--idle-timeout S] [--header-timeout S] [--max-connections N]
                           [--require-oauth KEY_FILE] [--token-lifetime S] [--refresh-tokens FILE]
                           [--firebase-api-key KEY] [--metadata-server] [--public-url URL]
-                          [--ignore-v0-preconditions]
+                          [--ignore-v0-preconditions] [--hierarchical-namespace BUCKET]...
 
     Serves the Firebase Storage REST API (v0) from DIR on a loopback address. Objects are stored
     under DIR by hash, so no object name can reach outside it. The fault options make the server
@@ -31,6 +31,12 @@ struct ServeCommand {
     client used (a proxy in front is followed); behind a TLS terminator give its URL with
     --public-url https://127.0.0.1:PORT. --ignore-v0-preconditions ignores ifGenerationMatch and
     ifMetagenerationMatch on the Firebase API, as the official emulator does.
+
+    A bucket named with --hierarchical-namespace (repeatable), or made through the JSON API with
+    {"hierarchicalNamespace": {"enabled": true}}, has folders of its own: the folders resource
+    (insert, get, list, delete, and rename as a long-running operation polled at
+    b/BUCKET/operations/ID), empty folders listed as prefixes with includeFoldersAsPrefixes=true,
+    and the parent folders of every object written to it.
     """
 
   static func run(_ args: inout Arguments) throws -> Int32 {
@@ -87,6 +93,9 @@ struct ServeCommand {
     }
     if wantsTokens { config.tokens = tokens }
     config.ignoresFirebasePreconditions = args.flag("--ignore-v0-preconditions")
+    for bucket in try args.values("--hierarchical-namespace") {
+      config.hierarchicalBuckets.insert(bucket)
+    }
     if let url = try args.value("--public-url") {
       guard let parsed = URLComponents(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host?.isEmpty == false,
         parsed.path.isEmpty || parsed.path == "/", parsed.query == nil, parsed.fragment == nil, parsed.user == nil

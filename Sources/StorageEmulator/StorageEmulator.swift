@@ -19,6 +19,9 @@ public final class StorageEmulator: Sendable {
     /// What links in answers (media links, upload session URLs) start with, for a TLS terminator
     /// in front of us; nil: `http://` and the loopback host:port the client used.
     public var publicURL: String? = nil
+    /// Buckets with a hierarchical namespace (folders of their own) whether or not a client made
+    /// them with `hierarchicalNamespace.enabled`.
+    public var hierarchicalBuckets: Set<String> = []
     /// Preconditions on the Firebase API ignored, as the official emulator ignores them.
     public var ignoresFirebasePreconditions = false
     public var faults = Faults()
@@ -47,8 +50,10 @@ public final class StorageEmulator: Sendable {
 
   public init(_ configuration: Configuration) throws {
     let store: ObjectStore
+    let registry = BucketRegistry(root: configuration.root, hierarchical: configuration.hierarchicalBuckets)
+    let folders = FolderStore(root: configuration.root, registry: registry)
     do {
-      store = try ObjectStore(root: configuration.root)
+      store = try ObjectStore(root: configuration.root, folders: folders)
     } catch {
       throw StartError.cannotUseRoot("\(configuration.root.path): \(error.localizedDescription)")
     }
@@ -71,7 +76,7 @@ public final class StorageEmulator: Sendable {
     var firebase = FirebaseRoutes(store: store, uploads: uploads, access: access)
     firebase.ignoresPreconditions = configuration.ignoresFirebasePreconditions
     box.firebase = firebase
-    box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase, registry: BucketRegistry(root: configuration.root))
+    box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase, registry: registry, folders: folders, operations: Operations())
     box.authority = authority
     box.publicBase = base
     box.fixedBase = configuration.publicURL

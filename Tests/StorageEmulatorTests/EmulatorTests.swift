@@ -6,10 +6,11 @@ import Testing
 final class Server: @unchecked Sendable {
   let root: URL
   let emulator: StorageEmulator
-  init() throws {
+  init(hierarchical: Set<String> = []) throws {
     root = FileManager.default.temporaryDirectory.appendingPathComponent("emu-test-\(UUID().uuidString)")
     var config = StorageEmulator.Configuration(root: root)
     config.port = 0
+    config.hierarchicalBuckets = hierarchical
     emulator = try StorageEmulator(config)
   }
   var port: Int { emulator.port }

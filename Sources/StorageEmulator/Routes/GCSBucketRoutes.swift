@@ -26,7 +26,8 @@ extension GCSRoutes {
       let json = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
       guard let name = json?["name"] as? String else { return Self.error(400, "required", "Required field name is missing") }
       if let problem = BucketRegistry.nameProblem(name) { return Self.error(400, "invalid", problem) }
-      guard !store.holdsObjects(name), registry.create(name, project: request.query["project"] ?? "") else {
+      let hierarchical = ((json?["hierarchicalNamespace"] as? [String: Any])?["enabled"] as? Bool) ?? false
+      guard !store.holdsObjects(name), registry.create(name, project: request.query["project"] ?? "", hierarchical: hierarchical) else {
         return Self.error(
           409, "conflict", "The requested bucket name is not available. The bucket namespace is shared by all users of the system.")
       }
@@ -50,6 +51,7 @@ extension GCSRoutes {
       }
       guard registry.isCreated(name) else { return Self.error(404, "notFound", "The specified bucket does not exist.") }
       registry.remove(name)
+      folders.removeBucket(name)
       return ServerResponse(status: 204)
     default:
       return Self.error(405, "invalid", "method not allowed")
@@ -58,7 +60,7 @@ extension GCSRoutes {
 
   private func resource(_ bucket: BucketRegistry.Bucket) -> [String: Any] {
     let created = ObjectRecord.formatTime(bucket.timeCreated)
-    return [
+    var resource: [String: Any] = [
       "kind": "storage#bucket", "id": bucket.name, "name": bucket.name, "projectNumber": "0", "metageneration": "1",
       "location": "US", "locationType": "multi-region", "storageClass": "STANDARD", "etag": "CAE=",
       "timeCreated": created, "updated": created, "rpo": "DEFAULT",
@@ -66,5 +68,8 @@ extension GCSRoutes {
         "bucketPolicyOnly": ["enabled": true], "uniformBucketLevelAccess": ["enabled": true], "publicAccessPrevention": "inherited",
       ],
     ]
+    // As GCS answers: the field only on a bucket that has it.
+    if bucket.hierarchical == true { resource["hierarchicalNamespace"] = ["enabled": true] }
+    return resource
   }
 }

@@ -125,3 +125,34 @@ extension GCSRoutes {
     (value as? String).flatMap { Int64($0) } ?? (value as? NSNumber)?.int64Value
   }
 }
+
+extension GCSRoutes {
+  /// `objects.move`: the source renamed to the target in one step (no copy of its bytes), with
+  /// `ifSource*` checked against the source and the other preconditions against the target
+  /// (`ifGenerationMatch=0`: the target must not exist), at the moment of the move. 404 for a
+  /// missing source, 412 for a precondition that does not hold; the answer is the moved object.
+  func move(bucket: String, source: String, target: String, request: inout ServerRequest) -> ServerResponse {
+    guard request.method == "POST" else { return Self.error(405, "invalid", "method not allowed") }
+    guard source != target else { return Self.error(400, "invalid", "The source and destination object names must be different.") }
+    if let problem = ObjectStore.nameProblem(target) { return Self.error(400, "invalid", problem) }
+    var sourceQuery: [String: String] = [:]
+    var targetQuery: [String: String] = [:]
+    for (key, value) in request.query where key.hasPrefix("if") {
+      guard Int64(value) != nil else { return Self.error(400, "invalid", "Invalid value for \(key): \(value)") }
+      if key.hasPrefix("ifSource") {
+        sourceQuery["if" + key.dropFirst("ifSource".count)] = value
+      } else {
+        targetQuery[key] = value
+      }
+    }
+    let outcome = store.move(bucket: bucket, source: source, target: target) { from, existing in
+      preconditionFailure(from, sourceQuery) ?? preconditionFailure(existing, targetQuery)
+    }
+    switch outcome {
+    case .moved(let record): return .json(200, record.gcsResource(base: request.publicBase))
+    case .noSource: return Self.error(404, "notFound", "No such object: \(bucket)/\(source)")
+    case .refused(let answer): return answer
+    case .failed: return Self.error(500, "internalError", "cannot move the object")
+    }
+  }
+}

@@ -9,8 +9,18 @@ enum GCSRoute: Equatable {
   case buckets
   case bucket(String)
   case storageLayout(String)
-  /// `b/B/managedFolders` and `b/B/folders`: none are kept, so both list nothing.
+  /// `b/B/managedFolders`: none are kept, so it lists nothing.
+  case managedFolders(String)
+  /// `b/B/folders`: list (GET) or insert (POST) the folders of an HNS bucket.
   case folders(String)
+  /// `b/B/folders/NAME`: get or delete one.
+  case folder(bucket: String, name: String)
+  /// `b/B/folders/SOURCE/renameTo/folders/TARGET`: a long-running rename.
+  case renameFolder(bucket: String, source: String, target: String)
+  /// `b/B/operations/ID`: a long-running operation, polled.
+  case operation(bucket: String, id: String)
+  /// `b/B/o/SOURCE/moveTo/o/TARGET`: `objects.move`.
+  case move(bucket: String, source: String, target: String)
   /// `b/B/o`: list objects, or (under `/upload`) upload one.
   case objects(service: Service, bucket: String)
   case object(service: Service, bucket: String, name: String)
@@ -56,8 +66,18 @@ enum GCSRoute: Equatable {
       self = .storageLayout(bucket)
       return
     }
-    if (kind == "managedFolders" || kind == "folders") && segments.count == 1 && service == .storage {
-      self = .folders(bucket)
+    if kind == "managedFolders" && segments.count == 1 && service == .storage {
+      self = .managedFolders(bucket)
+      return
+    }
+    if kind == "folders" && service == .storage {
+      guard let folder = Self.folder(bucket: bucket, Array(segments.dropFirst()), method: method) else { return nil }
+      self = folder
+      return
+    }
+    if kind == "operations" && segments.count == 2 && service == .storage {
+      guard let id = segments[1].removingPercentEncoding, !id.isEmpty else { return nil }
+      self = .operation(bucket: bucket, id: id)
       return
     }
     guard kind == "o" else { return nil }
@@ -70,6 +90,15 @@ enum GCSRoute: Equatable {
       self = .copy(copy)
       return
     }
+    if method == "POST", service == .storage, let verb = segments.firstIndex(of: "moveTo"), verb > 0, segments.count > verb + 2,
+      segments[verb + 1] == "o"
+    {
+      guard let source = segments[..<verb].joined(separator: "/").removingPercentEncoding,
+        let target = segments[(verb + 2)...].joined(separator: "/").removingPercentEncoding, !source.isEmpty, !target.isEmpty
+      else { return nil }
+      self = .move(bucket: bucket, source: source, target: target)
+      return
+    }
     if method == "POST", service == .storage, segments.count == 2, segments[1] == "compose" {
       guard let name = segments[0].removingPercentEncoding, !name.isEmpty else { return nil }
       self = .compose(bucket: bucket, name: name)
@@ -77,6 +106,25 @@ enum GCSRoute: Equatable {
     }
     guard let name = segments.joined(separator: "/").removingPercentEncoding, !name.isEmpty else { return nil }
     self = .object(service: service, bucket: bucket, name: name)
+  }
+
+  /// The segments after `b/B/folders`: none (the collection), a name (raw slashes are part of
+  /// it, as in object paths), or `SOURCE/renameTo/folders/TARGET` on POST.
+  private static func folder(bucket: String, _ segments: [String], method: String) -> GCSRoute? {
+    if segments.isEmpty || segments == [""] { return .folders(bucket) }
+    if method == "POST", let verb = segments.firstIndex(of: "renameTo"), verb > 0, segments.count > verb + 2, segments[verb + 1] == "folders" {
+      guard let source = segments[..<verb].joined(separator: "/").removingPercentEncoding,
+        let target = segments[(verb + 2)...].joined(separator: "/").removingPercentEncoding
+      else { return nil }
+      return .renameFolder(bucket: bucket, source: Self.folderName(source), target: Self.folderName(target))
+    }
+    guard let name = segments.joined(separator: "/").removingPercentEncoding, !name.isEmpty else { return nil }
+    return .folder(bucket: bucket, name: Self.folderName(name))
+  }
+
+  /// A folder named in a path may leave out its final `/` (gcloud's `mv` names the target so).
+  private static func folderName(_ name: String) -> String {
+    name.isEmpty || name.hasSuffix("/") ? name : name + "/"
   }
 
   private static func copy(bucket: String, _ segments: [String]) -> Copy? {

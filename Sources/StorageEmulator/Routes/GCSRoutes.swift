@@ -8,6 +8,8 @@ struct GCSRoutes {
   let access: AccessCheck
   let firebase: FirebaseRoutes
   let registry: BucketRegistry
+  let folders: FolderStore
+  let operations: Operations
 
   static func error(_ status: Int, _ reason: String, _ message: String) -> ServerResponse {
     .json(status, ["error": ["code": status, "message": message, "errors": [["domain": "global", "reason": reason, "message": message]]]])
@@ -42,11 +44,21 @@ struct GCSRoutes {
     case .storageLayout(let bucket):
       return .json(200, [
         "kind": "storage#storageLayout", "bucket": bucket, "location": "US", "locationType": "multi-region",
-        "hierarchicalNamespace": ["enabled": false],
+        "hierarchicalNamespace": ["enabled": registry.isHierarchical(bucket)],
       ])
-    case .folders:
-      guard request.method == "GET" else { return Self.error(405, "invalid", "folders are not kept here") }
-      return .json(200, ["kind": request.rawPath.hasSuffix("/managedFolders") ? "storage#managedFolders" : "storage#folders"])
+    case .managedFolders:
+      guard request.method == "GET" else { return Self.error(405, "invalid", "managed folders are not kept here") }
+      return .json(200, ["kind": "storage#managedFolders"])
+    case .folders(let bucket):
+      return folderCollection(bucket, request: &request)
+    case .folder(let bucket, let name):
+      return folder(bucket, name, request: &request)
+    case .renameFolder(let bucket, let source, let target):
+      return renameFolder(bucket, source, target, request: &request)
+    case .operation(let bucket, let id):
+      return operation(bucket, id, request: &request)
+    case .move(let bucket, let source, let target):
+      return move(bucket: bucket, source: source, target: target, request: &request)
     case .objects(.upload, let bucket):
       guard request.method == "POST" else { return Self.error(405, "invalid", "uploads are POSTed") }
       return upload(bucket: bucket, request: &request)
@@ -117,6 +129,13 @@ struct GCSRoutes {
       bucket: bucket, prefix: query["prefix"] ?? "", delimiter: delimiter, pageToken: query["pageToken"], maxResults: maxResults,
       includeTrailingDelimiter: delimiter != nil && query["includeTrailingDelimiter"] == "true")
     var items = result.items
+    var prefixes = result.prefixes
+    if delimiter == "/", query["includeFoldersAsPrefixes"]?.lowercased() == "true", registry.isHierarchical(bucket) {
+      // An HNS bucket's folders, empty ones too, as prefixes within this page's range of names.
+      let prefix = query["prefix"] ?? ""
+      let found = folders.list(bucket, prefix: prefix, oneLevel: true, start: query["pageToken"], end: result.nextPageToken)
+      prefixes = Set(prefixes + found.map(\.name).filter { $0 != prefix }).sorted { ObjectStore.Key($0) < ObjectStore.Key($1) }
+    }
     if let text = query["matchGlob"] {
       guard let glob = MatchGlob(text) else { return Self.error(400, "invalid", "Invalid matchGlob: \(text)") }
       // A page may come back short: the glob filters the page the prefix gave (GCS pages so too).
@@ -124,7 +143,7 @@ struct GCSRoutes {
     }
     var body: [String: Any] = ["kind": "storage#objects"]
     if !items.isEmpty { body["items"] = items.map { $0.gcsResource(base: base) } }
-    if !result.prefixes.isEmpty { body["prefixes"] = result.prefixes }
+    if !prefixes.isEmpty { body["prefixes"] = prefixes }
     if let token = result.nextPageToken { body["nextPageToken"] = token }
     return .json(200, body)
   }

@@ -10,12 +10,17 @@ final class BucketRegistry: Sendable {
     var project: String
     /// Milliseconds since the epoch.
     var timeCreated: Int64
+    /// Made with `hierarchicalNamespace.enabled` (nil in a file from before: false).
+    var hierarchical: Bool? = nil
   }
 
   private let file: URL
   private let created: Mutex<[String: Bucket]>
+  /// Buckets `bucketfs serve --hierarchical-namespace` names: HNS whether or not made with insert.
+  private let hierarchicalByFlag: Set<String>
 
-  init(root: URL) {
+  init(root: URL, hierarchical: Set<String> = []) {
+    hierarchicalByFlag = hierarchical
     file = root.appendingPathComponent("buckets.json")
     let saved = (try? Data(contentsOf: file)).flatMap { try? JSONDecoder().decode([Bucket].self, from: $0) } ?? []
     created = Mutex(Dictionary(saved.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }))
@@ -35,14 +40,22 @@ final class BucketRegistry: Sendable {
   /// The bucket's record: the one `insert` made, else one for a bucket that exists because
   /// objects were written to it.
   func info(_ name: String) -> Bucket {
-    created.withLock { $0[name] } ?? Bucket(name: name, project: "", timeCreated: 0)
+    var bucket = created.withLock { $0[name] } ?? Bucket(name: name, project: "", timeCreated: 0)
+    if hierarchicalByFlag.contains(name) { bucket.hierarchical = true }
+    return bucket
+  }
+
+  /// Whether the bucket has a hierarchical namespace (folders of its own).
+  func isHierarchical(_ name: String) -> Bool {
+    hierarchicalByFlag.contains(name) || created.withLock { $0[name]?.hierarchical ?? false }
   }
 
   func isCreated(_ name: String) -> Bool { created.withLock { $0[name] != nil } }
 
   /// False when the name was made before.
-  func create(_ name: String, project: String) -> Bool {
-    let bucket = Bucket(name: name, project: project, timeCreated: Int64(Date().timeIntervalSince1970 * 1000))
+  func create(_ name: String, project: String, hierarchical: Bool = false) -> Bool {
+    let bucket = Bucket(
+      name: name, project: project, timeCreated: Int64(Date().timeIntervalSince1970 * 1000), hierarchical: hierarchical ? true : nil)
     let added: [Bucket]? = created.withLock { all in
       guard all[name] == nil else { return nil }
       all[name] = bucket

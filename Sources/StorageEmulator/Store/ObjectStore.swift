@@ -53,11 +53,16 @@ final class ObjectStore: @unchecked Sendable {
   }
 
   let root: URL
-  private let buckets = Mutex<[String: Bucket]>([:])
+  /// Every bucket's index; a move (`ObjectStore+Move.swift`) changes two names under it at once.
+  let buckets = Mutex<[String: Bucket]>([:])
   private let lastGeneration = Mutex<Int64>(0)
 
-  init(root: URL) throws {
+  /// The folders of HNS buckets: an object written there makes its parent folders.
+  let folders: FolderStore?
+
+  init(root: URL, folders: FolderStore? = nil) throws {
     self.root = root
+    self.folders = folders
     // Private, like staging: side files hold download tokens, which are enough to read an
     // object whatever --require-token says.
     try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -83,7 +88,7 @@ final class ObjectStore: @unchecked Sendable {
 
   /// The side file's path, as a string: a list page names a thousand, and building a URL for
   /// each cost more than reading the file.
-  private func sideFile(_ bucket: String, _ name: String) -> String {
+  func sideFile(_ bucket: String, _ name: String) -> String {
     root.path + "/b-" + String(ObjectHashes.sha256Hex(bucket).prefix(24)) + "/" + ObjectHashes.sha256Hex(name) + ".json"
   }
 
@@ -305,6 +310,7 @@ final class ObjectStore: @unchecked Sendable {
     switch try save(record) {
     case .saved(let old):
       if let old, old.dataFile != record.dataFile { unlink(folder.appendingPathComponent(old.dataFile).path) }
+      folders?.objectWritten(bucket, name)
     case .superseded:
       // A commit that got a higher generation finished first: it stays the object, and this
       // one is as if overwritten at once (GCS keeps the highest generation too).
@@ -363,12 +369,28 @@ final class ObjectStore: @unchecked Sendable {
         let at = all[record.bucket]!.lowerBound(key)
         all[record.bucket]!.sorted.insert(key, at: at)
       }
-      Self.append(IndexLog.putLine(key, generation: record.generation), to: all[record.bucket]!.log)
+      Self.appendLine(IndexLog.putLine(key, generation: record.generation), to: all[record.bucket]!.log)
       return .saved(old)
     }
   }
 
-  private static func append(_ line: [UInt8], to fd: Int32) {
+  /// Writes `record`'s side file in place atomically (a temporary file renamed over it); for a
+  /// caller that holds the index lock.
+  func writeSideFile(_ record: ObjectRecord) -> Bool {
+    guard let data = try? JSONEncoder().encode(record) else { return false }
+    let tmp = tmpFolder.appendingPathComponent(UUID().uuidString + ".json")
+    let fd = open(tmp.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return false }
+    let written = data.withUnsafeBytes { raw in Foundation.write(fd, raw.baseAddress!, raw.count) == raw.count }
+    close(fd)
+    guard written, rename(tmp.path, sideFile(record.bucket, record.name)) == 0 else {
+      unlink(tmp.path)
+      return false
+    }
+    return true
+  }
+
+  static func appendLine(_ line: [UInt8], to fd: Int32) {
     guard fd >= 0 else { return }
     _ = line.withUnsafeBytes { writeAll(fd, $0) }
   }
@@ -381,7 +403,7 @@ final class ObjectStore: @unchecked Sendable {
       let record = all[bucket]!.cache.removeValue(forKey: key) ?? readRecord(bucket, key)
       let at = all[bucket]!.lowerBound(key)
       all[bucket]!.sorted.remove(at: at)
-      Self.append(IndexLog.deleteLine(key), to: all[bucket]!.log)
+      Self.appendLine(IndexLog.deleteLine(key), to: all[bucket]!.log)
       unlink(sideFile(bucket, name))
       return record
     }
