@@ -80,3 +80,12 @@ extension BucketError {
     }
   }
 }
+
+extension BucketError {
+  /// The server has no `objects.move` (StorageCore's `moveUnsupportedStatus`): nothing changed.
+  package static func moveUnsupported(_ object: String) -> BucketError {
+    BucketError(code: .unknown, object: object, detail: "the server cannot move objects", httpStatus: StorageReference.moveUnsupportedStatus)
+  }
+
+  package var isMoveUnsupported: Bool { httpStatus == StorageReference.moveUnsupportedStatus }
+}

@@ -93,4 +93,14 @@ package struct MeteredClient: ObjectClient {
       try await inner.copy(source, generation: generation, to: target, ifGenerationMatch: ifGenerationMatch)
     }
   }
+
+  package var movesOnServer: Bool { inner.movesOnServer }
+
+  package func move(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError)
+    -> StorageMetadata
+  {
+    try await count("move") { () async throws(BucketError) -> StorageMetadata in
+      try await inner.move(source, generation: generation, to: target, ifGenerationMatch: ifGenerationMatch)
+    }
+  }
 }

@@ -192,6 +192,7 @@ package final class Metrics: Sendable {
       ("opens by passthrough", "\(passthroughOpens.load(ordering: .relaxed))"),
       ("files written by passthrough", "\(passthroughWrites.load(ordering: .relaxed))"),
       ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),
+      ("renames on the server", "\(s.requests["move|ok", default: 0]) moved in one request, \(s.requests["copy|ok", default: 0]) copied then deleted"),
       ("transfer loop", String(format: "last turned %.2f s ago, %d stalls", r.transferLoopAge, transferLoopStalls.load(ordering: .relaxed))),
     ]
     if let q = r.queue {

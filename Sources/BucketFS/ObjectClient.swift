@@ -1,5 +1,6 @@
 import Foundation
 import StorageCore
+import Synchronization
 
 /// What the filesystem needs from a bucket. The real one goes through StorageCore; tests use an
 /// in-memory one so that the filesystem logic runs without a kernel or a server.
@@ -49,6 +50,12 @@ package protocol ObjectClient: Sendable {
   /// only while `target`'s generation is `ifGenerationMatch`; a generation no longer kept fails
   /// with `objectNotFound`.
   func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata
+  /// Whether `move` is worth trying: the API has it and the server has not said it lacks it.
+  var movesOnServer: Bool { get }
+  /// Moves generation `generation` of `source` to `target` in one step on the server (bytes and
+  /// metadata, no copy), only while `target`'s generation is `ifGenerationMatch`; a server
+  /// without the call fails with `BucketError.isMoveUnsupported`, and nothing changed.
+  func move(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata
 }
 
 extension ObjectClient {
@@ -82,6 +89,14 @@ extension ObjectClient {
     throw BucketError(code: .invalidArgument, object: source, detail: "this client cannot copy on the server")
   }
 
+  package var movesOnServer: Bool { false }
+
+  package func move(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError)
+    -> StorageMetadata
+  {
+    throw BucketError.moveUnsupported(source)
+  }
+
   /// For clients that hold bytes in memory anyway: one delivery of the whole range.
   package func read(
     _ name: String, range: Range<Int64>, generation: Int64,
@@ -113,6 +128,8 @@ extension ObjectClient {
 /// The real client: StorageCore against a server.
 package struct StorageObjectClient: ObjectClient {
   package let storage: Storage
+  /// Set once the server said it has no `objects.move`: renames copy, then delete, from then on.
+  private let noMove = MoveSupport()
 
   package init(storage: Storage) { self.storage = storage }
 
@@ -191,4 +208,24 @@ package struct StorageObjectClient: ObjectClient {
       try await ref(source).copy(to: ref(target), generation: generation, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
     }
   }
+
+  package var movesOnServer: Bool { storage.api == .gcs && !noMove.known.load(ordering: .relaxed) }
+
+  package func move(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError)
+    -> StorageMetadata
+  {
+    do throws(BucketError) {
+      return try await BucketError.from { () async throws(StorageError) in
+        try await ref(source).move(to: ref(target), ifSourceGenerationMatch: generation, preconditions: Preconditions(ifGenerationMatch: ifGenerationMatch))
+      }
+    } catch where error.isMoveUnsupported {
+      noMove.known.store(true, ordering: .relaxed)
+      throw error
+    }
+  }
+}
+
+/// Whether the server said it has no `objects.move`, shared by every copy of a client.
+private final class MoveSupport: Sendable {
+  let known = Atomic<Bool>(false)
 }

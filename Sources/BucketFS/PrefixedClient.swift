@@ -75,6 +75,12 @@ package struct PrefixedClient: ObjectClient {
   package var copiesOnServer: Bool { inner.copiesOnServer }
   package var listsAttributes: Bool { inner.listsAttributes }
 
+  package var movesOnServer: Bool { inner.movesOnServer }
+
+  package func move(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata {
+    try await inner.move(bucketName(source), generation: generation, to: bucketName(target), ifGenerationMatch: ifGenerationMatch)
+  }
+
   package func copy(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata {
     try await inner.copy(bucketName(source), generation: generation, to: bucketName(target), ifGenerationMatch: ifGenerationMatch)
   }

@@ -11,9 +11,11 @@ enum MoveCommand {
     usage: bucketfs mv SRC DST
     Moves objects within or between buckets: SRC and DST are gs:// URLs. SRC may be an object, a
     prefix (every object under it moves, keeping the names below it) or a wildcard (every match
-    moves into the folder DST, by its last name). Each object is copied by the server, then the
-    source is deleted only if it is still the generation that was copied (a source rewritten
-    meanwhile is kept, and mv exits 1 saying so).
+    moves into the folder DST, by its last name). Within a bucket over the GCS API each object
+    moves in one request (objects.move, no copy), only while it is the generation mv read;
+    elsewhere, or where the server has no move, it is copied by the server, then the source is
+    deleted only if it is still the generation that was copied. A source rewritten meanwhile is
+    kept, and mv exits 1 saying so.
     """
 
   /// One object to copy: from, to.
@@ -65,8 +67,23 @@ enum MoveCommand {
   /// Copies every job, 16 at once; with `deleteSources`, deletes each source once copied.
   static func carryOut(_ jobs: [Job], deleteSources: Bool) async throws(CommandError) -> Int32 {
     let kept = KeptSources()
+    let noMove = Atomic<Bool>(false)
     do {
       try await forEachConcurrently(jobs, limit: CopyCommand.parallelTransfers) { job throws(StorageError) in
+        if deleteSources, job.source.bucket == job.target.bucket, !noMove.load(ordering: .relaxed) {
+          // One request where the server moves: the source goes only as the generation read.
+          let metadata: StorageMetadata
+          if let known = job.known { metadata = known } else { metadata = try await job.source.getMetadata() }
+          do throws(StorageError) {
+            _ = try await job.source.move(to: job.target, ifSourceGenerationMatch: metadata.generation, preconditions: Preconditions())
+            return
+          } catch where error.httpStatus == StorageReference.moveUnsupportedStatus {
+            noMove.store(true, ordering: .relaxed)
+          } catch where error.code == .preconditionFailed {
+            kept.add(job.source.fullPath)
+            return
+          }
+        }
         let generation = try await copy(job)
         guard deleteSources else { return }
         do throws(StorageError) {
@@ -79,7 +96,7 @@ enum MoveCommand {
       throw .storage(error)
     }
     for name in kept.names {
-      FileHandle.standardError.write(Data("bucketfs mv: kept \(TerminalText.visible(name)): it changed after it was copied\n".utf8))
+      FileHandle.standardError.write(Data("bucketfs mv: kept \(TerminalText.visible(name)): it changed after it was read\n".utf8))
     }
     return kept.names.isEmpty ? 0 : ExitStatus.failure
   }

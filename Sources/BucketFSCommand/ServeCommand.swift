@@ -11,6 +11,7 @@ struct ServeCommand {
                           [--require-oauth KEY_FILE] [--token-lifetime S] [--refresh-tokens FILE]
                           [--firebase-api-key KEY] [--metadata-server] [--public-url URL]
                           [--ignore-v0-preconditions] [--hierarchical-namespace BUCKET]...
+                          [--no-move]
 
     Serves the Firebase Storage REST API (v0) from DIR on a loopback address. Objects are stored
     under DIR by hash, so no object name can reach outside it. The fault options make the server
@@ -36,7 +37,8 @@ struct ServeCommand {
     {"hierarchicalNamespace": {"enabled": true}}, has folders of its own: the folders resource
     (insert, get, list, delete, and rename as a long-running operation polled at
     b/BUCKET/operations/ID), empty folders listed as prefixes with includeFoldersAsPrefixes=true,
-    and the parent folders of every object written to it.
+    and the parent folders of every object written to it. --no-move answers objects.move (moveTo)
+    with 404, as a server that predates it does, so that copy-then-delete can be compared.
     """
 
   static func run(_ args: inout Arguments) throws -> Int32 {
@@ -93,6 +95,7 @@ struct ServeCommand {
     }
     if wantsTokens { config.tokens = tokens }
     config.ignoresFirebasePreconditions = args.flag("--ignore-v0-preconditions")
+    config.movesObjects = !args.flag("--no-move")
     for bucket in try args.values("--hierarchical-namespace") {
       config.hierarchicalBuckets.insert(bucket)
     }

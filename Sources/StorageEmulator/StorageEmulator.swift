@@ -19,6 +19,9 @@ public final class StorageEmulator: Sendable {
     /// What links in answers (media links, upload session URLs) start with, for a TLS terminator
     /// in front of us; nil: `http://` and the loopback host:port the client used.
     public var publicURL: String? = nil
+    /// False: `objects.move` is answered 404, as by a server that predates it (fake-gcs-server),
+    /// so that a client's fallback to copy-then-delete can be tried.
+    public var movesObjects = true
     /// Buckets with a hierarchical namespace (folders of their own) whether or not a client made
     /// them with `hierarchicalNamespace.enabled`.
     public var hierarchicalBuckets: Set<String> = []
@@ -76,7 +79,8 @@ public final class StorageEmulator: Sendable {
     var firebase = FirebaseRoutes(store: store, uploads: uploads, access: access)
     firebase.ignoresPreconditions = configuration.ignoresFirebasePreconditions
     box.firebase = firebase
-    box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase, registry: registry, folders: folders, operations: Operations())
+    box.gcs = GCSRoutes(store: store, uploads: uploads, access: access, firebase: firebase, registry: registry, folders: folders, operations: Operations(),
+      movesObjects: configuration.movesObjects)
     box.authority = authority
     box.publicBase = base
     box.fixedBase = configuration.publicURL

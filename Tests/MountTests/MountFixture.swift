@@ -24,12 +24,13 @@ final class MountFixture: @unchecked Sendable {
   let port: Int
   var mounts: [MountedBucket] = []
 
-  init(token: String? = nil, tokens: TokenAuthority.Configuration? = nil) throws {
+  init(token: String? = nil, tokens: TokenAuthority.Configuration? = nil, movesObjects: Bool = true) throws {
     root = URL(fileURLWithPath: "/tmp").appendingPathComponent("bucketfs-mount-\(UUID().uuidString.prefix(8))")
     try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
     var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
     config.port = 0
     config.requiredToken = token
+    config.movesObjects = movesObjects
     if let tokens {
       config.tokens = tokens
       config.requireOAuth = true
@@ -90,9 +91,9 @@ final class MountFixture: @unchecked Sendable {
   /// Runs `body` with a new fixture, which lives until `body` returns; then every mount it made
   /// is unmounted and its emulator stopped, also when `body` throws.
   static func scope(
-    token: String? = nil, tokens: TokenAuthority.Configuration? = nil, _ body: (MountFixture) async throws -> Void
+    token: String? = nil, tokens: TokenAuthority.Configuration? = nil, movesObjects: Bool = true, _ body: (MountFixture) async throws -> Void
   ) async throws {
-    try await TestSupport.scope(MountFixture(token: token, tokens: tokens), body)
+    try await TestSupport.scope(MountFixture(token: token, tokens: tokens, movesObjects: movesObjects), body)
   }
 
   deinit {

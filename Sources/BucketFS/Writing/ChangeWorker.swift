@@ -14,6 +14,8 @@ struct ChangeWorker: Sendable {
     var precondition: Precondition
     /// A rename's copy of this name (a delete's) that the bucket refused for good.
     var refusedCopy: String?
+    /// A copy whose source's delete is queued right after it (a rename): one move may do both.
+    var moves = false
   }
 
   enum Precondition: Sendable, Equatable {
@@ -34,6 +36,9 @@ struct ChangeWorker: Sendable {
     /// Carried out: what it left, the object's new attributes when there are, and, for a change
     /// not applied, why (logged).
     case done(PendingChange.Effect, StorageMetadata?, skipped: String? = nil)
+    /// A rename's copy carried out as one move: the source is gone too, so the delete queued
+    /// after it is done without a request.
+    case moved(PendingChange.Effect, StorageMetadata?)
     /// Refused for good: kept in the queue, never tried again by itself.
     case refused(BucketError)
     /// To be tried again after a pause (the server away, a status a retry may cure).
@@ -90,8 +95,8 @@ struct ChangeWorker: Sendable {
           custom: custom, ifGenerationMatch: base, session: session)
         return .done(.generation(m.generation), m)
       case .copy:
-        let m = try await copied(change, to: change.name, ifGenerationMatch: base)
-        return .done(.generation(m.generation), m)
+        let (m, moved) = try await copied(change, to: change.name, ifGenerationMatch: base, moves: taken.moves)
+        return moved ? .moved(.generation(m.generation), m) : .done(.generation(m.generation), m)
       case .metadata:
         let m = try await client.updateMetadata(change.name, contentType: change.contentType, custom: change.custom ?? [:], ifGenerationMatch: base)
         return .done(.generation(m.generation), m)
@@ -108,17 +113,23 @@ struct ChangeWorker: Sendable {
         return .done(.generation(0), nil)
       }
     } catch where error.code == .objectNotFound && change.kind == .copy {
+      if taken.moves, let found = try? await client.metadata(of: change.name), found.holdsBytes(of: change.source) {
+        // A move whose answer was lost (or done before a kill -9) and then tried again: the
+        // source is gone because the name holds it.
+        let m = await keepTime(change, found, at: change.name)
+        return .moved(.generation(m.generation), m)
+      }
       let source = change.source.map { "\($0.name.debugDescription) (generation \($0.generation))" } ?? "the source"
       return .of(BucketError(code: .objectNotFound, object: change.name, detail: "\(source) is no longer in the bucket: it changed or was deleted there"))
     } catch where error.code == .preconditionFailed {
-      return await baseMoved(change)
+      return await baseMoved(change, moves: taken.moves)
     } catch {
       return .of(error)
     }
   }
 
   /// The bucket did not hold the version `change` was based on.
-  private func baseMoved(_ change: PendingChange) async -> Verdict {
+  private func baseMoved(_ change: PendingChange, moves: Bool = false) async -> Verdict {
     if change.name.hasSuffix("/") {
       // A folder placeholder someone else made (or removed) meanwhile: the folder is as wanted,
       // and gets the entries this one carried.
@@ -139,8 +150,13 @@ struct ChangeWorker: Sendable {
       return .done(.generation(found.generation), found)
     }
     guard change.kind.putsVersion else { return .done(.unknown, nil, skipped: Self.notApplied) }
+    if moves, let source = change.source, (try? await client.metadata(of: source.name))?.generation != source.generation {
+      // The move's source is no longer the version the rename saw: nothing moved, and the
+      // other writer's version stays where it is (the rename's delete is not carried out).
+      return .of(BucketError(code: .objectNotFound, object: change.name, detail: "\(source.name.debugDescription) (generation \(source.generation)) is no longer in the bucket: it changed or was deleted there"))
+    }
     do throws(BucketError) {
-      return try await beside(change)
+      return try await beside(change, moves: moves)
     } catch {
       return .of(error)
     }
@@ -182,20 +198,29 @@ struct ChangeWorker: Sendable {
   /// Our bytes beside the object, whose version in the bucket was not the one they were based on:
   /// in conflict copy `growing` when it still holds `generation` (the bytes of the change this
   /// one follows), else under a new conflict name.
-  private func beside(_ change: PendingChange, growing copy: String? = nil, at generation: Int64 = 0) async throws(BucketError) -> Verdict {
+  private func beside(_ change: PendingChange, growing copy: String? = nil, at generation: Int64 = 0, moves: Bool = false) async throws(BucketError)
+    -> Verdict
+  {
     var custom = change.custom ?? [:]
     custom["bucketfs-conflict-of"] = change.name
     if let mtime = change.mtime { custom["mtime"] = KeptTime.format(mtime) }
+    // A rename's source moved beside the object takes its old name with it.
+    var moved = false
     func put(_ target: String, ifGenerationMatch: Int64) async throws(BucketError) -> StorageMetadata {
-      if change.kind == .copy { return try await copied(change, to: target, ifGenerationMatch: ifGenerationMatch) }
+      if change.kind == .copy {
+        let (m, didMove) = try await copied(change, to: target, ifGenerationMatch: ifGenerationMatch, moves: moves)
+        moved = didMove
+        return m
+      }
       return try await client.upload(
         target, file: dataPath(change), contentType: change.contentType ?? ContentType.infer(fromName: change.name), custom: custom,
         ifGenerationMatch: ifGenerationMatch, session: nil)
     }
+    func done(_ effect: PendingChange.Effect, _ m: StorageMetadata) -> Verdict { moved ? .moved(effect, m) : .done(effect, m) }
     if let copy {
       do throws(BucketError) {
         let m = try await put(copy, ifGenerationMatch: generation)
-        return .done(.conflict(copy, generation: m.generation), m)
+        return done(.conflict(copy, generation: m.generation), m)
       } catch where error.code == .preconditionFailed || error.code == .objectNotFound {
         // Someone changed or removed the copy: it keeps what it holds, ours goes to a new one.
       }
@@ -209,7 +234,7 @@ struct ChangeWorker: Sendable {
       do throws(BucketError) {
         let m = try await put(target, ifGenerationMatch: 0)
         log("write-back: \(change.name.debugDescription) changed on the server since it was read; our version is \(target.debugDescription)")
-        return .done(.conflict(target, generation: m.generation), m)
+        return done(.conflict(target, generation: m.generation), m)
       } catch where error.code == .preconditionFailed {
         refused = error
       }
@@ -217,12 +242,24 @@ struct ChangeWorker: Sendable {
     throw refused
   }
 
-  /// The server-side copy of `change` to `target`. The copy takes the source's metadata; a
-  /// source that kept no time of its own gets the one the mount showed.
-  private func copied(_ change: PendingChange, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata {
+  /// The server-side copy of `change` to `target`: with `moves` (a rename) one `objects.move`
+  /// where the server has it, which takes the source away too (answered `true`), else a copy.
+  /// The copy takes the source's metadata; a source that kept no time of its own gets the one
+  /// the mount showed.
+  private func copied(_ change: PendingChange, to target: String, ifGenerationMatch: Int64?, moves: Bool = false) async throws(BucketError)
+    -> (StorageMetadata, moved: Bool)
+  {
     guard let source = change.source else { throw BucketError(code: .internalError, object: change.name, detail: "a copy without a source") }
+    if moves && client.movesOnServer {
+      do throws(BucketError) {
+        let m = try await client.move(source.name, generation: source.generation, to: target, ifGenerationMatch: ifGenerationMatch)
+        return (await keepTime(change, m, at: target), true)
+      } catch where error.isMoveUnsupported {
+        log("write-back: the server has no objects.move; renames copy, then delete")
+      }
+    }
     let m = try await client.copy(source.name, generation: source.generation, to: target, ifGenerationMatch: ifGenerationMatch)
-    return await keepTime(change, m, at: target)
+    return (await keepTime(change, m, at: target), false)
   }
 
   /// A copy whose source kept no time of its own gets the one the mount showed (best effort: the

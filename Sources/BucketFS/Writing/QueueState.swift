@@ -500,6 +500,25 @@ struct QueueState {
     return ("pending", headIsMine ? lastError : nil)
   }
 
+  /// The delete of a rename's old name, queued right after `copy` and based on the version it
+  /// copies, while it waits: a copy carried out as one move does it too.
+  func renameDelete(of copy: PendingChange) -> PendingChange? {
+    guard copy.kind == .copy, let source = copy.source,
+      let sequence = byName[Self.key(source.name)]?.first(where: { $0 > copy.sequence && changes[$0]?.isUnfinished == true }),
+      let delete = changes[sequence], delete.kind == .delete, delete.life == .pending, delete.base == .generation(source.generation)
+    else { return nil }
+    return delete
+  }
+
+  /// Takes `renameDelete(of:)` as a worker takes a change (started), for the move that did it.
+  mutating func takeRenameDelete(of copy: PendingChange) -> PendingChange? {
+    guard var delete = renameDelete(of: copy) else { return nil }
+    delete.life = .started
+    readyAt.removeValue(forKey: delete.sequence)
+    set(delete)
+    return delete
+  }
+
   /// A copy from `name` that was refused for good, if any: the old name keeps the only bytes.
   func failedCopy(of name: String) -> PendingChange? {
     changes.values.first { $0.kind == .copy && $0.isFailed && $0.source.map { Namespace.sameBytes($0.name, name) } == true }

@@ -460,6 +460,9 @@ package final class WriteBackQueue: Sendable {
             backoff = 0.25
             if let skipped { logSkipped(taken.change, skipped) }
             finish(taken.change, effect, metadata)
+          case .moved(let effect, let metadata):
+            backoff = 0.25
+            finish(taken.change, effect, metadata, movedSource: true)
           case .refused(let error):
             backoff = 0.25
             refuse(taken.change, error)
@@ -506,7 +509,9 @@ package final class WriteBackQueue: Sendable {
         }
       }
     let refusedCopy = change.kind == .delete ? s.failedCopy(of: change.name)?.name : nil
-    return ChangeWorker.Taken(change: change, precondition: precondition, refusedCopy: refusedCopy)
+    var taken = ChangeWorker.Taken(change: change, precondition: precondition, refusedCopy: refusedCopy)
+    taken.moves = s.renameDelete(of: change) != nil
+    return taken
   }
 
   /// The session goes on disk with the change as soon as the server opens it.
@@ -525,7 +530,9 @@ package final class WriteBackQueue: Sendable {
 
   /// `change` is carried out: recorded (the bucket has it either way), the mount's caches told,
   /// the change after it of its name given what it left, and its record removed.
-  private func finish(_ change: PendingChange, _ effect: PendingChange.Effect, _ metadata: StorageMetadata?) {
+  /// `movedSource`: a rename's copy done as one move, which took the old name too; the rename's
+  /// delete is then finished with it, without a request.
+  private func finish(_ change: PendingChange, _ effect: PendingChange.Effect, _ metadata: StorageMetadata?, movedSource: Bool = false) {
     var record = change
     record.life = .done(effect)
     do throws(FSError) {
@@ -537,12 +544,14 @@ package final class WriteBackQueue: Sendable {
     }
     // The mount's caches learn the bucket's answer before the queue stops showing the change.
     if let applied = onApplied.withLock({ $0 }) { applied(record, metadata) }
-    state.withLock { s in
+    let renameDelete = state.withLock { s in
       s.carriedOut(record)
       s.serverAnswered()
+      return movedSource ? s.takeRenameDelete(of: change) : nil
     }
     passOn(record)
     ended()
+    if let renameDelete { finish(renameDelete, .generation(0), nil) }
   }
 
   /// A change ended, or went back to wait: every worker and every wait looks again.

@@ -284,3 +284,40 @@ extension StorageReference {
     }
   }
 }
+
+extension StorageReference {
+  /// The HTTP status a move that the server does not know fails with (`moveUnsupported`).
+  package static let moveUnsupportedStatus = 501
+
+  /// Moves this object to `target` in the same bucket in one step on the server (`objects.move`:
+  /// no copy of the bytes, never both names or neither), only while this object is generation
+  /// `ifSourceGenerationMatch` and `target` meets `preconditions` (412 otherwise). Where the
+  /// server does not know the call (the Firebase API; a server that answers 405 or 501, or 404
+  /// while this object is there) it fails with HTTP status `moveUnsupportedStatus` (code
+  /// `unknown`, which keeps the status), and nothing changed: the caller copies, then deletes.
+  package func move(to target: StorageReference, ifSourceGenerationMatch: Int64?, preconditions: Preconditions) async throws(StorageError)
+    -> StorageMetadata
+  {
+    try requireObject("move")
+    try target.requireObject("move")
+    let unsupported = StorageError(
+      code: .unknown, object: description, httpStatus: Self.moveUnsupportedStatus, detail: "the server cannot move objects (objects.move)")
+    guard target.path.bucket == path.bucket,
+      let request = storage.wire.move(path, to: target.path, ifSourceGenerationMatch: ifSourceGenerationMatch, preconditions: preconditions)
+    else { throw unsupported }
+    let response: HTTPResponse
+    do throws(StorageError) {
+      response = try await runnerForOperations.run(request)
+    } catch where error.httpStatus == 405 || error.httpStatus == 501 {
+      throw unsupported
+    } catch where error.code == .objectNotFound {
+      // A missing source, or a route the server does not have: the source says which.
+      if let here = try? await getMetadata(), ifSourceGenerationMatch.map({ $0 == here.generation }) ?? true { throw unsupported }
+      throw error
+    }
+    guard let json = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] else {
+      throw StorageError(code: .unknown, object: description, detail: "the move's answer is not JSON")
+    }
+    return StorageMetadata(dictionary: json).through(target)
+  }
+}

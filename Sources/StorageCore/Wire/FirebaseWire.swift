@@ -45,6 +45,11 @@ struct FirebaseWire: ObjectWire {
     nil
   }
 
+  /// Nor a move.
+  func move(_ source: StoragePath, to target: StoragePath, ifSourceGenerationMatch: Int64?, preconditions: Preconditions) -> HTTPRequest? {
+    nil
+  }
+
   func multipartUpload(_ path: StoragePath, metadataJSON: Data, contentType: String, bytes: Data, preconditions: Preconditions)
     -> HTTPRequest
   {

@@ -54,6 +54,13 @@ struct GCSWire: ObjectWire {
       headers: authHeaders + [("Content-Type", "application/json; charset=utf-8")], body: .data(Data("{}".utf8)))
   }
 
+  func move(_ source: StoragePath, to target: StoragePath, ifSourceGenerationMatch: Int64?, preconditions: Preconditions) -> HTTPRequest? {
+    var query = preconditions.query
+    if let g = ifSourceGenerationMatch { query.append(("ifSourceGenerationMatch", String(g))) }
+    let url = objectURL(source) + "/moveTo/o/\(PercentEncoding.encode(target.object))"
+    return HTTPRequest(method: "POST", url: query.isEmpty ? url : url + "?" + PercentEncoding.query(query), headers: authHeaders)
+  }
+
   func multipartUpload(_ path: StoragePath, metadataJSON: Data, contentType: String, bytes: Data, preconditions: Preconditions)
     -> HTTPRequest
   {

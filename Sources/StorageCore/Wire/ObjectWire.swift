@@ -54,6 +54,10 @@ protocol ObjectWire: Sendable {
   /// rewrite, continued with `rewriteToken`); nil where the protocol has none (v0).
   func copy(_ source: StoragePath, generation: Int64?, to target: StoragePath, preconditions: Preconditions, rewriteToken: String?)
     -> HTTPRequest?
+  /// `objects.move` of `source` to `target` in its bucket, in one step on the server, while the
+  /// source is generation `ifSourceGenerationMatch` and the target meets `preconditions`; nil
+  /// where the protocol has none (v0).
+  func move(_ source: StoragePath, to target: StoragePath, ifSourceGenerationMatch: Int64?, preconditions: Preconditions) -> HTTPRequest?
   func multipartUpload(_ path: StoragePath, metadataJSON: Data, contentType: String, bytes: Data, preconditions: Preconditions)
     -> HTTPRequest
   func startResumableUpload(

@@ -10,6 +10,8 @@ struct GCSRoutes {
   let registry: BucketRegistry
   let folders: FolderStore
   let operations: Operations
+  /// False: `moveTo` is an unknown route (404), as on servers without `objects.move`.
+  var movesObjects = true
 
   static func error(_ status: Int, _ reason: String, _ message: String) -> ServerResponse {
     .json(status, ["error": ["code": status, "message": message, "errors": [["domain": "global", "reason": reason, "message": message]]]])
@@ -58,6 +60,7 @@ struct GCSRoutes {
     case .operation(let bucket, let id):
       return operation(bucket, id, request: &request)
     case .move(let bucket, let source, let target):
+      guard movesObjects else { return Self.error(404, "notFound", "Not Found") }
       return move(bucket: bucket, source: source, target: target, request: &request)
     case .objects(.upload, let bucket):
       guard request.method == "POST" else { return Self.error(405, "invalid", "uploads are POSTed") }

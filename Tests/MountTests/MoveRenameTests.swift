@@ -1,0 +1,191 @@
+import ChildProcess
+import Foundation
+import StorageCore
+import StorageEmulator
+import TestSupport
+import Testing
+
+/// A rename through a writable mount over the GCS API is one `objects.move` (no copy of the
+/// bytes, no delete), with the generations the mount saw as preconditions, and falls back to
+/// copy-then-delete where the server has no move.
+@Suite(.serialized) struct MoveRenameTests {
+  func sh(_ script: String, in m: MountedBucket) -> (Int32, String) {
+    runTool("/bin/sh", ["-c", "set -e; cd '\(m.mountpoint.path)'; " + script])
+  }
+
+  func failing(_ filter: String? = nil) -> Faults {
+    var f = Faults()
+    f.errorStatus = 503
+    f.errorFraction = 1
+    f.pathFilter = filter
+    return f
+  }
+
+  /// "N moved in one request, M copied then deleted".
+  func renames(_ m: MountedBucket) -> (moved: Int?, copied: Int?) {
+    (m.count("renames on the server", "moved in one request"), m.count("renames on the server", "copied then deleted"))
+  }
+
+  @Test func aRenameOfALargeFileIsOneRequestAndNoCopy() async throws {
+    try await MountFixture.scope { fx in
+      let bytes = randomData(6 << 20, seed: 56)
+      let local = try fx.folder("local").appendingPathComponent("file.bin")
+      try bytes.write(to: local)
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      // Written through the mount, so the object keeps its time (a file written by another
+      // client without one costs a second request: the time the mount showed is set after the
+      // move, which gives the object a new `updated`).
+      var (status, output) = sh("mkdir big; cp '\(local.path)' big/file.bin", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = m.sync()
+      #expect(status == 0, "\(output)")
+      (status, output) = sh("ls -l big >/dev/null; test ! -e big/renamed.bin", in: m)
+      #expect(status == 0, "\(output)")
+      let doneBefore = m.queueDone ?? 0
+      let requests = fx.emulator!.requestsServed
+      let received = fx.emulator!.bodyBytesReceived
+      let sent = fx.emulator!.bodyBytesSent
+      (status, output) = sh("mv big/file.bin big/renamed.bin", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = m.sync()
+      #expect(status == 0, "\(output)")
+      let used = fx.emulator!.requestsServed - requests
+      // The move, and nothing else reached the server: no copy, no delete, no bytes either way.
+      #expect(used == 1, "\(used) requests for a rename")
+      #expect(fx.emulator!.bodyBytesReceived - received < 4096 && fx.emulator!.bodyBytesSent - sent < 4096)
+      #expect(renames(m).moved == 1 && renames(m).copied == 0, "\(String(describing: m.stat("renames on the server")))")
+      #expect(m.queueDone == doneBefore + 2 && m.queueFailed == 0)
+      #expect(await fx.object("big/renamed.bin") == bytes)
+      #expect(await fx.object("big/file.bin") == nil)
+      #expect(try readFile(m.path("big/renamed.bin")).get() == bytes)
+    }
+  }
+
+  /// A server without `objects.move` (404 on the route): the first rename learns it and copies,
+  /// then deletes; the mount remembers, so the next rename does not ask again.
+  @Test func aServerWithoutMoveGetsCopyThenDelete() async throws {
+    try await MountFixture.scope(movesObjects: false) { fx in
+      _ = try await fx.put("d/a.txt", Data("first".utf8))
+      _ = try await fx.put("d/b.txt", Data("second".utf8))
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      var (status, output) = sh("mv d/a.txt d/a2.txt", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = m.sync()
+      #expect(status == 0, "\(output)")
+      (status, output) = sh("mv d/b.txt d/b2.txt", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = m.sync()
+      #expect(status == 0, "\(output)")
+      #expect(renames(m).moved == 0 && renames(m).copied == 2, "\(String(describing: m.stat("renames on the server")))\n\(m.log)")
+      #expect(m.log.components(separatedBy: "has no objects.move").count == 2, "\(m.log)")
+      #expect(await fx.object("d/a2.txt") == Data("first".utf8))
+      #expect(await fx.object("d/b2.txt") == Data("second".utf8))
+      #expect(await fx.object("d/a.txt") == nil)
+      #expect(await fx.object("d/b.txt") == nil)
+    }
+  }
+
+  /// Over the Firebase API there is neither move nor copy: the bytes go up under the new name.
+  @Test func aRenameOverTheFirebaseAPIStillWorks() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("f/a.txt", Data("over v0".utf8))
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "firebase"])
+      var (status, output) = sh("mv f/a.txt f/b.txt", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = m.sync()
+      #expect(status == 0, "\(output)")
+      #expect(renames(m).moved == 0 && renames(m).copied == 0)
+      #expect(await fx.object("f/b.txt") == Data("over v0".utf8))
+      #expect(await fx.object("f/a.txt") == nil)
+    }
+  }
+
+  /// Another writer replaces the source after the rename was queued and before it goes out: the
+  /// move's ifSourceGenerationMatch fails, nothing moves, the other writer's version stays under
+  /// the old name, and the new name gets nothing it did not have.
+  @Test func aSourceReplacedMeanwhileIsNotMoved() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("s/old.txt", Data("what the mount saw".utf8))
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      #expect(try readFile(m.path("s/old.txt")).get() == Data("what the mount saw".utf8))
+      fx.emulator!.setFaults(failing("moveTo"))
+      var (status, output) = sh("mv s/old.txt s/new.txt", in: m)
+      #expect(status == 0, "\(output)")
+      _ = try await fx.put("s/old.txt", Data("another writer's".utf8))
+      fx.emulator!.setFaults(Faults())
+      (status, output) = m.sync(timeout: 60)
+      #expect(await fx.object("s/old.txt") == Data("another writer's".utf8))
+      #expect(await fx.object("s/new.txt") == nil)
+      #expect(renames(m).moved == 0)
+      #expect(m.queueFailed == 1, "\(output)\n\(m.log)")
+    }
+  }
+
+  /// The target appears elsewhere after the rename was queued: ifGenerationMatch=0 fails, the
+  /// other writer's target stays, and ours moves beside it as a conflict copy (still one move).
+  @Test func aTargetMadeMeanwhileIsNotOverwritten() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("t/mine.txt", Data("mine".utf8))
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      var (status, output) = sh("test ! -e t/taken.txt", in: m)
+      fx.emulator!.setFaults(failing("moveTo"))
+      (status, output) = sh("mv t/mine.txt t/taken.txt", in: m)
+      #expect(status == 0, "\(output)")
+      _ = try await fx.put("t/taken.txt", Data("theirs".utf8))
+      fx.emulator!.setFaults(Faults())
+      (status, output) = m.sync(timeout: 60)
+      #expect(await fx.object("t/taken.txt") == Data("theirs".utf8))
+      #expect(await fx.object("t/mine.txt") == nil)
+      let names = try await fx.storage.reference(withPath: "t").listAll().items.map(\.name)
+      let conflict = names.filter { $0.hasPrefix("taken.txt.conflict-") }
+      #expect(conflict.count == 1, "\(names)")
+      if let c = conflict.first { #expect(await fx.object("t/" + c) == Data("mine".utf8)) }
+      #expect(renames(m).moved == 1 && renames(m).copied == 0)
+    }
+  }
+
+  /// The move is carried out and its answer lost (the connection reset): the retry finds the
+  /// source gone and the new name holding its bytes, and takes the rename as done.
+  @Test func aMoveWhoseAnswerIsLostIsDone() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("l/a.bin", randomData(300_000, seed: 7))
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      var lose = Faults()
+      lose.loseAnswerTo = "moveTo"
+      lose.limit = 1
+      fx.emulator!.setFaults(lose)
+      var (status, output) = sh("mv l/a.bin l/b.bin", in: m)
+      #expect(status == 0, "\(output)")
+      (status, output) = m.sync(timeout: 60)
+      #expect(status == 0, "\(output)")
+      #expect(fx.emulator!.faultsInjected == 1)
+      #expect(await fx.object("l/b.bin") == randomData(300_000, seed: 7))
+      #expect(await fx.object("l/a.bin") == nil)
+      #expect(m.queueFailed == 0 && m.conflicts == 0)
+    }
+  }
+
+  /// A rename queued while the server fails, the daemon killed, and the next mount carries it
+  /// out: as a move.
+  @Test func aRenameQueuedOfflineGoesAsAMove() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("o/old.txt", Data("offline".utf8))
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      #expect(try readFile(m.path("o/old.txt")).get() == Data("offline".utf8))
+      fx.emulator!.setFaults(failing())
+      var (status, output) = sh("mv o/old.txt o/new.txt", in: m)
+      #expect(status == 0, "\(output)")
+      m.process.send(SIGKILL)
+      m.process.wait()
+      m.unmount()
+      fx.emulator!.setFaults(Faults())
+      #expect(await fx.object("o/old.txt") == Data("offline".utf8))
+      let next = try fx.mount(options: ["writable"], extra: ["--api", "gcs"], name: "next")
+      (status, output) = next.sync()
+      #expect(status == 0, "\(output)")
+      #expect(await fx.object("o/new.txt") == Data("offline".utf8))
+      #expect(await fx.object("o/old.txt") == nil)
+      #expect(renames(next).moved == 1 && renames(next).copied == 0, "\(String(describing: next.stat("renames on the server")))")
+    }
+  }
+}
