@@ -3,6 +3,8 @@
 # bucketfs; 1.00 means as fast as the reference). Release build. Stops everything it started.
 #   scripts/bench.sh [--size-mib N]   (default 1024)
 #   scripts/bench.sh --write-only      (the write rows alone; BENCH_WRITE_NEAR_ONLY=1: loopback only)
+#   scripts/bench.sh --rename-only [--size-mib N]  (renames: move vs copy+delete, flat vs HNS;
+#                                       RENAME_FILES objects in the folder rows, 1000)
 #   scripts/bench.sh --scale [N]       (buckets of many objects, not in the default run: N objects
 #                                       in folders of 1,000 plus 100,000 in one folder; N 100,000)
 set -euo pipefail
@@ -10,6 +12,8 @@ cd "$(dirname "$0")/.."
 SIZE_MIB=1024
 DISTANCE_ONLY=
 WRITE_ONLY=
+RENAME_ONLY=
+[ "${1:-}" = "--rename-only" ] && { RENAME_ONLY=1; shift; }
 [ "${1:-}" = "--size-mib" ] && SIZE_MIB=$2
 [ "${1:-}" = "--distance-only" ] && DISTANCE_ONLY=1
 [ "${1:-}" = "--write-only" ] && WRITE_ONLY=1
@@ -70,6 +74,12 @@ echo "bucketfs bench: $SIZE_MIB MiB object, emulator $EMU_ADDR, $(nproc) cores"
 head -c $((SIZE_MIB << 20)) /dev/urandom >"$WORK/big.bin"
 sync
 
+if [ -n "$RENAME_ONLY" ]; then
+  row "measurement" "reference" "bucketfs" "ratio"
+  . scripts/bench-rename.sh
+  exit 0
+fi
+
 # Upload: bucketfs cp (resumable, 32 MiB chunks) vs one curl POST of the whole file.
 t0=$(now); curl -sf -o /dev/null -X POST -H 'Expect:' -H 'Content-Type: application/octet-stream' -T "$WORK/big.bin" "$BASE?name=curl-up.bin"; t1=$(now)
 curl_up=$(secs "$t0" "$t1")
@@ -102,4 +112,5 @@ if [ -f scripts/bench-mount.sh ]; then
   . scripts/bench-distance.sh
   . scripts/bench-rclone.sh
   . scripts/bench-write.sh
+  . scripts/bench-rename.sh
 fi

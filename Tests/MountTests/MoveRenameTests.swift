@@ -188,4 +188,54 @@ import Testing
       #expect(renames(next).moved == 1 && renames(next).copied == 0, "\(String(describing: next.stat("renames on the server")))")
     }
   }
+
+  /// `mv` of a folder on a flat bucket: one move per object, several in flight; the daemon
+  /// killed (-9) halfway through, each object is under exactly one of the two names (never both,
+  /// never neither), and the next mount finishes the rest from the queue.
+  @Test func aFolderRenameKilledHalfwayLeavesEachObjectUnderOneName() async throws {
+    try await MountFixture.scope { fx in
+      let count = 40
+      for i in 0..<count { _ = try await fx.put("tree/f\(i).txt", Data("file \(i)".utf8)) }
+      let m = try fx.mount(options: ["writable", "metadata_ttl=60"], extra: ["--api", "gcs"])
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("tree")).count == count)
+      var slow = Faults()
+      slow.latency = .milliseconds(150)
+      slow.pathFilter = "moveTo"
+      fx.emulator!.setFaults(slow)
+      var (status, output) = sh("mv tree moved", in: m)
+      #expect(status == 0, "\(output)")
+      func names() async throws -> [String] {
+        var out: [String] = []
+        var token: String? = nil
+        repeat {
+          let page = try await fx.storage.reference(withPath: "").listPage(delimiter: nil, pageToken: token)
+          out += page.items
+          token = page.nextPageToken
+        } while token != nil
+        return out
+      }
+      func placed() async throws -> (old: Int, new: Int, both: Int, neither: Int) {
+        let all = Set(try await names())
+        var tally = (old: 0, new: 0, both: 0, neither: 0)
+        for i in 0..<count {
+          let (o, n) = (all.contains("tree/f\(i).txt"), all.contains("moved/f\(i).txt"))
+          if o && n { tally.both += 1 } else if o { tally.old += 1 } else if n { tally.new += 1 } else { tally.neither += 1 }
+        }
+        return tally
+      }
+      #expect(try await eventually { try await placed().new >= 5 }, "no move landed")
+      m.process.send(SIGKILL)
+      m.process.wait()
+      m.unmount()
+      fx.emulator!.setFaults(Faults())
+      let halfway = try await placed()
+      #expect(halfway.both == 0 && halfway.neither == 0 && halfway.new > 0 && halfway.old > 0, "\(halfway)")
+      let next = try fx.mount(options: ["writable"], extra: ["--api", "gcs"], name: "next")
+      (status, output) = next.sync()
+      #expect(status == 0, "\(output)")
+      let done = try await placed()
+      #expect(done.new == count && done.old == 0 && done.both == 0 && done.neither == 0, "\(done)")
+      for i in [0, count / 2, count - 1] { #expect(await fx.object("moved/f\(i).txt") == Data("file \(i)".utf8)) }
+    }
+  }
 }
