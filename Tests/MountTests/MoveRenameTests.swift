@@ -238,4 +238,22 @@ import Testing
       for i in [0, count / 2, count - 1] { #expect(await fx.object("moved/f\(i).txt") == Data("file \(i)".utf8)) }
     }
   }
+
+  /// Names with characters the move's path must encode, renamed through the mount.
+  @Test func oddNamesMoveThroughTheMount() async throws {
+    try await MountFixture.scope { fx in
+      let names = ["a b.txt", "100%.txt", "x#y?z", "ü ñ 日本.txt", "plus+&=.txt", "back\\slash"]
+      for (i, name) in names.enumerated() { _ = try await fx.put("odd/\(name)", Data("n\(i)".utf8)) }
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("odd")).count == names.count)
+      for name in names { #expect(rename(m.path("odd/\(name)"), m.path("odd/moved \(name)")) == 0, "\(name)") }
+      let (status, output) = m.sync()
+      #expect(status == 0, "\(output)")
+      for (i, name) in names.enumerated() {
+        #expect(await fx.object("odd/moved \(name)") == Data("n\(i)".utf8), "\(name)")
+        #expect(await fx.object("odd/\(name)") == nil, "\(name)")
+      }
+      #expect(renames(m).moved == names.count && renames(m).copied == 0, "\(String(describing: m.stat("renames on the server")))")
+    }
+  }
 }
