@@ -99,7 +99,14 @@ extension BucketFilesystem {
         writeBack.edits.close(edit)
       }
     }
-    if let size { try edit.truncate(to: size) }
+    if let size {
+      // A file made longer takes its new length of the budget, as a write would.
+      if size > edit.size, writeBack.queue.queuedBytes + writeBack.edits.room.bytes - edit.countedBytes + size > options.stagingSize {
+        log("write-back: no room for \(path.debugDescription) to grow to \(size) bytes within staging_size (\(options.stagingSize) bytes): ENOSPC")
+        throw FSError(ENOSPC)
+      }
+      try edit.truncate(to: size)
+    }
     if let mtime { edit.setMtime(mtime) }
     if times != PosixAttributes(), options.posix { edit.setMetadata(contentType: nil, custom: times.custom) }
     if opened { try queue(edit) }

@@ -105,10 +105,10 @@ extension BucketFilesystem {
       Foundation.unlink(localPath)
       throw error
     }
-    let fresh = LocalEdits.Edit(file: file, path: localPath, name: path, base: base, dirty: dirty, fill: fill)
+    let fresh = LocalEdits.Edit(file: file, path: localPath, name: path, base: base, dirty: dirty, fill: fill, room: writeBack.edits.room)
     if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom, mtime: keptTime) }
     let edit = try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
-    if edit !== fresh { fill?.abandon() }
+    if edit !== fresh { fill?.abandon() } else { edit.countLength() }
     return edit
   }
 
@@ -234,7 +234,7 @@ extension BucketFilesystem {
     // A new, empty file, open nowhere else, with room to grow in: the kernel writes its edit's
     // file itself (passthrough), so that cp, tar and a program's output cost no request per
     // write. Its closes and releases still come here.
-    if mayWriteByKernel(edit), edit.beginKernelWrites() {
+    if mayWriteByKernel(edit), edit.beginKernelWrites(room: Self.kernelWriteRoom) {
       let handle = fileHandles.add(.edit(EditHandle(edit, access: access, ino: attrs.ino, changed: changed, writesByKernel: true)))
       if let io = kernelIO.openEditing(attrs.ino, handle: handle, file: edit.file) {
         metrics.passthroughWrites.add(1, ordering: .relaxed)
@@ -256,10 +256,13 @@ extension BucketFilesystem {
   /// by this create alone, and with room left.
   private func mayWriteByKernel(_ edit: LocalEdits.Edit) -> Bool {
     guard kernelIO.writesByPassthrough, let writeBack, !writeBack.edits.isShared(edit), edit.fill == nil, edit.size == 0 else { return false }
-    guard writeBack.queue.queuedBytes + Self.kernelWriteRoom <= options.stagingSize else { return false }
+    // Every file the kernel writes has its room set aside (`StagingRoom`), so that several at
+    // once cannot take more than the budget or the disk has between them.
+    let taken = writeBack.edits.room.bytes
+    guard writeBack.queue.queuedBytes + taken + Self.kernelWriteRoom <= options.stagingSize else { return false }
     var fs = statvfs()
     guard statvfs(writeBack.edits.folder.path, &fs) == 0 else { return false }
-    return Int64(fs.f_bavail) * Int64(fs.f_frsize) >= Self.kernelWriteRoom
+    return Int64(fs.f_bavail) * Int64(fs.f_frsize) >= taken + Self.kernelWriteRoom
   }
 
   func localAttributes(_ path: String, edit: LocalEdits.Edit, lookup: Bool) -> FileAttributes {
@@ -279,9 +282,12 @@ extension BucketFilesystem {
     let edit = opened.edit
     opened.markChanged()
     func write(at offset: Int64) throws(FSError) -> Int {
-      // Queued bytes are never evicted: past the staging budget a write fails, and nothing
-      // queued is lost.
-      if writeBack.queue.queuedBytes + max(edit.size, offset + Int64(data.count)) > options.stagingSize {
+      // Queued bytes are never evicted: past the staging budget (the queue's bytes, and what
+      // every file open for writing takes) a write fails, and nothing queued is lost.
+      let length = max(edit.size, offset + Int64(data.count))
+      let others = writeBack.edits.room.bytes - edit.countedBytes
+      if writeBack.queue.queuedBytes + others + length > options.stagingSize {
+        noRoom(for: edit, length: length, others: others)
         edit.writeFailed(ENOSPC)
         throw FSError(ENOSPC)
       }
@@ -299,6 +305,7 @@ extension BucketFilesystem {
       }
       edit.wrote(data, at: offset)
       edit.changed()
+      if offset + Int64(n) > edit.countedBytes { edit.countLength() }
       return n
     }
     // The kernel put an append at the size it cached, which may be another version's (the mount
@@ -309,6 +316,14 @@ extension BucketFilesystem {
     }
     if end != offset { forgetKernelCache(of: opened.ino) }
     return n
+  }
+
+  /// Says once per file why its writes fail for want of room (a program sees only ENOSPC).
+  private func noRoom(for edit: LocalEdits.Edit, length: Int64, others: Int64) {
+    guard edit.failedWrite == nil, let writeBack else { return }
+    log(
+      "write-back: no room for \(edit.name.debugDescription) to grow to \(length) bytes: staging_size is \(options.stagingSize) bytes, and \(writeBack.queue.queuedBytes) are queued and \(others) open for writing in other files; its writes fail with ENOSPC until changes are carried out"
+    )
   }
 
   /// A read of bytes this mount has and the bucket may not: an edit's or the queue's. Holes of

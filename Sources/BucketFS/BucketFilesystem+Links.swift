@@ -15,10 +15,14 @@ extension BucketFilesystem {
       bytes = local
     } else {
       var name = path
-      var m = try await namespace.fileMetadata(path)
+      let m: StorageMetadata
+      // A link renamed on the server (a queued copy or move) is its source's version until that
+      // lands: asking the bucket for the new name first answered ENOENT.
       if case .copied(let source, _)? = writeBack?.queue.view(path) {
         m = try await copySource(source)
         name = source.name
+      } else {
+        m = try await namespace.fileMetadata(path)
       }
       guard SymlinkObject.isLink(m.customMetadata) else { throw FSError(EINVAL) }
       if let target = SymlinkObject.target(in: m.customMetadata) { return target }

@@ -277,6 +277,30 @@ import Testing
     }
   }
 
+  /// Issue 53, 11: a symbolic link renamed over the GCS API (a server-side move, queued) reads
+  /// its target while the move waits: readlink asked the bucket for the new name first (ENOENT).
+  @Test func aLinkRenamedOnTheServerReadsWhileTheMoveWaits() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      var (status, output) = m.shell("ln -s some/target l")
+      #expect(status == 0, "\(output)")
+      (status, output) = m.sync()
+      #expect(status == 0, "\(output)")
+      // Moves and copies on the server wait (503); everything else answers.
+      var faults = Faults()
+      faults.errorFraction = 1
+      faults.pathFilter = "moveTo"
+      fx.emulator!.setFaults(faults)
+      let script = "import os; os.rename(\"l\", \"l2\"); print(os.readlink(\"l2\"))"
+      (status, output) = m.shell("python3 -c '\(script)'")
+      #expect(status == 0 && output.contains("some/target"), "\(output); \(m.log)")
+      fx.emulator!.setFaults(Faults())
+      (status, output) = m.sync(timeout: 60)
+      #expect(status == 0, "\(output)")
+      #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: m.path("l2"))) == "some/target")
+    }
+  }
+
   /// Issue 53, 9: what an fsync returned is kept when a later write fails (no room left in the
   /// staging budget): the write and the close fail, and the fsynced version goes up.
   @Test func aWriteThatFailsAfterAnFsyncKeepsWhatTheFsyncReturned() async throws {

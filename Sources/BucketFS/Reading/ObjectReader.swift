@@ -150,7 +150,9 @@ package final class ObjectReader: Sendable {
   }
 
   /// Starts ranged GETs for the pages that are neither cached nor on their way.
-  private func fetch(pages: Range<Int64>, prefetch: Bool = false) {
+  @discardableResult
+  private func fetch(pages: Range<Int64>, prefetch: Bool = false) -> BlockCache.Run? {
+    var first: BlockCache.Run? = nil
     var from = pages.lowerBound
     while from < pages.upperBound {
       // Runs never cross a multiple of runPages, so prefetch claims whole aligned runs.
@@ -183,27 +185,33 @@ package final class ObjectReader: Sendable {
         t.append(task)
         if t.count > 64 { t.removeFirst(t.count - 64) }
       }
+      if first == nil { first = run }
       from = claimed.upperBound
     }
+    return first
   }
 
   private func page(_ page: Int64, by deadline: ReadDeadline?) async throws(BucketError) -> Data {
     let key = BlockCache.Key(name: name, generation: generation, page: page)
+    var cancelled: BucketError? = nil
     for _ in 0..<4 {
       if let data = cache.cached(key) { return data }
-      if let run = cache.inflight(key) {
-        let outcome = await run.wait(by: deadline)
-        // A run cancelled because its reader closed the file: fetch the page for this one.
-        if case .failure(let error) = outcome, error.code == .cancelled { continue }
-        let pages = try outcome.get()
-        let index = Int(page - run.firstPage)
-        guard index < pages.count else { break }
-        return pages[index]
+      // Evicted between the fetch and now, or never fetched: fetch it, and wait for that very
+      // run (one that ends before it is looked up again is not in flight any more, and its
+      // error, ESTALE say, was lost to a generic one).
+      guard let run = cache.inflight(key) ?? fetch(pages: page..<(page + 1)) else { continue }
+      let outcome = await run.wait(by: deadline)
+      // A run cancelled because its reader closed the file: fetch the page for this one.
+      if case .failure(let error) = outcome, error.code == .cancelled {
+        cancelled = error
+        continue
       }
-      // Evicted between the fetch and now: fetch it again.
-      fetch(pages: page..<(page + 1))
+      let pages = try outcome.get()
+      let index = Int(page - run.firstPage)
+      guard index < pages.count else { break }
+      return pages[index]
     }
-    throw BucketError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "page \(page) could not be read")
+    throw cancelled ?? BucketError(code: .unknown, object: "gs://\(client.bucket)/\(name)", detail: "page \(page) could not be read")
   }
 }
 

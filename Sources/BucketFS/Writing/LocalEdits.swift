@@ -2,6 +2,15 @@ import Foundation
 import StorageCore
 import Synchronization
 
+/// The staging folder's room that files open for writing take beyond the queue's own bytes:
+/// each edit's length, or, while the kernel writes one (which the daemon cannot refuse write
+/// by write), the room set aside for it. `staging_size` bounds the two together.
+final class StagingRoom: Sendable {
+  private let taken = Atomic<Int64>(0)
+  var bytes: Int64 { taken.load(ordering: .relaxed) }
+  func add(_ delta: Int64) { if delta != 0 { taken.add(delta, ordering: .relaxed) } }
+}
+
 /// Files open for writing. Each is a private local file in the queue's folder that every handle
 /// of the name shares; a close queues a copy of its bytes (`WriteBackQueue.upload`), and the
 /// last close removes it. The map's lock and an edit's own are never held together.
@@ -48,6 +57,8 @@ final class LocalEdits: Sendable {
       var checksum = WrittenChecksum.unknown
       /// An fsync of it returned: what it queued is kept whatever a later write does.
       var fsynced = false
+      /// What it counts against `staging_size` in `room` now.
+      var counted: Int64 = 0
       var writers = Writers.daemon
     }
 
@@ -78,11 +89,40 @@ final class LocalEdits: Sendable {
     }
 
     private let state: Mutex<State>
+    private let room: StagingRoom
 
-    init(file: FileDescriptor, path: String, name: String, base: PendingChange.Base, dirty: Bool, fill: BaseFill? = nil) {
+    init(
+      file: FileDescriptor, path: String, name: String, base: PendingChange.Base, dirty: Bool, fill: BaseFill? = nil, room: StagingRoom = StagingRoom()
+    ) {
       backing = Mutex(Backing(file: file, path: path, fill: fill))
       state = Mutex(State(name: name, base: base, dirty: dirty))
+      self.room = room
     }
+
+    /// What this edit counts against `staging_size` now.
+    var countedBytes: Int64 { state.withLock { $0.counted } }
+
+    /// Counts the file's length now (after a write or a truncation); while the kernel writes
+    /// it, the room set aside for that stays counted instead.
+    func countLength() {
+      let size = self.size
+      let delta = state.withLock { s -> Int64 in
+        if case .kernel = s.writers { return 0 }
+        defer { s.counted = size }
+        return size - s.counted
+      }
+      room.add(delta)
+    }
+
+    /// Counts `bytes` (the room the kernel's writes may take), or nothing (the bytes are the
+    /// queue's, or the edit is done with).
+    private func count(_ bytes: Int64, _ s: inout State) {
+      room.add(bytes - s.counted)
+      s.counted = bytes
+    }
+
+    /// The last handle let go: the edit takes no room any more.
+    func countNothing() { state.withLock { count(0, &$0) } }
 
     /// Hands the bytes to the queue (`take` links the file there): held against writes while it
     /// runs; once it returned, the file is the queue's and a write goes to a copy first.
@@ -99,18 +139,24 @@ final class LocalEdits: Sendable {
 
     /// From now on the kernel writes the file by passthrough (a new, empty edit's creator):
     /// what the writes made is known only by reading it.
-    func beginKernelWrites() -> Bool {
+    func beginKernelWrites(room reserved: Int64) -> Bool {
       state.withLock { s in
         guard case .daemon = s.writers else { return false }
         s.writers = .kernel(handles: 1, uploads: [], current: nil)
         s.checksum = .unknown
+        count(reserved, &s)
         return true
       }
     }
 
     /// The kernel would not write the file after all (`beginKernelWrites` undone, before any
     /// write or close).
-    func endKernelWrites() { state.withLock { $0.writers = .daemon } }
+    func endKernelWrites() {
+      state.withLock { s in
+        s.writers = .daemon
+        count(0, &s)
+      }
+    }
 
     var writtenByKernel: Bool { state.withLock { if case .kernel = $0.writers { true } else { false } } }
 
@@ -169,6 +215,8 @@ final class LocalEdits: Sendable {
           // that leaves it out.
           s.writers = .daemon
           s.checksum = .unknown
+          // Its bytes are the queue's now (sealed there), counted as queued bytes.
+          count(0, &s)
           return (uploads, current)
         }
         if let left, !left.uploads.isEmpty { backing.withLock { $0.handedOver = true } }
@@ -218,6 +266,7 @@ final class LocalEdits: Sendable {
         state.withLock { $0.checksum.truncated(to: size) }
       }
       changed()
+      countLength()
     }
 
     /// Writes `bytes` at `offset` into the edit's own file (with `writing` held): with the fill
@@ -347,6 +396,8 @@ final class LocalEdits: Sendable {
   }
   private let open = Mutex(Open())
   let folder: URL
+  /// The room the open edits take beyond the queue's bytes.
+  let room = StagingRoom()
 
   private let folders: EditFolders
 
@@ -423,6 +474,7 @@ final class LocalEdits: Sendable {
       return true
     }
     guard last else { return }
+    edit.countNothing()
     // Its file's holes are filled for the queue only: none of its bytes went there.
     if edit.lastQueued == nil { edit.fill?.abandon() }
     unlink(edit.path)
