@@ -56,7 +56,7 @@ extension BucketFilesystem {
     log("refresh: \(path.isEmpty ? "/" : path) asked of the server again (\(forgotten.entries.count) names, \(forgotten.inodes.count) inodes)")
     // After the reply that asked for it: the kernel may not be told to forget an inode while a
     // request on it is being answered (it waits for that request: a deadlock).
-    if let tell = kernelNotifier.withLock({ $0 }) {
+    if let tell = kernelNotifier.value {
       let told = forgotten
       DispatchQueue.global().async { tell(told) }
     }
@@ -67,7 +67,7 @@ extension BucketFilesystem {
   /// mount's idea of the file changed for a reason the kernel did not cause (an append placed
   /// at the edit's end, a conflict, a newer version). After the current reply, as above.
   func forgetKernelCache(of ino: UInt64) {
-    guard let tell = kernelNotifier.withLock({ $0 }) else { return }
+    guard let tell = kernelNotifier.value else { return }
     DispatchQueue.global().async { tell(Forgotten(inodes: [ino])) }
   }
 
@@ -83,7 +83,7 @@ extension BucketFilesystem {
   /// kernel forgets it at the close. Nothing the kernel shows changes: a name is looked up
   /// again when next asked for.
   func kernelForgets(evicted dir: String, _ names: [String]) {
-    guard let tell = kernelNotifier.withLock({ $0 }), let parent = inodes.existing(InodeTable.Node(path: dir, isDirectory: true))
+    guard let tell = kernelNotifier.value, let parent = inodes.existing(InodeTable.Node(path: dir, isDirectory: true))
     else { return }
     var forgotten = Forgotten()
     // Files only: a folder's entry holds its whole subtree, where a walk may still be.
@@ -97,6 +97,6 @@ extension BucketFilesystem {
 
   /// How the session tells the kernel to forget entries and inodes (set once it is mounted).
   package func setKernelNotifier(_ tell: @escaping @Sendable (Forgotten) -> Void) {
-    kernelNotifier.withLock { $0 = tell }
+    kernelNotifier.set(tell)
   }
 }

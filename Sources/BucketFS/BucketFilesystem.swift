@@ -85,7 +85,7 @@ package final class BucketFilesystem: Sendable {
   private let saidListingsTimeOut = Atomic<Bool>(false)
   /// Names the kernel was told are missing, within the negative TTL: a refresh tells it again.
   let kernelMisses: TTLCache<KernelEntry, Bool>
-  let kernelNotifier = Mutex<(@Sendable (Forgotten) -> Void)?>(nil)
+  let kernelNotifier = Hook<@Sendable (Forgotten) -> Void>()
 
   package init(
     client: any ObjectClient, prefix: String, options: MountOptions, staging: StagingArea?,
@@ -118,7 +118,7 @@ package final class BucketFilesystem: Sendable {
     writeBackRefusal = refusal
     pins = staging.map { PinKeeper(staging: $0, client: client, online: !options.offline, log: log) }
     if let pins {
-      namespace.setPinnedObjects(all: { pins.pinnedObjects() }, one: { pins.pinnedObject($0) }, version: { pins.version })
+      namespace.offline.pins.set(pins)
       // Each metadata TTL, as a listing would be asked again; not more often than every 10 s.
       pins.start(every: max(options.metadataTTL, 10))
     }

@@ -80,17 +80,17 @@ final class FolderListings: Sendable {
 
   private let state = Mutex(State())
   /// Told the folder and entry names of each listing evicted (after the lock).
-  private let evictionListener = Mutex<(@Sendable (String, [String]) -> Void)?>(nil)
+  private let evictionListener = Hook<@Sendable (String, [String]) -> Void>()
   /// What else the budget pays for that evicting listings gives back: the inodes the kernel was
   /// handed for their entries (it forgets them once told; see `onEviction`).
-  private let heldElsewhere = Mutex<(@Sendable () -> Int)?>(nil)
+  private let heldElsewhere = Hook<@Sendable () -> Int>()
   /// What one entry's inode costs, as `heldElsewhere` counts it.
   static let bytesPerInode = 256
 
-  func countAlso(_ bytes: @escaping @Sendable () -> Int) { heldElsewhere.withLock { $0 = bytes } }
+  func countAlso(_ bytes: @escaping @Sendable () -> Int) { heldElsewhere.set(bytes) }
 
   func onEviction(_ listener: @escaping @Sendable (_ dir: String, _ names: [String]) -> Void) {
-    evictionListener.withLock { $0 = listener }
+    evictionListener.set(listener)
   }
   let ttl: Double
   let negativeTTL: Double
@@ -144,7 +144,7 @@ final class FolderListings: Sendable {
     let byName = NameIndex(entries)
     let now = clock()
     var evicted: [(String, [DirectoryEntry])] = []
-    let elsewhere = heldElsewhere.withLock { $0 }?() ?? 0
+    let elsewhere = heldElsewhere.value?() ?? 0
     let stored = state.withLock { s in
       var listing = Listing(
         entries: entries, bytes: 0, byName: byName, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order + 1)
@@ -162,7 +162,7 @@ final class FolderListings: Sendable {
       }
       return true
     }
-    if !evicted.isEmpty, let tell = evictionListener.withLock({ $0 }) {
+    if !evicted.isEmpty, let tell = evictionListener.value {
       for (folder, gone) in evicted { tell(folder, gone.map(\.name)) }
     }
     return stored

@@ -41,6 +41,7 @@ final class Namespace: Sendable {
     listings = FolderListings(ttl: ttl, negativeTTL: options.missTTL, capacity: 20_000, budget: budget / 4 * 3)
     files = AttributeCache(ttl: ttl, capacity: max(1_000, budget / 8 / Self.bytesPerAttributes), listings: listings)
     folders = FolderObjects()
+    offline = OfflineView(staging: staging, client: client)
   }
 
   static func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }
@@ -131,68 +132,13 @@ final class Namespace: Sendable {
     }
   }
 
-  /// What the mount shows without the server, by name relative to the prefix: the newest
-  /// complete staged copy of each object, and the pinned trees as last listed (a pinned folder
-  /// shows whole: its empty folders, and a file that could not be staged, which reads EIO).
-  private func stagedCopies() -> [String: StorageMetadata] {
-    guard let staging else { return [:] }
-    let version = offlineVersion()
-    if let cached = offlineView.withLock({ $0.version == version ? $0.objects : nil }) { return cached }
-    var out: [String: StorageMetadata] = [:]
-    for (name, entry) in staging.completeEntries() { if let mine = client.viewName(name) { out[mine] = entry.metadata } }
-    for (name, m) in pinnedObjects() {
-      guard let mine = client.viewName(name), (out[mine]?.generation ?? -1) < m.generation else { continue }
-      out[mine] = m
-    }
-    offlineView.withLock { view in
-      if view.version != version { view = OfflineView(version: version) }
-      view.objects = out
-    }
-    return out
-  }
+  /// What the mount shows without the server (`OfflineView`), by name relative to the prefix.
+  let offline: OfflineView
 
-  /// What the offline view was last made of (the staged copies' and the pins' versions), and
-  /// what was made: a walk of an offline tree looks up every name, and each would otherwise
-  /// go over every copy and pinned object again.
-  private struct OfflineVersion: Equatable {
-    var staged: UInt64
-    var pins: UInt64
-  }
-
-  private struct OfflineView {
-    var version: OfflineVersion?
-    var objects: [String: StorageMetadata]?
-    var listings: [String: [DirectoryEntry]] = [:]
-
-    init(version: OfflineVersion?) { self.version = version }
-  }
-
-  private let offlineView = Mutex(OfflineView(version: nil))
-
-  private func offlineVersion() -> OfflineVersion {
-    OfflineVersion(staged: staging?.version ?? 0, pins: pinnedSource.withLock { $0 }?.version() ?? 0)
-  }
-
-  /// The objects of the pinned trees by full name, all of them or one (set once the mount has
-  /// staging, and so pins).
-  private let pinnedSource = Mutex<
-    (all: @Sendable () -> [String: StorageMetadata], one: @Sendable (String) -> StorageMetadata?, version: @Sendable () -> UInt64)?
-  >(nil)
-
-  func setPinnedObjects(
-    all: @escaping @Sendable () -> [String: StorageMetadata], one: @escaping @Sendable (String) -> StorageMetadata?,
-    version: @escaping @Sendable () -> UInt64
-  ) {
-    pinnedSource.withLock { $0 = (all, one, version) }
-  }
-
-  private func pinnedObjects() -> [String: StorageMetadata] { pinnedSource.withLock { $0 }?.all() ?? [:] }
+  private func stagedCopies() -> [String: StorageMetadata] { offline.objects }
 
   /// Folder `path`'s placeholder as a pinned tree last listed it: its mode and times offline.
-  func pinnedFolderObject(_ path: String) -> StorageMetadata? {
-    guard !path.isEmpty, let one = pinnedSource.withLock({ $0 })?.one else { return nil }
-    return one(client.bucketName(path + "/"))
-  }
+  func pinnedFolderObject(_ path: String) -> StorageMetadata? { offline.pinnedFolderObject(path) }
 
   // MARK: listing
 
@@ -374,38 +320,7 @@ final class Namespace: Sendable {
     if first { log("leaving out \(client.bucketName(objectName).debugDescription): \(reason)") }
   }
 
-  func offlineListing(_ path: String) -> [DirectoryEntry] {
-    let version = offlineVersion()
-    if let cached = offlineView.withLock({ $0.version == version ? $0.listings[path] : nil }) { return cached }
-    let entries = makeOfflineListing(path)
-    offlineView.withLock { view in if view.version == version { view.listings[path] = entries } }
-    return entries
-  }
-
-  private func makeOfflineListing(_ path: String) -> [DirectoryEntry] {
-    let base = path.isEmpty ? "" : path + "/"
-    var dirs = Set<String>()
-    var entries: [DirectoryEntry] = []
-    var fileEntries: [String: DirectoryEntry] = [:]
-    for (name, metadata) in stagedCopies() where name.hasPrefix(base) {
-      let rest = name.dropFirst(base.count)
-      guard let first = rest.split(separator: "/", omittingEmptySubsequences: false).first.map(String.init),
-        Self.isValidName(first)
-      else { continue }
-      if rest.count > first.count {
-        dirs.insert(first)
-      } else {
-        fileEntries[first] = DirectoryEntry(name: first, isDirectory: false, objectName: name, metadata: metadata)
-      }
-    }
-    for d in dirs.sorted() { entries.append(DirectoryEntry(name: d, isDirectory: true)) }
-    let files = fileEntries.sorted(by: { $0.key < $1.key }).map { (name: $0.key, payload: $0.value) }
-    for (name, var e) in FolderNames.assign(folders: dirs, files: files, leftOut: { _ in }) {
-      e.name = name
-      entries.append(e)
-    }
-    return entries
-  }
+  func offlineListing(_ path: String) -> [DirectoryEntry] { offline.listing(path) }
 
   // MARK: names and attributes
 
@@ -519,7 +434,7 @@ final class Namespace: Sendable {
       }
     }, orStaged: { () throws(FSError) -> DirectoryEntry? in
       fromStaged = true
-      if let staged = offlineListing(dir).first(where: { $0.name == name }) { return staged }
+      if let staged = offline.entry(dir, name) { return staged }
       // A server that cannot be reached leaves the staged copies as the mount's view, but one
       // that stopped answering may hold the name: its silence is the answer, as when the
       // lookup's own deadline runs out (the caller decides what a writable mount makes of it).
@@ -611,12 +526,12 @@ final class Namespace: Sendable {
 
   /// The names directly in a folder that this mount's queue holds changes of (a writable
   /// mount's; set once it has a queue).
-  private let queuedNamesSource = Mutex<(@Sendable (String) -> Set<String>)?>(nil)
+  private let queuedNamesSource = Hook<@Sendable (String) -> Set<String>>()
 
-  func setQueuedNames(_ source: @escaping @Sendable (String) -> Set<String>) { queuedNamesSource.withLock { $0 = source } }
+  func setQueuedNames(_ source: @escaping @Sendable (String) -> Set<String>) { queuedNamesSource.set(source) }
 
   private func queuedNames(_ dir: String) -> Set<String> {
-    guard let source = queuedNamesSource.withLock({ $0 }) else { return [] }
+    guard let source = queuedNamesSource.value else { return [] }
     return Set(source(dir).map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 })
   }
 

@@ -30,7 +30,7 @@ package final class WriteBackQueue: Sendable {
     changed.signal()
   }
   private let log: @Sendable (String) -> Void
-  private let onApplied = Mutex<(@Sendable (PendingChange, StorageMetadata?) -> Void)?>(nil)
+  private let onApplied = Hook<@Sendable (PendingChange, StorageMetadata?) -> Void>()
   /// The fills of overlaid uploads' holes, by change: the edit's own while it runs, or one
   /// started here for a change an earlier mount queued.
   private let fills = Mutex<[UInt64: BaseFill]>([:])
@@ -395,7 +395,7 @@ package final class WriteBackQueue: Sendable {
       case .unknown: return .applied
       case .queued(let blockedBy):
         // No worker (an offline mount): nothing will carry it out while this mount lives.
-        if onApplied.withLock({ $0 == nil }) { return .waiting("the mount is offline") }
+        if onApplied.value == nil { return .waiting("the mount is offline") }
         if let blockedBy { return .waiting(blockedBy) }
         if ContinuousClock.now >= deadline { return .waiting("not carried out yet") }
       }
@@ -422,7 +422,7 @@ package final class WriteBackQueue: Sendable {
   /// Starts the workers. `applied` is told each change carried out (with the object's new
   /// attributes after an upload), so that the mount's caches show the bucket as it is now.
   func start(client: any ObjectClient, applied: @escaping @Sendable (PendingChange, StorageMetadata?) -> Void) {
-    onApplied.withLock { $0 = applied }
+    onApplied.set(applied)
     let worker = ChangeWorker(
       client: client, dataPath: { [journal] in journal.dataPath($0) }, writeEmptyBytes: { [journal] change throws(FSError) in try journal.writeEmptyBytes(for: change) },
       sessionOpened: { [self] change, url in sessionOpened(change, url) }, log: log)
@@ -543,7 +543,7 @@ package final class WriteBackQueue: Sendable {
       log("write-back: cannot record that \(change.name.debugDescription) was written: errno \(error.errno)")
     }
     // The mount's caches learn the bucket's answer before the queue stops showing the change.
-    if let applied = onApplied.withLock({ $0 }) { applied(record, metadata) }
+    if let applied = onApplied.value { applied(record, metadata) }
     let renameDelete = state.withLock { s in
       s.carriedOut(record)
       s.serverAnswered()
