@@ -237,4 +237,38 @@ import Testing
       #expect(getxattr(m.path("w/notes.txt"), "user.staged") == .success("complete"))
     }
   }
+
+  /// Issue 55: an unpin while the pin's first check lists the tree leaves nothing kept: the
+  /// files staged before read `complete` again, not `pinned`, and the stats count no pinned
+  /// copy (they said "0 pins, 4 files, 8388608 bytes kept", for good).
+  @Test(arguments: ["firebase", "gcs"]) func unpinDuringTheFirstCheckKeepsNothing(api: String) async throws {
+    try await MountFixture.scope { fx in
+      var expected: [String: Data] = [:]
+      for i in 0..<4 { expected["held/f\(i).bin"] = randomData(2 << 20, seed: UInt64(400 + i)) }
+      for (name, data) in expected { _ = try await fx.put(name, data) }
+      // A long read_timeout: the held listing must not time out while the test unpins.
+      let m = try fx.mount(options: ["read_timeout=60"], extra: ["--api", api], name: api)
+      for (name, data) in expected {
+        #expect(try sha256(readFile(m.path(name)).get()) == sha256(data))
+        try await waitStaged(m.path(name))
+      }
+      // The pin's listing of the tree waits until the test lets it go.
+      var faults = Faults()
+      faults.pathFilter = "prefix=held"
+      faults.hold = true
+      fx.emulator!.setFaults(faults)
+      let pin = try ChildProcess(bucketfsBinary, ["pin", m.path("held")], environment: ProcessInfo.processInfo.environment)
+      #expect(await eventually { pinLine(m, "held")?[1] == "checking" }, "\(String(describing: pinLine(m, "held")))")
+      let (unpinned, output) = bucketfs(["unpin", m.path("held")])
+      #expect(unpinned == 0, "\(output)")
+      fx.emulator!.setFaults(Faults())
+      // The check ends (the pin gone), and `bucketfs pin` with it.
+      #expect(pin.wait(timeout: .seconds(60)) != nil)
+      #expect(pinLine(m, "held") == nil)
+      #expect(await eventually { m.stat("pinned") == "0 pins, 0 files, 0 bytes kept" }, "\(String(describing: m.stat("pinned")))")
+      for name in expected.keys.sorted() {
+        #expect(getxattr(m.path(name), "user.staged") == .success("complete"), "\(name)")
+      }
+    }
+  }
 }

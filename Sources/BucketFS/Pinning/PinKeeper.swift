@@ -18,7 +18,9 @@ final class PinKeeper: Sendable {
     }
     var version: UInt64 = 0
     /// The tree a pass is staging, kept alongside the pin's last one until it is complete.
-    var incoming: [String: [String: StorageMetadata]] = [:]
+    var incoming: [String: [String: StorageMetadata]] = [:] {
+      didSet { version &+= 1 }
+    }
     /// Pins with a pass running: whether another is wanted after it (a change came meanwhile).
     var passes: [String: Bool] = [:]
     var stopped = false
@@ -234,7 +236,13 @@ final class PinKeeper: Sendable {
         missing.append(file)
       }
     }
-    state.withLock { s in s.incoming[target] = tree }
+    // Kept beside the pin's tree only while it is pinned: an unpin during the check or the
+    // staging removes it, and nothing here brings it back.
+    guard state.withLock({ s -> Bool in
+      guard s.pins[target] != nil else { return false }
+      s.incoming[target] = tree
+      return true
+    }) else { return }
     protect()
     func start(_ pin: inout Pin) {
       pin.phase = .staging(progress)
@@ -242,7 +250,7 @@ final class PinKeeper: Sendable {
     }
     // Recorded before it shows as checked: `bucketfs pin --background` returns then, and a
     // stop right after must leave a pin the next mount resumes.
-    guard var started = state.withLock({ $0.pins[target] }) else { return }
+    guard var started = state.withLock({ $0.pins[target] }) else { return dropIncoming(target) }
     start(&started)
     if firstCheck || !missing.isEmpty { save(started) }
     update(target, start)
@@ -257,7 +265,7 @@ final class PinKeeper: Sendable {
     }
     // Recorded before it shows as kept: whoever saw it kept (bucketfs pin returning) may
     // unmount at once, and the next mount must find it so.
-    guard var finished = state.withLock({ $0.pins[target] }) else { return }
+    guard var finished = state.withLock({ $0.pins[target] }) else { return dropIncoming(target) }
     finish(&finished)
     save(finished)
     update(target, finish)
@@ -335,16 +343,29 @@ final class PinKeeper: Sendable {
 
   // MARK: state
 
-  /// The pins' copies (and those of trees being staged) are kept from eviction.
+  /// A pass over `target`, unpinned meanwhile, stops: what it was staging is kept no more.
+  private func dropIncoming(_ target: String) {
+    state.withLock { s in _ = s.incoming.removeValue(forKey: target) }
+    protect()
+    staging.evictIfNeeded()
+  }
+
+  /// The pins' copies (and those of trees being staged) are kept from eviction. Made from the
+  /// state under its lock and handed to the staging area after: when the state changed
+  /// meanwhile (an unpin racing a pass), it is made again, so the last one handed over is never
+  /// an older state's (a pin unpinned during its check stayed kept for good).
   private func protect() {
-    let objects = state.withLock { s -> [(name: String, generation: Int64, size: Int64)] in
-      var out: [(name: String, generation: Int64, size: Int64)] = []
-      for tree in s.pins.values.filter({ !$0.isRefused }).map(\.tree) + Array(s.incoming.values) {
-        for (name, m) in Pin.files(of: tree) { out.append((name, m.generation, m.size)) }
+    while true {
+      let (version, objects) = state.withLock { s -> (UInt64, [(name: String, generation: Int64, size: Int64)]) in
+        var out: [(name: String, generation: Int64, size: Int64)] = []
+        for tree in s.pins.values.filter({ !$0.isRefused }).map(\.tree) + Array(s.incoming.values) {
+          for (name, m) in Pin.files(of: tree) { out.append((name, m.generation, m.size)) }
+        }
+        return (s.version, out)
       }
-      return out
+      staging.setPinned(objects)
+      if state.withLock({ $0.version }) == version { return }
     }
-    staging.setPinned(objects)
   }
 
   /// Changes pin `target` when it is still pinned; the pin as changed.
