@@ -123,17 +123,17 @@ extension BucketFilesystem {
   }
 
   /// One pin for `bucketfs status`: `PATH STATE FILES_KEPT FILES BYTES_KEPT BYTES REFRESHED
-  /// FAILED PROBLEM`, tab-separated, then a `failed PATH OBJECT REASON` line per failure.
+  /// FAILED PROBLEM`, then a `failed PATH OBJECT REASON` line per failure (`PinStatusLine`:
+  /// tab-separated, each field escaped).
   private func pinStatus(_ pin: Pin, _ pins: PinKeeper) -> String {
     let c = pinCounts(pin, pins)
     let refreshed = pin.lastRefreshed.map { StorageMetadata.formatDate($0) } ?? "-"
     var problem = pin.problem ?? ""
     if case .refused(let why) = pin.phase { problem = why }
     let path = shownPath(pin)
-    var text = [path, c.state, "\(c.files)", "\(c.allFiles)", "\(c.bytes)", "\(c.allBytes)", refreshed, "\(pin.failures.count)", oneLine(problem)]
-      .joined(separator: "\t") + "\n"
+    var text = PinStatusLine.line([path, c.state, "\(c.files)", "\(c.allFiles)", "\(c.bytes)", "\(c.allBytes)", refreshed, "\(pin.failures.count)", problem])
     for (name, reason) in pin.failures.sorted(by: { $0.key < $1.key }) {
-      text += ["failed", path, client.viewName(name) ?? name, oneLine(reason)].joined(separator: "\t") + "\n"
+      text += PinStatusLine.line(["failed", path, client.viewName(name) ?? name, reason])
     }
     return text
   }
@@ -147,9 +147,5 @@ extension BucketFilesystem {
     if !pin.failures.isEmpty { text += ", \(pin.failures.count) failed" }
     if let problem = pin.problem { text += "; \(problem)" }
     return text
-  }
-
-  private func oneLine(_ text: String) -> String {
-    String(text.map { $0 == "\n" || $0 == "\t" ? " " : $0 })
   }
 }

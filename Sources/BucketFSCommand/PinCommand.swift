@@ -42,12 +42,12 @@ enum PinCommand {
     guard !paths.isEmpty else { throw .usage(pinUsage) }
     var status: Int32 = 0
     for path in paths {
-      let line = try MountAttribute.read(path, BucketFilesystem.pinAddAttribute)
-      guard let first = PinLine(line.split(separator: "\n").first.map(String.init) ?? "") else {
+      let answer = PinStatusLine.lines(try MountAttribute.read(path, BucketFilesystem.pinAddAttribute))
+      guard let first = answer.first.flatMap(PinLine.init) else {
         throw .failed("\(path): the mount gave no answer about the pin", status: ExitStatus.failure)
       }
       if first.state == "refused" {
-        FileHandle.standardError.write(Data("bucketfs pin: \(path): \(first.problem)\n".utf8))
+        FileHandle.standardError.write(Data("bucketfs pin: \(path): \(TerminalText.visible(first.problem))\n".utf8))
         status = ExitStatus.failure
         continue
       }
@@ -67,7 +67,7 @@ enum PinCommand {
     let bar = ProgressBar(label: path)
     var attribute = BucketFilesystem.pinsAttribute
     while true {
-      let lines = try MountAttribute.read(root, attribute).split(separator: "\n").map(String.init)
+      let lines = PinStatusLine.lines(try MountAttribute.read(root, attribute))
       // From now on the mount answers when the pin moved (or after a second, for the rate).
       attribute = BucketFilesystem.pinsWaitPrefix + "1000"
       guard let pin = lines.compactMap(PinLine.init).first(where: { $0.path == shown }) else {
@@ -78,16 +78,13 @@ enum PinCommand {
       switch pin.state {
       case "kept":
         bar.finish()
-        let failures = lines.filter { $0.hasPrefix("failed\t" + shown + "\t") }
+        let failures = lines.compactMap { PinFailure($0, of: shown) }
         if failures.isEmpty {
           print("pinned \(path): \(pin.allFiles) files, \(ProgressBar.bytes(pin.allBytes))")
           return 0
         }
         var text = "bucketfs pin: \(path): \(pin.failed) of \(pin.allFiles) files could not be staged:\n"
-        for failure in failures {
-          let parts = failure.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-          if parts.count >= 4 { text += "  \(parts[2]): \(parts[3])\n" }
-        }
+        for failure in failures { text += "  \(TerminalText.visible(failure.object)): \(TerminalText.visible(failure.reason))\n" }
         FileHandle.standardError.write(Data(text.utf8))
         return ExitStatus.failure
       case "offline":
@@ -96,13 +93,13 @@ enum PinCommand {
         return ExitStatus.unavailable
       case "refused":
         bar.finish()
-        FileHandle.standardError.write(Data("bucketfs pin: \(path): \(pin.problem)\n".utf8))
+        FileHandle.standardError.write(Data("bucketfs pin: \(path): \(TerminalText.visible(pin.problem))\n".utf8))
         return ExitStatus.failure
       default:
         if !pin.problem.isEmpty && pin.state == "staging" && pin.files < pin.allFiles && pin.allFiles > 0 {
           // The server went away mid-way: the pin stays, and resumes when it can.
           bar.finish()
-          FileHandle.standardError.write(Data("bucketfs pin: \(path): \(pin.problem); the pin stays and resumes\n".utf8))
+          FileHandle.standardError.write(Data("bucketfs pin: \(path): \(TerminalText.visible(pin.problem)); the pin stays and resumes\n".utf8))
           return ExitStatus.unavailable
         }
       }
@@ -140,10 +137,10 @@ enum PinCommand {
       let relative = full == base ? "" : full.hasPrefix(base + "/") ? String(full.dropFirst(base.count + 1)) : paths[1]
       under = relative.isEmpty ? nil : relative
     }
-    let lines = try MountAttribute.read(root, BucketFilesystem.pinsAttribute).split(separator: "\n").map(String.init)
+    let lines = PinStatusLine.lines(try MountAttribute.read(root, BucketFilesystem.pinsAttribute))
     let pins = lines.compactMap(PinLine.init).filter { pin in under.map { pin.path == $0 || pin.path.hasPrefix($0 + "/") } ?? true }
     guard !pins.isEmpty else {
-      print(under.map { "nothing pinned at or under \($0)" } ?? "nothing pinned")
+      print(under.map { "nothing pinned at or under \(TerminalText.visible($0))" } ?? "nothing pinned")
       return 0
     }
     let header = ["PATH", "STATE", "FILES", "BYTES", "REFRESHED", "FAILED"]
@@ -151,7 +148,7 @@ enum PinCommand {
     for pin in pins {
       let state = pin.state == "staging" && pin.allBytes > 0 ? "staging \(Int(Double(pin.bytes) * 100 / Double(pin.allBytes)))%" : pin.state
       rows.append([
-        pin.path, state, "\(pin.files)/\(pin.allFiles)", "\(ProgressBar.bytes(pin.bytes))/\(ProgressBar.bytes(pin.allBytes))",
+        TerminalText.visible(pin.path), state, "\(pin.files)/\(pin.allFiles)", "\(ProgressBar.bytes(pin.bytes))/\(ProgressBar.bytes(pin.allBytes))",
         pin.refreshed, "\(pin.failed)",
       ])
     }
@@ -162,10 +159,9 @@ enum PinCommand {
         .joined(separator: "  ") + "\n"
       guard n > 0 else { continue }
       let pin = pins[n - 1]
-      if !pin.problem.isEmpty { text += "  \(pin.problem)\n" }
-      for failure in lines where failure.hasPrefix("failed\t" + pin.path + "\t") {
-        let parts = failure.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-        if parts.count >= 4 { text += "  failed: \(parts[2]): \(parts[3])\n" }
+      if !pin.problem.isEmpty { text += "  \(TerminalText.visible(pin.problem))\n" }
+      for failure in lines.compactMap({ PinFailure($0, of: pin.path) }) {
+        text += "  failed: \(TerminalText.visible(failure.object)): \(TerminalText.visible(failure.reason))\n"
       }
     }
     FileHandle.standardOutput.write(Data(text.utf8))
@@ -200,12 +196,24 @@ struct PinLine {
   let failed: Int
   let problem: String
 
-  init?(_ line: String) {
-    let p = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+  /// `p`: the line's fields, unescaped (`PinStatusLine.fields`).
+  init?(_ p: [String]) {
     guard p.count >= 9, p[0] != "failed", let files = Int(p[2]), let allFiles = Int(p[3]), let bytes = Int64(p[4]),
       let allBytes = Int64(p[5]), let failed = Int(p[7])
     else { return nil }
     (path, state, self.files, self.allFiles, self.bytes, self.allBytes) = (p[0], p[1], files, allFiles, bytes, allBytes)
     (refreshed, self.failed, problem) = (p[6], failed, p[8])
+  }
+}
+
+/// An object of a pin that could not be staged, as `user.bucketfs.pins` lists it.
+struct PinFailure {
+  let object: String
+  let reason: String
+
+  /// `p`: a line's fields; nil unless it is a failure of the pin shown as `path`.
+  init?(_ p: [String], of path: String) {
+    guard p.count >= 4, p[0] == "failed", p[1] == path else { return nil }
+    (object, reason) = (p[2], p[3])
   }
 }

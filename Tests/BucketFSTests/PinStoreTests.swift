@@ -59,3 +59,18 @@ import Testing
     #expect(bucket.holds("anything") && bucket.overlaps("z/"))
   }
 }
+
+/// Issue 55: a pin's status line carries any name: its fields come back exactly as they went.
+@Suite struct PinStatusLineTests {
+  @Test func everyFieldComesBackAsItWent() {
+    var fields = ["tab\there", "new\nline", "back\\slash", "\\t is no tab", "ends\\", "cr\r", "bell\u{7}del\u{7f}", "caf\u{e9}", "cafe\u{301}", "%41", ""]
+    // Every byte below 0x80, and a few beyond, in one field.
+    fields.append(String(decoding: (1..<0x80).map { UInt8($0) }, as: UTF8.self) + "\u{85}\u{2028}")
+    let text = PinStatusLine.line(fields) + PinStatusLine.line(["failed", "x"])
+    let lines = PinStatusLine.lines(text)
+    #expect(lines.count == 2)
+    #expect(lines.first.map { $0.map { Array($0.utf8) } } == fields.map { Array($0.utf8) })
+    #expect(!PinStatusLine.line(fields).dropLast().contains("\n"))
+    #expect(PinStatusLine.line(fields).filter { $0 == "\t" }.count == fields.count - 1)
+  }
+}

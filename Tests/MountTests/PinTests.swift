@@ -1,4 +1,5 @@
 import Foundation
+import BucketFS
 import ChildProcess
 import StorageCore
 import StorageEmulator
@@ -269,6 +270,39 @@ import Testing
       for name in expected.keys.sorted() {
         #expect(getxattr(m.path(name), "user.staged") == .success("complete"), "\(name)")
       }
+    }
+  }
+
+  /// Issue 55: any byte a folder's name may hold round-trips through pin, status and unpin (a
+  /// tab made `bucketfs pin` exit 1 with the pin recorded, and `status` say nothing was pinned).
+  @Test(arguments: ["firebase", "gcs"]) func foldersNamedWithAnyByteArePinnedShownAndUnpinned(api: String) async throws {
+    try await MountFixture.scope { fx in
+      // (A newline is no byte an object name may hold: GCS and Firebase refuse it.)
+      let names = ["tab\there", "per%25cent", "back\\slash", "hash#?q", "bell\u{7}", "caf\u{e9}"]
+      for (i, name) in names.enumerated() { _ = try await fx.put("\(name)/f.txt", Data("file \(i)".utf8)) }
+      let m = try fx.mount(extra: ["--api", api], name: api)
+      for name in names {
+        let (status, output) = bucketfs(["pin", m.path(name)])
+        #expect(status == 0, "\(name.debugDescription): \(output)")
+        #expect(getxattr(m.path(name + "/f.txt"), "user.staged") == .success("pinned"), "\(name.debugDescription)")
+      }
+      let (listed, table) = bucketfs(["status", m.mountpoint.path])
+      #expect(listed == 0, "\(table)")
+      for name in names {
+        let row = table.split(separator: "\n").first { $0.hasPrefix(TerminalText.visible(name) + " ") }
+        #expect(row?.contains(" kept ") == true && row?.contains(" 1/1 ") == true, "\(name.debugDescription) in \(table)")
+        let (one, alone) = bucketfs(["status", m.mountpoint.path, m.path(name)])
+        #expect(one == 0 && alone.split(separator: "\n").count == 2 && alone.contains(" 1/1 "), "\(name.debugDescription): \(alone)")
+      }
+      #expect(m.stat("pinned") == "\(names.count) pins, \(names.count) files, \(names.enumerated().reduce(0) { $0 + "file \($1.offset)".utf8.count }) bytes kept",
+        "\(String(describing: m.stat("pinned")))")
+      for name in names {
+        let (status, output) = bucketfs(["unpin", m.path(name)])
+        #expect(status == 0, "\(name.debugDescription): \(output)")
+      }
+      let (after, empty) = bucketfs(["status", m.mountpoint.path])
+      #expect(after == 0 && empty.contains("nothing pinned"), "\(empty)")
+      #expect(m.stat("pinned") == "0 pins, 0 files, 0 bytes kept", "\(String(describing: m.stat("pinned")))")
     }
   }
 }
