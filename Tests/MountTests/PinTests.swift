@@ -305,4 +305,39 @@ import Testing
       #expect(m.stat("pinned") == "0 pins, 0 files, 0 bytes kept", "\(String(describing: m.stat("pinned")))")
     }
   }
+
+  /// Issue 55: a pin made offline that does not fit is refused by the first online mount, as
+  /// one made online is, and forgotten by the next (it stayed "staging 0/0", recorded, for good).
+  @Test(arguments: ["firebase", "gcs"]) func aPinMadeOfflineThatDoesNotFitIsRefusedOnline(api: String) async throws {
+    try await MountFixture.scope { fx in
+      var expected: [String: Data] = [:]
+      for i in 0..<2 { expected["trip/f\(i).bin"] = randomData(2 << 20, seed: UInt64(500 + i)) }
+      for (name, data) in expected { _ = try await fx.put(name, data) }
+      // Read once online: the offline mount shows the staged copies, and so the folder.
+      let online = try fx.mount(extra: ["--api", api], name: "\(api)-read")
+      for (name, data) in expected {
+        #expect(try sha256(readFile(online.path(name)).get()) == sha256(data))
+        try await waitStaged(online.path(name))
+      }
+      online.unmount()
+      let offline = try fx.mount(options: ["offline"], extra: ["--api", api], name: "\(api)-offline")
+      let (status, output) = bucketfs(["pin", offline.path("trip")])
+      #expect(output.contains("offline"), "\(status): \(output)")
+      #expect(pinLine(offline, "trip") != nil)
+      offline.unmount()
+
+      let small = try fx.mount(options: ["staging_size=3M"], extra: ["--api", api], name: "\(api)-small")
+      #expect(await eventually { pinLine(small, "trip")?[1] == "refused" }, "\(String(describing: pinLine(small, "trip")))")
+      #expect(pinLine(small, "trip")?[8].contains("staging_size") == true, "\(String(describing: pinLine(small, "trip")))")
+      #expect(small.stat("pinned")?.hasPrefix("0 pins") == true, "\(String(describing: small.stat("pinned")))")
+      let (listed, table) = bucketfs(["status", small.mountpoint.path])
+      #expect(listed == 0 && table.contains("refused") && table.contains("staging_size"), "\(table)")
+      small.unmount()
+      // Refused pins are not recorded: the next mount has none.
+      let again = try fx.mount(options: ["staging_size=3M"], extra: ["--api", api], name: "\(api)-again")
+      #expect(pinLine(again, "trip") == nil, "\(String(describing: pinLine(again, "trip")))")
+      let (after, empty) = bucketfs(["status", again.mountpoint.path])
+      #expect(after == 0 && empty.contains("nothing pinned"), "\(empty)")
+    }
+  }
 }

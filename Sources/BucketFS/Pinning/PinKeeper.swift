@@ -209,6 +209,10 @@ final class PinKeeper: Sendable {
     guard let before = state.withLock({ $0.pins[target] }), !before.isRefused else { return }
     let firstCheck: Bool
     if case .checking = before.phase { firstCheck = true } else { firstCheck = false }
+    // Never listed whole and kept: a pin made offline (recorded unchecked) or one a stop left
+    // in its first staging. One that does not fit is refused, as at its first check; only a
+    // pin that was kept once stays, as last listed, when it no longer fits.
+    let neverKept = firstCheck || before.lastRefreshed == nil
     let tree: [String: StorageMetadata]
     do throws(BucketError) {
       tree = try await TreeWalk.objects(under: target, client: client)
@@ -221,7 +225,7 @@ final class PinKeeper: Sendable {
     }
     if let refusal = roomRefusal(target, tree) {
       log("pin \(target): \(refusal)")
-      if firstCheck { return refuse(target, refusal) }
+      if neverKept { return refuse(target, refusal) }
       update(target) { $0.problem = refusal + "; kept as last listed" }
       return
     }
@@ -381,9 +385,12 @@ final class PinKeeper: Sendable {
     return changedPin
   }
 
+  /// Refuses the pin: shown so until the mount ends, and forgotten by the next (a record made
+  /// offline, or by a stop in its first staging, is removed).
   private func refuse(_ target: String, _ reason: String) {
     finishCheck(target) { $0.phase = .refused(reason) }
-    protect()
+    records.withLock { _ in store.remove(target) }
+    dropIncoming(target)
   }
 
   /// The pin's first check is over (`change` says how): `checked` goes on.
