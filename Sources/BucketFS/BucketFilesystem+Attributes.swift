@@ -79,6 +79,7 @@ extension BucketFilesystem {
       held.whileKernelWrites({
         if let mtime { held.setMtime(mtime) }
         if times != PosixAttributes(), options.posix { held.setMetadata(contentType: nil, custom: times.custom) }
+        recordQueued(held, writeBack.queue)
       })
     {
       return localAttributes(path, edit: held, lookup: false)
@@ -128,7 +129,13 @@ extension BucketFilesystem {
   private func keepOwner(_ path: String, _ change: PosixAttributes) async throws(FSError) {
     let writeBack = try writable()
     if let edit = writeBack.edits[path] {
-      edit.setMetadata(contentType: nil, custom: change.custom)
+      if !edit.whileKernelWrites({
+        edit.setMetadata(contentType: nil, custom: change.custom)
+        recordQueued(edit, writeBack.queue)
+      }) {
+        edit.setMetadata(contentType: nil, custom: change.custom)
+        recordQueued(edit, writeBack.queue)
+      }
       return
     }
     // Bytes this mount queued and waiting their turn: the entries go with their upload.
@@ -142,6 +149,19 @@ extension BucketFilesystem {
       return
     }
     try await queueMetadata(path, change, custom: change.custom)
+  }
+
+  /// Metadata just set on a file open for writing whose bytes a close already queued (tar's,
+  /// cp's and a shell's chmod after the close, before the release): the queued record says it
+  /// now, so that what the call returned outlasts a kill -9 before the release takes it.
+  /// Bytes written since the close are not queued here; their writer's close does that.
+  private func recordQueued(_ edit: LocalEdits.Edit, _ queue: WriteBackQueue) {
+    guard let changes = edit.pendingChanges else { return }
+    if let open = edit.openUpload {
+      _ = try? queue.rewriteWritten(open, contentType: changes.uploadContentType, custom: changes.uploadCustom, mtime: changes.mtime ?? edit.modified)
+    } else if edit.lastQueued != nil, edit.bytesAreQueued {
+      _ = try? queue.amend(changes.name, contentType: changes.contentType, custom: changes.custom, mtime: changes.mtime)
+    }
   }
 
   /// `change` of file `path` as the bucket has it, as a metadata change (`custom`) through the

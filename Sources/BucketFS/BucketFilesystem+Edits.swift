@@ -56,13 +56,13 @@ extension BucketFilesystem {
           if let queued = try writeBack.queue.overlaid(path) { fill = try queued.copy(into: file.fd) } else { try Self.copy(from: dataPath, to: file.fd) }
         }
         base = .previous
-        startMetadata = writeBack.queue.queuedMetadata(path)
+        startMetadata = queuedMetadata(path, writeBack.queue)
         // The time set on the queued bytes (touch, rsync) stays theirs while they are unchanged
         // (a chmod, a setxattr after them); 0: none was set.
         if !truncate && mtime > Timestamp(seconds: 0) { keptTime = mtime }
       case .copied(let source, _):
         base = .previous
-        startMetadata = writeBack.queue.queuedMetadata(path)
+        startMetadata = queuedMetadata(path, writeBack.queue)
         if !truncate { try await download(source.name, try await copySource(source), into: file.fd) }
       case .deleted:
         base = .previous
@@ -110,6 +110,19 @@ extension BucketFilesystem {
     let edit = try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
     if edit !== fresh { fill?.abandon() } else { edit.countLength() }
     return edit
+  }
+
+  /// What an edit of `path` starts from when the queue puts bytes there: the metadata its last
+  /// upload goes with, and what metadata changes queued after it set (a chmod or setxattr made
+  /// once that upload had started is a change of its own; the next version keeps it, as a
+  /// truncated file keeps its mode on a disk).
+  private func queuedMetadata(_ path: String, _ queue: WriteBackQueue) -> (contentType: String?, custom: [String: String]?) {
+    let last = queue.queuedMetadata(path)
+    let pending = queue.pendingMetadata(path, sinceLastVersion: true)
+    guard !pending.custom.isEmpty || pending.contentType != nil else { return last ?? (nil, nil) }
+    var custom = last?.custom ?? [:]
+    custom.merge(pending.custom) { _, later in later }
+    return (pending.contentType ?? last?.contentType, custom)
   }
 
   /// Objects from this size on are edited as an overlay (`EditOverlay`): the open returns at

@@ -184,8 +184,9 @@ extension BucketFilesystem {
       let m = entry.metadata
     {
       let from = PendingChange.Source(name: source, generation: g, size: m.size, crc32c: m.crc32c, md5Hash: m.md5Hash)
-      try writeBack.queue.copy(target, from: from, contentType: contentType, mtime: mtime, custom: custom.isEmpty ? nil : custom, base: targetBase)
-      try writeBack.queue.delete(source, base: sourceBase)
+      try writeBack.queue.copy(
+        target, from: from, contentType: contentType, mtime: mtime, custom: custom.isEmpty ? nil : custom, base: targetBase,
+        deleting: (source, sourceBase))
       return
     }
     // Bytes written and not yet queued (a close whose release has not come) go first.
@@ -193,12 +194,13 @@ extension BucketFilesystem {
     // Bytes this mount queued go with all the metadata their upload carries (a setxattr after
     // the close amended it): the entry shows only their POSIX keys and time.
     if let queued = writeBack.queue.queuedMetadata(source) {
+      let later = writeBack.queue.pendingMetadata(source, sinceLastVersion: true)
       var kept = queued.custom ?? [:]
       kept.merge(custom) { mine, _ in mine }
-      kept.merge(pending.custom) { _, later in later }
+      kept.merge(later.custom) { _, set in set }
       kept.removeValue(forKey: "mtime")
       custom = kept
-      contentType = pending.contentType ?? queued.contentType ?? contentType
+      contentType = later.contentType ?? queued.contentType ?? contentType
     }
     let edit = try await self.edit(source, truncate: false)
     defer { writeBack.edits.close(edit) }
@@ -212,9 +214,8 @@ extension BucketFilesystem {
     }
     try writeBack.queue.upload(
       target, from: edit.file.fd, contentType: contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
-      custom: custom.isEmpty ? nil : custom, base: targetBase)
+      custom: custom.isEmpty ? nil : custom, base: targetBase, deleting: (source, sourceBase))
     _ = edit.takeChanges()
-    try writeBack.queue.delete(source, base: sourceBase)
     // Still open elsewhere: the open file follows the rename; else it is done with.
     if writeBack.edits.isShared(edit) {
       writeBack.edits.move(edit, from: source, to: target)

@@ -236,6 +236,23 @@ import Testing
     #expect(table.node(InodeTable.rootIno) != nil)
   }
 
+  /// `mv a b` over a `b` the kernel still holds, then the kernel forgets the old `b`: the moved
+  /// file keeps its new name (forgetting the replaced inode took the path with it, so the
+  /// next `mv b c` moved nothing and an append to the file went to the name `b`). Found by
+  /// `KillRoundsTests`: a file renamed back over another came back under its old name.
+  @Test func aFileRenamedOverAHeldOneKeepsItsNameWhenThatOneIsForgotten() {
+    let table = InodeTable()
+    let a = table.ino(for: InodeTable.Node(path: "a", isDirectory: false, objectName: "a"), lookup: true)
+    let b = table.ino(for: InodeTable.Node(path: "b", isDirectory: false, objectName: "b"), lookup: true)
+    table.move(path: "a", to: "b")
+    #expect(table.node(a)?.path == "b")
+    table.forget(b, count: 1)
+    #expect(table.existing(InodeTable.Node(path: "b", isDirectory: false)) == a)
+    table.move(path: "b", to: "c")
+    #expect(table.node(a)?.path == "c")
+    #expect(table.node(a)?.objectName == "c")
+  }
+
   @Test func blockCacheStaysWithinBudgetWhateverIsRead() async throws {
     let client = MemoryObjectClient()
     let data = Data((0..<(12 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })

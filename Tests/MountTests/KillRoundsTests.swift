@@ -58,14 +58,18 @@ import Testing
   }
 
   /// The operations of the log, in order, with whether each returned success (nil: cut by the kill).
-  static func operations(_ log: String) -> [(op: [Any], ok: Bool?)] {
-    var ops: [(op: [Any], ok: Bool?)] = []
+  static func operations(_ log: String) -> [(op: [Any], ok: Bool?, errno: Int)] {
+    var ops: [(op: [Any], ok: Bool?, errno: Int)] = []
     for line in log.split(separator: "\n") {
       guard let entry = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [Any], let kind = entry.first as? String else { continue }
       switch kind {
-      case "begin": ops.append((entry, nil))
+      case "begin": ops.append((entry, nil, 0))
       case "ok": if !ops.isEmpty { ops[ops.count - 1].ok = true }
-      default: if !ops.isEmpty { ops[ops.count - 1].ok = false }
+      default:
+        if !ops.isEmpty {
+          ops[ops.count - 1].ok = false
+          ops[ops.count - 1].errno = entry.count > 2 ? (entry[2] as? Int ?? 0) : 0
+        }
       }
     }
     return ops
@@ -87,7 +91,9 @@ import Testing
   }
 
   @Test func twentyRoundsOfKill9EndAsTheWriterWasTold() async throws {
-    var rng = SplitMix(seed: 5300)
+    // Another run's rounds: KILL_ROUNDS_SEED=N.
+    let base = ProcessInfo.processInfo.environment["KILL_ROUNDS_SEED"].flatMap { UInt64($0) } ?? 5300
+    var rng = SplitMix(seed: base)
     for round in 0..<20 {
       let api = round % 2 == 0 ? "firebase" : "gcs"
       let seed = Int(rng.next() % 1_000_000)
@@ -100,7 +106,7 @@ import Testing
         let writer = try ChildProcess(
           "/usr/bin/python3", ["-c", Self.writer, m.mountpoint.path, String(seed), log, ready], environment: ProcessInfo.processInfo.environment)
         defer { _ = writer.stop(grace: .seconds(1)) }
-        let label = "round \(round) (\(api), seed \(seed), kill after \(cutAfter) operations)"
+        let label = "round \(round) of KILL_ROUNDS_SEED=\(base) (\(api), seed \(seed), kill after \(cutAfter) operations)"
         #expect(
           await eventually(timeout: .seconds(120)) {
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
@@ -116,11 +122,17 @@ import Testing
 
         let ops = Self.operations((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
         var before: [String: File] = [:]
-        for (op, ok) in ops.dropLast() where ok == true { Self.apply(op, to: &before) }
+        for (op, ok, errno) in ops.dropLast() {
+          if ok == true { Self.apply(op, to: &before) }
+          // A name the writer was told exists is never missing to it.
+          if ok == false, errno == ENOENT, let a = op[3] as? String, before[a] != nil {
+            Issue.record("\(label): operation \(op[1]) (\(op[2]) \(a) \(op[4])) failed with ENOENT, but \(a) is there")
+          }
+        }
         // The last operation: returned (then it happened), or cut by the kill or failed
         // (either: a close cut by the kill may have queued its bytes).
         var allowed = [before]
-        if let (last, ok) = ops.last {
+        if let (last, ok, _) = ops.last {
           var after = before
           Self.apply(last, to: &after)
           allowed = ok == true ? [after] : [before, after]
@@ -133,7 +145,12 @@ import Testing
           let mode = meta.customMetadata?["goog-reserved-posix-mode"].flatMap { Int($0, radix: 8) } ?? 0o644
           held[name] = File(text: String(decoding: data, as: UTF8.self), mode: mode & 0o777, k: meta.customMetadata?["k"])
         }
-        #expect(allowed.contains(held), "\(label): the bucket holds \(held.sorted { $0.key < $1.key }), the writer was told \(allowed.map { $0.sorted { $0.key < $1.key } }); \(next.log)")
+        if !allowed.contains(held) {
+          _ = try? FileManager.default.copyItem(atPath: log, toPath: "/tmp/killround-\(round).log")
+          try? m.log.write(toFile: "/tmp/killround-\(round).mount1", atomically: true, encoding: .utf8)
+        }
+        let failures = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").filter { $0.hasPrefix("[\"err\"") }
+        #expect(allowed.contains(held), "\(label): failed: \(failures); the bucket holds \(held.sorted { $0.key < $1.key }), the writer was told \(allowed.map { $0.sorted { $0.key < $1.key } }); \(next.log)")
       }
     }
   }

@@ -69,7 +69,11 @@ package final class InodeTable: Sendable {
     mutating func remove(at i: Int) {
       guard let slot = slots[i] else { return }
       slots[i] = nil
-      byKey.removeValue(forKey: Key(path: slot.node.path, isDirectory: slot.node.isDirectory))
+      // Only its own entry: a file renamed over it (while the kernel still held it) has the path
+      // now, and losing that entry left the file's inode behind at its old name for good (its
+      // next rename moved nothing, and an append to it went to the old name).
+      let key = Key(path: slot.node.path, isDirectory: slot.node.isDirectory)
+      if byKey[key] == slot.ino { byKey.removeValue(forKey: key) }
       live -= 1
       // Numbers stay below bit 62 (the listed-only numbers' mark): a slot freed that often rests.
       guard reuses[i] < (1 << 29) else { return }

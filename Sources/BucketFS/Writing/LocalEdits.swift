@@ -346,6 +346,14 @@ final class LocalEdits: Sendable {
         if case .kernel(let n, let uploads, _) = s.writers { s.writers = .kernel(handles: n, uploads: uploads, current: nil) }
       }
     }
+    /// What a close would queue now, left to be taken.
+    var pendingChanges: Changes? {
+      state.withLock { s in
+        guard s.dirty, !s.gone else { return nil }
+        return Changes(name: s.name, base: s.base, mtime: s.mtime, contentType: s.contentType, custom: s.custom)
+      }
+    }
+
     /// What to queue now, if anything changed since the last time.
     func takeChanges() -> Changes? {
       state.withLock { s in

@@ -474,9 +474,13 @@ struct QueueState {
   }
 
   /// What the metadata changes still queued for `name` set (in queue order).
-  func pendingMetadata(_ name: String) -> (contentType: String?, custom: [String: String]) {
+  /// `sinceLastVersion`: only those queued after the name's last upload or copy (what that one
+  /// goes with already has the ones before it).
+  func pendingMetadata(_ name: String, sinceLastVersion: Bool = false) -> (contentType: String?, custom: [String: String]) {
     var out: (contentType: String?, custom: [String: String]) = (nil, [:])
-    for change in queued(name) where change.kind == .metadata {
+    for change in queued(name) {
+      if change.kind.putsVersion && sinceLastVersion { out = (nil, [:]) }
+      guard change.kind == .metadata else { continue }
       if let type = change.contentType { out.contentType = type }
       out.custom.merge(change.custom ?? [:]) { _, new in new }
     }

@@ -98,7 +98,8 @@ package final class WriteBackQueue: Sendable {
   @discardableResult
   func upload(
     _ name: String, from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, fill: BaseFill? = nil,
-    stillWritten: Bool = false, contentType: String, mtime: Timestamp?, custom: [String: String]? = nil, base: PendingChange.Base
+    stillWritten: Bool = false, contentType: String, mtime: Timestamp?, custom: [String: String]? = nil, base: PendingChange.Base,
+    deleting: (name: String, base: PendingChange.Base)? = nil
   ) throws(FSError) -> UInt64 {
     let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
@@ -110,7 +111,7 @@ package final class WriteBackQueue: Sendable {
     if let fill { fills.withLock { $0[sequence] = fill } }
     if stillWritten { state.withLock { $0.stillWritten(sequence) } }
     do throws(FSError) {
-      try add(&change, size: size, withBytes: true, held: stillWritten)
+      try add(&change, size: size, withBytes: true, held: stillWritten, deleting: deleting)
     } catch {
       fills.withLock { _ = $0.removeValue(forKey: sequence) }
       throw error
@@ -240,12 +241,13 @@ package final class WriteBackQueue: Sendable {
   /// bucket copies): nothing local is needed, so it works with the server away too.
   @discardableResult
   func copy(
-    _ name: String, from source: PendingChange.Source, contentType: String?, mtime: Timestamp?, custom: [String: String]?, base: PendingChange.Base
+    _ name: String, from source: PendingChange.Source, contentType: String?, mtime: Timestamp?, custom: [String: String]?, base: PendingChange.Base,
+    deleting: (name: String, base: PendingChange.Base)? = nil
   ) throws(FSError) -> UInt64 {
     var change = PendingChange(
       sequence: nextSequence(), kind: .copy, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
     change.source = source
-    try add(&change)
+    try add(&change, deleting: deleting)
     return change.sequence
   }
 
@@ -288,20 +290,30 @@ package final class WriteBackQueue: Sendable {
   /// A folder that cannot be synced leaves the change queued (in place, lasting across `kill -9`)
   /// and the caller told (EIO), as a disk's fsync error is.
   /// `held`: bytes the kernel still writes, which no worker takes before `sealWritten`.
-  private func add(_ change: inout PendingChange, size: Int64 = 0, withBytes: Bool = false, held: Bool = false) throws(FSError) {
+  /// `deleting`: a rename's old name, whose delete is queued in the same append, so that a
+  /// crash keeps both or neither (never the new name queued and the old one left for good).
+  private func add(
+    _ change: inout PendingChange, size: Int64 = 0, withBytes: Bool = false, held: Bool = false,
+    deleting: (name: String, base: PendingChange.Base)? = nil
+  ) throws(FSError) {
     let replaced = state.withLock { $0.admit(&change) }
+    var delete = deleting.map { PendingChange(sequence: nextSequence(), kind: .delete, name: $0.name, base: $0.base) }
+    if delete != nil { _ = state.withLock { $0.admit(&delete!) } }
     var placed: [DurableFile.Placed] = []
     do throws(FSError) {
       // The replaced one's record says so in the same append: whatever a crash keeps of the
       // journal, it never holds the older one waiting without the newer one that took its place.
-      try journal.write([change] + (replaced.map { [$0] } ?? []), committed: true)
+      try journal.write([change] + (replaced.map { [$0] } ?? []) + (delete.map { [$0] } ?? []), committed: true)
       if withBytes { placed.append(try journal.keepBytes(of: change)) }
     } catch {
       if let replaced { state.withLock { $0.readmit(replaced) } }
       if withBytes { journal.dropBytes(of: change) }
       throw error
     }
-    state.withLock { $0.insert(change, size: size, readyAt: .now + Self.settle) }
+    state.withLock { s in
+      s.insert(change, size: size, readyAt: .now + Self.settle)
+      if let delete { s.insert(delete, size: 0, readyAt: .now + Self.settle) }
+    }
     // The replaced one's bytes go once this one lasts (`removeReplaced`): an fsynced version is
     // never lost to a newer one whose bytes a power loss undid.
     if let replaced {
@@ -357,7 +369,9 @@ package final class WriteBackQueue: Sendable {
 
   /// What the metadata changes still queued for `name` set (in queue order): an edit that
   /// starts from the bucket's object starts from these too, or its upload would undo them.
-  func pendingMetadata(_ name: String) -> (contentType: String?, custom: [String: String]) { state.withLock { $0.pendingMetadata(name) } }
+  func pendingMetadata(_ name: String, sinceLastVersion: Bool = false) -> (contentType: String?, custom: [String: String]) {
+    state.withLock { $0.pendingMetadata(name, sinceLastVersion: sinceLastVersion) }
+  }
 
   /// Whether some name under `prefix` is last changed by an upload (a file or placeholder this
   /// mount is putting there).
