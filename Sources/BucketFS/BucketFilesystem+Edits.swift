@@ -52,7 +52,9 @@ extension BucketFilesystem {
       switch writeBack.queue.view(path) {
       case .file(let dataPath, _, let mtime):
         if !truncate {
-          // Bytes still an overlay make this edit one too, filled from them as they fill.
+          // Bytes still an overlay make this edit one too, filled from them as they fill; where
+          // an edit cannot be linked into the queue, it waits for them here, at the open.
+          if !writeBack.edits.linksIntoQueue { try await writeBack.queue.wholeBytes(path) }
           if let queued = try writeBack.queue.overlaid(path) { fill = try queued.copy(into: file.fd) } else { try Self.copy(from: dataPath, to: file.fd) }
         }
         base = .previous
@@ -137,7 +139,7 @@ extension BucketFilesystem {
     if let staged = staging?.verifiedFile(client.bucketName(path), generation: m.generation), SystemDisk.clone(from: staged.fd, to: fd) {
       return nil
     }
-    guard m.size >= Self.overlaidFrom, writeBack != nil else {
+    guard m.size >= Self.overlaidFrom, let writeBack, writeBack.edits.linksIntoQueue else {
       try await download(path, m, into: fd)
       return nil
     }
@@ -390,7 +392,7 @@ extension BucketFilesystem {
     // withdrawn while it has not started, so the version before stays. Once an fsync of the
     // edit returned, what is queued stays: a failed write drops only what came after it.
     if let failed = edit.failedWrite {
-      if !edit.wasFsynced, let queued = edit.lastQueued, writeBack?.queue.withdraw(queued) == true {
+      if let queued = edit.withdrawable, writeBack?.queue.withdraw(queued) == true {
         log("write-back: \(edit.name.debugDescription) not uploaded: a write to it failed (errno \(failed))")
       }
       throw FSError(failed)
@@ -418,23 +420,12 @@ extension BucketFilesystem {
           return sequence
         }
         // The edit's file itself goes into the queue (linked, no copy); a later write copies it.
+        // An overlay is only made where it links (`LocalEdits.linksIntoQueue`): a close never
+        // waits for its holes, which come from the network, on a libfuse thread under these locks.
         let sequence = try edit.handOver { file, path, fill throws(FSError) in
-          func upload(_ fill: BaseFill?) throws(FSError) -> UInt64 {
-            try writeBack.queue.upload(
-              name, from: file.fd, linking: path, written: { edit.writtenCRC32C(size: $0) }, fill: fill,
-              contentType: changes.uploadContentType, mtime: mtime, custom: changes.uploadCustom, base: changes.base)
-          }
-          do throws(FSError) {
-            return try upload(fill)
-          } catch where error.errno == EXDEV && fill != nil {
-            // A queue folder that cannot link: the overlay is filled, and copied whole.
-            do throws(BucketError) {
-              try fill?.readyBlocking()
-            } catch {
-              throw FSError(error)
-            }
-            return try upload(nil)
-          }
+          try writeBack.queue.upload(
+            name, from: file.fd, linking: path, written: { edit.writtenCRC32C(size: $0) }, fill: fill,
+            contentType: changes.uploadContentType, mtime: mtime, custom: changes.uploadCustom, base: changes.base)
         }
         edit.queued(sequence)
         return sequence

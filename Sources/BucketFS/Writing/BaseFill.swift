@@ -23,7 +23,6 @@ final class BaseFill: Sendable {
   private struct State {
     var overlay: EditOverlay
     var progress = Progress.idle
-    var blocked: [DispatchSemaphore] = []
   }
 
   /// The file's own descriptor (a dup): it outlives the edit's, and the file's name may change
@@ -139,12 +138,7 @@ final class BaseFill: Sendable {
   func abandon() { abandoned.store(true, ordering: .relaxed) }
 
   private func finish(_ progress: Progress) {
-    let blocked = state.withLock { s -> [DispatchSemaphore] in
-      s.progress = progress
-      defer { s.blocked.removeAll() }
-      return s.blocked
-    }
-    for b in blocked { b.signal() }
+    state.withLock { $0.progress = progress }
     moved.signal()
   }
 
@@ -167,21 +161,5 @@ final class BaseFill: Sendable {
     case .idle: return gapless
     case .filling(let upTo): return gapless || range.map { $0.upperBound <= upTo } ?? false
     }
-  }
-
-  /// `ready()` for a caller on a thread of its own (a FUSE write, which is not async).
-  func readyBlocking() throws(BucketError) {
-    start()
-    let semaphore = DispatchSemaphore(value: 0)
-    let waiting = state.withLock { s -> Bool in
-      switch s.progress {
-      case .complete, .failed: return false
-      case .idle, .filling:
-        s.blocked.append(semaphore)
-        return true
-      }
-    }
-    if waiting { semaphore.wait() }
-    _ = try isReady(nil)
   }
 }

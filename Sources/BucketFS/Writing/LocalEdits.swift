@@ -44,19 +44,13 @@ final class LocalEdits: Sendable {
     private struct State {
       var name: String
       var base: PendingChange.Base
-      var dirty: Bool
+      /// Where it stands with the queue: changed, queued, failed, gone (`EditPhase`).
+      var phase: EditPhase
       var mtime: Timestamp?
       var contentType: String?
       var custom: [String: String] = [:]
-      var gone = false
-      var queued: UInt64?
-      /// A write failed (errno): the bytes are not what the program wrote, so they are never
-      /// queued; every later close and fsync reports it, and the version before stays.
-      var failedWrite: Int32?
       /// The bytes' CRC32C as their writes gave it, while it can be known.
       var checksum = WrittenChecksum.unknown
-      /// An fsync of it returned: what it queued is kept whatever a later write does.
-      var fsynced = false
       /// What it counts against `staging_size` in `room` now.
       var counted: Int64 = 0
       var writers = Writers.daemon
@@ -95,7 +89,7 @@ final class LocalEdits: Sendable {
       file: FileDescriptor, path: String, name: String, base: PendingChange.Base, dirty: Bool, fill: BaseFill? = nil, room: StagingRoom = StagingRoom()
     ) {
       backing = Mutex(Backing(file: file, path: path, fill: fill))
-      state = Mutex(State(name: name, base: base, dirty: dirty))
+      state = Mutex(State(name: name, base: base, phase: .open(changed: dirty)))
       self.room = room
     }
 
@@ -184,7 +178,7 @@ final class LocalEdits: Sendable {
     /// A writer the kernel writes for closed (or fsynced) the file: what it wrote is not seen
     /// here, so the bytes count as changed. A time set on them stays theirs (the kernel's writes
     /// may be older than it).
-    func mayHaveChangedByKernel() { state.withLock { $0.dirty = true } }
+    func mayHaveChangedByKernel() { state.withLock { $0.phase.change() } }
 
     /// The upload a close of the file the kernel writes rewrites, if any.
     var openUpload: UInt64? { state.withLock { if case .kernel(_, _, let current) = $0.writers { current } else { nil } } }
@@ -303,26 +297,31 @@ final class LocalEdits: Sendable {
     var mtime: Timestamp? { state.withLock { $0.mtime } }
     /// The custom metadata the bytes will go with.
     var custom: [String: String] { state.withLock { $0.custom } }
-    var lastQueued: UInt64? { state.withLock { $0.queued } }
+    var lastQueued: UInt64? { state.withLock { $0.phase.lastQueued } }
     /// The edit's file is still the one its last close handed to the queue: no write or
     /// truncation since (either would have made it a file of its own first).
     var bytesAreQueued: Bool { backing.withLock { $0.handedOver } }
     /// Something of it is not queued yet (bytes, a time, metadata).
-    var isDirty: Bool { state.withLock { $0.dirty } }
+    var isDirty: Bool { state.withLock { $0.phase.isChanged } }
     /// The bytes changed: their time is the file's own again (a time set before is past).
     func changed() {
       state.withLock { s in
-        s.dirty = true
+        s.phase.change()
         s.mtime = nil
       }
     }
-    func setMtime(_ t: Timestamp) { state.withLock { $0.mtime = t; $0.dirty = true } }
+    func setMtime(_ t: Timestamp) {
+      state.withLock { s in
+        s.mtime = t
+        s.phase.change()
+      }
+    }
     /// `user.content_type` / `user.meta.KEY` set while the bytes are local: they go with them.
     func setMetadata(contentType: String?, custom: [String: String]) {
       state.withLock { s in
         if let contentType { s.contentType = contentType }
         s.custom.merge(custom) { _, new in new }
-        s.dirty = true
+        s.phase.change()
       }
     }
     /// Metadata the edit started from (a queued version's), kept unless set again.
@@ -334,7 +333,7 @@ final class LocalEdits: Sendable {
       }
     }
     /// Unlinked while open: its bytes are queued no more.
-    func unlinked() { state.withLock { $0.gone = true } }
+    func unlinked() { state.withLock { $0.phase.unlinked() } }
     /// Renamed while open: later closes queue its bytes under the new name, based on what the
     /// rename queued there.
     func renamed(to name: String) {
@@ -349,7 +348,7 @@ final class LocalEdits: Sendable {
     /// What a close would queue now, left to be taken.
     var pendingChanges: Changes? {
       state.withLock { s in
-        guard s.dirty, !s.gone else { return nil }
+        guard s.phase.isChanged else { return nil }
         return Changes(name: s.name, base: s.base, mtime: s.mtime, contentType: s.contentType, custom: s.custom)
       }
     }
@@ -357,25 +356,26 @@ final class LocalEdits: Sendable {
     /// What to queue now, if anything changed since the last time.
     func takeChanges() -> Changes? {
       state.withLock { s in
-        guard s.dirty, !s.gone else { return nil }
-        s.dirty = false
+        guard s.phase.take() else { return nil }
         return Changes(name: s.name, base: s.base, mtime: s.mtime, contentType: s.contentType, custom: s.custom)
       }
     }
 
-    func undoTake() { state.withLock { $0.dirty = true } }
+    func undoTake() { state.withLock { $0.phase.untake() } }
     /// A write to the file failed with `errno`.
     func writeFailed(_ errno: Int32) {
       state.withLock { s in
-        s.failedWrite = errno
+        s.phase.writeFailed(errno)
         s.checksum = .unknown
       }
     }
-    var failedWrite: Int32? { state.withLock { $0.failedWrite } }
-    /// An fsync of the file returned (its queued bytes are kept).
-    func fsynced() { state.withLock { $0.fsynced = true } }
-    var wasFsynced: Bool { state.withLock { $0.fsynced } }
-    func queued(_ sequence: UInt64) { state.withLock { $0.queued = sequence } }
+    var failedWrite: Int32? { state.withLock { $0.phase.failure } }
+    /// After a failed write: the upload to take back, so that the version before stays (none
+    /// once an fsync of the file returned: what it returned is kept).
+    var withdrawable: UInt64? { state.withLock { $0.phase.withdrawable } }
+    /// An fsync of the file returned.
+    func fsynced() { state.withLock { $0.phase.fsynced() } }
+    func queued(_ sequence: UInt64) { state.withLock { $0.phase.queued(sequence) } }
 
     var size: Int64 {
       var st = stat()
@@ -409,9 +409,27 @@ final class LocalEdits: Sendable {
 
   private let folders: EditFolders
 
+  /// Whether an edit's file can be linked into the queue's folder (the same file system, one
+  /// that has hard links). Where it cannot, a close copies the bytes, so an edit is never an
+  /// overlay (`EditOverlay`): its holes would have to be filled, from the bucket, before the
+  /// close could copy them, and a close never waits on the network.
+  let linksIntoQueue: Bool
+
   init(folder: URL) {
     self.folder = folder
     folders = EditFolders(in: folder)
+    linksIntoQueue = Self.canLink(from: folders, into: folder.path)
+  }
+
+  private static func canLink(from folders: EditFolders, into queue: String) -> Bool {
+    guard let (file, path) = try? newFile(in: folders.next()) else { return false }
+    defer { unlink(path) }
+    _ = file
+    let probe = queue + "/link-probe-\(getpid())"
+    unlink(probe)
+    guard link(path, probe) == 0 else { return false }
+    unlink(probe)
+    return true
   }
 
   subscript(name: String) -> Edit? { open.withLock { $0.byName[Array(name.utf8)] } }
