@@ -196,7 +196,7 @@ extension BucketFilesystem {
   /// the server (pinned to the generation the edit is based on).
   private func download(_ path: String, _ m: StorageMetadata, into fd: Int32) async throws(FSError) {
     let full = client.bucketName(path)
-    if let staged = staging?.completeEntries()[full], staged.metadata.generation == m.generation,
+    if let staged = staging?.completeEntries()[ObjectName(full)], staged.metadata.generation == m.generation,
       (try? Self.copy(from: staged.dataPath, to: fd)) != nil
     {
       return

@@ -118,7 +118,7 @@ extension BucketFilesystem {
     let base = dir.isEmpty ? "" : dir + "/"
     var names = writeBack.queue.names(in: base)
     for name in writeBack.edits.names(in: base).keys { names.insert(name) }
-    return names.sorted().compactMap { raw in
+    return names.sorted().map(\.string).compactMap { raw in
       let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
       guard !name.isEmpty else { return nil }
       let file = raw.hasSuffix("/") ? LocalEntry.unchanged : localFileEntry(base + name)
@@ -138,15 +138,15 @@ extension BucketFilesystem {
 
   private static func merge(_ entries: [DirectoryEntry], _ local: [LocalChange]) -> (entries: [DirectoryEntry], deletedUnder: [String]) {
     guard !local.isEmpty else { return (entries, []) }
-    var byName: [String: Int] = [:]
-    for (i, e) in entries.enumerated() { byName[e.name] = i }
+    var byName: [ObjectName: Int] = [:]
+    for (i, e) in entries.enumerated() { byName[ObjectName(e.name)] = i }
     var out = entries
     var removed = Set<Int>()
     var deletedUnder: [String] = []
     for change in local {
       let (raw, entry) = (change.raw, change.entry)
       let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
-      if !raw.hasSuffix("/"), let i = byName[name], i < entries.count, entries[i].isDirectory {
+      if !raw.hasSuffix("/"), let i = byName[ObjectName(name)], i < entries.count, entries[i].isDirectory {
         // The bucket's folder keeps the name; the object's change shows under its alias (the
         // one it has, else the first free one), so that the listing shows what will be uploaded.
         let alias = out.indices.first { !out[$0].isDirectory && out[$0].objectName == change.path }
@@ -156,9 +156,9 @@ extension BucketFilesystem {
             shown.name = out[alias].name
             out[alias] = shown
             removed.remove(alias)
-          } else if let free = (0..<1000).lazy.map({ FolderNames.alias(name, $0) }).first(where: { byName[$0] == nil }) {
+          } else if let free = (0..<1000).lazy.map({ FolderNames.alias(name, $0) }).first(where: { byName[ObjectName($0)] == nil }) {
             shown.name = free
-            byName[free] = out.count
+            byName[ObjectName(free)] = out.count
             out.append(shown)
           }
         case .removed:
@@ -169,17 +169,17 @@ extension BucketFilesystem {
       }
       switch entry {
       case .file(let entry), .folder(let entry):
-        if let i = byName[name] {
+        if let i = byName[ObjectName(name)] {
           out[i] = entry
           removed.remove(i)
         } else {
-          byName[name] = out.count
+          byName[ObjectName(name)] = out.count
           out.append(entry)
         }
       case .removed:
-        if let i = byName[name] { removed.insert(i) }
+        if let i = byName[ObjectName(name)] { removed.insert(i) }
       case .unchanged:
-        if let i = byName[name], out[i].isDirectory, raw.hasSuffix("/") { deletedUnder.append(name) }
+        if let i = byName[ObjectName(name)], out[i].isDirectory, raw.hasSuffix("/") { deletedUnder.append(name) }
       }
     }
     return (out.enumerated().filter { !removed.contains($0.offset) }.map(\.element), deletedUnder)

@@ -139,7 +139,7 @@ extension BucketFilesystem {
     let existing = try? await resolveForChange(to.path, newName)
     if existing != nil && flags & Self.renameNoReplace != 0 { throw FSError(EEXIST) }
     if entry.isDirectory {
-      if target.hasPrefix(source + "/") { throw FSError(EINVAL) }
+      if target.hasBytePrefix(source + "/") { throw FSError(EINVAL) }
       if let (other, _) = existing {
         guard other.isDirectory else { throw FSError(ENOTDIR) }
         guard try await mergedListing(target, { () async throws(FSError) in try await namespace.listing(target) }).isEmpty else {

@@ -21,7 +21,9 @@ package struct PrefixedClient: ObjectClient {
 
   package var bucket: String { inner.bucket }
   package func bucketName(_ name: String) -> String { prefix + name }
-  package func viewName(_ bucketName: String) -> String? { bucketName.hasPrefix(prefix) ? String(bucketName.dropFirst(prefix.count)) : nil }
+  package func viewName(_ bucketName: String) -> String? {
+    bucketName.hasBytePrefix(prefix) ? bucketName.droppingBytes(prefix.utf8.count) : nil
+  }
   package var bucketWide: any ObjectClient { inner }
 
   package func metadata(of name: String) async throws(BucketError) -> StorageMetadata {
@@ -31,11 +33,10 @@ package struct PrefixedClient: ObjectClient {
   package func listPage(prefix listed: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
     let page = try await inner.listPage(prefix: bucketName(listed), pageToken: pageToken, maxResults: maxResults)
     // Every name the server returns starts with what was listed, and so with the prefix.
-    let strip = prefix.count
-    func view(_ name: String) -> String { String(name.dropFirst(strip)) }
-    var metadata: [String: StorageMetadata] = [:]
-    for (name, m) in page.metadata { metadata[view(name)] = m }
-    var viewed = ListPage(prefixes: page.prefixes.map(view), items: page.items.map(view), metadata: metadata, nextPageToken: page.nextPageToken)
+    let strip = prefix.utf8.count
+    func view(_ name: String) -> String { name.droppingBytes(strip) }
+    var viewed = ListPage(
+      prefixes: page.prefixes.map(view), items: page.items.map(view), itemMetadata: page.itemMetadata, nextPageToken: page.nextPageToken)
     viewed.holdsFolderObjects = page.holdsFolderObjects
     viewed.inNameOrder = page.inNameOrder
     return viewed

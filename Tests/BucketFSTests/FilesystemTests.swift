@@ -342,7 +342,7 @@ final class ManualClock: @unchecked Sendable {
       var linked = 0
       while true {
         var given = 0
-        fs.readDirectory(InodeTable.rootIno, handle: handle, offset: offset, plus: plus) { entry, attrs, isLinked in
+        let read = fs.readDirectory(InodeTable.rootIno, handle: handle, offset: offset, plus: plus) { entry, attrs, isLinked in
           steps += 1
           guard given < 100 else { return false }
           given += 1
@@ -354,6 +354,11 @@ final class ManualClock: @unchecked Sendable {
           return true
         }
         calls += 1
+        // The listing's last entries may still be on their way (read as its pages arrive).
+        if given == 0, case .waitFor(let stream, let count) = read {
+          await stream.more(than: count)
+          continue
+        }
         if given == 0 { break }
         offset += given
       }

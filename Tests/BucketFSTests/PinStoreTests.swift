@@ -49,7 +49,35 @@ import Testing
     #expect(store.load().pins.isEmpty)
   }
 
+  /// A tree holding NFC and NFD "café" (two objects) reads back with both, each its own; a
+  /// record written before trees were lists (a JSON object keyed by name) still loads.
+  @Test func twoSpellingsOfANameAreTwoObjectsOfTheTree() throws {
+    let staging = try folder()
+    defer { try? FileManager.default.removeItem(at: staging) }
+    let store = PinStore(stagingFolder: staging)
+    let nfc = "t/caf\u{e9}"
+    let nfd = "t/cafe\u{301}"
+    let tree: [ObjectName: StorageMetadata] = [
+      ObjectName(nfc): StorageMetadata(dictionary: ["name": nfc, "size": "3", "generation": "1"]),
+      ObjectName(nfd): StorageMetadata(dictionary: ["name": nfd, "size": "11", "generation": "2"]),
+    ]
+    #expect(tree.count == 2)
+    try store.save(Pin(target: "t/", phase: .kept, tree: tree))
+    let loaded = try #require(store.load().pins.first)
+    #expect(loaded.tree.count == 2)
+    #expect(loaded.tree[ObjectName(nfc)]?.size == 3 && loaded.tree[ObjectName(nfd)]?.size == 11)
+    #expect(loaded.files.map { Array($0.name.utf8) } == [Array(nfd.utf8), Array(nfc.utf8)], "byte order")
+
+    let old = #"{"kept":true,"target":"o/","tree":{"o/a":{"name":"o/a","size":"5","generation":"7"}},"failures":{}}"#
+    try Data(old.utf8).write(to: store.folder.appendingPathComponent("old.json"))
+    let pins = store.load().pins
+    let o = try #require(pins.first { $0.target == "o/" }, "\(pins.map(\.target))")
+    #expect(o.tree["o/a"]?.size == 5)
+  }
+
   @Test func holdsAndOverlapsFollowNamesNotSpellings() {
+    let nfcPin = Pin(target: "caf\u{e9}/", phase: .kept, tree: [:])
+    #expect(nfcPin.holds("caf\u{e9}/x") && !nfcPin.holds("cafe\u{301}/x"))
     let folder = Pin(target: "a/", phase: .kept, tree: [:])
     #expect(folder.holds("a/x") && folder.holds("a/b/c") && !folder.holds("ab/x") && !folder.holds("a"))
     #expect(folder.overlaps("") && folder.overlaps("a/b/") && folder.overlaps("a/x"))

@@ -84,9 +84,12 @@ private final class ListsOnceClient: FailingClient, @unchecked Sendable {
       let handle = try await fs.openDirectory(seen.ino)
       defer { fs.releaseDirectory(handle) }
       var out: [String] = []
-      fs.readDirectory(seen.ino, handle: handle, offset: 0, plus: false) { entry, _, _ in
+      // The listing's last entries may still be on their way (read as its pages arrive).
+      while case .waitFor(let stream, let count) = fs.readDirectory(seen.ino, handle: handle, offset: out.count, plus: false, emit: { entry, _, _ in
         out.append(entry.name)
         return true
+      }) {
+        await stream.more(than: count)
       }
       return out.filter { $0 != "." && $0 != ".." }
     }

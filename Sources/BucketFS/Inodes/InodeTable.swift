@@ -1,3 +1,4 @@
+import StorageCore
 import Synchronization
 
 /// Inode numbers for paths. A path keeps its number while the kernel holds a reference to it
@@ -21,9 +22,15 @@ package final class InodeTable: Sendable {
     }
   }
 
+  /// A path by its bytes: two spellings `String` takes for one are two files.
   private struct Key: Hashable {
-    var path: String
+    var path: ObjectName
     var isDirectory: Bool
+
+    init(path: String, isDirectory: Bool) {
+      self.path = ObjectName(path)
+      self.isDirectory = isDirectory
+    }
   }
 
   /// An inode: its node, the kernel's references, and its number.
@@ -128,14 +135,15 @@ package final class InodeTable: Sendable {
   /// the new path.
   package func move(prefix: String, to newPrefix: String) {
     state.withLock { s in
-      for (key, ino) in s.byKey where key.path == prefix || key.path.hasPrefix(prefix + "/") {
-        let newPath = newPrefix + key.path.dropFirst(prefix.count)
+      let old = ObjectName(prefix)
+      for (key, ino) in s.byKey where key.path == old || key.path.string.hasBytePrefix(prefix + "/") {
+        let newPath = newPrefix + key.path.string.droppingBytes(prefix.utf8.count)
         s.byKey.removeValue(forKey: key)
         s.byKey[Key(path: newPath, isDirectory: key.isDirectory)] = ino
         guard let i = s.index(ino) else { continue }
         s.slots[i]!.node.path = newPath
-        if let object = s.slots[i]!.node.objectName, object == key.path || object.hasPrefix(prefix + "/") {
-          s.slots[i]!.node.objectName = newPrefix + object.dropFirst(prefix.count)
+        if let object = s.slots[i]!.node.objectName, ObjectName(object) == key.path || object.hasBytePrefix(prefix + "/") {
+          s.slots[i]!.node.objectName = newPrefix + object.droppingBytes(prefix.utf8.count)
         }
       }
     }

@@ -41,7 +41,7 @@ final class FolderListings: Sendable {
     var bytes: Int
     var byName: NameIndex
     /// Attributes fetched after the listing was taken (a v0 listing has names only).
-    var attributes: [String: ObjectSummary] = [:]
+    var attributes: [ObjectName: ObjectSummary] = [:]
     var expires: Double
     /// Until when a name the listing lacks is answered missing without asking.
     var absentUntil: Double
@@ -54,17 +54,17 @@ final class FolderListings: Sendable {
   }
 
   private struct State {
-    var listings: [String: Listing] = [:]
+    var listings: [ObjectName: Listing] = [:]
     var order: UInt64 = 0
     /// What all listings hold, counted as `bytes(of:)` does.
     var bytes = 0
     var evicted = 0
     /// How many of this mount's changes reached the bucket in each folder (`update`, `remove`).
-    var changes: [String: UInt64] = [:]
+    var changes: [ObjectName: UInt64] = [:]
     /// The last entries `update` gave each folder, with the count each made: a listing fetched
     /// while they landed is kept with them put in (`store`), instead of fetched again. A folder
     /// changed wholesale (`remove`) has none, and such a listing is not kept.
-    var landed: [String: [Landed]] = [:]
+    var landed: [ObjectName: [Landed]] = [:]
   }
 
   private struct Landed {
@@ -131,7 +131,7 @@ final class FolderListings: Sendable {
   }
 
   /// A mark to pass to `store` for a listing about to be fetched.
-  func changeMark(_ dir: String) -> UInt64 { state.withLock { $0.changes[dir] ?? 0 } }
+  func changeMark(_ dir: String) -> UInt64 { state.withLock { $0.changes[ObjectName(dir)] ?? 0 } }
 
   /// Keeps `entries` as folder `dir`'s listing from now on (a walk starts over). With `fetchedAt`
   /// (a `changeMark` taken before the listing was asked for), this mount's changes that reached
@@ -148,14 +148,14 @@ final class FolderListings: Sendable {
     let stored = state.withLock { s in
       var listing = Listing(
         entries: entries, bytes: 0, byName: byName, expires: now + ttl, absentUntil: now + negativeTTL, order: s.order + 1)
-      if let mark, case let current = s.changes[dir] ?? 0, current != mark {
-        guard let landed = s.landed[dir], let first = landed.first, first.change <= mark + 1 else { return false }
+      if let mark, case let current = s.changes[ObjectName(dir)] ?? 0, current != mark {
+        guard let landed = s.landed[ObjectName(dir)], let first = landed.first, first.change <= mark + 1 else { return false }
         for l in landed where l.change > mark { Self.apply(l.name, l.entry, to: &listing) }
       }
       listing.bytes = Self.bytes(of: listing.entries)
       s.order += 1
-      if let old = s.listings[dir] { s.bytes -= old.bytes }
-      s.listings[dir] = listing
+      if let old = s.listings[ObjectName(dir)] { s.bytes -= old.bytes }
+      s.listings[ObjectName(dir)] = listing
       s.bytes += listing.bytes
       if s.listings.count > capacity || s.bytes + elsewhere > budget {
         evicted = Self.evict(&s, keeping: dir, capacity: capacity, budget: budget, elsewhere: elsewhere)
@@ -174,7 +174,8 @@ final class FolderListings: Sendable {
   private static func evict(_ s: inout State, keeping: String, capacity: Int, budget: Int, elsewhere: Int)
     -> [(String, [DirectoryEntry])]
   {
-    let oldest = s.listings.filter { $0.key != keeping }.sorted { $0.value.order < $1.value.order }
+    let kept = ObjectName(keeping)
+    let oldest = s.listings.filter { $0.key != kept }.sorted { $0.value.order < $1.value.order }
     var dropCount = s.listings.count > capacity ? max(1, capacity / 10) : 0
     var gone: [(String, [DirectoryEntry])] = []
     // The inodes of an evicted listing's files are given back too, once the kernel forgets them.
@@ -186,7 +187,7 @@ final class FolderListings: Sendable {
       s.evicted += 1
       dropCount -= 1
       others = max(0, others - l.entries.count * bytesPerInode)
-      gone.append((k, l.entries))
+      gone.append((k.string, l.entries))
     }
     return gone
   }
@@ -194,7 +195,7 @@ final class FolderListings: Sendable {
   /// Forgets the listings of folder `path` and of every folder under it (`bucketfs refresh`).
   func forget(under path: String) {
     state.withLock { s in
-      for dir in s.listings.keys where Namespace.isInside(dir, path) {
+      for dir in s.listings.keys where Namespace.isInside(dir.string, path) {
         if let l = s.listings.removeValue(forKey: dir) { s.bytes -= l.bytes }
       }
     }
@@ -203,14 +204,14 @@ final class FolderListings: Sendable {
   /// Folder `dir`'s last listing from the server however old: what the mount knows of it when
   /// the server does not answer.
   func lastKnown(_ dir: String) -> [DirectoryEntry]? {
-    state.withLock { s in s.listings[dir].map { l in l.entries.indices.map { Self.filled(l, $0) } } }
+    state.withLock { s in s.listings[ObjectName(dir)].map { l in l.entries.indices.map { Self.filled(l, $0) } } }
   }
 
   /// Folder `dir`'s listing while it is current (no walk step is taken).
   func current(_ dir: String) -> [DirectoryEntry]? {
     let now = clock()
     return state.withLock { s in
-      guard let l = s.listings[dir], now <= l.expires else { return nil }
+      guard let l = s.listings[ObjectName(dir)], now <= l.expires else { return nil }
       Self.touch(dir, &s)
       return l.entries
     }
@@ -219,14 +220,14 @@ final class FolderListings: Sendable {
   /// `dir`'s listing was used: the last the budget evicts.
   private static func touch(_ dir: String, _ s: inout State) {
     s.order += 1
-    s.listings[dir]?.order = s.order
+    s.listings[ObjectName(dir)]?.order = s.order
   }
 
   /// Where `name` stands in folder `dir`'s current listing (no walk step is taken).
   func position(dir: String, name: String) -> Found? {
     let now = clock()
     return state.withLock { s in
-      guard let l = s.listings[dir], now <= l.expires, let i = Self.index(of: name, in: l) else { return nil }
+      guard let l = s.listings[ObjectName(dir)], now <= l.expires, let i = Self.index(of: name, in: l) else { return nil }
       return Found(entry: Self.filled(l, i), index: i, entries: l.entries)
     }
   }
@@ -236,7 +237,7 @@ final class FolderListings: Sendable {
   func lookup(dir: String, name: String) -> Answer {
     let now = clock()
     return state.withLock { s in
-      guard var l = s.listings[dir] else { return .unknown }
+      guard var l = s.listings[ObjectName(dir)] else { return .unknown }
       let fresh = now <= l.expires
       guard let i = Self.index(of: name, in: l) else {
         guard fresh else { return .unknown }
@@ -250,7 +251,7 @@ final class FolderListings: Sendable {
         l.absentUntil = now + negativeTTL
         s.order += 1
         l.order = s.order
-        s.listings[dir] = l
+        s.listings[ObjectName(dir)] = l
         Self.renewAncestors(of: dir, in: &s, until: now + ttl)
       } else if !fresh {
         return .unknown
@@ -264,9 +265,9 @@ final class FolderListings: Sendable {
   func opened(dir: String, name: String) -> Found? {
     let now = clock()
     return state.withLock { s in
-      guard let l = s.listings[dir], now <= l.expires, let i = Self.index(of: name, in: l) else { return nil }
+      guard let l = s.listings[ObjectName(dir)], now <= l.expires, let i = Self.index(of: name, in: l) else { return nil }
       let walking = i > l.opened && l.opened >= 0
-      s.listings[dir]!.opened = i
+      s.listings[ObjectName(dir)]!.opened = i
       // A walk inside the folder uses it, though the kernel answers its lookups itself.
       Self.touch(dir, &s)
       return Found(entry: Self.filled(l, i), index: i, entries: l.entries, walking: walking)
@@ -279,14 +280,14 @@ final class FolderListings: Sendable {
   /// server about every new name once the window passed, and a fresh listing cannot simply be
   /// kept instead, since this mount's changes land in it while it is fetched. A name another
   /// writer made is in the new listing and not the kept one: false, and the names are asked for.
-  func confirmAbsences(_ dir: String, from listed: [DirectoryEntry], ours: Set<String>) -> Bool {
+  func confirmAbsences(_ dir: String, from listed: [DirectoryEntry], ours: Set<ObjectName>) -> Bool {
     let now = clock()
     return state.withLock { s in
-      guard let l = s.listings[dir], now <= l.expires else { return false }
+      guard let l = s.listings[ObjectName(dir)], now <= l.expires else { return false }
       // A name of this mount's whose change is still queued may be in the bucket before its
       // answer is in the kept listing.
-      guard listed.allSatisfy({ Self.index(of: $0.name, in: l) != nil || ours.contains($0.name) }) else { return false }
-      s.listings[dir]!.absentUntil = now + negativeTTL
+      guard listed.allSatisfy({ Self.index(of: $0.name, in: l) != nil || ours.contains(ObjectName($0.name)) }) else { return false }
+      s.listings[ObjectName(dir)]!.absentUntil = now + negativeTTL
       return true
     }
   }
@@ -295,8 +296,8 @@ final class FolderListings: Sendable {
   /// the listing, so that a walk does not fetch them twice.
   func fill(dir: String, objectName: String, _ metadata: StorageMetadata) {
     state.withLock { s in
-      guard s.listings[dir] != nil else { return }
-      s.listings[dir]!.attributes[objectName] = ObjectSummary(metadata, path: objectName)
+      guard s.listings[ObjectName(dir)] != nil else { return }
+      s.listings[ObjectName(dir)]!.attributes[ObjectName(objectName)] = ObjectSummary(metadata, path: objectName)
     }
   }
 
@@ -306,10 +307,10 @@ final class FolderListings: Sendable {
     let (dir, name) = Namespace.split(objectName)
     let now = clock()
     return state.withLock { s in
-      guard let l = s.listings[dir], now <= l.expires, let i = Self.index(of: name, in: l) else { return nil }
+      guard let l = s.listings[ObjectName(dir)], now <= l.expires, let i = Self.index(of: name, in: l) else { return nil }
       let e = l.entries[i]
       guard let object = e.objectName, Namespace.sameBytes(object, objectName) else { return nil }
-      return e.summary ?? l.attributes[object]
+      return e.summary ?? l.attributes[ObjectName(object)]
     }
   }
 
@@ -318,7 +319,7 @@ final class FolderListings: Sendable {
   /// no alias shows the object (the listing must be taken again to give it one).
   func shownName(dir: String, name: String, objectName: String) -> String? {
     state.withLock { s in
-      guard let l = s.listings[dir], let i = Self.index(of: name, in: l), l.entries[i].isDirectory else { return name }
+      guard let l = s.listings[ObjectName(dir)], let i = Self.index(of: name, in: l), l.entries[i].isDirectory else { return name }
       for n in 0..<1000 {
         let alias = FolderNames.alias(name, n)
         guard let j = Self.index(of: alias, in: l) else { return nil }
@@ -332,15 +333,15 @@ final class FolderListings: Sendable {
   /// (`entry` nil: `name` is gone).
   func update(_ dir: String, name: String, entry: DirectoryEntry?) {
     state.withLock { s in
-      s.changes[dir, default: 0] += 1
-      Self.note(Landed(change: s.changes[dir]!, name: name, entry: entry), in: dir, &s)
-      guard s.listings[dir] != nil else { return }
-      let before = s.listings[dir]!.entries.count
+      s.changes[ObjectName(dir), default: 0] += 1
+      Self.note(Landed(change: s.changes[ObjectName(dir)]!, name: name, entry: entry), in: dir, &s)
+      guard s.listings[ObjectName(dir)] != nil else { return }
+      let before = s.listings[ObjectName(dir)]!.entries.count
       // In place: a copy of the listing out of the map and back would copy its entries and
       // positions on every change, which made a folder filled through the mount quadratic.
-      Self.apply(name, entry, to: &s.listings[dir]!)
-      let grown = (s.listings[dir]!.entries.count - before) * (MemoryLayout<DirectoryEntry>.stride + 4)
-      s.listings[dir]!.bytes += grown
+      Self.apply(name, entry, to: &s.listings[ObjectName(dir)]!)
+      let grown = (s.listings[ObjectName(dir)]!.entries.count - before) * (MemoryLayout<DirectoryEntry>.stride + 4)
+      s.listings[ObjectName(dir)]!.bytes += grown
       s.bytes += grown
     }
   }
@@ -363,17 +364,17 @@ final class FolderListings: Sendable {
 
   /// Keeps `landed` for a listing of `dir` on its way (see `store`), within the bounds.
   private static func note(_ landed: Landed, in dir: String, _ s: inout State) {
-    if s.landed[dir] == nil && s.landed.count >= foldersWithLanded { s.landed.removeAll() }
-    s.landed[dir, default: []].append(landed)
-    if s.landed[dir]!.count > landedPerFolder { s.landed[dir]!.removeFirst(s.landed[dir]!.count / 2) }
+    if s.landed[ObjectName(dir)] == nil && s.landed.count >= foldersWithLanded { s.landed.removeAll() }
+    s.landed[ObjectName(dir), default: []].append(landed)
+    if s.landed[ObjectName(dir)]!.count > landedPerFolder { s.landed[ObjectName(dir)]!.removeFirst(s.landed[ObjectName(dir)]!.count / 2) }
   }
 
   /// Folder `dir` changed (through this mount): its next use lists it again.
   func remove(_ dir: String) {
     state.withLock { s in
-      s.changes[dir, default: 0] += 1
-      s.landed[dir] = nil
-      if let l = s.listings.removeValue(forKey: dir) { s.bytes -= l.bytes }
+      s.changes[ObjectName(dir), default: 0] += 1
+      s.landed[ObjectName(dir)] = nil
+      if let l = s.listings.removeValue(forKey: ObjectName(dir)) { s.bytes -= l.bytes }
     }
   }
 
@@ -383,7 +384,7 @@ final class FolderListings: Sendable {
 
   private static func filled(_ l: Listing, _ i: Int) -> DirectoryEntry {
     var e = l.entries[i]
-    guard e.summary == nil, let name = e.objectName, let summary = l.attributes[name] else { return e }
+    guard e.summary == nil, let name = e.objectName, let summary = l.attributes[ObjectName(name)] else { return e }
     e.summary = summary
     return e
   }
@@ -394,9 +395,9 @@ final class FolderListings: Sendable {
     var child = dir
     while !child.isEmpty {
       let (parent, name) = Namespace.split(child)
-      guard var l = s.listings[parent], l.cursor >= 0, l.cursor < l.entries.count, l.entries[l.cursor].name == name else { return }
+      guard var l = s.listings[ObjectName(parent)], l.cursor >= 0, l.cursor < l.entries.count, Namespace.sameBytes(l.entries[l.cursor].name, name) else { return }
       l.expires = max(l.expires, expires)
-      s.listings[parent] = l
+      s.listings[ObjectName(parent)] = l
       child = parent
     }
   }

@@ -2,6 +2,8 @@
 // folder cannot hold a file and a folder of the same name, so the folder keeps `a` and the object
 // gets an alias. The alias must never shadow a real name: `a.object` when that is free, else
 // `a.object.1`, `a.object.2`, … Every shown name is unique and maps to exactly one object or folder.
+import StorageCore
+
 enum FolderNames {
   static let aliasSuffix = ".object"
 
@@ -9,28 +11,28 @@ enum FolderNames {
   /// Files whose name no folder takes keep it; the others get the first free alias, in name
   /// order so that the same listing gives the same aliases. `leftOut` hears of a file that got
   /// no name (no alias fits in 255 bytes).
-  static func assign<T>(folders: Set<String>, files: [(name: String, payload: T)], leftOut: (String) -> Void)
+  static func assign<T>(folders: Set<ObjectName>, files: [(name: String, payload: T)], leftOut: (String) -> Void)
     -> [(shown: String, payload: T)]
   {
     var taken = folders
-    for f in files where !folders.contains(f.name) { taken.insert(f.name) }
-    var aliases: [String: String] = [:]
-    for name in Set(files.map(\.name)).intersection(folders).sorted() {
-      guard let alias = freeAlias(for: name, taken: taken) else {
-        leftOut(name)
+    for f in files where !folders.contains(ObjectName(f.name)) { taken.insert(ObjectName(f.name)) }
+    var aliases: [ObjectName: String] = [:]
+    for name in Set(files.map { ObjectName($0.name) }).intersection(folders).sorted() {
+      guard let alias = freeAlias(for: name.string, taken: taken) else {
+        leftOut(name.string)
         continue
       }
-      taken.insert(alias)
+      taken.insert(ObjectName(alias))
       aliases[name] = alias
     }
     return files.compactMap { f in
-      guard folders.contains(f.name) else { return (f.name, f.payload) }
-      return aliases[f.name].map { ($0, f.payload) }
+      guard folders.contains(ObjectName(f.name)) else { return (f.name, f.payload) }
+      return aliases[ObjectName(f.name)].map { ($0, f.payload) }
     }
   }
 
-  private static func freeAlias(for name: String, taken: Set<String>) -> String? {
-    freeAlias(for: name) { taken.contains($0) }
+  private static func freeAlias(for name: String, taken: Set<ObjectName>) -> String? {
+    freeAlias(for: name) { taken.contains(ObjectName($0)) }
   }
 
   /// The first alias of `name` that `isTaken` does not claim; nil when none fits in 255 bytes.

@@ -21,10 +21,10 @@ struct ListingBuilder {
   /// A file's attributes when the listing has none (v0 lists names only).
   private let knownSummary: (_ objectName: String) -> ObjectSummary?
 
-  private var folderNames = Set<String>()
+  private var folderNames = Set<ObjectName>()
   /// Files whose shown name is not final yet, in the order listed (byte order when in order).
   private var pending: [(name: String, objectName: String, summary: ObjectSummary?)] = []
-  private var aliases = Set<String>()
+  private var aliases = Set<ObjectName>()
   /// The greatest name listed so far (full, as the server spells it), while pages are in order.
   private var greatest: String?
   private var inOrder = true
@@ -44,15 +44,15 @@ struct ListingBuilder {
     noteOrder(page)
     var out: [DirectoryEntry] = []
     // Placeholders first: a prefix's own object may come among this page's items.
-    var placeholders: [String: ObjectSummary] = [:]
-    for item in page.items where item.hasSuffix("/") {
-      if let m = page.metadata[item] { placeholders[item] = ObjectSummary(m) }
+    var placeholders: [ObjectName: ObjectSummary] = [:]
+    for (item, m) in zip(page.items, page.itemMetadata) where item.hasSuffix("/") {
+      if let m { placeholders[ObjectName(item)] = ObjectSummary(m) }
     }
-    if let own = placeholders[listPrefix] { folderObject("", .object(own.metadata)) }
+    if let own = placeholders[ObjectName(listPrefix)] { folderObject("", .object(own.metadata)) }
     for prefix in page.prefixes {
       addFolder(String(prefix.dropFirst(listPrefix.count).dropLast()), full: prefix, page, placeholders, &out)
     }
-    for item in page.items {
+    for (item, metadata) in zip(page.items, page.itemMetadata) {
       let name = String(item.dropFirst(listPrefix.count))
       if name.isEmpty { continue }  // the folder's own placeholder
       if name.hasSuffix("/"), Namespace.isValidName(String(name.dropLast())) {
@@ -64,7 +64,7 @@ struct ListingBuilder {
         leftOut(item, "not a valid file name")
         continue
       }
-      pending.append((name, item, page.metadata[item].map { ObjectSummary($0) }))
+      pending.append((name, item, metadata.map { ObjectSummary($0) }))
     }
     releaseFiles(upTo: inOrder ? greatest : nil, &out)
     return out
@@ -103,14 +103,14 @@ struct ListingBuilder {
   }
 
   private mutating func addFolder(
-    _ name: String, full: String, _ page: ListPage, _ placeholders: [String: ObjectSummary], _ out: inout [DirectoryEntry]
+    _ name: String, full: String, _ page: ListPage, _ placeholders: [ObjectName: ObjectSummary], _ out: inout [DirectoryEntry]
   ) {
     guard Namespace.isValidName(name) else {
       leftOut(full, "not a valid file name")
       return
     }
-    let placeholder = placeholders[listPrefix + name + "/"]
-    if folderNames.insert(name).inserted {
+    let placeholder = placeholders[ObjectName(listPrefix + name + "/")]
+    if folderNames.insert(ObjectName(name)).inserted {
       out.append(DirectoryEntry(name: name, isDirectory: true))
       // A listing that holds placeholders says which folders have none; one that does not (v0)
       // has them asked for again, as its files' attributes are.
@@ -127,24 +127,25 @@ struct ListingBuilder {
     var end = 0
     while end < pending.count, complete || !Self.bytes(greatest!, before: pending[end].objectName, slash: ()) { end += 1 }
     guard end > 0 else { return }
-    var heldNames: Set<String>? = nil
+    var heldNames: Set<ObjectName>? = nil
     for i in 0..<end {
       let file = pending[i]
       var shown = file.name
-      if folderNames.contains(file.name) {
+      if folderNames.contains(ObjectName(file.name)) {
         // Real names an alias could collide with are among the files held (they sort after this
         // one), folders, or aliases given before.
-        if heldNames == nil { heldNames = Set(pending[i...].map(\.name)) }
+        if heldNames == nil { heldNames = Set(pending[i...].map { ObjectName($0.name) }) }
         let taken = heldNames!
         guard
           let alias = FolderNames.freeAlias(for: file.name, isTaken: { [folderNames, aliases] in
-            folderNames.contains($0) || taken.contains($0) || aliases.contains($0)
+            let a = ObjectName($0)
+            return folderNames.contains(a) || taken.contains(a) || aliases.contains(a)
           })
         else {
           leftOut(file.objectName, "no free alias beside the folder of the same name")
           continue
         }
-        aliases.insert(alias)
+        aliases.insert(ObjectName(alias))
         shown = alias
       }
       var summary = file.summary ?? knownSummary(file.objectName)

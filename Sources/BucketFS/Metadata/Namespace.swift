@@ -20,10 +20,10 @@ final class Namespace: Sendable {
   let missing: TTLCache<String, Bool>
   let listings: FolderListings
   let folders: FolderObjects
-  private let reportedNames = Mutex<Set<String>>([])
+  private let reportedNames = Mutex<Set<ObjectName>>([])
   /// Attribute fetches in flight in the background (`prefetchAttributes`): a lookup that needs
   /// one waits for it instead of asking the server a second time.
-  private let attributeFetches = Mutex<[String: Task<StorageMetadata?, Never>]>([:])
+  private let attributeFetches = Mutex<[ObjectName: Task<StorageMetadata?, Never>]>([:])
   private let attributeSlots = ReadAheadSlots(32)
   /// How many entries after a looked-up one get their attributes fetched ahead.
   static let attributeBatch = 256
@@ -63,7 +63,7 @@ final class Namespace: Sendable {
 
   /// True when `path` is `folder` or under it ("" is the root, which holds everything).
   static func isInside(_ path: String, _ folder: String) -> Bool {
-    folder.isEmpty || path == folder || (path.hasPrefix(folder) && path.utf8.dropFirst(folder.utf8.count).first == UInt8(ascii: "/"))
+    folder.isEmpty || path == folder || (path.hasBytePrefix(folder) && path.utf8.dropFirst(folder.utf8.count).first == UInt8(ascii: "/"))
   }
 
   /// Drops what the mount knows of `path` and everything under it: listings, attributes and
@@ -77,8 +77,9 @@ final class Namespace: Sendable {
 
   /// `join` undone: the folder of `path` ("" at the root) and its last name.
   static func split(_ path: String) -> (dir: String, name: String) {
-    guard let slash = path.lastIndex(of: "/") else { return ("", path) }
-    return (String(path[..<slash]), String(path[path.index(after: slash)...]))
+    // By bytes: a slash followed by a combining mark is one `Character`, and still a slash.
+    guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return ("", path) }
+    return (String(path[..<slash]), String(path[path.utf8.index(after: slash)...]))
   }
 
   /// A name the kernel can show: not empty, not `.`/`..`, no `/` or NUL, at most 255 bytes.
@@ -99,7 +100,7 @@ final class Namespace: Sendable {
 
   /// True when `a` and `b` are the same bytes. Swift's `==` on strings is canonical
   /// equivalence: NFC "café" (c3 a9) equals NFD "café" (65 cc 81), which are two objects.
-  static func sameBytes(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
+  static func sameBytes(_ a: String, _ b: String) -> Bool { ObjectName.sameBytes(a, b) }
 
   static func isValidName(_ name: String) -> Bool {
     // Bytes, not Foundation's string search: this runs for every name of every listing.
@@ -135,7 +136,7 @@ final class Namespace: Sendable {
   /// What the mount shows without the server (`OfflineView`), by name relative to the prefix.
   let offline: OfflineView
 
-  private func stagedCopies() -> [String: StorageMetadata] { offline.objects }
+  private func stagedCopies() -> [ObjectName: StorageMetadata] { offline.objects }
 
   /// Folder `path`'s placeholder as a pinned tree last listed it: its mode and times offline.
   func pinnedFolderObject(_ path: String) -> StorageMetadata? { offline.pinnedFolderObject(path) }
@@ -150,7 +151,7 @@ final class Namespace: Sendable {
     noteOpened(path)
     if let cached = listings.current(path) { return cached }
     // Being fetched ahead for a walk already: that listing, not a second request.
-    if let ahead = listingsAhead.withLock({ $0[path] }) {
+    if let ahead = listingsAhead.withLock({ $0[ObjectName(path)] }) {
       await ahead.value
       if let cached = listings.current(path) { return cached }
     }
@@ -183,9 +184,9 @@ final class Namespace: Sendable {
     return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> OpenedListing in
       let stream = ListingStream()
       let inFlight = listingsAhead.withLock { inflight -> Task<Void, Never>? in
-        if let other = inflight[path] { return other }
-        inflight[path] = Task { [self] in
-          defer { _ = listingsAhead.withLock { $0.removeValue(forKey: path) } }
+        if let other = inflight[ObjectName(path)] { return other }
+        inflight[ObjectName(path)] = Task { [self] in
+          defer { _ = listingsAhead.withLock { $0.removeValue(forKey: ObjectName(path)) } }
           _ = try? await fetchCurrentListing(path, into: stream)
         }
         return nil
@@ -202,7 +203,7 @@ final class Namespace: Sendable {
   }
 
   /// Listings fetched ahead of a walk, by folder, while in flight.
-  private let listingsAhead = Mutex<[String: Task<Void, Never>]>([:])
+  private let listingsAhead = Mutex<[ObjectName: Task<Void, Never>]>([:])
   private let listingSlots = ReadAheadSlots(Namespace.foldersAhead)
   /// Folders listed ahead of a walk so far (for the stats).
   let foldersListedAhead = Atomic<Int>(0)
@@ -221,12 +222,12 @@ final class Namespace: Sendable {
       let path = Self.join(dir, e.name)
       guard listings.current(path) == nil else { continue }
       listingsAhead.withLock { inflight in
-        guard inflight[path] == nil else { return }
-        inflight[path] = Task { [self] in
+        guard inflight[ObjectName(path)] == nil else { return }
+        inflight[ObjectName(path)] = Task { [self] in
           await listingSlots.acquire()
           defer {
             listingSlots.release()
-            _ = listingsAhead.withLock { $0.removeValue(forKey: path) }
+            _ = listingsAhead.withLock { $0.removeValue(forKey: ObjectName(path)) }
           }
           guard listings.current(path) == nil else { return }
           if (try? await fetchCurrentListing(path)) != nil { foldersListedAhead.add(1, ordering: .relaxed) }
@@ -316,7 +317,7 @@ final class Namespace: Sendable {
   }
 
   private func report(_ objectName: String, reason: String = "not a valid file name") {
-    let first = reportedNames.withLock { $0.insert(objectName).inserted }
+    let first = reportedNames.withLock { $0.insert(ObjectName(objectName)).inserted }
     if first { log("leaving out \(client.bucketName(objectName).debugDescription): \(reason)") }
   }
 
@@ -381,12 +382,12 @@ final class Namespace: Sendable {
   /// the background, 32 at a time, each once however many lookups ask.
   private func prefetchAttributes(_ names: [String], dir: String) {
     attributeFetches.withLock { inflight in
-      for name in names where inflight[name] == nil {
-        inflight[name] = Task { [self] in
+      for name in names where inflight[ObjectName(name)] == nil {
+        inflight[ObjectName(name)] = Task { [self] in
           await attributeSlots.acquire()
           defer {
             attributeSlots.release()
-            _ = attributeFetches.withLock { $0.removeValue(forKey: name) }
+            _ = attributeFetches.withLock { $0.removeValue(forKey: ObjectName(name)) }
           }
           if name.hasSuffix("/") {
             await learnFolderObject(String(name.dropLast()))
@@ -454,7 +455,7 @@ final class Namespace: Sendable {
     // which object depends on the whole folder, so ask its listing.
     if FolderNames.mayBeAlias(name) {
       let entries = try await listing(dir)
-      if let i = entries.firstIndex(where: { $0.name == name }) {
+      if let i = entries.firstIndex(where: { Self.sameBytes($0.name, name) }) {
         return try await withAttributes(FolderListings.Found(entry: entries[i], index: i, entries: entries), dir: dir)
       }
     }
@@ -477,16 +478,16 @@ final class Namespace: Sendable {
     case tooLarge(until: Double)
   }
 
-  private let unlistedFolders = Mutex<[String: UnlistedFolder]>([:])
+  private let unlistedFolders = Mutex<[ObjectName: UnlistedFolder]>([:])
   /// Folders remembered at once; past it they are forgotten together (each costs a miss again).
   static let unlistedFoldersKept = 256
 
   private func noteProbe(in dir: String) {
     guard !options.offline, options.metadataTTL > 0 else { return }
     unlistedFolders.withLock { u in
-      guard u[dir] == nil else { return }
+      guard u[ObjectName(dir)] == nil else { return }
       if u.count >= Self.unlistedFoldersKept { u.removeAll() }
-      u[dir] = .probed
+      u[ObjectName(dir)] = .probed
     }
   }
 
@@ -494,12 +495,12 @@ final class Namespace: Sendable {
   private func listedAfterProbes(_ dir: String) async -> Bool {
     let now = Date().timeIntervalSince1970
     let take = unlistedFolders.withLock { u -> Bool in
-      switch u[dir] {
+      switch u[ObjectName(dir)] {
       case .probed?:
-        u[dir] = .listing
+        u[ObjectName(dir)] = .listing
         return true
       case .tooLarge(let until)? where until < now:
-        u[dir] = nil
+        u[ObjectName(dir)] = nil
         return false
       case .listing?, .tooLarge?, nil:
         return false
@@ -515,7 +516,7 @@ final class Namespace: Sendable {
     unlistedFolders.withLock { u in
       // A folder of more than a page is not listed again for a while; a failed fetch (or one
       // overtaken by this mount's changes) is tried again at the next probe.
-      u[dir] = outcome == .moreThanAPage ? .tooLarge(until: now + options.metadataTTL) : nil
+      u[ObjectName(dir)] = outcome == .moreThanAPage ? .tooLarge(until: now + options.metadataTTL) : nil
     }
     return outcome == .stored
   }
@@ -526,13 +527,13 @@ final class Namespace: Sendable {
 
   /// The names directly in a folder that this mount's queue holds changes of (a writable
   /// mount's; set once it has a queue).
-  private let queuedNamesSource = Hook<@Sendable (String) -> Set<String>>()
+  private let queuedNamesSource = Hook<@Sendable (String) -> Set<ObjectName>>()
 
-  func setQueuedNames(_ source: @escaping @Sendable (String) -> Set<String>) { queuedNamesSource.set(source) }
+  func setQueuedNames(_ source: @escaping @Sendable (String) -> Set<ObjectName>) { queuedNamesSource.set(source) }
 
-  private func queuedNames(_ dir: String) -> Set<String> {
+  private func queuedNames(_ dir: String) -> Set<ObjectName> {
     guard let source = queuedNamesSource.value else { return [] }
-    return Set(source(dir).map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 })
+    return Set(source(dir).map { $0.string.hasSuffix("/") ? ObjectName(String($0.string.dropLast())) : $0 })
   }
 
   /// Asks the server whether `path` is a folder (objects under it) or an object.
@@ -551,7 +552,7 @@ final class Namespace: Sendable {
     let page = try await folder.get()
     if !page.items.isEmpty || !page.prefixes.isEmpty {
       // The placeholder sorts first under its folder: a GCS page of one shows whether it is there.
-      if let first = page.items.first, first == path + "/", let m = page.metadata[first] {
+      if let first = page.items.first, Self.sameBytes(first, path + "/"), let m = page.itemMetadata[0] {
         folders.set(path, .object(m))
       } else if page.holdsFolderObjects {
         folders.set(path, .absent)
@@ -573,13 +574,13 @@ final class Namespace: Sendable {
   func fileMetadata(_ objectName: String) async throws(FSError) -> StorageMetadata {
     if let m = files.get(objectName) { return m }
     // Being fetched in the background already: that answer, unless it failed.
-    if let pending = attributeFetches.withLock({ $0[objectName] }), let m = await pending.value { return m }
+    if let pending = attributeFetches.withLock({ $0[ObjectName(objectName)] }), let m = await pending.value { return m }
     return try await fromServer("attributes of \(objectName)", { () async throws(BucketError) -> StorageMetadata in
       let m = try await client.metadata(of: objectName)
       files.set(objectName, m)
       return m
     }, orStaged: { () throws(FSError) -> StorageMetadata in
-      guard let m = stagedCopies()[objectName] else { throw FSError(ENOENT) }
+      guard let m = stagedCopies()[ObjectName(objectName)] else { throw FSError(ENOENT) }
       return m
     })
   }

@@ -20,9 +20,10 @@ final class OfflineView: Sendable {
 
   private struct Made: Sendable {
     var version: Version
-    var objects: [String: StorageMetadata]
+    var objects: [ObjectName: StorageMetadata]
     /// Every folder the objects make, by path ("" is the root): its entries and their index.
-    var folders: [String: (entries: [DirectoryEntry], byName: NameIndex)]
+    /// Keyed by bytes: NFC and NFD "café" are two objects and two folders.
+    var folders: [ObjectName: (entries: [DirectoryEntry], byName: NameIndex)]
   }
 
   private let staging: StagingArea?
@@ -47,14 +48,14 @@ final class OfflineView: Sendable {
   }
 
   /// Every object shown, by name relative to the prefix.
-  var objects: [String: StorageMetadata] { current().objects }
+  var objects: [ObjectName: StorageMetadata] { current().objects }
 
   /// The entries of folder `path` (empty when the view has no such folder).
-  func listing(_ path: String) -> [DirectoryEntry] { current().folders[path]?.entries ?? [] }
+  func listing(_ path: String) -> [DirectoryEntry] { current().folders[ObjectName(path)]?.entries ?? [] }
 
   /// Entry `name` of folder `dir`, its bytes compared.
   func entry(_ dir: String, _ name: String) -> DirectoryEntry? {
-    guard let folder = current().folders[dir], let i = folder.byName.find(name, in: folder.entries) else { return nil }
+    guard let folder = current().folders[ObjectName(dir)], let i = folder.byName.find(name, in: folder.entries) else { return nil }
     return folder.entries[i]
   }
 
@@ -65,42 +66,45 @@ final class OfflineView: Sendable {
   }
 
   private func make(_ version: Version) -> Made {
-    var objects: [String: StorageMetadata] = [:]
+    var objects: [ObjectName: StorageMetadata] = [:]
     if let staging {
-      for (name, entry) in staging.completeEntries() { if let mine = client.viewName(name) { objects[mine] = entry.metadata } }
+      for (name, entry) in staging.completeEntries() { if let mine = client.viewName(name.string) { objects[ObjectName(mine)] = entry.metadata } }
       for (name, m) in pins.value?.pinnedObjects() ?? [:] {
-        guard let mine = client.viewName(name), (objects[mine]?.generation ?? -1) < m.generation else { continue }
+        guard let mine = client.viewName(name.string).map({ ObjectName($0) }), (objects[mine]?.generation ?? -1) < m.generation else { continue }
         objects[mine] = m
       }
     }
-    var dirs: [String: Set<String>] = [:]
-    var files: [String: [String: DirectoryEntry]] = [:]
-    for (name, metadata) in objects {
+    var dirs: [ObjectName: Set<ObjectName>] = [:]
+    var files: [ObjectName: [ObjectName: DirectoryEntry]] = [:]
+    for (object, metadata) in objects {
+      let name = object.string
       var parent = ""
+      // By bytes: a slash followed by a combining mark is one `Character`, and still a slash.
       var rest = Substring(name)
       while true {
-        guard let slash = rest.firstIndex(of: "/") else {
+        guard let slash = rest.utf8.firstIndex(of: UInt8(ascii: "/")) else {
           let file = String(rest)
           if Namespace.isValidName(file) {
-            files[parent, default: [:]][file] = DirectoryEntry(name: file, isDirectory: false, objectName: name, metadata: metadata)
+            files[ObjectName(parent), default: [:]][ObjectName(file)] = DirectoryEntry(
+              name: file, isDirectory: false, objectName: name, metadata: metadata)
           }
           break
         }
         let folder = String(rest[..<slash])
         // A name no file can have hides what is under it.
         guard Namespace.isValidName(folder) else { break }
-        dirs[parent, default: []].insert(folder)
+        dirs[ObjectName(parent), default: []].insert(ObjectName(folder))
         parent = Namespace.join(parent, folder)
-        rest = rest[rest.index(after: slash)...]
+        rest = rest[rest.utf8.index(after: slash)...]
         // A placeholder (`a/`) only makes its folder.
         if rest.isEmpty { break }
       }
     }
-    var folders: [String: (entries: [DirectoryEntry], byName: NameIndex)] = [:]
+    var folders: [ObjectName: (entries: [DirectoryEntry], byName: NameIndex)] = [:]
     for path in Set(dirs.keys).union(files.keys) {
       let subfolders = dirs[path] ?? []
-      var entries = subfolders.sorted().map { DirectoryEntry(name: $0, isDirectory: true) }
-      let named = (files[path] ?? [:]).sorted(by: { $0.key < $1.key }).map { (name: $0.key, payload: $0.value) }
+      var entries = subfolders.sorted().map { DirectoryEntry(name: $0.string, isDirectory: true) }
+      let named = (files[path] ?? [:]).sorted(by: { $0.key < $1.key }).map { (name: $0.key.string, payload: $0.value) }
       for (name, var e) in FolderNames.assign(folders: subfolders, files: named, leftOut: { _ in }) {
         e.name = name
         entries.append(e)

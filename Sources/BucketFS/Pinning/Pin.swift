@@ -28,8 +28,9 @@ struct Pin: Sendable {
   /// whole bucket).
   let target: String
   var phase: Phase
-  /// The tree as last listed whole, by full object name.
-  var tree: [String: StorageMetadata]
+  /// The tree as last listed whole, by full object name (its bytes: two spellings of one
+  /// name are two objects).
+  var tree: [ObjectName: StorageMetadata]
   /// Objects of the tree that could not be staged, and why.
   var failures: [String: String] = [:]
   /// Why the tree could not be listed or brought up to date, when it could not.
@@ -39,15 +40,15 @@ struct Pin: Sendable {
   var isFolder: Bool { target.isEmpty || target.hasSuffix("/") }
 
   /// Whether object `name` is under this pin.
-  func holds(_ name: String) -> Bool { isFolder ? name.hasPrefix(target) : name == target }
+  func holds(_ name: String) -> Bool { isFolder ? name.hasBytePrefix(target) : ObjectName(name) == ObjectName(target) }
 
   /// Whether the pin and the folder or file `path` (a full object name, a folder's with its
   /// "/") overlap: a refresh of either concerns the other.
-  func overlaps(_ path: String) -> Bool { holds(path) || path.isEmpty || (path.hasSuffix("/") && target.hasPrefix(path)) }
+  func overlaps(_ path: String) -> Bool { holds(path) || path.isEmpty || (path.hasSuffix("/") && target.hasBytePrefix(path)) }
 
   /// The objects whose bytes the pin keeps (folder placeholders have none worth a copy).
-  static func files(of tree: [String: StorageMetadata]) -> [(name: String, metadata: StorageMetadata)] {
-    tree.filter { !$0.key.hasSuffix("/") }.map { ($0.key, $0.value) }.sorted { $0.name < $1.name }
+  static func files(of tree: [ObjectName: StorageMetadata]) -> [(name: String, metadata: StorageMetadata)] {
+    tree.filter { !$0.key.string.hasSuffix("/") }.sorted { $0.key < $1.key }.map { ($0.key.string, $0.value) }
   }
 
   var files: [(name: String, metadata: StorageMetadata)] { Self.files(of: tree) }

@@ -18,7 +18,7 @@ final class PinKeeper: Sendable {
     }
     var version: UInt64 = 0
     /// The tree a pass is staging, kept alongside the pin's last one until it is complete.
-    var incoming: [String: [String: StorageMetadata]] = [:] {
+    var incoming: [String: [ObjectName: StorageMetadata]] = [:] {
       didSet { version &+= 1 }
     }
     /// Pins with a pass running: whether another is wanted after it (a change came meanwhile).
@@ -141,9 +141,9 @@ final class PinKeeper: Sendable {
 
   /// Every object the pins' trees hold (folder placeholders too), by full name: what an offline
   /// mount shows of them. The newest version when two pins list one name.
-  func pinnedObjects() -> [String: StorageMetadata] {
+  func pinnedObjects() -> [ObjectName: StorageMetadata] {
     state.withLock { s in
-      var out: [String: StorageMetadata] = [:]
+      var out: [ObjectName: StorageMetadata] = [:]
       for pin in s.pins.values {
         for (name, m) in pin.tree where (out[name]?.generation ?? -1) < m.generation { out[name] = m }
       }
@@ -154,7 +154,7 @@ final class PinKeeper: Sendable {
   /// Object `name` as a pin's tree last listed it (the newest, when two pins list it).
   func pinnedObject(_ name: String) -> StorageMetadata? {
     state.withLock { s in
-      s.pins.values.compactMap { $0.tree[name] }.max { $0.generation < $1.generation }
+      s.pins.values.compactMap { $0.tree[ObjectName(name)] }.max { $0.generation < $1.generation }
     }
   }
 
@@ -213,7 +213,7 @@ final class PinKeeper: Sendable {
     // in its first staging. One that does not fit is refused, as at its first check; only a
     // pin that was kept once stays, as last listed, when it no longer fits.
     let neverKept = firstCheck || before.lastRefreshed == nil
-    let tree: [String: StorageMetadata]
+    let tree: [ObjectName: StorageMetadata]
     do throws(BucketError) {
       tree = try await TreeWalk.objects(under: target, client: client)
     } catch {
@@ -309,17 +309,17 @@ final class PinKeeper: Sendable {
 
   /// Why `tree` cannot be pinned beside the other pins (nil: it fits): more than `staging_size`
   /// holds, or more than the disk has free.
-  private func roomRefusal(_ target: String, _ tree: [String: StorageMetadata]) -> String? {
-    var others: [String: Int64] = [:]
+  private func roomRefusal(_ target: String, _ tree: [ObjectName: StorageMetadata]) -> String? {
+    var others: [ObjectName: Int64] = [:]
     state.withLock { s in
       for pin in s.pins.values where pin.target != target && !pin.isRefused {
-        for (name, m) in pin.files { others[name + "\u{0}\(m.generation)"] = m.size }
+        for (name, m) in pin.files { others[ObjectName(name + "\u{0}\(m.generation)")] = m.size }
       }
     }
     let othersBytes = others.values.reduce(0, +)
     var mine: Int64 = 0
     var toFetch: Int64 = 0
-    for (name, m) in Pin.files(of: tree) where others[name + "\u{0}\(m.generation)"] == nil {
+    for (name, m) in Pin.files(of: tree) where others[ObjectName(name + "\u{0}\(m.generation)")] == nil {
       mine += m.size
       if !staging.status(name, generation: m.generation, size: m.size).isComplete { toFetch += m.size }
     }
@@ -339,8 +339,8 @@ final class PinKeeper: Sendable {
   /// Versions of the pin's objects no pin keeps any more (replaced, or deleted from the bucket)
   /// are removed, unless open (their readers keep the old bytes; eviction takes them later).
   private func dropUnkept(_ pin: Pin) {
-    let kept = Set(pin.files.map { $0.name + "\u{0}\($0.metadata.generation)" })
-    for copy in staging.completeCopies(where: pin.holds) where !kept.contains(copy.name + "\u{0}\(copy.generation)") {
+    let kept = Set(pin.files.map { ObjectName($0.name + "\u{0}\($0.metadata.generation)") })
+    for copy in staging.completeCopies(where: pin.holds) where !kept.contains(ObjectName(copy.name + "\u{0}\(copy.generation)")) {
       staging.removeUnused(copy.name, generation: copy.generation)
     }
   }

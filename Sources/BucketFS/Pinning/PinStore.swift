@@ -49,7 +49,9 @@ struct PinStore: Sendable {
     var dict: [String: Any] = [
       "target": pin.target,
       "kept": { if case .kept = pin.phase { true } else { false } }(),
-      "tree": pin.tree.mapValues { $0.dictionaryRepresentation() },
+      // A list, not an object keyed by name: JSON objects and `String` keys take two spellings
+      // of a name for one.
+      "objects": pin.tree.sorted { $0.key < $1.key }.map { name, m in ["name": name.string, "metadata": m.dictionaryRepresentation()] },
       "failures": pin.failures,
     ]
     if let problem = pin.problem { dict["problem"] = problem }
@@ -58,12 +60,24 @@ struct PinStore: Sendable {
   }
 
   private static func decode(_ data: Data) -> Pin? {
-    guard let dict = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let target = dict["target"] as? String,
-      let tree = dict["tree"] as? [String: [String: Any]]
-    else { return nil }
+    guard let dict = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let target = dict["target"] as? String else {
+      return nil
+    }
+    var tree: [ObjectName: StorageMetadata] = [:]
+    if let objects = dict["objects"] as? [[String: Any]] {
+      for o in objects {
+        guard let name = o["name"] as? String, let m = o["metadata"] as? [String: Any] else { return nil }
+        tree[ObjectName(name)] = StorageMetadata(dictionary: m)
+      }
+    } else if let old = dict["tree"] as? [String: [String: Any]] {
+      // Written before names were kept as a list.
+      for (name, m) in old { tree[ObjectName(name)] = StorageMetadata(dictionary: m) }
+    } else {
+      return nil
+    }
     // A pin last seen staging resumes as such; a kept one stays kept until its next refresh.
     let kept = dict["kept"] as? Bool ?? false
-    var pin = Pin(target: target, phase: kept ? .kept : .staging(Pin.Progress()), tree: tree.mapValues { StorageMetadata(dictionary: $0) })
+    var pin = Pin(target: target, phase: kept ? .kept : .staging(Pin.Progress()), tree: tree)
     pin.failures = dict["failures"] as? [String: String] ?? [:]
     pin.problem = dict["problem"] as? String
     pin.lastRefreshed = (dict["lastRefreshed"] as? Double).map { Date(timeIntervalSince1970: $0) }

@@ -10,15 +10,15 @@ enum TreeWalk {
 
   /// The objects under `target` (a folder's prefix ending in "/", "" for the bucket), or the
   /// object `target` names (none when it is gone), by full name. Folder placeholders included.
-  static func objects(under target: String, client: any ObjectClient) async throws(BucketError) -> [String: StorageMetadata] {
+  static func objects(under target: String, client: any ObjectClient) async throws(BucketError) -> [ObjectName: StorageMetadata] {
     guard target.isEmpty || target.hasSuffix("/") else {
       do throws(BucketError) {
-        return [target: try await client.metadata(of: target)]
+        return [ObjectName(target): try await client.metadata(of: target)]
       } catch where error.code == .objectNotFound {
         return [:]
       }
     }
-    var found: [String: StorageMetadata] = [:]
+    var found: [ObjectName: StorageMetadata] = [:]
     var unknown: [String] = []
     var level = [target]
     while !level.isEmpty {
@@ -45,8 +45,8 @@ enum TreeWalk {
         for result in pages {
           let page = try result.get()
           next += page.prefixes
-          for item in page.items {
-            if let m = page.metadata[item] { found[item] = m } else { unknown.append(item) }
+          for (item, m) in zip(page.items, page.itemMetadata) {
+            if let m { found[ObjectName(item)] = m } else { unknown.append(item) }
           }
         }
       }
@@ -70,7 +70,7 @@ enum TreeWalk {
         for await answer in group { out.append(answer) }
         return out
       }
-      for (name, result) in asked { if let m = try result.get() { found[name] = m } }
+      for (name, result) in asked { if let m = try result.get() { found[ObjectName(name)] = m } }
     }
     return found
   }

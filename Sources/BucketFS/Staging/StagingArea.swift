@@ -509,7 +509,7 @@ package final class StagingArea: Sendable {
   package var version: UInt64 { index.version }
 
   /// The newest complete copy of each object, for offline use.
-  package func completeEntries() -> [String: Entry] { index.newestComplete().mapValues(\.entry) }
+  package func completeEntries() -> [ObjectName: Entry] { index.newestComplete().mapValues(\.entry) }
 
   /// Stops every download in progress (at unmount).
   package func cancelAll() { index.filling.forEach { $0.breakCopy(.abandoned) } }

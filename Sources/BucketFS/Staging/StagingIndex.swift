@@ -291,11 +291,11 @@ final class StagingIndex: Sendable {
   var totals: (bytes: Int64, files: Int) { state.withLock { s in (s.bytes, s.copies.values.filter(\.isComplete).count) } }
 
   /// The newest complete copy of each object, for offline use.
-  func newestComplete() -> [String: LocalCopy] {
+  func newestComplete() -> [ObjectName: LocalCopy] {
     state.withLock { s in
-      var out: [String: LocalCopy] = [:]
-      for copy in s.copies.values where copy.isComplete && (out[copy.name]?.metadata.generation ?? -1) < copy.metadata.generation {
-        out[copy.name] = copy
+      var out: [ObjectName: LocalCopy] = [:]
+      for copy in s.copies.values where copy.isComplete && (out[ObjectName(copy.name)]?.metadata.generation ?? -1) < copy.metadata.generation {
+        out[ObjectName(copy.name)] = copy
       }
       return out
     }

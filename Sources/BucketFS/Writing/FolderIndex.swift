@@ -1,13 +1,15 @@
+import StorageCore
+
 /// Which folders hold names with queued changes, and which hold names the queue is putting a
 /// version under: kept per name as the queue changes, so that `names(in:)` and
 /// `hasUploads(under:)` cost the depth of a name, not the size of the queue.
 struct FolderIndex {
   /// Folder ("" or ending in "/") → what it shows of the queued names under it (a name directly
   /// in it, or "sub/" for one deeper) → how many queued names make it show.
-  private var children: [String: [String: Int]] = [:]
+  private var children: [ObjectName: [ObjectName: Int]] = [:]
   /// Folder ("a/", ending in "/") → how many names under it (or its placeholder) the queue is
   /// putting a version under.
-  private var uploads: [String: Int] = [:]
+  private var uploads: [ObjectName: Int] = [:]
   /// The names indexed (by their bytes: two spellings `String` takes for one are two names),
   /// and whether each is uploading.
   private var indexed: [[UInt8]: Bool] = [:]
@@ -30,38 +32,34 @@ struct FolderIndex {
     }
   }
 
-  func names(in dir: String) -> Set<String> { Set(children[dir]?.keys ?? [:].keys) }
+  func names(in dir: String) -> Set<ObjectName> { Set(children[ObjectName(dir)]?.keys ?? [:].keys) }
 
-  func hasUploads(under prefix: String) -> Bool { (uploads[prefix] ?? 0) > 0 }
+  func hasUploads(under prefix: String) -> Bool { (uploads[ObjectName(prefix)] ?? 0) > 0 }
 
   /// Each folder `name` is in, with what it shows there: "a/b/c" is "a/" in "", "b/" in "a/" and
   /// "c" in "a/b/"; a placeholder "a/" is "a/" in "".
   private static func steps(of name: String) -> [(dir: String, child: String)] {
+    // By bytes: a slash followed by a combining mark is one `Character`, and still a slash.
+    let bytes = Array(name.utf8)
+    func text(_ r: Range<Int>) -> String { String(decoding: bytes[r], as: UTF8.self) }
     var out: [(String, String)] = []
-    var dir = Substring("")
-    var rest = Substring(name)
-    while let slash = rest.firstIndex(of: "/") {
-      let first = rest[..<slash]
-      if !first.isEmpty { out.append((String(dir), String(first) + "/")) }
-      dir = name[name.startIndex..<name.index(after: slash)]
-      rest = rest[rest.index(after: slash)...]
+    var start = 0
+    while let slash = bytes[start...].firstIndex(of: UInt8(ascii: "/")) {
+      if slash > start { out.append((text(0..<start), text(start..<(slash + 1)))) }
+      start = slash + 1
     }
-    if !rest.isEmpty { out.append((String(dir), String(rest))) }
+    if start < bytes.count { out.append((text(0..<start), text(start..<bytes.count))) }
     return out
   }
 
   /// Every folder prefix of `name` ("a/", "a/b/", and "a/" itself for the placeholder "a/").
   private static func prefixes(of name: String) -> [String] {
-    var out: [String] = []
-    var i = name.startIndex
-    while let slash = name[i...].firstIndex(of: "/") {
-      out.append(String(name[...slash]))
-      i = name.index(after: slash)
-    }
-    return out
+    let bytes = Array(name.utf8)
+    return bytes.indices.filter { bytes[$0] == UInt8(ascii: "/") }.map { String(decoding: bytes[...$0], as: UTF8.self) }
   }
 
-  private static func add(_ delta: Int, _ dir: String, _ child: String, to map: inout [String: [String: Int]]) {
+  private static func add(_ delta: Int, _ dir: String, _ child: String, to map: inout [ObjectName: [ObjectName: Int]]) {
+    let (dir, child) = (ObjectName(dir), ObjectName(child))
     let n = (map[dir]?[child] ?? 0) + delta
     if n > 0 {
       map[dir, default: [:]][child] = n
@@ -71,7 +69,8 @@ struct FolderIndex {
     }
   }
 
-  private static func add(_ delta: Int, _ prefix: String, to map: inout [String: Int]) {
+  private static func add(_ delta: Int, _ prefix: String, to map: inout [ObjectName: Int]) {
+    let prefix = ObjectName(prefix)
     let n = (map[prefix] ?? 0) + delta
     if n > 0 { map[prefix] = n } else { map.removeValue(forKey: prefix) }
   }

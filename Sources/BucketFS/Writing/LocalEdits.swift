@@ -536,12 +536,12 @@ final class LocalEdits: Sendable {
   }
 
   /// Names with an edit directly in folder `dir` ("" or ending in "/").
-  func names(in dir: String) -> [String: Edit] {
+  func names(in dir: String) -> [ObjectName: Edit] {
     open.withLock { o in
-      var out: [String: Edit] = [:]
+      var out: [ObjectName: Edit] = [:]
       for (key, edit) in o.byName where key.starts(with: dir.utf8) {
         let rest = key.dropFirst(dir.utf8.count)
-        if !rest.contains(UInt8(ascii: "/")) { out[String(decoding: rest, as: UTF8.self)] = edit }
+        if !rest.contains(UInt8(ascii: "/")) { out[ObjectName(String(decoding: rest, as: UTF8.self))] = edit }
       }
       return out
     }

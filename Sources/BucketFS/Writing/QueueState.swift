@@ -4,6 +4,7 @@
 // name meanwhile. `WriteBackQueue` keeps one under its lock, writes the records and runs the
 // workers; everything here is a plain value, tested as one.
 import Foundation
+import StorageCore
 
 struct QueueState {
   /// What a name looks like from the changes still queued for it.
@@ -492,7 +493,7 @@ struct QueueState {
   func hasUploads(under prefix: String) -> Bool { folders.hasUploads(under: prefix) }
 
   /// Names with queued changes directly in folder `dir` ("" or ending in "/").
-  func names(in dir: String) -> Set<String> { folders.names(in: dir) }
+  func names(in dir: String) -> Set<ObjectName> { folders.names(in: dir) }
 
   /// `user.sync_state` of `name`: nil when nothing of it is queued (synced).
   func syncState(_ name: String) -> (state: String, error: String?)? {

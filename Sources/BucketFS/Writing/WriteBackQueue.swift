@@ -378,7 +378,7 @@ package final class WriteBackQueue: Sendable {
   func hasUploads(under prefix: String) -> Bool { state.withLock { $0.hasUploads(under: prefix) } }
 
   /// Names with queued changes directly in folder `dir` ("" or ending in "/").
-  func names(in dir: String) -> Set<String> { state.withLock { $0.names(in: dir) } }
+  func names(in dir: String) -> Set<ObjectName> { state.withLock { $0.names(in: dir) } }
 
   /// `user.sync_state` of `name`: nil when nothing of it is queued (synced).
   func syncState(_ name: String) -> (state: String, error: String?)? { state.withLock { $0.syncState(name) } }

@@ -4,8 +4,16 @@ import Foundation
 public struct ListPage: Sendable {
   public var prefixes: [String]
   public var items: [String]
-  /// Full metadata per item when the protocol carries it (GCS JSON); empty for v0.
-  public var metadata: [String: StorageMetadata]
+  /// Full metadata per item when the protocol carries it (GCS JSON); empty for v0. Keyed by
+  /// `String`, which takes two names that differ only in Unicode normalisation for one: the
+  /// first such item's here; `itemMetadata` keeps each item's own.
+  public var metadata: [String: StorageMetadata] {
+    var out: [String: StorageMetadata] = [:]
+    for (name, m) in zip(items, itemMetadata) where out[name] == nil { if let m { out[name] = m } }
+    return out
+  }
+  /// Each item's metadata, in the order of `items` (nil where the page carries none).
+  package var itemMetadata: [StorageMetadata?]
   public var nextPageToken: String?
   /// Whether the items hold each prefix's own object when there is one (GCS's
   /// `includeTrailingDelimiter`): then a prefix without one among the items has none.
@@ -17,9 +25,27 @@ public struct ListPage: Sendable {
   public init(prefixes: [String], items: [String], metadata: [String: StorageMetadata] = [:], nextPageToken: String?) {
     self.prefixes = prefixes
     self.items = items
-    self.metadata = metadata
+    self.itemMetadata = metadata.isEmpty ? Array(repeating: nil, count: items.count) : items.map { metadata[$0] }
     self.nextPageToken = nextPageToken
   }
+
+  package init(prefixes: [String], items: [String], itemMetadata: [StorageMetadata?], nextPageToken: String?) {
+    precondition(items.count == itemMetadata.count)
+    self.prefixes = prefixes
+    self.items = items
+    self.itemMetadata = itemMetadata
+    self.nextPageToken = nextPageToken
+  }
+
+  /// The metadata the page carries, by each item's name as bytes.
+  package var metadataByName: [ObjectName: StorageMetadata] {
+    var out: [ObjectName: StorageMetadata] = [:]
+    for (name, m) in zip(items, itemMetadata) { if let m { out[ObjectName(name)] = m } }
+    return out
+  }
+
+  /// Item `i`'s name and metadata, if the page carries it.
+  package func item(_ i: Int) -> (name: String, metadata: StorageMetadata?) { (items[i], itemMetadata[i]) }
 
   /// A page as either API sends it: items with their attributes (the GCS JSON API) carry
   /// metadata; a v0 page has names only. Read member by member (`JSONReader`): the fields an
@@ -42,7 +68,7 @@ public struct ListPage: Sendable {
             guard let item = ListedItem.read(&e) else { return false }
             if let name = item.name {
               page.items.append(name)
-              if item.hasSize { page.metadata[name] = item.metadata() }
+              page.itemMetadata.append(item.hasSize ? item.metadata() : nil)
             }
             return true
           }
@@ -115,18 +141,18 @@ private struct ListedItem {
 
 extension ListPage {
   /// Every page `fetch` gives, following page tokens from the first (nil) on, as one page:
-  /// prefixes once each in the order first seen, items in order, metadata merged.
+  /// prefixes once each (by bytes) in the order first seen, items in order with their metadata.
   package static func all<E: Error>(_ fetch: (String?) async throws(E) -> ListPage) async throws(E) -> ListPage {
     var all = ListPage(prefixes: [], items: [], nextPageToken: nil)
     all.holdsFolderObjects = true
-    var seen = Set<String>()
+    var seen = Set<ObjectName>()
     var token: String? = nil
     repeat {
       let page = try await fetch(token)
       all.holdsFolderObjects = all.holdsFolderObjects && page.holdsFolderObjects
-      for prefix in page.prefixes where seen.insert(prefix).inserted { all.prefixes.append(prefix) }
+      for prefix in page.prefixes where seen.insert(ObjectName(prefix)).inserted { all.prefixes.append(prefix) }
       all.items += page.items
-      all.metadata.merge(page.metadata) { first, _ in first }
+      all.itemMetadata += page.itemMetadata
       token = page.nextPageToken
     } while token != nil
     return all

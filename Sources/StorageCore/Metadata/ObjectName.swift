@@ -1,0 +1,48 @@
+/// An object's name as a bucket holds it: its UTF-8 bytes, compared, hashed and sorted as bytes.
+///
+/// A bucket's names are bytes, and two names are one object only when their bytes are the same.
+/// Swift's `String` compares and hashes by canonical equivalence: NFC "café" (63 61 66 c3 a9) and
+/// NFD "café" (63 61 66 65 cc 81) are `==` and hash alike, so a dictionary or set keyed by
+/// `String` takes two objects for one, and `<` sorts them apart from the bucket's order. Anything
+/// keyed by a name that stands for an object, a folder or a prefix is keyed by this instead.
+package struct ObjectName: Hashable, Comparable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
+  package let string: String
+
+  package init(_ string: String) { self.string = string }
+
+  package init(stringLiteral value: String) { string = value }
+
+  package static func == (a: ObjectName, b: ObjectName) -> Bool { sameBytes(a.string, b.string) }
+
+  package func hash(into hasher: inout Hasher) {
+    var s = string
+    s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+  }
+
+  /// Byte order: the order in which GCS lists names.
+  package static func < (a: ObjectName, b: ObjectName) -> Bool { a.string.utf8.lexicographicallyPrecedes(b.string.utf8) }
+
+  package var description: String { string }
+
+  /// True when `a` and `b` are the same bytes (`==` on strings is canonical equivalence).
+  package static func sameBytes(_ a: String, _ b: String) -> Bool {
+    guard a.utf8.count == b.utf8.count else { return false }
+    var a = a
+    var b = b
+    return a.withUTF8 { x in b.withUTF8 { y in x.elementsEqual(y) } }
+  }
+}
+
+extension Sequence<String> {
+  /// The names in byte order (the bucket's), not `String`'s canonical order.
+  package func sortedAsBytes() -> [String] { sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
+}
+
+extension String {
+  /// Whether these bytes begin with `prefix`'s (`hasPrefix` compares canonically: NFD
+  /// "cafe\u{301}/x" has the prefix NFC "café").
+  package func hasBytePrefix(_ prefix: String) -> Bool { utf8.starts(with: prefix.utf8) }
+
+  /// What follows the first `count` bytes (a cut after a prefix of whole characters).
+  package func droppingBytes(_ count: Int) -> String { String(decoding: utf8.dropFirst(count), as: UTF8.self) }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import ChildProcess
+import StorageCore
+import TestSupport
+import Testing
+
+/// Issue 55, 1: names are bytes. NFC "café" (c3 a9) and NFD "café" (65 cc 81) are two objects,
+/// which Swift's `String` takes for one: each shows under its own bytes and reads its own bytes,
+/// online, offline and in a pin, on both APIs.
+@Suite(.serialized) struct NameTwinTests {
+  static let nfc = "caf\u{e9}"
+  static let nfd = "cafe\u{301}"
+
+  /// Each object, by name, and its bytes (every one of a different length, so a size shows
+  /// which object answered).
+  static let objects: [(String, Data)] = [
+    ("tw/\(nfc)", Data("the NFC object".utf8)),
+    ("tw/\(nfd)", Data("the NFD object, longer".utf8)),
+    ("tw/d-\(nfc)/in", Data("inside the NFC folder".utf8)),
+    ("tw/d-\(nfd)/in", Data("inside the NFD folder, longer".utf8)),
+  ]
+
+  /// What folder `tw` shows, as bytes.
+  static let shown: Set<[UInt8]> = Set([nfc, nfd, "d-\(nfc)", "d-\(nfd)"].map { Array($0.utf8) })
+
+  static func seed(_ fx: MountFixture) async throws {
+    for (name, data) in objects { _ = try await fx.put(name, data) }
+  }
+
+  /// Checks every twin reads its own bytes and has its own size, and the folder shows all four.
+  static func checkTwins(_ m: MountedBucket, _ label: String) throws {
+    let listed = try #require(namesAsBytes(m.path("tw")), "\(label): tw cannot be read")
+    #expect(Set(listed) == shown && listed.count == 4, "\(label): \(listed.map { String(decoding: $0, as: UTF8.self).debugDescription })")
+    for (name, data) in objects {
+      let path = m.path(name)
+      #expect(readFile(path) == .success(data), "\(label): \(name.unicodeScalars.map { String($0.value, radix: 16) })")
+      var st = stat()
+      #expect(stat(path, &st) == 0 && st.st_size == data.count, "\(label): size of \(name.debugDescription)")
+    }
+    // Two files, two inodes.
+    var a = stat()
+    var b = stat()
+    #expect(stat(m.path("tw/\(nfc)"), &a) == 0 && stat(m.path("tw/\(nfd)"), &b) == 0 && a.st_ino != b.st_ino, "\(label)")
+  }
+
+  /// Looked up by name before any listing (the NFD name first), then listed, on both APIs.
+  @Test(arguments: ["firebase", "gcs"]) func eachSpellingReadsItsOwnObject(api: String) async throws {
+    try await MountFixture.scope { fx in
+      try await Self.seed(fx)
+      let m = try fx.mount(extra: ["--api", api], name: "twins-\(api)")
+      for (name, data) in Self.objects.reversed() { #expect(readFile(m.path(name)) == .success(data), "\(api): \(name.debugDescription)") }
+      try Self.checkTwins(m, "\(api), looked up first")
+      let again = try fx.mount(extra: ["--api", api], name: "listed-\(api)")
+      _ = namesAsBytes(again.path("tw"))
+      try Self.checkTwins(again, "\(api), listed first")
+    }
+  }
+
+  /// A pin of the folder counts four files, keeps four copies, and an offline mount shows and
+  /// reads the four.
+  @Test(arguments: ["firebase", "gcs"]) func aPinKeepsBothSpellingsOffline(api: String) async throws {
+    try await MountFixture.scope { fx in
+      try await Self.seed(fx)
+      let m = try fx.mount(extra: ["--api", api], name: "pin-\(api)")
+      let (status, output) = runTool(bucketfsBinary, ["pin", m.path("tw")], timeout: .seconds(120))
+      #expect(status == 0, "\(output)")
+      let line = try getxattr(m.mountpoint.path, "user.bucketfs.pins", size: 1 << 16).get()
+      let fields = line.split(separator: "\n").first?.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) ?? []
+      #expect(fields.count >= 4 && fields[1] == "kept" && fields[2] == "4" && fields[3] == "4", "\(line.debugDescription)")
+      m.unmount()
+      fx.stopEmulator()
+      let offline = try fx.mount(options: ["offline"], extra: ["--api", api], name: "offline-\(api)")
+      try Self.checkTwins(offline, "\(api), offline")
+    }
+  }
+
+  /// Names with each byte a hostile name may hold, each beside its twin: a tab, %, #, ?, a
+  /// backslash, a control character; 255-byte segments (the NFD twin of one is 256 bytes, left
+  /// out). Each reads its own bytes.
+  @Test func oddNamesBesideTheirTwins() async throws {
+    try await MountFixture.scope { fx in
+      var names: [String] = []
+      for prefix in ["t\tab-", "p%41-", "h#q?-", "b\\s-", "c\u{1}-", String(repeating: "y", count: 249)] {
+        names += [prefix + Self.nfc, prefix + Self.nfd]
+      }
+      let long = String(repeating: "x", count: 250)
+      names.append(long + Self.nfc)  // 255 bytes
+      for name in names + [long + Self.nfd] { _ = try await fx.put("odd/\(name)", Data(name.utf8)) }
+      for api in ["firebase", "gcs"] {
+        let m = try fx.mount(extra: ["--api", api], name: "odd-\(api)")
+        let listed = try #require(namesAsBytes(m.path("odd")))
+        #expect(Set(listed) == Set(names.map { Array($0.utf8) }) && listed.count == names.count, "\(api): \(listed.count)")
+        for name in names { #expect(readFile(m.path("odd/\(name)")) == .success(Data(name.utf8)), "\(api): \(name.debugDescription)") }
+        #expect(m.log.contains("leaving out"), "\(api): the 256-byte name is not said")
+        m.unmount()
+      }
+    }
+  }
+}
+
+/// The names in folder `path` as readdir(3) gives them, bytes exactly ("." and ".." left out);
+/// nil when the folder cannot be opened or read.
+func namesAsBytes(_ path: String) -> [[UInt8]]? {
+  guard let dir = opendir(path) else { return nil }
+  defer { closedir(dir) }
+  var out: [[UInt8]] = []
+  while true {
+    errno = 0
+    guard let entry = readdir(dir) else { return errno == 0 ? out : nil }
+    let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+    if name == [0x2E] || name == [0x2E, 0x2E] { continue }
+    out.append(name)
+  }
+}
