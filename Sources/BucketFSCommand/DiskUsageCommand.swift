@@ -19,7 +19,7 @@ enum DiskUsageCommand {
     guard urls.count == 1 else { throw .usage(usage) }
     let root: StorageReference
     var names: [String]
-    var given: [String: StorageMetadata]
+    var given: [ObjectName: StorageMetadata]
     if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: true) {
       root = matches.root
       names = matches.objects
@@ -34,12 +34,12 @@ enum DiskUsageCommand {
         throw .storage(error)
       }
       names = listed.items
-      given = listed.metadata
+      given = listed.metadataByName
       // A name that is an object rather than a prefix counts itself.
       if names.isEmpty && !ref.fullPath.isEmpty {
         if let m = try? await ref.getMetadata() {
           names = [ref.fullPath]
-          given[ref.fullPath] = m
+          given[ObjectName(ref.fullPath)] = m
         }
       }
     }
@@ -48,7 +48,7 @@ enum DiskUsageCommand {
     var out = ""
     var sum: Int64 = 0
     for name in names {
-      guard let size = sizes[name] else { continue }
+      guard let size = sizes[ObjectName(name)] else { continue }
       sum += size
       if !summarize { out += "\(format(size, human))  \(TerminalText.visible("gs://\(bucket)/\(name)"))\n" }
     }

@@ -34,18 +34,18 @@ enum ObjectCommands {
     } catch {
       throw .storage(error)
     }
-    return try await printListing(ref: ref, prefixes: listed.prefixes, items: listed.items, given: listed.metadata, long: long)
+    return try await printListing(ref: ref, prefixes: listed.prefixes, items: listed.items, given: listed.metadataByName, long: long)
   }
 
   private static func printListing(
-    ref: StorageReference, prefixes: [String], items: [String], given: [String: StorageMetadata], long: Bool
+    ref: StorageReference, prefixes: [String], items: [String], given: [ObjectName: StorageMetadata], long: Bool
   ) async throws(CommandError) -> Int32 {
     var out = ""
-    for p in Array(Set(prefixes)).sorted().map(TerminalText.visible) { out += long ? "\(pad("DIR", 12))  \(pad("", 24))  \(p)\n" : "\(p)\n" }
+    for p in Array(Set(prefixes.map { ObjectName($0) })).sorted().map({ TerminalText.visible($0.string) }) { out += long ? "\(pad("DIR", 12))  \(pad("", 24))  \(p)\n" : "\(p)\n" }
     if long {
       let metadata = try await metadata(of: items, in: ref, given: given)
       for name in items {
-        guard let m = metadata[name] else { continue }
+        guard let m = metadata[ObjectName(name)] else { continue }
         let updated = m.updated.map(StorageMetadata.formatDate) ?? "-"
         out += "\(pad(String(m.size), 12))  \(pad(updated, 24))  \(TerminalText.visible(name))  \(TerminalText.visible(m.contentType ?? "-"))\n"
       }
@@ -62,23 +62,23 @@ enum ObjectCommands {
 
   /// The metadata of `names`: what a listing carried (`given`: GCS lists carry each object's),
   /// and the rest fetched (v0 lists carry names only).
-  static func metadata(of names: [String], in ref: StorageReference, given: [String: StorageMetadata]) async throws(CommandError)
-    -> [String: StorageMetadata]
+  static func metadata(of names: [String], in ref: StorageReference, given: [ObjectName: StorageMetadata]) async throws(CommandError)
+    -> [ObjectName: StorageMetadata]
   {
-    let missing = names.filter { given[$0] == nil }
+    let missing = names.filter { given[ObjectName($0)] == nil }
     guard !missing.isEmpty else { return given }
     return given.merging(try await fetchMetadata(ref: ref, names: missing)) { a, _ in a }
   }
 
   /// Metadata of many objects, fetched concurrently (the v0 list carries names only).
   static func fetchMetadata(ref: StorageReference, names: [String], concurrency: Int = 32) async throws(CommandError)
-    -> [String: StorageMetadata]
+    -> [ObjectName: StorageMetadata]
   {
     let root = ref.root()
     do {
-      let pairs = try await mapConcurrently(names, limit: concurrency) { name throws(StorageError) -> (String, StorageMetadata)? in
+      let pairs = try await mapConcurrently(names, limit: concurrency) { name throws(StorageError) -> (ObjectName, StorageMetadata)? in
         do throws(StorageError) {
-          return (name, try await root.object(named: name).getMetadata())
+          return (ObjectName(name), try await root.object(named: name).getMetadata())
         } catch where error.code == .objectNotFound {
           return nil  // deleted between the list and the stat
         }
@@ -103,7 +103,7 @@ enum ObjectCommands {
     if let matches = try await WildcardMatches.expand(urls[0], client, objectsOnly: true) {
       let refs = try matches.references(for: urls[0])
       let all = try await metadata(of: matches.objects, in: matches.root, given: matches.metadata)
-      let found = refs.compactMap { all[$0.fullPath] }
+      let found = refs.compactMap { all[ObjectName($0.fullPath)] }
       if json {
         let dicts = found.map { $0.dictionaryRepresentation() }
         let data = (try? JSONSerialization.data(withJSONObject: dicts, options: [.sortedKeys, .prettyPrinted])) ?? Data()

@@ -11,7 +11,7 @@ struct WildcardMatches {
   /// Folders (`a/b`, shown `a/b/`) whose name matches: what `ls gs://b/dir*` shows beside objects.
   let folders: [String]
   /// The metadata the listing carried (GCS lists carry it; v0 lists names only).
-  let metadata: [String: StorageMetadata]
+  let metadata: [ObjectName: StorageMetadata]
   /// Every name the listing the wildcard was matched in holds.
   let listed: [String]
 
@@ -36,31 +36,32 @@ struct WildcardMatches {
       throw .storage(error)
     }
     let objects = listed.items.filter { !$0.hasSuffix("/") && pattern.matches($0) }
-    var folders = Set<String>()
+    var folders = Set<ObjectName>()
     for name in listed.items where !objectsOnly {
       var path = Substring(name)
       while let slash = path.lastIndex(of: "/") {
         path = path[..<slash]
         if path.count < folder.count { break }
-        if pattern.matches(String(path)) { folders.insert(String(path)) }
+        if pattern.matches(String(path)) { folders.insert(ObjectName(String(path))) }
       }
     }
     if objects.isEmpty && folders.isEmpty { return nil }
-    return WildcardMatches(root: root, objects: objects, folders: folders.sorted(), metadata: listed.metadata, listed: listed.items)
+    return WildcardMatches(root: root, objects: objects, folders: folders.sorted().map(\.string), metadata: listed.metadataByName, listed: listed.items)
   }
 
   /// The matching objects and every object under a matching folder (`rm -r`), in name order.
   func objectsWithin() -> [String] {
     let under = folders.map { $0 + "/" }
-    return Array(Set(objects + listed.filter { name in under.contains { name.hasPrefix($0) } })).sorted()
+    let all = objects + listed.filter { name in under.contains { name.hasBytePrefix($0) } }
+    return Array(Set(all.map { ObjectName($0) })).sorted().map(\.string)
   }
 
   /// The last names the matches take in folder `dst`; refused before anything is copied when
   /// two would be the same file there.
   static func distinctLastNames(_ refs: [StorageReference], into dst: String) throws(CommandError) -> [String] {
     let names = refs.map(\.name)
-    if let twice = Dictionary(grouping: names, by: { $0 }).first(where: { $0.value.count > 1 }) {
-      throw .usage("\(TerminalText.visible(twice.key)) matches more than once: the copies would overwrite each other in \(dst)")
+    if let twice = Dictionary(grouping: names, by: { ObjectName($0) }).first(where: { $0.value.count > 1 }) {
+      throw .usage("\(TerminalText.visible(twice.key.string)) matches more than once: the copies would overwrite each other in \(dst)")
     }
     return names
   }
