@@ -6,7 +6,9 @@
 // client is a PrefixedClient); staged copies are kept under full object names.
 //
 // When the server cannot be reached, and on an offline mount, answers come from the staged
-// copies instead: `fromServer(_:orStaged:)` is the one place that decides.
+// copies instead (`Namespace+WithoutServer.swift`). Listings are asked for in
+// `+ServerListings.swift` and `+StreamedListings.swift`, names in folders not listed probed in
+// `+UnlistedFolders.swift`.
 import Foundation
 import StorageCore
 import Synchronization
@@ -20,7 +22,7 @@ final class Namespace: Sendable {
   let missing: TTLCache<String, Bool>
   let listings: FolderListings
   let folders: FolderObjects
-  private let reportedNames = Mutex<Set<ObjectName>>([])
+  let reportedNames = Mutex<Set<ObjectName>>([])
   /// Attribute fetches in flight in the background (`prefetchAttributes`): a lookup that needs
   /// one waits for it instead of asking the server a second time.
   private let attributeFetches = Mutex<[ObjectName: Task<StorageMetadata?, Never>]>([:])
@@ -108,220 +110,22 @@ final class Namespace: Sendable {
       && !name.utf8.contains(where: { $0 == UInt8(ascii: "/") || $0 == 0 })
   }
 
-  // MARK: the server, or the staged copies
-
-  /// `online`'s answer; on an offline mount, or when the server cannot be reached and copies
-  /// are staged, `staged`'s instead.
-  func fromServer<T>(
-    _ what: @autoclosure () -> String, _ online: () async throws(BucketError) -> T, orStaged staged: () throws(FSError) -> T,
-    unansweredThrows: Bool = false
-  ) async throws(FSError) -> T {
-    if options.offline { return try staged() }
-    do {
-      return try await online()
-    } catch let serverError {
-      guard ErrnoMapping.isServerGone(serverError), staging != nil, !(unansweredThrows && serverError.isUnanswered) else {
-        throw FSError(serverError)
-      }
-      log("server unavailable (\(serverError.detail)); \(what()) from staged copies")
-      do {
-        return try staged()
-      } catch {
-        // Not staged either: the server's failure says more than "no such file".
-        throw FSError(serverError)
-      }
-    }
-  }
-
   /// What the mount shows without the server (`OfflineView`), by name relative to the prefix.
   let offline: OfflineView
-
-  private func stagedCopies() -> [ObjectName: StorageMetadata] { offline.objects }
 
   /// Folder `path`'s placeholder as a pinned tree last listed it: its mode and times offline.
   func pinnedFolderObject(_ path: String) -> StorageMetadata? { offline.pinnedFolderObject(path) }
 
-  // MARK: listing
-
-  /// The entries of folder `path` (relative to the mount root).
-  /// `unansweredThrows`: a server that stopped answering is thrown, not answered from the staged
-  /// copies, for a caller that answers as the request's deadline would (with the folder's last
-  /// listing, which knows more than the staged copies).
-  func listing(_ path: String, unansweredThrows: Bool = false) async throws(FSError) -> [DirectoryEntry] {
-    noteOpened(path)
-    if let cached = listings.current(path) { return cached }
-    // Being fetched ahead for a walk already: that listing, not a second request.
-    if let ahead = listingsAhead.withLock({ $0[ObjectName(path)] }) {
-      await ahead.value
-      if let cached = listings.current(path) { return cached }
-    }
-    return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> [DirectoryEntry] in
-      try await fetchCurrentListing(path)
-    }, orStaged: { offlineListing(path) }, unansweredThrows: unansweredThrows)
-  }
-
-  /// Folder `path` is being opened: its parent's listing stays recent, and a walk's next
-  /// folders are listed ahead.
-  private func noteOpened(_ path: String) {
-    guard !path.isEmpty else { return }
-    let (parent, name) = Self.split(path)
-    if let found = listings.opened(dir: parent, name: name) { listFoldersAhead(found, dir: parent) }
-  }
-
-  /// How an opened folder is read: a listing the mount holds, or one whose pages still arrive.
-  package enum OpenedListing: Sendable {
-    case whole([DirectoryEntry])
-    case arriving(ListingStream)
-  }
-
-  /// Folder `path` opened for reading (`opendir`): a listing the mount holds, else one fetched
-  /// now whose entries are read as its pages arrive. Returns once the first page is in; a
-  /// failure before that is answered as `listing`'s (the staged copies when the server is gone).
-  func openListing(_ path: String, unansweredThrows: Bool = false) async throws(FSError) -> OpenedListing {
-    noteOpened(path)
-    if let cached = listings.current(path) { return .whole(cached) }
-    if options.offline { return .whole(try await listing(path, unansweredThrows: unansweredThrows)) }
-    return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> OpenedListing in
-      let stream = ListingStream()
-      let inFlight = listingsAhead.withLock { inflight -> Task<Void, Never>? in
-        if let other = inflight[ObjectName(path)] { return other }
-        inflight[ObjectName(path)] = Task { [self] in
-          defer { _ = listingsAhead.withLock { $0.removeValue(forKey: ObjectName(path)) } }
-          _ = try? await fetchCurrentListing(path, into: stream)
-        }
-        return nil
-      }
-      if let other = inFlight {
-        // Listed ahead for a walk already: that listing, whole.
-        await other.value
-        if let cached = listings.current(path) { return .whole(cached) }
-        return .whole(try await fetchCurrentListing(path))
-      }
-      try await stream.firstPage()
-      return .arriving(stream)
-    }, orStaged: { .whole(offlineListing(path)) }, unansweredThrows: unansweredThrows)
-  }
+  // MARK: listings (`Namespace+ServerListings.swift`, `+StreamedListings.swift`,
+  // `+UnlistedFolders.swift`; without the server, `+WithoutServer.swift`)
 
   /// Listings fetched ahead of a walk, by folder, while in flight.
-  private let listingsAhead = Mutex<[ObjectName: Task<Void, Never>]>([:])
-  private let listingSlots = ReadAheadSlots(Namespace.foldersAhead)
+  let listingsAhead = Mutex<[ObjectName: Task<Void, Never>]>([:])
+  let listingSlots = ReadAheadSlots(Namespace.foldersAhead)
   /// Folders listed ahead of a walk so far (for the stats).
   let foldersListedAhead = Atomic<Int>(0)
   /// How many folders after the one a walk went into have their listings fetched ahead.
   static let foldersAhead = 4
-
-  /// A walk (`find`, `du`, `ls -R`, `cp -r`) went into folder `found` of `dir`, in listing order
-  /// after the entry it looked up before: the next folders of the listing are listed ahead, a
-  /// few at a time, so that the walk finds each listing ready instead of waiting for the
-  /// server folder after folder. Nothing is fetched for a single lookup, offline, or with no
-  /// time to live to keep what comes back.
-  private func listFoldersAhead(_ found: FolderListings.Found, dir: String) {
-    guard found.walking, found.entry.isDirectory, !options.offline, options.metadataTTL > 0 else { return }
-    let next = found.entries[(found.index + 1)...].lazy.filter(\.isDirectory).prefix(Self.foldersAhead)
-    for e in next {
-      let path = Self.join(dir, e.name)
-      guard listings.current(path) == nil else { continue }
-      listingsAhead.withLock { inflight in
-        guard inflight[ObjectName(path)] == nil else { return }
-        inflight[ObjectName(path)] = Task { [self] in
-          await listingSlots.acquire()
-          defer {
-            listingSlots.release()
-            _ = listingsAhead.withLock { $0.removeValue(forKey: ObjectName(path)) }
-          }
-          guard listings.current(path) == nil else { return }
-          if (try? await fetchCurrentListing(path)) != nil { foldersListedAhead.add(1, ordering: .relaxed) }
-        }
-      }
-    }
-  }
-
-  /// The folder's listing from the server, stored; fetched again (up to three times) when one
-  /// of this mount's changes in it reached the bucket meanwhile, so that a listing never misses
-  /// a file this mount has just written (nor shows one it has just deleted).
-  /// `stream` hears the first fetch as it arrives (a reader is shown that one).
-  private func fetchCurrentListing(_ path: String, into stream: ListingStream? = nil) async throws(BucketError) -> [DirectoryEntry] {
-    var entries: [DirectoryEntry] = []
-    for attempt in 0..<3 {
-      let mark = listings.changeMark(path)
-      entries = try await fetchListing(path, into: attempt == 0 ? stream : nil)!
-      let stored = listings.store(path, entries, fetchedAt: mark)
-      if attempt == 0 { stream?.complete() }
-      if stored { return entries }
-    }
-    // Changes keep landing in it: this answer is asked again next time rather than kept.
-    return entries
-  }
-
-  /// What fetching a folder's listing only if one page holds it came to.
-  private enum OnePageListing {
-    case stored
-    case moreThanAPage
-    /// This mount's changes landed in the folder meanwhile, not all known: not kept.
-    case overtaken
-  }
-
-  private func fetchListingIfOnePage(_ path: String) async throws(BucketError) -> OnePageListing {
-    let mark = listings.changeMark(path)
-    guard let entries = try await fetchListing(path, pages: 1) else { return .moreThanAPage }
-    return listings.store(path, entries, fetchedAt: mark) ? .stored : .overtaken
-  }
-
-  /// The folder's whole listing as the server gives it (a cached one within its TTL, else a
-  /// fresh one), never the staged copies' part of it: for a change that must see every object
-  /// under a folder (a folder rename), which fails (EIO) rather than act on part of it.
-  func serverListing(_ path: String) async throws(FSError) -> [DirectoryEntry] {
-    if let cached = listings.current(path) { return cached }
-    guard !options.offline else { throw FSError(EIO) }
-    do throws(BucketError) {
-      return try await fetchCurrentListing(path)
-    } catch {
-      log("listing \(path.isEmpty ? "/" : path) for a change that needs all of it: \(error.detail)")
-      throw FSError(error)
-    }
-  }
-
-  /// The folder's listing from the server, page by page; each page's entries whose names are
-  /// final go to `stream` as they come (see `ListingBuilder`), made compact on the way: a folder
-  /// of 100,000 objects never holds 100,000 `StorageMetadata` at once, nor a second array of them.
-  /// `pages`: at most this many pages are asked for; nil when the listing has more.
-  private func fetchListing(_ path: String, into given: ListingStream? = nil, pages: Int = .max) async throws(BucketError)
-    -> [DirectoryEntry]?
-  {
-    let listPrefix = path.isEmpty ? "" : path + "/"
-    let stream = given ?? ListingStream()
-    var builder = ListingBuilder(
-      listPrefix: listPrefix,
-      folderObject: { [folders] name, object in
-        let folder = name.isEmpty ? path : Self.join(path, name)
-        if let object { folders.set(folder, object) } else { folders.forget(folder) }
-      },
-      leftOut: { [self] objectName, reason in report(objectName, reason: reason) },
-      knownSummary: { [files] objectName in files.summary(objectName) })
-    var token: String? = nil
-    var fetched = 0
-    do throws(BucketError) {
-      repeat {
-        // Only a stream of its own (nobody reads it) is left unfinished.
-        guard fetched < pages else { return nil }
-        let page = try await client.listPage(prefix: listPrefix, pageToken: token, maxResults: nil)
-        fetched += 1
-        stream.append(builder.add(page))
-        token = page.nextPageToken
-      } while token != nil
-    } catch {
-      stream.fail(error)
-      throw error
-    }
-    return stream.finish(builder.finish())
-  }
-
-  private func report(_ objectName: String, reason: String = "not a valid file name") {
-    let first = reportedNames.withLock { $0.insert(ObjectName(objectName)).inserted }
-    if first { log("leaving out \(client.bucketName(objectName).debugDescription): \(reason)") }
-  }
-
-  func offlineListing(_ path: String) -> [DirectoryEntry] { offline.listing(path) }
 
   // MARK: names and attributes
 
@@ -464,111 +268,16 @@ final class Namespace: Sendable {
     throw FSError(ENOENT)
   }
 
-  /// Where lookups asked the server about names, in folders the mount has not listed: a program
-  /// making new files one after another there (a loop of `open(…, "w")`, `tar -x` or `cp -r`
-  /// into a folder that exists, or over files that are there) would have each name asked
-  /// about, two requests a name. From the second name asked (one the server lacks; or one it
-  /// has, where a listing carries attributes, so that the listing answers as the probe did),
-  /// one listing answers them all, when one page holds the folder.
-  private enum UnlistedFolder {
-    /// Asked about once.
-    case probed
-    case listing
-    /// More than a page: its names are asked about one by one until then.
-    case tooLarge(until: Double)
-  }
-
-  private let unlistedFolders = Mutex<[ObjectName: UnlistedFolder]>([:])
+  /// Folders where lookups asked the server about names (`Namespace+UnlistedFolders.swift`).
+  let unlistedFolders = Mutex<[ObjectName: UnlistedFolder]>([:])
   /// Folders remembered at once; past it they are forgotten together (each costs a miss again).
   static let unlistedFoldersKept = 256
 
-  private func noteProbe(in dir: String) {
-    guard !options.offline, options.metadataTTL > 0 else { return }
-    unlistedFolders.withLock { u in
-      guard u[ObjectName(dir)] == nil else { return }
-      if u.count >= Self.unlistedFoldersKept { u.removeAll() }
-      u[ObjectName(dir)] = .probed
-    }
-  }
-
-  /// True when folder `dir`, where a lookup asked the server before, was listed now (and stored).
-  private func listedAfterProbes(_ dir: String) async -> Bool {
-    let now = Date().timeIntervalSince1970
-    let take = unlistedFolders.withLock { u -> Bool in
-      switch u[ObjectName(dir)] {
-      case .probed?:
-        u[ObjectName(dir)] = .listing
-        return true
-      case .tooLarge(let until)? where until < now:
-        u[ObjectName(dir)] = nil
-        return false
-      case .listing?, .tooLarge?, nil:
-        return false
-      }
-    }
-    guard take else { return false }
-    let outcome: OnePageListing?
-    do throws(BucketError) {
-      outcome = try await fetchListingIfOnePage(dir)
-    } catch {
-      outcome = nil
-    }
-    unlistedFolders.withLock { u in
-      // A folder of more than a page is not listed again for a while; a failed fetch (or one
-      // overtaken by this mount's changes) is tried again at the next probe.
-      u[ObjectName(dir)] = outcome == .moreThanAPage ? .tooLarge(until: now + options.metadataTTL) : nil
-    }
-    return outcome == .stored
-  }
-
-  /// Folders of fewer entries than this are listed again to confirm absent names (two pages of
-  /// a listing at most); larger ones are asked about each name.
-  static let confirmableListing = 2000
-
   /// The names directly in a folder that this mount's queue holds changes of (a writable
   /// mount's; set once it has a queue).
-  private let queuedNamesSource = Hook<@Sendable (String) -> Set<ObjectName>>()
+  let queuedNamesSource = Hook<@Sendable (String) -> Set<ObjectName>>()
 
   func setQueuedNames(_ source: @escaping @Sendable (String) -> Set<ObjectName>) { queuedNamesSource.set(source) }
-
-  private func queuedNames(_ dir: String) -> Set<ObjectName> {
-    guard let source = queuedNamesSource.value else { return [] }
-    return Set(source(dir).map { $0.string.hasSuffix("/") ? ObjectName(String($0.string.dropLast())) : $0 })
-  }
-
-  /// Asks the server whether `path` is a folder (objects under it) or an object.
-  private func probe(path: String, name: String) async throws(BucketError) -> DirectoryEntry? {
-    async let folder: Result<ListPage, BucketError> = {
-      do throws(BucketError) {
-        return .success(try await client.listPage(prefix: path + "/", pageToken: nil, maxResults: 1))
-      } catch { return .failure(error) }
-    }()
-    let object: Result<StorageMetadata, BucketError>
-    do throws(BucketError) {
-      object = .success(try await client.metadata(of: path))
-    } catch {
-      object = .failure(error)
-    }
-    let page = try await folder.get()
-    if !page.items.isEmpty || !page.prefixes.isEmpty {
-      // The placeholder sorts first under its folder: a GCS page of one shows whether it is there.
-      if let first = page.items.first, Self.sameBytes(first, path + "/"), let m = page.itemMetadata[0] {
-        folders.set(path, .object(m))
-      } else if page.holdsFolderObjects {
-        folders.set(path, .absent)
-      }
-      return DirectoryEntry(name: name, isDirectory: true)
-    }
-    switch object {
-    case .success(let m):
-      files.set(path, m)
-      return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: m)
-    case .failure(let e) where e.code == .objectNotFound:
-      return nil
-    case .failure(let e):
-      throw e
-    }
-  }
 
   /// The attributes of object `objectName`.
   func fileMetadata(_ objectName: String) async throws(FSError) -> StorageMetadata {
