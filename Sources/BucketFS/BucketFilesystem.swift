@@ -303,6 +303,17 @@ package final class BucketFilesystem: Sendable {
     return true
   }
 
+  /// A lookup the server did not answer within its bound, answered as the folder's last
+  /// listing had the name (with an inode that counts one kernel reference); nil when that
+  /// listing does not know it, or this mount changed the name (answered from its changes).
+  package func lastListedAfterTimeout(parent: UInt64, name: String) -> FileAttributes? {
+    guard let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return nil }
+    guard !localEntry(Namespace.join(dir.path, name)).isChanged, let entry = namespace.lastListed(dir: dir.path, name: name) else {
+      return nil
+    }
+    return linked(entry, in: dir.path)
+  }
+
   // MARK: lookup and getattr
 
   /// Resolves `name` in folder `parent`; the returned inode counts one kernel reference.
@@ -373,8 +384,7 @@ package final class BucketFilesystem: Sendable {
   /// Said once in the log.
   package func openDirectoryFromWhatIsKnown(_ ino: UInt64, seconds: Double) -> UInt64? {
     guard let node = inodes.node(ino), node.isDirectory else { return nil }
-    guard let known = namespace.listings.lastKnown(node.path) ?? (staging != nil ? namespace.offlineListing(node.path) : nil)
-    else { return nil }
+    guard let known = namespace.listingWithoutServer(node.path, because: "no answer within \(seconds) s") else { return nil }
     metrics.fuseTimeouts.add(1, ordering: .relaxed)
     if !saidListingsTimeOut.exchange(true, ordering: .relaxed) {
       log("listing: the server did not answer within \(seconds) s; folders are listed as last seen, with this mount's changes (said once)")
@@ -704,6 +714,7 @@ package final class BucketFilesystem: Sendable {
     (readings.metadataEntries, readings.metadataBytes, readings.metadataEvictions) = namespace.heldMetadata
     readings.metadataBudget = options.metadataCacheSize
     readings.foldersListedAhead = namespace.foldersListedAhead.load(ordering: .relaxed)
+    readings.listingsFromLast = namespace.listingsFromLast.load(ordering: .relaxed)
     readings.inodes = inodes.count
     (readings.pinnedFiles, readings.pinnedBytes) = (pinnedFiles, pinnedBytes)
     return readings

@@ -80,6 +80,8 @@ package final class Metrics: Sendable {
     var metadataBudget = 0
     var metadataEvictions = 0
     var foldersListedAhead = 0
+    /// Folder listings the server could not give, answered from the folder's last listing.
+    var listingsFromLast = 0
     /// Inodes the kernel holds (or a reply is handing out).
     var inodes = 0
   }
@@ -129,6 +131,9 @@ package final class Metrics: Sendable {
     single("bucketfs_metadata_bytes", "gauge", "Bytes those take, about (metadata_cache_size bounds them).", r.metadataBytes)
     single("bucketfs_inodes", "gauge", "Inodes the kernel holds.", r.inodes)
     single("bucketfs_folders_listed_ahead_total", "counter", "Folder listings fetched ahead of a walk.", r.foldersListedAhead)
+    single(
+      "bucketfs_listings_from_last_total", "counter", "Folder listings the server could not give, answered from the last one.",
+      r.listingsFromLast)
     single("bucketfs_metadata_evictions_total", "counter", "Listings dropped to stay within metadata_cache_size.", r.metadataEvictions)
     single("bucketfs_retries_total", "counter", "Requests retried after a failure.", r.retries)
     single("bucketfs_token_refreshes_total", "counter", "Tokens fetched from the credential source.", r.tokenRefreshes)
@@ -189,6 +194,7 @@ package final class Metrics: Sendable {
       ("token refreshes", "\(r.tokenRefreshes)"),
       ("files read ahead", "\(readAheadFiles.load(ordering: .relaxed))"),
       ("folders listed ahead", "\(r.foldersListedAhead)"),
+      ("listings answered from the last listing", "\(r.listingsFromLast)"),
       ("opens by passthrough", "\(passthroughOpens.load(ordering: .relaxed))"),
       ("files written by passthrough", "\(passthroughWrites.load(ordering: .relaxed))"),
       ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),

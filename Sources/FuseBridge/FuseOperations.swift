@@ -67,7 +67,12 @@ enum FuseOperations {
         break
       }
       let bound = fs.requestTimeout
-      reply.answer(within: bound, otherwise: { fs.absentAfterTimeout(parent: parent, name: name, seconds: bound) ? .missing(parent: parent, name: name) : nil })
+      reply.answer(
+        within: bound,
+        otherwise: {
+          if let attrs = fs.lastListedAfterTimeout(parent: parent, name: name) { return .entry(attrs) }
+          return fs.absentAfterTimeout(parent: parent, name: name, seconds: bound) ? .missing(parent: parent, name: name) : nil
+        })
       Task.immediate {
         do {
           reply.entry(try await fs.lookup(parent: parent, name: name))

@@ -29,8 +29,10 @@ final class PendingReply: @unchecked Sendable {
   private static let deadlines = DispatchQueue(label: "bucketfs.fuse.deadlines")
 
   /// What a request whose deadline passed answers instead of EIO, where the filesystem knows
-  /// better: a lookup a writable mount takes as absent, a folder opened with what is known of it.
+  /// better: a lookup answered as the folder's last listing had the name, one a writable mount
+  /// takes as absent, a folder opened with what is known of it.
   enum LateAnswer {
+    case entry(FileAttributes)
     case missing(parent: UInt64, name: String)
     case opened(fuse_file_info)
   }
@@ -45,6 +47,9 @@ final class PendingReply: @unchecked Sendable {
     Self.deadlines.asyncAfter(deadline: .now() + seconds) { [weak self] in
       guard let self, self.claim() else { return }
       switch late?() {
+      case .entry(let attrs):
+        var e = FuseOperations.entryParam(attrs, ttl: self.filesystem.cacheTime(attrs))
+        fuse_reply_entry(self.req, &e)
       case .missing(let parent, let name):
         self.replyMissing(parent: parent, name: name)
       case .opened(var info):

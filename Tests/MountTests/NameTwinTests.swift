@@ -67,8 +67,12 @@ import Testing
       let line = try getxattr(m.mountpoint.path, "user.bucketfs.pins", size: 1 << 16).get()
       let fields = line.split(separator: "\n").first?.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) ?? []
       #expect(fields.count >= 4 && fields[1] == "kept" && fields[2] == "4" && fields[3] == "4", "\(line.debugDescription)")
-      m.unmount()
+      // The server gone, the mount that pinned it shows the pinned folder, never listed, from
+      // the pin's tree (issue 55, 2).
       fx.stopEmulator()
+      try Self.checkTwins(m, "\(api), server gone")
+      #expect(m.log.contains("listing tw: ") && m.log.contains("answered from the pinned tree"), "\(api): \(m.log.suffix(1500))")
+      m.unmount()
       let offline = try fx.mount(options: ["offline"], extra: ["--api", api], name: "offline-\(api)")
       try Self.checkTwins(offline, "\(api), offline")
     }

@@ -239,6 +239,9 @@ import Testing
       // Seen with its attributes (its generation) before the server fails: a delete names it.
       var seen = stat()
       #expect(stat(m.path("notes/a.txt"), &seen) == 0)
+      // Listed too: with the server failing, the folder shows its last listing with this
+      // mount's changes (a folder never listed would answer EIO, issue 55).
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("notes")) == ["a.txt"])
       fx.emulator!.setFaults(failingEverything())
       var (status, output) = shell("printf 'written while the server fails' > notes/b.txt; rm notes/a.txt", in: m)
       #expect(status == 0, "\(output)")

@@ -18,9 +18,9 @@ extension Namespace {
       await ahead.value
       if let cached = listings.current(path) { return cached }
     }
-    return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> [DirectoryEntry] in
+    return try await listingFromServer(path, { () async throws(BucketError) -> [DirectoryEntry] in
       try await fetchCurrentListing(path)
-    }, orStaged: { offlineListing(path) }, unansweredThrows: unansweredThrows)
+    }, else: { $0 }, unansweredThrows: unansweredThrows)
   }
 
   /// Folder `path` is being opened: its parent's listing stays recent, and a walk's next
@@ -67,7 +67,10 @@ extension Namespace {
       let mark = listings.changeMark(path)
       entries = try await fetchListing(path, into: attempt == 0 ? stream : nil)!
       let stored = listings.store(path, entries, fetchedAt: mark)
-      if attempt == 0 { stream?.complete() }
+      if attempt == 0 {
+        stream?.complete()
+        heardAgain(path)
+      }
       if stored { return entries }
     }
     // Changes keep landing in it: this answer is asked again next time rather than kept.

@@ -14,12 +14,12 @@ extension Namespace {
 
   /// Folder `path` opened for reading (`opendir`): a listing the mount holds, else one fetched
   /// now whose entries are read as its pages arrive. Returns once the first page is in; a
-  /// failure before that is answered as `listing`'s (the staged copies when the server is gone).
+  /// failure before that is answered as `listing`'s (`listingWithoutServer` when the server is gone).
   func openListing(_ path: String, unansweredThrows: Bool = false) async throws(FSError) -> OpenedListing {
     noteOpened(path)
     if let cached = listings.current(path) { return .whole(cached) }
     if options.offline { return .whole(try await listing(path, unansweredThrows: unansweredThrows)) }
-    return try await fromServer("listing \(path.isEmpty ? "/" : path)", { () async throws(BucketError) -> OpenedListing in
+    return try await listingFromServer(path, { () async throws(BucketError) -> OpenedListing in
       let stream = ListingStream()
       let inFlight = listingsAhead.withLock { inflight -> Task<Void, Never>? in
         if let other = inflight[ObjectName(path)] { return other }
@@ -37,6 +37,6 @@ extension Namespace {
       }
       try await stream.firstPage()
       return .arriving(stream)
-    }, orStaged: { .whole(offlineListing(path)) }, unansweredThrows: unansweredThrows)
+    }, else: { .whole($0) }, unansweredThrows: unansweredThrows)
   }
 }

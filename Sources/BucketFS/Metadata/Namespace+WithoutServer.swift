@@ -1,10 +1,75 @@
 // What the mount answers when the server cannot: on an offline mount, and when the server is
-// gone or does not answer: the staged copies and the pins' trees (`OfflineView`).
+// gone or does not answer. A listing is the folder's last listing from the server, else the
+// pins' and staged copies' view (`OfflineView`) where a pin holds the folder, else EIO: never an
+// empty or partial folder that looks whole. A name is looked up in the same places.
 import Foundation
 import StorageCore
 import Synchronization
 
 extension Namespace {
+  /// A listing of folder `path`: `online`'s; on an offline mount, the staged view's; when the
+  /// server is gone or does not answer, `listingWithoutServer`'s, or the server's failure (EIO)
+  /// when the mount knows nothing of the folder. `unansweredThrows`: a server that stopped
+  /// answering is thrown, for a caller that answers as the request's deadline does (the same).
+  func listingFromServer<T>(
+    _ path: String, _ online: () async throws(BucketError) -> T, else known: ([DirectoryEntry]) -> T, unansweredThrows: Bool
+  ) async throws(FSError) -> T {
+    if options.offline { return known(offlineListing(path)) }
+    do {
+      return try await online()
+    } catch {
+      guard ErrnoMapping.isServerGone(error), !(unansweredThrows && error.isUnanswered) else { throw FSError(error) }
+      guard let entries = listingWithoutServer(path, because: error.detail) else { throw FSError(error) }
+      return known(entries)
+    }
+  }
+
+  /// What a listing of folder `path` that the server could not give (`reason`) answers instead:
+  /// the folder's last listing from the server however old (counted in the stats, said in the
+  /// log once until the folder is listed again); else, where a pin's tree holds the folder, the
+  /// pins' and staged copies' view of it; else nil, and the caller answers EIO. Never the staged
+  /// copies alone: they are the part of a folder that was read, and would show a full folder
+  /// empty or short.
+  func listingWithoutServer(_ path: String, because reason: @autoclosure () -> String) -> [DirectoryEntry]? {
+    let shown = path.isEmpty ? "/" : path
+    let first = saidFromLast.withLock { said in
+      if said.count >= 1_000 { said.removeAll() }
+      return said.insert(ObjectName(path)).inserted
+    }
+    if let last = listings.lastKnown(path) {
+      listingsFromLast.add(1, ordering: .relaxed)
+      if first { log("listing \(shown): \(reason()); answered from its last listing (\(last.count) entries)") }
+      return last
+    }
+    guard staging != nil, pinsHold(path) else {
+      if first { log("listing \(shown): \(reason()); never listed and not pinned: EIO") }
+      return nil
+    }
+    if first { log("listing \(shown): \(reason()); answered from the pinned tree") }
+    return offlineListing(path)
+  }
+
+  /// Folder `path` was listed by the server again: a later failure is said again.
+  func heardAgain(_ path: String) {
+    _ = saidFromLast.withLock { $0.remove(ObjectName(path)) }
+  }
+
+  /// Name `name` of folder `dir` as the folder's last listing from the server had it, when that
+  /// listing knows its attributes (a folder, or a file whose attributes it carried or learned):
+  /// what a lookup the server cannot answer finds. Nil when there is no such listing or entry.
+  func lastListed(dir: String, name: String) -> DirectoryEntry? {
+    guard let e = listings.lastKnown(dir)?.first(where: { Self.sameBytes($0.name, name) }) else { return nil }
+    if e.isDirectory || e.hasMetadata { return e }
+    guard let object = e.objectName, let m = files.get(object) else { return nil }
+    return e.with(m)
+  }
+
+  /// Whether a pin's tree holds folder `path` (an object under it, or its placeholder).
+  func pinsHold(_ path: String) -> Bool {
+    let base = client.bucketName(path.isEmpty ? "" : path + "/")
+    return (offline.pins.value?.pinnedObjects() ?? [:]).keys.contains { $0.string.hasBytePrefix(base) }
+  }
+
   /// `online`'s answer; on an offline mount, or when the server cannot be reached and copies
   /// are staged, `staged`'s instead.
   func fromServer<T>(

@@ -5,10 +5,10 @@
 // out of listings with one log line each. Names here are relative to the mount's prefix (the
 // client is a PrefixedClient); staged copies are kept under full object names.
 //
-// When the server cannot be reached, and on an offline mount, answers come from the staged
-// copies instead (`Namespace+WithoutServer.swift`). Listings are asked for in
-// `+ServerListings.swift` and `+StreamedListings.swift`, names in folders not listed probed in
-// `+UnlistedFolders.swift`.
+// When the server cannot be reached, and on an offline mount, answers come from what the mount
+// holds instead (`Namespace+WithoutServer.swift`): a folder's last listing, the pins' trees and
+// the staged copies. Listings are asked for in `+ServerListings.swift` and `+StreamedListings.swift`,
+// names in folders not listed probed in `+UnlistedFolders.swift`.
 import Foundation
 import StorageCore
 import Synchronization
@@ -126,6 +126,10 @@ final class Namespace: Sendable {
   let foldersListedAhead = Atomic<Int>(0)
   /// How many folders after the one a walk went into have their listings fetched ahead.
   static let foldersAhead = 4
+  /// Listings the server could not give, answered from the folder's last one (for the stats),
+  /// and the folders the log said so of since their last listing (`+WithoutServer.swift`).
+  let listingsFromLast = Atomic<Int>(0)
+  let saidFromLast = Mutex<Set<ObjectName>>([])
 
   // MARK: names and attributes
 
@@ -239,6 +243,8 @@ final class Namespace: Sendable {
       }
     }, orStaged: { () throws(FSError) -> DirectoryEntry? in
       fromStaged = true
+      // The folder's last listing knows more than the staged copies (which are what was read).
+      if let last = lastListed(dir: dir, name: name) { return last }
       if let staged = offline.entry(dir, name) { return staged }
       // A server that cannot be reached leaves the staged copies as the mount's view, but one
       // that stopped answering may hold the name: its silence is the answer, as when the

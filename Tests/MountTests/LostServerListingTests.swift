@@ -1,0 +1,160 @@
+import Foundation
+import ChildProcess
+import StorageCore
+import StorageEmulator
+import TestSupport
+import Testing
+
+/// Issue 55, 2: a server that dies or stalls around a listing never makes a full folder look
+/// empty. A folder the mount listed before answers with that listing (said in the log and the
+/// stats); one it never listed answers EIO. Mounted with `metadata_ttl=0`, so that every `ls`
+/// asks the server and no test waits for a listing to expire.
+@Suite(.serialized) struct LostServerListingTests {
+  static let count = 1_200
+
+  static func seed(_ fx: MountFixture) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      var next = 0
+      while next < count {
+        for i in next..<min(next + 16, count) { group.addTask { _ = try await fx.put(String(format: "many/f%04d", i), Data("\(i)".utf8)) } }
+        try await group.waitForAll()
+        next += 16
+      }
+    }
+    _ = try await fx.put("unseen/a", Data("a".utf8))
+    _ = try await fx.put("unseen/b", Data("b".utf8))
+  }
+
+  static let names = Set((0..<count).map { String(format: "f%04d", $0) })
+
+  /// `ls -1` of `folder` in the mount: its status and the lines it printed (errors too).
+  static func ls(_ m: MountedBucket, _ folder: String) -> (Int32, [String]) {
+    let (status, output) = runTool("/bin/ls", ["-1", m.path(folder)], timeout: .seconds(60))
+    return (status, output.split(separator: "\n").map(String.init))
+  }
+
+  /// A folder that fails to list: `ls` fails with EIO and prints no name.
+  static func expectEIO(_ m: MountedBucket, _ folder: String, _ label: String) {
+    let dir = opendir(m.path(folder))
+    let errorNumber = errno
+    if let dir { closedir(dir) }
+    #expect(dir == nil && errorNumber == EIO, "\(label): \(folder) opened (\(errorNumber))")
+    let (status, lines) = ls(m, folder)
+    #expect(status != 0 && lines.count == 1 && lines[0].contains("Input/output error"), "\(label): \(status) \(lines)")
+  }
+
+  /// "listings answered from the last listing" in the stats.
+  static func answeredFromLast(_ m: MountedBucket) -> Int? {
+    m.stat("listings answered from the last listing").flatMap { Int($0.split(separator: " ").first ?? "") }
+  }
+
+  /// Killed: the folder listed before shows that listing whole; the folder never listed fails
+  /// (EIO), though the mount knows it is a folder and has staging.
+  @Test(arguments: ["firebase", "gcs"]) func aKilledServerLeavesTheLastListingOrEIO(api: String) async throws {
+    try await MountFixture.scope { fx in
+      try await Self.seed(fx)
+      let m = try fx.mount(options: ["metadata_ttl=0", "read_timeout=2"], extra: ["--api", api], name: "killed-\(api)")
+      // The root listed (as a user does before going into a folder), and the folder.
+      #expect(Self.ls(m, "").0 == 0)
+      var (status, listed) = Self.ls(m, "many")
+      #expect(status == 0 && Set(listed) == Self.names, "\(api): \(listed.count) names")
+      var st = stat()
+      #expect(stat(m.path("unseen"), &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR)
+      #expect(Self.answeredFromLast(m) == 0, "\(api): \(String(describing: m.stat("listings answered from the last listing")))")
+      fx.stopEmulator()
+      (status, listed) = Self.ls(m, "many")
+      #expect(status == 0 && Set(listed) == Self.names && listed.count == Self.count, "\(api): \(status), \(listed.count) names")
+      #expect((Self.answeredFromLast(m) ?? 0) >= 1, "\(api): \(String(describing: m.stat("listings answered from the last listing")))")
+      #expect(m.log.contains("from its last listing"), "\(api): \(m.log.suffix(2000))")
+      // Never listed: no answer is better than a false one.
+      Self.expectEIO(m, "unseen", api)
+    }
+  }
+
+  /// Frozen (the server takes connections and says nothing): after `read_timeout`, the same.
+  @Test(arguments: ["firebase", "gcs"]) func aFrozenServerLeavesTheLastListingOrEIO(api: String) async throws {
+    try await MountFixture.scope { fx in
+      try await Self.seed(fx)
+      let m = try fx.mount(options: ["metadata_ttl=0", "read_timeout=1"], extra: ["--api", api], name: "frozen-\(api)")
+      #expect(Self.ls(m, "").0 == 0)
+      var (status, listed) = Self.ls(m, "many")
+      #expect(status == 0 && Set(listed) == Self.names)
+      var st = stat()
+      #expect(stat(m.path("unseen"), &st) == 0)
+      var frozen = Faults()
+      frozen.hold = true
+      fx.emulator!.setFaults(frozen)
+      (status, listed) = Self.ls(m, "many")
+      #expect(status == 0 && Set(listed) == Self.names && listed.count == Self.count, "\(api): \(status), \(listed.count) names")
+      Self.expectEIO(m, "unseen", api)
+      #expect((Self.answeredFromLast(m) ?? 0) >= 1)
+      fx.emulator!.setFaults(Faults())
+    }
+  }
+
+  /// A listing that fails on a later page, on a mount with a change of its own in the folder
+  /// (read whole, not streamed): never the pages that came as the whole folder, nor the
+  /// staged copies' part of it.
+  @Test(arguments: ["firebase", "gcs"]) func aListingBrokenOnALaterPageIsNeverShownAsTheFolder(api: String) async throws {
+    try await MountFixture.scope { fx in
+      try await Self.seed(fx)
+      let m = try fx.mount(options: ["writable", "metadata_ttl=0", "read_timeout=1"], extra: ["--api", api], name: "broken-\(api)")
+      // A change of this mount that waits in the queue (its upload refused until the faults go).
+      var refuse = Faults()
+      refuse.pathFilter = "mine.txt"
+      refuse.errorStatus = 503
+      refuse.errorFraction = 1
+      fx.emulator!.setFaults(refuse)
+      #expect(FileManager.default.createFile(atPath: m.path("many/mine.txt"), contents: Data("mine".utf8)))
+      var failing = Faults()
+      failing.pathFilter = "pageToken="
+      failing.errorStatus = 503
+      failing.errorFraction = 1
+      fx.emulator!.setFaults(failing)
+      let (status, listed) = Self.ls(m, "many")
+      // Never listed whole: EIO, not 1,000 names and ours as if that were the folder.
+      #expect(status != 0 && listed.count <= 1, "\(api): \(status), \(listed.count) names")
+      fx.emulator!.setFaults(Faults())
+      let (again, all) = Self.ls(m, "many")
+      #expect(again == 0 && Set(all) == Self.names.union(["mine.txt"]), "\(api): \(again), \(all.count)")
+    }
+  }
+
+  /// Frozen after the first page of a folder the mount reads as its pages arrive: `ls` shows
+  /// what came and fails (EIO), never a short folder that looks whole; on both APIs.
+  @Test(arguments: ["firebase", "gcs"]) func aServerFrozenMidListingEndsItWithEIO(api: String) async throws {
+    try await MountFixture.scope { fx in
+      try await Self.seed(fx)
+      let m = try fx.mount(options: ["metadata_ttl=0", "read_timeout=1"], extra: ["--api", api], name: "midfrozen-\(api)")
+      var held = Faults()
+      held.pathFilter = "pageToken="
+      held.hold = true
+      fx.emulator!.setFaults(held)
+      let (status, lines) = Self.ls(m, "many")
+      fx.emulator!.setFaults(Faults())
+      #expect(status != 0 && lines.contains { $0.contains("Input/output error") }, "\(api): \(status), \(lines.count) lines")
+      #expect(lines.filter { $0.hasPrefix("f") }.count < Self.count, "\(api)")
+      let (again, all) = Self.ls(m, "many")
+      #expect(again == 0 && Set(all) == Self.names, "\(api): \(again) \(all.count)")
+    }
+  }
+
+  /// Killed after the first page had reached the reader: readdir ends with EIO, not at a short
+  /// end. (The GCS API names files as they come; a v0 listing's arrive at its end.)
+  @Test func aServerKilledMidListingEndsItWithEIO() async throws {
+    try await MountFixture.scope { fx in
+      try await Self.seed(fx)
+      let m = try fx.mount(options: ["metadata_ttl=0"], extra: ["--api", "gcs"], name: "midkilled")
+      var held = Faults()
+      held.pathFilter = "pageToken="
+      held.hold = true
+      fx.emulator!.setFaults(held)
+      let reader = StreamedListingTests.FolderReader(m.path("many"))
+      #expect(await eventually(timeout: .seconds(30)) { reader.first.load(ordering: .acquiring) })
+      fx.stopEmulator()
+      #expect(await eventually { reader.done.load(ordering: .acquiring) })
+      #expect(reader.error == EIO, "readdir ended with \(reader.error) after \(reader.read.count) entries")
+      #expect(reader.read.count < Self.count)
+    }
+  }
+}
