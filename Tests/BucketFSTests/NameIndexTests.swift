@@ -51,3 +51,26 @@ import Testing
     #expect(table.node(InodeTable.rootIno)?.path == "")
   }
 }
+
+/// Issue 55: what the mount keeps by path or object name keeps NFC and NFD "café" apart.
+@Suite struct TwinKeyTests {
+  let nfc = "d-caf\u{e9}"
+  let nfd = "d-cafe\u{301}"
+
+  @Test func aModeSetOnOneSpellingIsNotTheOthers() {
+    let changes = PosixChanges()
+    changes.queued(nfc, PosixAttributes(mode: 0o700), sequence: .max)
+    #expect(changes.held { nfc }?.attributes.mode == 0o700)
+    #expect(changes.held { nfd } == nil)
+    changes.moveFolders(nfc, to: "moved")
+    #expect(changes.held { "moved" }?.attributes.mode == 0o700)
+  }
+
+  @Test func aReadTimeoutOfOneSpellingIsNotTheOthers() {
+    let timeouts = RecentTimeouts(echo: .seconds(60))
+    let opened = ContinuousClock.now
+    timeouts.timedOut(nfc, generation: 1)
+    #expect(timeouts.isFresh(nfc, generation: 1, openedAt: opened))
+    #expect(!timeouts.isFresh(nfd, generation: 1, openedAt: opened))
+  }
+}

@@ -100,6 +100,46 @@ import Testing
       }
     }
   }
+
+  /// A file and a folder whose names are twins are a file and a folder, side by side: no alias
+  /// (`café.object`) for a folder of "the same" name.
+  @Test(arguments: ["firebase", "gcs"]) func aFileBesideItsTwinFolderKeepsItsName(api: String) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("al/\(Self.nfc)", Data("file".utf8))
+      _ = try await fx.put("al/\(Self.nfd)/x", Data("under the folder".utf8))
+      let m = try fx.mount(extra: ["--api", api], name: "alias-\(api)")
+      let listed = try #require(namesAsBytes(m.path("al")))
+      #expect(Set(listed) == Set([Self.nfc, Self.nfd].map { Array($0.utf8) }) && listed.count == 2, "\(api): \(listed)")
+      #expect(readFile(m.path("al/\(Self.nfc)")) == .success(Data("file".utf8)))
+      #expect(readFile(m.path("al/\(Self.nfd)/x")) == .success(Data("under the folder".utf8)))
+    }
+  }
+
+  /// Through a writable mount, a change of one spelling reaches that object only: an append to
+  /// the NFD file, a delete of the NFC one. (A second spelling made anew answers EILSEQ.)
+  @Test(arguments: ["firebase", "gcs"]) func aChangeOfOneSpellingLeavesTheOther(api: String) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("wt/\(Self.nfc)", Data("nfc".utf8))
+      _ = try await fx.put("wt/\(Self.nfd)", Data("nfd".utf8))
+      _ = try await fx.put("wt/d-\(Self.nfc)/x", Data("x".utf8))
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "write-\(api)")
+      let fd = open(m.path("wt/\(Self.nfd)"), O_WRONLY | O_APPEND)
+      #expect(fd >= 0)
+      #expect(write(fd, "+more", 5) == 5)
+      #expect(close(fd) == 0)
+      #expect(unlink(m.path("wt/\(Self.nfc)")) == 0)
+      #expect(mkdir(m.path("wt/d-\(Self.nfd)"), 0o755) == -1 && errno == EILSEQ)
+      let listed = try #require(namesAsBytes(m.path("wt")))
+      #expect(Set(listed) == Set([Self.nfd, "d-\(Self.nfc)"].map { Array($0.utf8) }), "\(api): before sync \(listed)")
+      let (status, output) = m.sync()
+      #expect(status == 0, "\(output)")
+      #expect(await fx.object("wt/\(Self.nfd)") == Data("nfd+more".utf8))
+      #expect(await fx.object("wt/\(Self.nfc)") == nil)
+      let after = try #require(namesAsBytes(m.path("wt")))
+      #expect(Set(after) == Set([Self.nfd, "d-\(Self.nfc)"].map { Array($0.utf8) }), "\(api): after sync \(after)")
+      #expect(readFile(m.path("wt/\(Self.nfd)")) == .success(Data("nfd+more".utf8)))
+    }
+  }
 }
 
 /// The names in folder `path` as readdir(3) gives them, bytes exactly ("." and ".." left out);

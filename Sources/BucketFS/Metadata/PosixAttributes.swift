@@ -4,6 +4,7 @@
 // ids, the modification and access times in whole seconds. An object without them shows the
 // mount's `file_mode`, `uid` and `gid`, and its mtime as its atime.
 import Foundation
+import StorageCore
 import Synchronization
 
 struct PosixAttributes: Equatable, Sendable {
@@ -86,22 +87,23 @@ final class PosixChanges: Sendable {
     var sequence: UInt64
   }
 
-  private let set = Mutex<[String: Held]>([:])
+  /// By the path's bytes: two spellings of a folder's name are two folders.
+  private let set = Mutex<[ObjectName: Held]>([:])
   private let clock: @Sendable () -> Timestamp
 
   init(clock: @escaping @Sendable () -> Timestamp = { Timestamp.now() }) { self.clock = clock }
 
   func held(_ path: () -> String?) -> Held? {
     guard set.withLock({ !$0.isEmpty }), let path = path() else { return nil }
-    return set.withLock { $0[path] }
+    return set.withLock { $0[ObjectName(path)] }
   }
 
   /// `change` was queued as `sequence`, over what was set before.
   func queued(_ path: String, _ change: PosixAttributes, sequence: UInt64) {
     let now = clock()
     set.withLock { s in
-      let before = s[path]?.attributes ?? PosixAttributes()
-      s[path] = Held(attributes: before.overridden(by: change), at: now, sequence: sequence)
+      let before = s[ObjectName(path)]?.attributes ?? PosixAttributes()
+      s[ObjectName(path)] = Held(attributes: before.overridden(by: change), at: now, sequence: sequence)
     }
   }
 
@@ -111,21 +113,21 @@ final class PosixChanges: Sendable {
   /// The queue applied change `sequence` of `path`.
   func applied(_ path: String, sequence: UInt64) {
     set.withLock { s in
-      if let mine = s[path], mine.sequence <= sequence { s.removeValue(forKey: path) }
+      if let mine = s[ObjectName(path)], mine.sequence <= sequence { s.removeValue(forKey: ObjectName(path)) }
     }
   }
 
-  func forget(_ path: String) { _ = set.withLock { $0.removeValue(forKey: path) } }
+  func forget(_ path: String) { _ = set.withLock { $0.removeValue(forKey: ObjectName(path)) } }
 
   /// Folder `source` was renamed `target`: what was set of it and of the folders under it goes
   /// with them (a file's own goes with its object).
   func moveFolders(_ source: String, to target: String) {
     set.withLock { s in
       // An empty folder renamed over keeps nothing of its own.
-      for (path, held) in s where held.sequence == .max && Namespace.isInside(path, target) { s.removeValue(forKey: path) }
-      for (path, held) in s where held.sequence == .max && Namespace.isInside(path, source) {
+      for (path, held) in s where held.sequence == .max && Namespace.isInside(path.string, target) { s.removeValue(forKey: path) }
+      for (path, held) in s where held.sequence == .max && Namespace.isInside(path.string, source) {
         s.removeValue(forKey: path)
-        s[target + path.dropFirst(source.count)] = held
+        s[ObjectName(target + path.string.droppingBytes(source.utf8.count))] = held
       }
     }
   }

@@ -5,6 +5,7 @@
 // the run goes on, a few GETs at a time, and only within the cache's prefetch budget. An open
 // out of order ends the run.
 import Foundation
+import StorageCore
 import Synchronization
 
 final class FolderReadAhead: Sendable {
@@ -21,7 +22,7 @@ final class FolderReadAhead: Sendable {
     var tick: UInt64
   }
   private struct State {
-    var runs: [String: Run] = [:]
+    var runs: [ObjectName: Run] = [:]
     var tick: UInt64 = 0
   }
   private let state = Mutex(State())
@@ -31,7 +32,7 @@ final class FolderReadAhead: Sendable {
   func opened(dir: String, index: Int, count: Int) -> Range<Int> {
     state.withLock { s in
       s.tick += 1
-      var run = s.runs[dir] ?? Run(lastIndex: -2, length: 0, fetchedThrough: -1, tick: 0)
+      var run = s.runs[ObjectName(dir)] ?? Run(lastIndex: -2, length: 0, fetchedThrough: -1, tick: 0)
       if index == run.lastIndex + 1 {
         run.length += 1
       } else if index != run.lastIndex {
@@ -40,7 +41,7 @@ final class FolderReadAhead: Sendable {
       run.lastIndex = index
       run.tick = s.tick
       defer {
-        s.runs[dir] = run
+        s.runs[ObjectName(dir)] = run
         // Folders read long ago are forgotten.
         if s.runs.count > 64, let oldest = s.runs.min(by: { $0.value.tick < $1.value.tick })?.key { s.runs[oldest] = nil }
       }

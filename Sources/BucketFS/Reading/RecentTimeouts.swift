@@ -5,15 +5,17 @@
 // version that need the server fail at once, through any handle that was open then; a handle
 // opened afterwards (a new `cat`) asks the server again.
 import Foundation
+import StorageCore
 import Synchronization
 
 final class RecentTimeouts: Sendable {
-  private let failures = Mutex<[String: ContinuousClock.Instant]>([:])
+  private let failures = Mutex<[ObjectName: ContinuousClock.Instant]>([:])
   let echo: Duration
 
   init(echo: Duration) { self.echo = echo }
 
-  private static func key(_ name: String, _ generation: Int64) -> String { name + "\u{0}" + String(generation) }
+  /// By the name's bytes: NFC and NFD "café" are two objects, and a timeout of one is not the other's.
+  private static func key(_ name: String, _ generation: Int64) -> ObjectName { ObjectName(name + "\u{0}" + String(generation)) }
 
   func timedOut(_ name: String, generation: Int64) {
     let now = ContinuousClock.now
