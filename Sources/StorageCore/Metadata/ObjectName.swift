@@ -1,3 +1,5 @@
+import Foundation
+
 /// An object's name as a bucket holds it: its UTF-8 bytes, compared, hashed and sorted as bytes.
 ///
 /// A bucket's names are bytes, and two names are one object only when their bytes are the same.
@@ -15,8 +17,11 @@ package struct ObjectName: Hashable, Comparable, Sendable, CustomStringConvertib
   package static func == (a: ObjectName, b: ObjectName) -> Bool { sameBytes(a.string, b.string) }
 
   package func hash(into hasher: inout Hasher) {
-    var s = string
-    s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    // A native string's bytes in place (as fast as `String`'s own hash); a bridged one copied.
+    if string.utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
+      var s = string
+      s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
   }
 
   /// Byte order: the order in which GCS lists names.
@@ -26,10 +31,14 @@ package struct ObjectName: Hashable, Comparable, Sendable, CustomStringConvertib
 
   /// True when `a` and `b` are the same bytes (`==` on strings is canonical equivalence).
   package static func sameBytes(_ a: String, _ b: String) -> Bool {
-    guard a.utf8.count == b.utf8.count else { return false }
-    var a = a
-    var b = b
-    return a.withUTF8 { x in b.withUTF8 { y in x.elementsEqual(y) } }
+    let n = a.utf8.count
+    guard n == b.utf8.count else { return false }
+    let inPlace = a.utf8.withContiguousStorageIfAvailable { x in
+      b.utf8.withContiguousStorageIfAvailable { y in n == 0 || memcmp(x.baseAddress!, y.baseAddress!, n) == 0 }
+    }
+    // Both native (contiguous) almost always; `memcmp` there, as `String ==` is fast for ASCII.
+    if let inPlace, let same = inPlace { return same }
+    return a.utf8.elementsEqual(b.utf8)
   }
 }
 
