@@ -90,12 +90,6 @@ struct QueueState {
   /// takes them until the last writer is gone and `sealed` says what they hold. Unlike a held
   /// change, one holds up only what waits for its name, and a newer upload may replace it.
   private var writing = Set<UInt64>()
-  /// Names whose next change goes only once the journal has lasted (a group commit has run since
-  /// it was written): a change of the name was carried out, or replaced a waiting one. Else a
-  /// power loss could undo the record that a change was done or replaced after the server had
-  /// moved past it, and the next mount would carry it out again: a deleted file comes back, a
-  /// replaced version goes beside the newer one as a conflict.
-  private var awaitingCommit = Set<NameKey>()
   /// Bytes of the queued uploads.
   private(set) var bytes: Int64 = 0
   private var sizes: [UInt64: Int64] = [:]
@@ -158,7 +152,6 @@ struct QueueState {
     if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) {
       setLife(lastSequence, .replaced(by: change.sequence))
       ended[lastSequence] = .replaced(by: change.sequence)
-      awaitingCommit.insert(Self.key(change.name))
       change.base = last.base
       if earlier.count > 1 { change.base = .previous }
       return changes[lastSequence]
@@ -316,12 +309,6 @@ struct QueueState {
     return nil
   }
 
-  /// Whether a change of `name` must wait for a group commit before it goes (`awaitingCommit`).
-  func mustCommitBefore(_ name: String) -> Bool { awaitingCommit.contains(Self.key(name)) }
-
-  /// A group commit made the records of `name`'s changes last.
-  mutating func committed(_ name: String) { awaitingCommit.remove(Self.key(name)) }
-
   /// When the next change still settling may start (nil: none is). Only times to come: a
   /// settled change that waits for another (its name's, or an upload before a delete) is woken
   /// by that one's end, not by a clock that has passed.
@@ -366,7 +353,6 @@ struct QueueState {
   /// finds what it left.
   mutating func carriedOut(_ done: PendingChange) {
     set(done)
-    awaitingCommit.insert(Self.key(done.name))
     if case .done(let effect) = done.life {
       left[Self.key(done.name)] = effect
       if case .conflict = effect { conflicts += 1 }

@@ -491,17 +491,20 @@ package final class WriteBackQueue: Sendable {
     }
   }
 
-  /// A change whose name had a change carried out since the last group commit goes once that
-  /// one's record lasts: a power loss must not leave it waiting again (the next mount would
-  /// carry it out over what this one puts there). Nil when it may go.
+  /// A change goes to the server only once the journal up to now has lasted (a group commit;
+  /// nothing when none is due): its own newest record and bytes, the records that say the
+  /// changes of its name before it were done or replaced, and a copy's source's. Otherwise a
+  /// power loss could keep an older frame of what the server already has (a file's first close,
+  /// before the kernel had written it), and the next mount would carry that out over it: a
+  /// deleted or moved file comes back, empty bytes go beside the real ones as a conflict.
+  /// Nil when it may go.
   private func commitBefore(_ change: PendingChange) -> ChangeWorker.Verdict? {
-    guard journal.groupCommit != nil, state.withLock({ $0.mustCommitBefore(change.name) }) else { return nil }
+    guard journal.groupCommit != nil else { return nil }
     do throws(FSError) {
       try commit()
     } catch {
       return .retryLater("the queue's group commit failed (errno \(error.errno))")
     }
-    state.withLock { $0.committed(change.name) }
     return nil
   }
 
