@@ -55,7 +55,11 @@ extension BucketFilesystem {
           // Bytes still an overlay make this edit one too, filled from them as they fill; where
           // an edit cannot be linked into the queue, it waits for them here, at the open.
           if !writeBack.edits.linksIntoQueue { try await writeBack.queue.wholeBytes(path) }
-          if let queued = try writeBack.queue.overlaid(path) { fill = try queued.copy(into: file.fd) } else { try Self.copy(from: dataPath, to: file.fd) }
+          if let queued = try writeBack.queue.overlaid(path) {
+            fill = try queued.copy(into: file.fd)
+          } else {
+            try Self.copy(from: dataPath, to: file.fd, disk: writeBack.edits.disk)
+          }
         }
         base = .previous
         startMetadata = queuedMetadata(path, writeBack.queue)
@@ -104,10 +108,11 @@ extension BucketFilesystem {
         }
       }
     } catch {
-      Foundation.unlink(localPath)
+      _ = writeBack.edits.disk.unlink(localPath)
       throw error
     }
-    let fresh = LocalEdits.Edit(file: file, path: localPath, name: path, base: base, dirty: dirty, fill: fill, room: writeBack.edits.room)
+    let fresh = LocalEdits.Edit(
+      file: file, path: localPath, name: path, base: base, dirty: dirty, fill: fill, disk: writeBack.edits.disk, room: writeBack.edits.room)
     if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom, mtime: keptTime) }
     let edit = try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
     if edit !== fresh { fill?.abandon() } else { edit.countLength() }
@@ -148,9 +153,9 @@ extension BucketFilesystem {
     if options.offline && staging?.status(client.bucketName(path), generation: m.generation, size: m.size).isComplete != true {
       throw FSError(EIO)
     }
-    guard ftruncate(fd, off_t(m.size)) == 0 else { throw FSError(errno) }
+    guard writeBack.edits.disk.truncate(fd, to: m.size) == 0 else { throw FSError(errno) }
     let base = PendingChange.Source(name: path, generation: m.generation, size: m.size, crc32c: m.crc32c, md5Hash: m.md5Hash)
-    let fill = BaseFill(file: fd, overlay: EditOverlay(base: base), fetch: baseFetcher)
+    let fill = BaseFill(file: fd, overlay: EditOverlay(base: base), disk: writeBack.edits.disk, fetch: baseFetcher)
     fill.start()
     return fill
   }
@@ -185,11 +190,11 @@ extension BucketFilesystem {
     return m
   }
 
-  private static func copy(from source: String, to fd: Int32) throws(FSError) {
+  private static func copy(from source: String, to fd: Int32, disk: any QueueDisk) throws(FSError) {
     let input = Foundation.open(source, O_RDONLY | O_CLOEXEC)
     guard input >= 0 else { throw FSError(errno) }
     defer { close(input) }
-    try DurableFile.copyAll(from: input, to: fd)
+    _ = try disk.copyAll(from: input, to: fd)
   }
 
   /// The object's bytes into `fd`: from its complete staged copy when there is one, else from
@@ -197,7 +202,7 @@ extension BucketFilesystem {
   private func download(_ path: String, _ m: StorageMetadata, into fd: Int32) async throws(FSError) {
     let full = client.bucketName(path)
     if let staged = staging?.completeEntries()[ObjectName(full)], staged.metadata.generation == m.generation,
-      (try? Self.copy(from: staged.dataPath, to: fd)) != nil
+      (try? Self.copy(from: staged.dataPath, to: fd, disk: writeBack?.edits.disk ?? SystemDisk())) != nil
     {
       return
     }

@@ -20,6 +20,8 @@ import Testing
     case link(from: String, to: String)
     case unlink(path: String)
     case syncFolder(String)
+    /// A folder made (`rmdir` is an unlink of its path): what is in it lasts only with it.
+    case makeFolder(String)
   }
 
   /// `SystemDisk`, recording what it does; its folder syncs fail while `failFolderSyncs` is set.
@@ -73,6 +75,34 @@ import Testing
       state.withLock { s in if let file = s.descriptors[fd] { s.operations.append(.contents(file: file, now)) } }
       return n
     }
+
+    func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int {
+      let n = system.pwrite(fd, bytes, at: offset)
+      let now = contents(fd)
+      state.withLock { s in if let file = s.descriptors[fd] { s.operations.append(.contents(file: file, now)) } }
+      return n
+    }
+
+    func truncate(_ fd: Int32, to size: Int64) -> Int32 {
+      let result = system.truncate(fd, to: size)
+      let now = contents(fd)
+      state.withLock { s in if let file = s.descriptors[fd] { s.operations.append(.contents(file: file, now)) } }
+      return result
+    }
+
+    func makeFolder(_ path: String, _ mode: mode_t) -> Int32 {
+      let result = system.makeFolder(path, mode)
+      if result == 0 { state.withLock { $0.operations.append(.makeFolder(path)) } }
+      return result
+    }
+
+    func removeFolder(_ path: String) -> Int32 {
+      let result = system.removeFolder(path)
+      if result == 0 { state.withLock { $0.operations.append(.unlink(path: path)) } }
+      return result
+    }
+
+    func lock(_ fd: Int32) -> Int32 { system.lock(fd) }
 
     func copyAll(from input: Int32, to output: Int32) throws(FSError) -> Int64 {
       let n = try system.copyAll(from: input, to: output)
@@ -141,51 +171,106 @@ import Testing
   ///
   /// `onlyCovered`: for each cut only the state that keeps what fsyncs covered and nothing else.
   static func crashStates(_ ops: [Operation], folder: String, onlyCovered: Bool = false) -> [(cut: Int, files: [String: Data])] {
-    func parent(_ path: String) -> String { URL(fileURLWithPath: path).deletingLastPathComponent().path }
+    let cover = Cover(ops)
     var states: [(Int, [String: Data])] = []
     for cut in 0...ops.count {
       // The same files after another cut are checked again: a later cut promises more.
       var seen = Set<[String: Data]>()
-      let issued = Array(ops[0..<cut])
-      func covered(_ i: Int) -> Bool {
-        let later = issued[(i + 1)...]
-        switch issued[i] {
-        case .contents(let file, _): return later.contains(.fsync(file: file))
-        case .create(let path, _), .unlink(let path): return later.contains(.syncFolder(parent(path)))
-        case .rename(let from, let to): return later.contains(.syncFolder(parent(from))) && later.contains(.syncFolder(parent(to)))
-        case .link(_, let to): return later.contains(.syncFolder(parent(to)))
-        case .fsync, .syncFolder: return true
-        }
-      }
-      let loose = issued.indices.filter { !covered($0) }
-      let looseData = loose.filter { if case .contents = issued[$0] { true } else { false } }
-      let looseNames = loose.filter { if case .contents = issued[$0] { false } else { true } }
-      for keptNames in 0...(onlyCovered ? 0 : looseNames.count) {
-        for keptData in 0...(onlyCovered ? 0 : looseData.count) {
-          let lasting = Set(issued.indices.filter(covered) + looseNames.prefix(keptNames) + looseData.prefix(keptData))
-          var names: [String: Int] = [:]
-          var bytes: [Int: Data] = [:]
-          for i in issued.indices where lasting.contains(i) {
-            switch issued[i] {
-            case .create(let path, let file): names[path] = file
-            case .contents(let file, let data): bytes[file] = data
-            case .rename(let from, let to):
-              if let file = names.removeValue(forKey: from) { names[to] = file }
-            case .link(let from, let to):
-              if let file = names[from] { names[to] = file }
-            case .unlink(let path): names.removeValue(forKey: path)
-            case .fsync, .syncFolder: break
-            }
-          }
-          var files: [String: Data] = [:]
-          for (path, file) in names where path.hasPrefix(folder + "/") {
-            files[String(path.dropFirst(folder.count + 1))] = bytes[file] ?? Data()
-          }
+      let loose = cover.loose(cut: cut)
+      for keptNames in 0...(onlyCovered ? 0 : loose.names.count) {
+        for keptData in 0...(onlyCovered ? 0 : loose.data.count) {
+          let files = cover.state(cut: cut, keptNames: keptNames, keptData: keptData, folder: folder)
           if seen.insert(files).inserted { states.append((cut, files)) }
         }
       }
     }
     return states
+  }
+
+  /// When each operation of a recording came to last: the first later fsync of its file (its
+  /// contents), or of its folder (a name: a create, a rename in both folders, a link, an
+  /// unlink, a folder made). One state after a cut is what was covered before it, and prefixes
+  /// of what was not (`loose`); a test that cannot try them all picks some (`state`).
+  struct Cover {
+    let ops: [Operation]
+    /// For each operation, the index of the operation that made it last (`Int.max`: none).
+    let lastsAt: [Int]
+
+    init(_ ops: [Operation]) {
+      self.ops = ops
+      func parent(_ path: String) -> String { URL(fileURLWithPath: path).deletingLastPathComponent().path }
+      var nextFsync: [Int: Int] = [:]
+      var nextFolderSync: [String: Int] = [:]
+      var lastsAt = [Int](repeating: Int.max, count: ops.count)
+      for i in ops.indices.reversed() {
+        switch ops[i] {
+        case .contents(let file, _): lastsAt[i] = nextFsync[file] ?? .max
+        case .create(let path, _), .unlink(let path), .makeFolder(let path), .link(_, let path):
+          lastsAt[i] = nextFolderSync[parent(path)] ?? .max
+        case .rename(let from, let to):
+          lastsAt[i] = max(nextFolderSync[parent(from)] ?? .max, nextFolderSync[parent(to)] ?? .max)
+        case .fsync(let file):
+          lastsAt[i] = i
+          nextFsync[file] = i
+        case .syncFolder(let dir):
+          lastsAt[i] = i
+          nextFolderSync[URL(fileURLWithPath: dir).path] = i
+        }
+      }
+      self.lastsAt = lastsAt
+    }
+
+    /// The operations before `cut` that no fsync before it covered: names' and contents', each in order.
+    func loose(cut: Int) -> (names: [Int], data: [Int]) {
+      var names: [Int] = []
+      var data: [Int] = []
+      for i in 0..<cut where lastsAt[i] >= cut {
+        if case .contents = ops[i] { data.append(i) } else { names.append(i) }
+      }
+      return (names, data)
+    }
+
+    /// The files under `folder` (relative paths) after a power loss after the first `cut`
+    /// operations that kept what fsyncs covered, the first `keptNames` loose names' operations
+    /// and the first `keptData` loose contents. A file in a folder that did not last is gone.
+    func state(cut: Int, keptNames: Int, keptData: Int, folder: String) -> [String: Data] {
+      let loose = loose(cut: cut)
+      let lasting = Set(loose.names.prefix(keptNames) + loose.data.prefix(keptData))
+      var names: [String: Int] = [:]
+      var bytes: [Int: Data] = [:]
+      var made = Set<String>()
+      var folders = Set<String>()
+      for i in 0..<cut {
+        if case .makeFolder(let path) = ops[i] { made.insert(path) }
+        guard lastsAt[i] < cut || lasting.contains(i) else { continue }
+        switch ops[i] {
+        case .create(let path, let file): names[path] = file
+        case .contents(let file, let data): bytes[file] = data
+        case .rename(let from, let to):
+          if let file = names.removeValue(forKey: from) { names[to] = file }
+        case .link(let from, let to):
+          if let file = names[from] { names[to] = file }
+        case .unlink(let path):
+          names.removeValue(forKey: path)
+          folders.remove(path)
+        case .makeFolder(let path): folders.insert(path)
+        case .fsync, .syncFolder: break
+        }
+      }
+      func inLastingFolder(_ path: String) -> Bool {
+        var dir = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        while dir.hasPrefix(folder + "/") {
+          if made.contains(dir) && !folders.contains(dir) { return false }
+          dir = URL(fileURLWithPath: dir).deletingLastPathComponent().path
+        }
+        return true
+      }
+      var files: [String: Data] = [:]
+      for (path, file) in names where path.hasPrefix(folder + "/") && inLastingFolder(path) {
+        files[String(path.dropFirst(folder.count + 1))] = bytes[file] ?? Data()
+      }
+      return files
+    }
   }
 
   func temporaryFolder(_ label: String) throws -> URL {

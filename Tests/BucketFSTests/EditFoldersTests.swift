@@ -16,7 +16,7 @@ import Testing
     try Data("y".utf8).write(to: parent.appendingPathComponent("edit-1-2"))
     try Data("kept".utf8).write(to: parent.appendingPathComponent("000000000001.data"))
 
-    let folders = EditFolders(in: parent)
+    let folders = EditFolders(in: parent, disk: SystemDisk())
     let names = Set(try FileManager.default.contentsOfDirectory(atPath: parent.path))
     #expect(!names.contains("edits-1-0") && !names.contains("edit-1-2") && names.contains("000000000001.data"), "\(names)")
     let first = folders.next()
@@ -24,7 +24,7 @@ import Testing
     var made: [String] = []
     for _ in 1..<EditFolders.filesPerFolder {
       #expect(folders.next() == first)
-      let (file, path) = try LocalEdits.newFile(in: first)
+      let (file, path) = try LocalEdits.newFile(in: first, disk: SystemDisk())
       made.append(path)
       _ = file
     }

@@ -28,6 +28,8 @@ final class BaseFill: Sendable {
   /// The file's own descriptor (a dup): it outlives the edit's, and the file's name may change
   /// (linked into the queue) while the fill runs.
   private let fd: Int32
+  /// Its writes go through the queue's disk: once the edit is closed they land in queued bytes.
+  private let disk: any QueueDisk
   private let fetch: Fetch
   private let state: Mutex<State>
   private let moved = ChangeSignal()
@@ -36,8 +38,9 @@ final class BaseFill: Sendable {
   /// How much one fetch brings: a ranged GET's worth, written before the next one starts.
   static let piece: Int64 = 8 << 20
 
-  init(file: Int32, overlay: EditOverlay, fetch: @escaping Fetch) {
+  init(file: Int32, overlay: EditOverlay, disk: any QueueDisk, fetch: @escaping Fetch) {
     fd = dup(file)
+    self.disk = disk
     self.fetch = fetch
     state = Mutex(State(overlay: overlay))
   }
@@ -85,7 +88,8 @@ final class BaseFill: Sendable {
           // Worked out again: the program may have written (or truncated) while the bytes came.
           for gap in s.overlay.gaps(in: piece) {
             let n = data.withUnsafeBytes { bytes in
-              pwrite(fd, bytes.baseAddress! + Int(gap.lowerBound - piece.lowerBound), gap.count, off_t(gap.lowerBound))
+              let from = Int(gap.lowerBound - piece.lowerBound)
+              return disk.pwrite(fd, UnsafeRawBufferPointer(rebasing: bytes[from..<from + Int(gap.count)]), at: gap.lowerBound)
             }
             guard n == gap.count else { return n < 0 ? errno : ENOSPC }
           }
@@ -109,7 +113,7 @@ final class BaseFill: Sendable {
   func copy(into output: Int32) throws(FSError) -> BaseFill {
     let overlay = self.overlay
     var st = stat()
-    guard fstat(fd, &st) == 0, ftruncate(output, st.st_size) == 0 else { throw FSError(errno) }
+    guard fstat(fd, &st) == 0, disk.truncate(output, to: Int64(st.st_size)) == 0 else { throw FSError(errno) }
     let own = overlay.baseEnd < Int64(st.st_size) ? [overlay.baseEnd..<Int64(st.st_size)] : []
     var buffer = [UInt8](repeating: 0, count: 1 << 20)
     for range in overlay.written + own {
@@ -117,11 +121,11 @@ final class BaseFill: Sendable {
       while at < range.upperBound {
         let n = pread(fd, &buffer, Int(min(Int64(buffer.count), range.upperBound - at)), off_t(at))
         guard n > 0 else { throw FSError(n < 0 ? errno : EIO) }
-        guard pwrite(output, buffer, n, off_t(at)) == n else { throw FSError(errno) }
+        guard buffer.withUnsafeBytes({ disk.pwrite(output, UnsafeRawBufferPointer(rebasing: $0[..<n]), at: at) }) == n else { throw FSError(errno) }
         at += Int64(n)
       }
     }
-    let copy = BaseFill(file: output, overlay: overlay) { [self] base, range throws(BucketError) in
+    let copy = BaseFill(file: output, overlay: overlay, disk: disk) { [self] base, range throws(BucketError) in
       try await ready(range)
       var data = Data(count: range.count)
       let n = data.withUnsafeMutableBytes { pread(fd, $0.baseAddress, range.count, off_t(range.lowerBound)) }

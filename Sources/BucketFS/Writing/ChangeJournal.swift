@@ -12,7 +12,8 @@ struct ChangeJournal: Sendable {
   let damaged: DamagedRecords
   private let log: @Sendable (String) -> Void
   private let durable: DurableFile
-  private var disk: any QueueDisk { durable.disk }
+  /// The file operations the queue's durability rests on (`QueueDisk`).
+  var disk: any QueueDisk { durable.disk }
   private let records: ChangeLog
   /// Set: a close's files are put in place through the page cache and made to last by this
   /// group commit; nil: each is fsynced before the close returns.
@@ -20,7 +21,7 @@ struct ChangeJournal: Sendable {
 
   init(folder: URL, disk: any QueueDisk = SystemDisk(), groupCommit: Bool = false, log: @escaping @Sendable (String) -> Void) throws {
     self.folder = folder
-    self.damaged = DamagedRecords(queueFolder: folder)
+    self.damaged = DamagedRecords(queueFolder: folder, disk: disk)
     self.log = log
     durable = DurableFile(disk: disk)
     prefix = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"

@@ -144,7 +144,7 @@ final class ChangeLog: Sendable {
       guard written == frames.count else {
         let e = written < 0 ? errno : ENOSPC
         // A part written would be read as a record cut short: the file goes back to its end.
-        if written > 0 { ftruncate(s.fd, off_t(s.size)) }
+        if written > 0 { _ = disk.truncate(s.fd, to: Int64(s.size)) }
         throw FSError(e)
       }
       s.size += frames.count

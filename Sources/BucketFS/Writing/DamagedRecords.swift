@@ -8,9 +8,11 @@ import Foundation
 /// log, `bucketfs sync`, the stats and the metrics page say how many there are.
 struct DamagedRecords: Sendable {
   let folder: URL
+  private let disk: any QueueDisk
 
-  init(queueFolder: URL) {
+  init(queueFolder: URL, disk: any QueueDisk) {
     folder = queueFolder.appendingPathComponent("damaged")
+    self.disk = disk
   }
 
   /// How many things were set aside (this mount and earlier ones): a listing of the folder, read
@@ -25,17 +27,19 @@ struct DamagedRecords: Sendable {
   /// where it is, and is still never carried out).
   @discardableResult
   func setAside(_ paths: [String], keeping kept: [(name: String, bytes: Data)] = [], reason: String) -> Bool {
+    _ = disk.makeFolder(folder.path, PrivateFolder.folderMode)
     try? PrivateFolder.make(folder)
     let stamp = String(Int(Date().timeIntervalSince1970)) + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
     var moved = true
     for path in paths where FileManager.default.fileExists(atPath: path) {
       let name = URL(fileURLWithPath: path).lastPathComponent
-      if rename(path, folder.appendingPathComponent("\(stamp)-\(name)").path) != 0 { moved = false }
+      if disk.rename(path, folder.appendingPathComponent("\(stamp)-\(name)").path) != 0 { moved = false }
     }
-    for (name, bytes) in kept { try? DurableFile().write(bytes, to: folder.appendingPathComponent("\(stamp)-\(name)").path) }
+    let durable = DurableFile(disk: disk)
+    for (name, bytes) in kept { try? durable.write(bytes, to: folder.appendingPathComponent("\(stamp)-\(name)").path) }
     let names = paths.map { URL(fileURLWithPath: $0).lastPathComponent } + kept.map(\.name)
     let why = names.joined(separator: ", ") + ": " + reason + "\n"
-    try? DurableFile().write(Data(why.utf8), to: folder.appendingPathComponent("\(stamp).why").path)
+    try? durable.write(Data(why.utf8), to: folder.appendingPathComponent("\(stamp).why").path)
     return moved
   }
 }

@@ -80,13 +80,6 @@ struct DurableFile: Sendable {
     return fd
   }
 
-  /// Everything `input` holds into `output` from its start (in the kernel: sendfile); returns
-  /// how many bytes that was. Not through a recorded disk: an edit's file is no queue file.
-  @discardableResult
-  static func copyAll(from input: Int32, to output: Int32) throws(FSError) -> Int64 {
-    try SystemDisk().copyAll(from: input, to: output)
-  }
-
   /// Makes the names in `path`'s folder (a rename into it, an unlink) last.
   func syncFolder(of path: String) -> Placed {
     do throws(FSError) {

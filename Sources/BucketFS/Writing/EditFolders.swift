@@ -19,17 +19,26 @@ final class EditFolders: Sendable {
     var earlier: [String] = []
   }
   private let current: Mutex<Current>
+  private let disk: any QueueDisk
   static let filesPerFolder = 1024
 
-  init(in parent: URL) {
+  init(in parent: URL, disk: any QueueDisk) {
     self.parent = parent
+    self.disk = disk
     Self.spreadFolders(under: parent.path)
     // Edits of a mount that ended: their bytes were queued at each close, or never closed.
     let fm = FileManager.default
     for name in (try? fm.contentsOfDirectory(atPath: parent.path)) ?? [] where name.hasPrefix("edit-") || name.hasPrefix("edits-") {
-      try? fm.removeItem(atPath: parent.appendingPathComponent(name).path)
+      let path = parent.appendingPathComponent(name).path
+      guard name.hasPrefix("edits-") else {
+        _ = disk.unlink(path)
+        continue
+      }
+      for file in (try? fm.contentsOfDirectory(atPath: path)) ?? [] { _ = disk.unlink(path + "/" + file) }
+      // Anything else in it (not made by a mount) goes as before.
+      if disk.removeFolder(path) != 0 { try? fm.removeItem(atPath: path) }
     }
-    current = Mutex(Current(path: Self.make(in: parent.path, number: 0)))
+    current = Mutex(Current(path: Self.make(in: parent.path, number: 0, disk: disk)))
   }
 
   /// The folder for the next edit file.
@@ -39,19 +48,19 @@ final class EditFolders: Sendable {
       guard c.files > Self.filesPerFolder else { return c.path }
       c.made += 1
       if c.path != parent.path { c.earlier.append(c.path) }
-      c.path = Self.make(in: parent.path, number: c.made)
+      c.path = Self.make(in: parent.path, number: c.made, disk: disk)
       c.files = 1
       // A folder whose files are all gone (carried out, or closed unchanged) goes.
-      c.earlier.removeAll { rmdir($0) == 0 || errno == ENOENT }
+      c.earlier.removeAll { disk.removeFolder($0) == 0 || errno == ENOENT }
       return c.path
     }
   }
 
   /// A new folder for edit files (named by this process and a count, so that its name, which
   /// ext4 hashes to pick a block group, differs from the last); the parent where it cannot be made.
-  private static func make(in parent: String, number: Int) -> String {
+  private static func make(in parent: String, number: Int, disk: any QueueDisk) -> String {
     let path = parent + "/edits-\(getpid())-\(number)"
-    return mkdir(path, 0o700) == 0 || errno == EEXIST ? path : parent
+    return disk.makeFolder(path, 0o700) == 0 || errno == EEXIST ? path : parent
   }
 
   /// FS_IOC_GETFLAGS / FS_IOC_SETFLAGS with FS_TOPDIR_FL.

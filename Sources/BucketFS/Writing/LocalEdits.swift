@@ -27,6 +27,8 @@ final class LocalEdits: Sendable {
       var fill: BaseFill? = nil
     }
     private let backing: Mutex<Backing>
+    /// The queue's disk: the copies this edit makes of its file are made through it.
+    private let disk: any QueueDisk
     var file: FileDescriptor { backing.withLock { $0.file } }
     var path: String { backing.withLock { $0.path } }
     /// The fill of the file's holes while it is an overlay over its base version.
@@ -86,9 +88,11 @@ final class LocalEdits: Sendable {
     private let room: StagingRoom
 
     init(
-      file: FileDescriptor, path: String, name: String, base: PendingChange.Base, dirty: Bool, fill: BaseFill? = nil, room: StagingRoom = StagingRoom()
+      file: FileDescriptor, path: String, name: String, base: PendingChange.Base, dirty: Bool, fill: BaseFill? = nil, disk: any QueueDisk,
+      room: StagingRoom = StagingRoom()
     ) {
       backing = Mutex(Backing(file: file, path: path, fill: fill))
+      self.disk = disk
       state = Mutex(State(name: name, base: base, phase: .open(changed: dirty)))
       self.room = room
     }
@@ -224,20 +228,20 @@ final class LocalEdits: Sendable {
       let current = backing.withLock { $0 }
       guard current.handedOver else { return current.file }
       // Beside the file it copies: that folder is there while the file is.
-      let (file, path) = try LocalEdits.newFile(in: (current.path as NSString).deletingLastPathComponent)
+      let (file, path) = try LocalEdits.newFile(in: (current.path as NSString).deletingLastPathComponent, disk: disk)
       var fill: BaseFill? = nil
       if keeping {
         do throws(FSError) {
           // An overlay's copy is one too: its holes come from the queued file's as they fill.
-          if let overlaid = current.fill { fill = try overlaid.copy(into: file.fd) } else { try DurableFile.copyAll(from: current.file.fd, to: file.fd) }
+          if let overlaid = current.fill { fill = try overlaid.copy(into: file.fd) } else { _ = try disk.copyAll(from: current.file.fd, to: file.fd) }
         } catch {
-          Foundation.unlink(path)
+          _ = disk.unlink(path)
           throw error
         }
       }
       backing.withLock { $0 = Backing(file: file, path: path, fill: fill) }
       // The queue holds its own link to the old file.
-      Foundation.unlink(current.path)
+      _ = disk.unlink(current.path)
       return file
     }
 
@@ -407,6 +411,9 @@ final class LocalEdits: Sendable {
   /// The room the open edits take beyond the queue's bytes.
   let room = StagingRoom()
 
+  /// The queue's disk (`QueueDisk`): edit files are made, copied and removed through it.
+  let disk: any QueueDisk
+
   private let folders: EditFolders
 
   /// Whether an edit's file can be linked into the queue's folder (the same file system, one
@@ -415,20 +422,21 @@ final class LocalEdits: Sendable {
   /// close could copy them, and a close never waits on the network.
   let linksIntoQueue: Bool
 
-  init(folder: URL) {
+  init(folder: URL, disk: any QueueDisk) {
     self.folder = folder
-    folders = EditFolders(in: folder)
-    linksIntoQueue = Self.canLink(from: folders, into: folder.path)
+    self.disk = disk
+    folders = EditFolders(in: folder, disk: disk)
+    linksIntoQueue = Self.canLink(from: folders, into: folder.path, disk: disk)
   }
 
-  private static func canLink(from folders: EditFolders, into queue: String) -> Bool {
-    guard let (file, path) = try? newFile(in: folders.next()) else { return false }
-    defer { unlink(path) }
+  private static func canLink(from folders: EditFolders, into queue: String, disk: any QueueDisk) -> Bool {
+    guard let (file, path) = try? newFile(in: folders.next(), disk: disk) else { return false }
+    defer { _ = disk.unlink(path) }
     _ = file
     let probe = queue + "/link-probe-\(getpid())"
-    unlink(probe)
-    guard link(path, probe) == 0 else { return false }
-    unlink(probe)
+    _ = disk.unlink(probe)
+    guard disk.link(path, probe) == 0 else { return false }
+    _ = disk.unlink(probe)
     return true
   }
 
@@ -460,7 +468,7 @@ final class LocalEdits: Sendable {
       o.handles[ObjectIdentifier(chosen), default: 0] += 1
       return chosen
     }
-    if winner !== edit { unlink(edit.path) }
+    if winner !== edit { _ = disk.unlink(edit.path) }
     return winner
   }
 
@@ -468,16 +476,16 @@ final class LocalEdits: Sendable {
   func isShared(_ edit: Edit) -> Bool { open.withLock { ($0.handles[ObjectIdentifier(edit)] ?? 0) > 1 } }
 
   /// A new private file for an edit.
-  func newFile() throws(FSError) -> (FileDescriptor, String) { try Self.newFile(in: folders.next()) }
+  func newFile() throws(FSError) -> (FileDescriptor, String) { try Self.newFile(in: folders.next(), disk: disk) }
 
   /// A new private file in folder `folder` (an `EditFolders` one, or the queue's).
-  static func newFile(in folder: String) throws(FSError) -> (FileDescriptor, String) {
+  static func newFile(in folder: String, disk: any QueueDisk) throws(FSError) -> (FileDescriptor, String) {
     // Named by this process and a count, not a UUID (which read /dev/urandom for every file);
     // O_EXCL makes a name left by an earlier process, with the same number, be passed over.
     let prefix = folder + "/edit-\(getpid())-"
     while true {
       let path = prefix + String(editFiles.add(1, ordering: .relaxed).newValue)
-      let fd = Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+      let fd = disk.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
       if fd < 0 && errno == EEXIST { continue }
       guard fd >= 0 else { throw FSError(errno) }
       return (FileDescriptor(fd), path)
@@ -503,7 +511,7 @@ final class LocalEdits: Sendable {
     edit.countNothing()
     // Its file's holes are filled for the queue only: none of its bytes went there.
     if edit.lastQueued == nil { edit.fill?.abandon() }
-    unlink(edit.path)
+    _ = disk.unlink(edit.path)
   }
 
   /// The name was unlinked while the file is still open (a process's close reaches us before

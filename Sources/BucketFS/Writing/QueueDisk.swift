@@ -1,7 +1,12 @@
 // The file operations the write-back queue's durability rests on, in one small layer: the
-// journal and `DurableFile` make every create, write, fsync, rename and unlink of the queue's
-// folder through it, so that a test can record them and replay every state a power loss could
-// leave (`CrashStateTests`), instead of trusting the order by reading the code.
+// journal, `DurableFile`, the edits' files and folders (`LocalEdits`, `EditFolders`), the
+// overlay fill's writes into queued bytes (`BaseFill`), the queue's lock (`QueueLock`) and the
+// damaged folder (`DamagedRecords`) make every create, write, fsync, rename and unlink of the
+// queue's folder through it, so that a test can record them and replay every state a power loss
+// could leave (`CrashStateTests`; a mount records them with `RecordedQueueDisk`), instead of
+// trusting the order by reading the code. A program's own writes into an edit's file (and the
+// kernel's, by passthrough) do not come here: what they made is taken by a recording at the
+// link, rename or fsync that hands it on.
 import Foundation
 
 protocol QueueDisk: Sendable {
@@ -9,6 +14,10 @@ protocol QueueDisk: Sendable {
   func open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32
   /// `write(2)` of all of `bytes` at the descriptor's offset: how many were written, or -1.
   func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int
+  /// `pwrite(2)` of `bytes` at `offset`: what it returned (-1 with `errno` set).
+  func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int
+  /// `ftruncate(2)`: 0, or -1 with `errno` set.
+  func truncate(_ fd: Int32, to size: Int64) -> Int32
   /// Everything `input` holds into `output` from its start; how many bytes that was.
   func copyAll(from input: Int32, to output: Int32) throws(FSError) -> Int64
   /// `fsync(2)`: 0, or -1 with `errno` set.
@@ -18,6 +27,12 @@ protocol QueueDisk: Sendable {
   /// `link(2)`: `to` names the file `from` names.
   func link(_ from: String, _ to: String) -> Int32
   func unlink(_ path: String) -> Int32
+  /// `mkdir(2)`: 0, or -1 with `errno` set (EEXIST when it is there).
+  func makeFolder(_ path: String, _ mode: mode_t) -> Int32
+  /// `rmdir(2)`: 0, or -1 with `errno` set.
+  func removeFolder(_ path: String) -> Int32
+  /// `flock(LOCK_EX | LOCK_NB)`: 0, or -1 with `errno` set (EWOULDBLOCK: another holds it).
+  func lock(_ fd: Int32) -> Int32
   /// Makes the names in folder `dir` (creates, renames and unlinks in it) last: fsync of the
   /// folder. Its error is the caller's to report.
   func syncFolder(_ dir: String) throws(FSError)
@@ -73,6 +88,14 @@ struct SystemDisk: QueueDisk {
     return Int64(st.st_size)
   }
 
+  func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int {
+    Glibc.pwrite(fd, bytes.baseAddress, bytes.count, off_t(offset))
+  }
+
+  func truncate(_ fd: Int32, to size: Int64) -> Int32 { Glibc.ftruncate(fd, off_t(size)) }
+  func makeFolder(_ path: String, _ mode: mode_t) -> Int32 { Glibc.mkdir(path, mode) }
+  func removeFolder(_ path: String) -> Int32 { Glibc.rmdir(path) }
+  func lock(_ fd: Int32) -> Int32 { flock(fd, LOCK_EX | LOCK_NB) }
   func fsync(_ fd: Int32) -> Int32 { Glibc.fsync(fd) }
   func close(_ fd: Int32) { _ = Glibc.close(fd) }
   func rename(_ from: String, _ to: String) -> Int32 { Glibc.rename(from, to) }

@@ -20,30 +20,32 @@ package struct QueueInUse: Error, CustomStringConvertible {
 
 final class QueueLock: Sendable {
   private let fd: Int32
+  private let disk: any QueueDisk
 
   /// Takes the lock of the queue in `folder` (made if missing) for as long as this lives.
-  init(folder: URL) throws {
+  init(folder: URL, disk: any QueueDisk) throws {
     try PrivateFolder.make(folder)
     let path = folder.appendingPathComponent("lock").path
-    let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+    let fd = disk.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
     guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-    guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+    guard disk.lock(fd) == 0 else {
       let failure = errno
       var buffer = [UInt8](repeating: 0, count: 32)
       let n = pread(fd, &buffer, buffer.count, 0)
-      close(fd)
+      disk.close(fd)
       guard failure == EWOULDBLOCK else { throw POSIXError(POSIXErrorCode(rawValue: failure) ?? .EIO) }
       let pid = n > 0 ? Int32(String(decoding: buffer[..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) : nil
       throw QueueInUse(folder: folder.path, pid: pid)
     }
     // Who holds it, for the next mount's message; the lock itself does not depend on it.
     let me = Array("\(getpid())\n".utf8)
-    _ = ftruncate(fd, 0)
-    _ = me.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+    _ = disk.truncate(fd, to: 0)
+    _ = me.withUnsafeBytes { disk.pwrite(fd, $0, at: 0) }
     self.fd = fd
+    self.disk = disk
   }
 
-  deinit { close(fd) }
+  deinit { disk.close(fd) }
 
   /// How many mounts of one folder of the bucket may write back side by side through one
   /// staging folder.
@@ -52,7 +54,7 @@ final class QueueLock: Sendable {
   /// The queue folder a mount takes, locked: the first of `base`, `base.2`, … that no running
   /// mount holds, one that holds changes a mount left before one that holds none (so that a
   /// mount alone carries out what a second mount queued and did not send).
-  static func take(_ base: URL, log: @Sendable (String) -> Void) throws -> (folder: URL, lock: QueueLock) {
+  static func take(_ base: URL, disk: any QueueDisk, log: @Sendable (String) -> Void) throws -> (folder: URL, lock: QueueLock) {
     let folders = [base] + (2...queuesBeside).map { URL(fileURLWithPath: base.path + ".\($0)", isDirectory: true) }
     func holdsChanges(_ folder: URL) -> Bool {
       guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent("changes.log").path) else { return false }
@@ -66,7 +68,7 @@ final class QueueLock: Sendable {
       for folder in folders where !leftFirst || holdsChanges(folder) {
         // A folder not there yet is made, and no running mount holds it.
         do {
-          let lock = try QueueLock(folder: folder)
+          let lock = try QueueLock(folder: folder, disk: disk)
           if folder != base { log("write-back: another mount of this folder writes back through \(base.path); this one queues in \(folder.path)") }
           return (folder, lock)
         } catch let refusal as QueueInUse {

@@ -158,10 +158,10 @@ package final class WriteBackQueue: Sendable {
     if let running = fills.withLock({ $0[change.sequence] }) { return running }
     guard let overlay = change.overlay else { throw FSError(EINVAL) }
     guard let fetch = baseFetch.withLock({ $0 }) else { throw FSError(EIO) }
-    let fd = open(journal.dataPath(change), O_RDWR | O_CLOEXEC)
+    let fd = journal.disk.open(journal.dataPath(change), O_RDWR | O_CLOEXEC, 0)
     guard fd >= 0 else { throw FSError(errno) }
-    defer { close(fd) }
-    let made = BaseFill(file: fd, overlay: overlay, fetch: fetch)
+    defer { journal.disk.close(fd) }
+    let made = BaseFill(file: fd, overlay: overlay, disk: journal.disk, fetch: fetch)
     return fills.withLock { f in
       if let other = f[change.sequence] { return other }
       f[change.sequence] = made
