@@ -107,7 +107,8 @@ package final class BucketFilesystem: Sendable {
     var refusal: (any Error)? = nil
     if options.writable, let staging {
       do {
-        writeBack = try WriteBack(folder: staging.queueFolder(prefix: prefix), commit: options.commitInterval, log: log)
+        let disk: any QueueDisk = try options.queueDiskRecording.map { file throws(FSError) in try RecordedQueueDisk(file: file) } ?? SystemDisk()
+        writeBack = try WriteBack(folder: staging.queueFolder(prefix: prefix), commit: options.commitInterval, disk: disk, log: log)
       } catch {
         writeBack = nil
         refusal = error

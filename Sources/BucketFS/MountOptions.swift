@@ -50,6 +50,9 @@ package struct MountOptions: Sendable {
   /// `commit=SECONDS`: how often the write-back queue's group commit makes closed files last
   /// across a power loss (ext4's `commit=`); 0: every close fsyncs before it returns.
   package var commitInterval: Double = 1
+  /// A file the write-back queue writes down its disk's operations in, for a test
+  /// (`RecordedQueueDisk`): from the environment (`BUCKETFS_RECORD_QUEUE_DISK`), never an option.
+  package var queueDiskRecording: String?
   /// `ro` was among the options: read-only whatever else says.
   package var readOnlyAsked = false
   var modesGiven = false

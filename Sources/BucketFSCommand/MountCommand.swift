@@ -59,6 +59,8 @@ enum MountCommand {
     options.settle(writableByRW: !fromMountHelper)
     if offlineFlag { options.offline = true }
     options.debug = debug
+    // Hidden, for the crash-state tests: off unless set.
+    if let record = environment["BUCKETFS_RECORD_QUEUE_DISK"], !record.isEmpty { options.queueDiskRecording = record }
     var client = try ClientOptions.parse(&args, environment: environment)
     // A read-only mount's token asks for read-only access unless --scopes says otherwise.
     if !client.scopesGiven && !options.writable { client.credentials.scopes = [StorageScope.readOnly] }
