@@ -28,6 +28,11 @@ public final class StorageEmulator: Sendable {
     /// Preconditions on the Firebase API ignored, as the official emulator ignores them.
     public var ignoresFirebasePreconditions = false
     public var faults = Faults()
+    /// Called after each change of an object (a new generation, new metadata, a delete, a
+    /// move), one at a time and in their order (with the store's lock held, so it must not call
+    /// the emulator): a test can copy the server's folder here, to start another server later
+    /// on what this one held at that moment.
+    public var onChange: (@Sendable () -> Void)? = nil
     public var limits = ConnectionLimits()
 
     public init(root: URL) { self.root = root }
@@ -56,7 +61,7 @@ public final class StorageEmulator: Sendable {
     let registry = BucketRegistry(root: configuration.root, hierarchical: configuration.hierarchicalBuckets)
     let folders = FolderStore(root: configuration.root, registry: registry)
     do {
-      store = try ObjectStore(root: configuration.root, folders: folders)
+      store = try ObjectStore(root: configuration.root, folders: folders, changed: configuration.onChange)
     } catch {
       throw StartError.cannotUseRoot("\(configuration.root.path): \(error.localizedDescription)")
     }

@@ -93,6 +93,7 @@ extension ObjectStore {
     unlink(sideFile(bucket, from.name))
     if let replacing, replacing.dataFile != record.dataFile { unlink(dataPath(replacing)) }
     folders?.objectWritten(bucket, target)
+    changed?()
     return record
   }
 }

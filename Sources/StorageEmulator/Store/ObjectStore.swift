@@ -59,10 +59,13 @@ final class ObjectStore: @unchecked Sendable {
 
   /// The folders of HNS buckets: an object written there makes its parent folders.
   let folders: FolderStore?
+  /// Told of every change of an object, with the index lock held (`Configuration.onChange`).
+  let changed: (@Sendable () -> Void)?
 
-  init(root: URL, folders: FolderStore? = nil) throws {
+  init(root: URL, folders: FolderStore? = nil, changed: (@Sendable () -> Void)? = nil) throws {
     self.root = root
     self.folders = folders
+    self.changed = changed
     // Private, like staging: side files hold download tokens, which are enough to read an
     // object whatever --require-token says.
     try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -370,6 +373,7 @@ final class ObjectStore: @unchecked Sendable {
         all[record.bucket]!.sorted.insert(key, at: at)
       }
       Self.appendLine(IndexLog.putLine(key, generation: record.generation), to: all[record.bucket]!.log)
+      changed?()
       return .saved(old)
     }
   }
@@ -405,6 +409,7 @@ final class ObjectStore: @unchecked Sendable {
       all[bucket]!.sorted.remove(at: at)
       Self.appendLine(IndexLog.deleteLine(key), to: all[bucket]!.log)
       unlink(sideFile(bucket, name))
+      changed?()
       return record
     }
     guard let removed else { return false }
