@@ -195,9 +195,33 @@ import Testing
     let ops: [Operation]
     /// For each operation, the index of the operation that made it last (`Int.max`: none).
     let lastsAt: [Int]
+    /// The file a rename or link moved or named again, as it was when it was made: a name's
+    /// file outlasts the name it had (an edit's file, made in its own folder and linked into
+    /// the queue's, is there when the queue's folder lasts, whatever became of its first name).
+    let moved: [Int: Int]
 
     init(_ ops: [Operation]) {
       self.ops = ops
+      var current: [String: Int] = [:]
+      var moved: [Int: Int] = [:]
+      for (i, op) in ops.enumerated() {
+        switch op {
+        case .create(let path, let file): current[path] = file
+        case .rename(let from, let to):
+          if let file = current.removeValue(forKey: from) {
+            current[to] = file
+            moved[i] = file
+          }
+        case .link(let from, let to):
+          if let file = current[from] {
+            current[to] = file
+            moved[i] = file
+          }
+        case .unlink(let path): current.removeValue(forKey: path)
+        case .contents, .fsync, .syncFolder, .makeFolder: break
+        }
+      }
+      self.moved = moved
       func parent(_ path: String) -> String { URL(fileURLWithPath: path).deletingLastPathComponent().path }
       var nextFsync: [Int: Int] = [:]
       var nextFolderSync: [String: Int] = [:]
@@ -247,9 +271,9 @@ import Testing
         case .create(let path, let file): names[path] = file
         case .contents(let file, let data): bytes[file] = data
         case .rename(let from, let to):
-          if let file = names.removeValue(forKey: from) { names[to] = file }
+          if let file = names.removeValue(forKey: from) ?? moved[i] { names[to] = file }
         case .link(let from, let to):
-          if let file = names[from] { names[to] = file }
+          if let file = moved[i] ?? names[from] { names[to] = file }
         case .unlink(let path):
           names.removeValue(forKey: path)
           folders.remove(path)
