@@ -537,7 +537,8 @@ import Testing
       let promise = promised.filter { $0.name == name }.map(\.place).max() ?? 0
       guard let at = Self.place(of: final[name], in: list, from: 0) else { continue }  // reported above
       if Self.place(of: final[name], in: list, from: max(floor, promise)) == nil {
-        found.append("\(context)\n  VIOLATION: \(name) ends as \(Self.show(final[name])) (version \(at)); the server had version \(floor) at the cut and version \(promise) was fsynced before it")
+        let fsynced = promise > 0 ? ", and version \(promise) was fsynced (or synced) before it" : ""
+        found.append("\(context)\n  VIOLATION: \(name) ends as \(Self.show(final[name])) (version \(at) of \(list)); the server had version \(floor) at the cut\(fsynced)")
       }
     }
     return found
