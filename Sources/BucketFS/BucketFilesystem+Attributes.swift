@@ -107,6 +107,8 @@ extension BucketFilesystem {
         throw FSError(ENOSPC)
       }
       try edit.truncate(to: size)
+      // A file the kernel writes, whose record a close wrote: its record has the new length too.
+      if edit.openUpload != nil { recordQueued(edit, writeBack.queue) }
     }
     if let mtime { edit.setMtime(mtime) }
     if times != PosixAttributes(), options.posix { edit.setMetadata(contentType: nil, custom: times.custom) }
