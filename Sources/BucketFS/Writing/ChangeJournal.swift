@@ -6,6 +6,7 @@
 // change, `NNNNNNNNNNNN.json`) is read and moved into the log at the first load.
 import Foundation
 import StorageCore
+import Synchronization
 
 struct ChangeJournal: Sendable {
   let folder: URL
@@ -180,8 +181,14 @@ struct ChangeJournal: Sendable {
   func write(_ changes: [PendingChange], committed: Bool = false) throws(FSError) {
     guard let groupCommit else { return try records.append(changes, sync: true) }
     try records.append(changes, sync: false)
-    groupCommit.note(files: [records.path])
+    groupCommit.note(files: [records.path], names: changes.map(\.name))
     if !committed { try groupCommit.commit() }
+  }
+
+  /// Makes the records of `names` last (and all noted before them), through a commit that
+  /// covers them, run now only when none has yet.
+  func commitCovering(_ names: [String]) throws(FSError) {
+    try groupCommit?.commit(coveringNamesOf: names)
   }
 
   /// The bytes of `fd` under `change`'s temporary name, fsynced (by the group commit, when there

@@ -23,6 +23,8 @@ final class GroupCommit: Sendable {
     var after: [@Sendable () -> Void] = []
     /// How many notes were taken; a commit covers those taken before it began.
     var noted: UInt64 = 0
+    /// The last note of each name's records.
+    var lastNote: [[UInt8]: UInt64] = [:]
   }
 
   private let pending = Mutex(Pending())
@@ -41,14 +43,37 @@ final class GroupCommit: Sendable {
     self.disk = disk
   }
 
-  /// Files now in place (a record, an upload's bytes) and files to remove after them.
-  func note(files: [String], unlinks: [String] = [], after: (@Sendable () -> Void)? = nil) {
+  /// Files now in place (a record, an upload's bytes) and files to remove after them; the
+  /// note's number, which a commit that covers it makes last (`commit(covering:)`).
+  /// `names`: the records written, by name (`commit(coveringNamesOf:)`).
+  @discardableResult
+  func note(files: [String], unlinks: [String] = [], after: (@Sendable () -> Void)? = nil, names: [String] = []) -> UInt64 {
     pending.withLock { p in
       p.files += files
       p.unlinks += unlinks
       if let after { p.after.append(after) }
       p.noted += 1
+      for name in names { p.lastNote[Array(name.utf8)] = p.noted }
+      // Names written long ago need no entry; the map stays as small as what was written
+      // since the last commits (emptied, a name without an entry gets a full commit).
+      if p.lastNote.count > 10_000 { p.lastNote.removeAll() }
+      return p.noted
     }
+  }
+
+  /// Makes the records of `names` last, and all noted before them: a commit that ran since they
+  /// were written is enough (the workers carrying changes out share one), and a name with no
+  /// entry gets a commit of all that is noted.
+  func commit(coveringNamesOf names: [String]) throws(FSError) {
+    let needed = pending.withLock { p -> UInt64? in
+      var most: UInt64 = 0
+      for name in names {
+        guard let n = p.lastNote[Array(name.utf8)] else { return nil }
+        most = max(most, n)
+      }
+      return most
+    }
+    try commit(covering: needed)
   }
 
   /// Makes every noted file but the journal last, and the folder: what the journal may then be
@@ -80,8 +105,13 @@ final class GroupCommit: Sendable {
   /// Makes everything noted before the call last across a power loss: the bytes, the folder, then
   /// the journal; then the removals held back, and the folder again. An fsync that fails is EIO,
   /// and the files stay noted for the next commit.
-  func commit() throws(FSError) {
+  ///
+  /// `covering`: only what note that number was needs to last: a commit that ran (or is
+  /// running) since it was taken is enough, so that workers waiting on one commit do not each
+  /// run another for what came in meanwhile.
+  func commit(covering needed: UInt64? = nil) throws(FSError) {
     try committing.withLock { (done: inout UInt64) throws(FSError) in
+      if let needed, done >= needed { return }
       let (files, unlinks, after, through) = pending.withLock { p in
         defer {
           p.files.removeAll()

@@ -147,6 +147,13 @@ struct QueueState {
     let earlier = (byName[Self.key(change.name)] ?? []).filter { $0 < change.sequence && changes[$0]?.isReplaced == false }
     guard let lastSequence = earlier.last, let last = changes[lastSequence] else {
       if change.base == .previous, let generation = left[Self.key(change.name)]?.generation { change.base = .generation(generation) }
+      // A generation the mount's caches gave that is older than what this queue itself put
+      // there last (a lookup answered before that change landed, stored after it): the newer
+      // one is the version the caller saw. Generations of a name only grow, so the larger of
+      // the two is never one the caller did not see; the older one sent the change beside.
+      if case .generation(let seen) = change.base, seen > 0, let mine = left[Self.key(change.name)]?.generation, mine > seen {
+        change.base = .generation(mine)
+      }
       return nil
     }
     if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) {

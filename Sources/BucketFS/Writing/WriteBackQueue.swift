@@ -501,7 +501,7 @@ package final class WriteBackQueue: Sendable {
   private func commitBefore(_ change: PendingChange) -> ChangeWorker.Verdict? {
     guard journal.groupCommit != nil else { return nil }
     do throws(FSError) {
-      try commit()
+      try journal.commitCovering([change.name] + (change.source.map { [$0.name] } ?? []))
     } catch {
       return .retryLater("the queue's group commit failed (errno \(error.errno))")
     }
