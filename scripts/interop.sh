@@ -335,7 +335,8 @@ g folders create --recursive gs://ghns/deep/er/
 g cp "$WORK/up/hello.txt" gs://ghns/full/hello.txt
 [ "$(g folders list gs://ghns/ --format='value(name)' | sort | tr '\n' ' ')" = "deep/ deep/er/ empty/ full/ " ] \
   || fail "gcloud folders list: $(gcloud storage folders list gs://ghns/ --format='value(name)' 2>&1)"
-gcloud storage folders delete gs://ghns/full/ >/dev/null 2>&1
+# Refused: the folder holds an object (under set -e, a refusal expected is a condition).
+if gcloud storage folders delete gs://ghns/full/ >/dev/null 2>&1; then fail "gcloud deleted a folder that holds an object"; fi
 g folders describe gs://ghns/full/ >/dev/null || fail "a folder that holds an object was deleted"
 g folders delete gs://ghns/empty/
 g folders list gs://ghns/ --format='value(name)' | grep -qx 'empty/' && fail "folders delete left the folder"

@@ -166,9 +166,14 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
     return try answered(m)
   }
 
+  /// Deletes check their precondition before the object's existence, as the Firebase v0 API
+  /// does: a delete of a missing object with `ifGenerationMatch` answers 412, not 404.
+  let preconditionFirst = Atomic<Bool>(false)
+
   func delete(_ name: String, ifGenerationMatch: Int64?) async throws(BucketError) {
     try gate("delete \(name)")
     try objects.withLock { o throws(BucketError) in
+      if preconditionFirst.load(ordering: .relaxed) { try precondition(name, ifGenerationMatch, in: o) }
       guard o[name] != nil else { throw BucketError(code: .objectNotFound, object: name, detail: "no such object", httpStatus: 404) }
       try precondition(name, ifGenerationMatch, in: o)
       o[name] = nil

@@ -280,6 +280,27 @@ import Testing
     #expect(client.objects.withLock { $0.keys.sorted() } == ["b.txt"])
   }
 
+  /// A delete whose answer was lost, tried again on a server that checks the precondition
+  /// before the object's existence (Firebase's v0: 412, not 404): done, not "changed", so the
+  /// upload queued after it lands under the name instead of going beside as a conflict copy.
+  @Test func aDeleteWhoseAnswerWasLostIsDoneWhenTheRetryFindsTheObjectGone() async throws {
+    let client = MemoryObjectClient()
+    client.preconditionFirst.store(true, ordering: .relaxed)
+    client.put("d.txt", Data("v1".utf8))
+    let generation = try await client.metadata(of: "d.txt").generation
+    let delete = PendingChange(sequence: 4, kind: .delete, name: "d.txt", base: .generation(generation))
+    client.answersToLose.store(1, ordering: .relaxed)
+    guard case .retryLater = await worker(client).carryOut(.init(change: delete, precondition: .generation(generation))) else {
+      Issue.record("a lost answer is not final")
+      return
+    }
+    #expect(client.objects.withLock { $0["d.txt"] } == nil)
+    guard case .done(.generation(0), _, nil) = await worker(client).carryOut(.init(change: delete, precondition: .generation(generation))) else {
+      Issue.record("the retry took the delete's own effect for someone else's change")
+      return
+    }
+  }
+
   @Test func aDeleteOfAMovedVersionIsNotApplied() async throws {
     let client = MemoryObjectClient()
     client.put("c.txt", Data("v1".utf8))

@@ -149,6 +149,19 @@ struct ChangeWorker: Sendable {
       // so it is done, not a conflict.
       return .done(.generation(found.generation), found)
     }
+    if change.kind == .delete {
+      // A delete whose object is gone: what it wanted, most often its own first try whose
+      // answer was lost (a reset, kill -9). A server may check the precondition before the
+      // object's existence (Firebase's v0 answers 412 there, GCS 404); taken for "changed",
+      // it sent every later change of the name beside as conflict copies.
+      do throws(BucketError) {
+        _ = try await client.metadata(of: change.name)
+      } catch where error.code == .objectNotFound {
+        return .done(.generation(0), nil)
+      } catch {
+        return .of(error)
+      }
+    }
     guard change.kind.putsVersion else { return .done(.unknown, nil, skipped: Self.notApplied) }
     if moves, let source = change.source, (try? await client.metadata(of: source.name))?.generation != source.generation {
       // The move's source is no longer the version the rename saw: nothing moved, and the
