@@ -35,7 +35,7 @@ package final class WriteBackQueue: Sendable {
   /// started here for a change an earlier mount queued.
   private let fills = Mutex<[UInt64: BaseFill]>([:])
   /// Where a base version's bytes come from (a staged copy, the bucket), set by the mount.
-  private let baseFetch = Mutex<BaseFill.Fetch?>(nil)
+  private let baseFetch = Hook<BaseFill.Fetch>()
   /// The group commit's timer (nil: every close commits its own change).
   private let commitClock: CommitClock?
 
@@ -151,13 +151,13 @@ package final class WriteBackQueue: Sendable {
   }
 
   /// Where the holes of overlaid uploads are filled from (the mount's staged copies and bucket).
-  func fillBases(from fetch: @escaping BaseFill.Fetch) { baseFetch.withLock { $0 = fetch } }
+  func fillBases(from fetch: @escaping BaseFill.Fetch) { baseFetch.set(fetch) }
 
   /// The fill of `change`'s holes: the edit's, or a new one over its queued file.
   private func fill(for change: PendingChange) throws(FSError) -> BaseFill {
     if let running = fills.withLock({ $0[change.sequence] }) { return running }
     guard let overlay = change.overlay else { throw FSError(EINVAL) }
-    guard let fetch = baseFetch.withLock({ $0 }) else { throw FSError(EIO) }
+    guard let fetch = baseFetch.value else { throw FSError(EIO) }
     let fd = journal.disk.open(journal.dataPath(change), O_RDWR | O_CLOEXEC, 0)
     guard fd >= 0 else { throw FSError(errno) }
     defer { journal.disk.close(fd) }
