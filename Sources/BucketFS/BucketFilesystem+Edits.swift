@@ -27,6 +27,7 @@ extension BucketFilesystem {
     }
     let truncate = flags & O_TRUNC != 0
     let edit = try await edit(path, truncate: truncate)
+    edit.writerOpened(appending: access == .appending)
     // The kernel may hold the size and pages of another version than the one the edit starts
     // from (the bucket's moved on, a conflict sent ours aside): it forgets them before it
     // shows or extends the file again.
@@ -48,6 +49,10 @@ extension BucketFilesystem {
     var startMetadata: (contentType: String?, custom: [String: String]?)? = nil
     var keptTime: Timestamp? = nil
     var fill: BaseFill? = nil
+    // The queued change whose result the bytes start from, for telling whether the writes only
+    // append to them; a queued delete leaves nothing to start from.
+    let startedOn = writeBack.queue.viewed(path)
+    var fromNothing = false
     do throws(FSError) {
       switch writeBack.queue.view(path) {
       case .file(let dataPath, _, let mtime):
@@ -73,6 +78,7 @@ extension BucketFilesystem {
       case .deleted:
         base = .previous
         dirty = true
+        fromNothing = true
       case .folder:
         throw FSError(EISDIR)
       case nil:
@@ -83,7 +89,7 @@ extension BucketFilesystem {
         var knownAbsent = false
         if created, case .failure(let e)? = namespace.resolveIfCached(dir: dir, name: name), e.errno == ENOENT { knownAbsent = true }
         if !knownAbsent {
-          let m: StorageMetadata?
+          var m: StorageMetadata?
           do throws(FSError) {
             m = try await namespace.fileMetadata(path)
           } catch where error.errno == ENOENT || (created && error.cause.map(ErrnoMapping.isServerGone) == true) {
@@ -91,7 +97,17 @@ extension BucketFilesystem {
             // someone made it meanwhile, the upload's precondition fails and ours goes beside.
             m = nil
           }
-          if let m {
+          if var m {
+            if !truncate {
+              do throws(FSError) {
+                fill = try await startBytes(path, m, into: file.fd)
+              } catch where error.errno == ESTALE {
+                // The version the cache named was replaced by someone else: a new open starts
+                // from the newest one, never fails for it.
+                m = try await namespace.latestFileMetadata(path)
+                fill = try await startBytes(path, m, into: file.fd)
+              }
+            }
             base = .generation(m.generation)
             // New bytes have a new time: a kept one (ours, Google's tools') would hide it.
             var custom = m.customMetadata ?? [:]
@@ -101,11 +117,11 @@ extension BucketFilesystem {
             let pending = writeBack.queue.pendingMetadata(path)
             custom.merge(pending.custom) { _, queued in queued }
             startMetadata = (pending.contentType ?? m.contentType, custom)
-            if !truncate { fill = try await startBytes(path, m, into: file.fd) }
           } else {
             dirty = true
           }
         }
+        fromNothing = base == .generation(0)
       }
     } catch {
       _ = writeBack.edits.disk.unlink(localPath)
@@ -114,9 +130,16 @@ extension BucketFilesystem {
     let fresh = LocalEdits.Edit(
       file: file, path: localPath, name: path, base: base, dirty: dirty, fill: fill, disk: writeBack.edits.disk, room: writeBack.edits.room)
     if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom, mtime: keptTime) }
+    fresh.watchAppends(startLength: truncate ? (fromNothing ? 0 : nil) : fileLength(file.fd), startedOn: base == .previous ? startedOn : nil)
     let edit = try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
     if edit !== fresh { fill?.abandon() } else { edit.countLength() }
     return edit
+  }
+
+  /// The length of an edit's starting bytes (an overlay's is its base version's).
+  private func fileLength(_ fd: Int32) -> Int64 {
+    var st = stat()
+    return fstat(fd, &st) == 0 ? Int64(st.st_size) : 0
   }
 
   /// What an edit of `path` starts from when the queue puts bytes there: the metadata its last
@@ -250,6 +273,7 @@ extension BucketFilesystem {
     if !exists { entriesChanged(in: dir.path) }
     let attrs = localAttributes(path, edit: edit, lookup: true)
     let access = EditHandle.access(flags: flags) == .appending ? EditHandle.Access.appending : .writing
+    edit.writerOpened(appending: access == .appending)
     let changed = !exists || flags & O_TRUNC != 0
     // A new, empty file, open nowhere else, with room to grow in: the kernel writes its edit's
     // file itself (passthrough), so that cp, tar and a program's output cost no request per
@@ -430,7 +454,8 @@ extension BucketFilesystem {
         let sequence = try edit.handOver { file, path, fill throws(FSError) in
           try writeBack.queue.upload(
             name, from: file.fd, linking: path, written: { edit.writtenCRC32C(size: $0) }, fill: fill,
-            contentType: changes.uploadContentType, mtime: mtime, custom: changes.uploadCustom, base: changes.base)
+            contentType: changes.uploadContentType, mtime: mtime, custom: changes.uploadCustom, base: changes.base,
+            appended: edit.takeAppended())
         }
         edit.queued(sequence)
         return sequence
@@ -450,14 +475,16 @@ extension BucketFilesystem {
   ) throws(FSError) -> UInt64 {
     let (contentType, custom) = (changes.uploadContentType, changes.uploadCustom)
     if copying {
-      let sequence = try queue.upload(changes.name, from: edit.file.fd, contentType: contentType, mtime: mtime, custom: custom, base: changes.base)
+      let sequence = try queue.upload(
+        changes.name, from: edit.file.fd, contentType: contentType, mtime: mtime, custom: custom, base: changes.base, appended: edit.takeAppended())
       edit.setOpenUpload(nil)
       return sequence
     }
     if let open = edit.openUpload, try queue.rewriteWritten(open, contentType: contentType, custom: custom, mtime: mtime) { return open }
     let sequence = try edit.handOver { file, path, _ throws(FSError) in
       try queue.upload(
-        changes.name, from: file.fd, linking: path, stillWritten: true, contentType: contentType, mtime: mtime, custom: custom, base: changes.base)
+        changes.name, from: file.fd, linking: path, stillWritten: true, contentType: contentType, mtime: mtime, custom: custom, base: changes.base,
+        appended: edit.takeAppended())
     }
     edit.setOpenUpload(sequence)
     return sequence

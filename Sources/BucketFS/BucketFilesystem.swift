@@ -35,6 +35,10 @@ package final class BucketFilesystem: Sendable {
     /// copy landed): once the copy and the old name's delete are done, reads go there.
     let renamedTo: String?
     let opened = ContinuousClock.now
+    /// Whether a read of the handle was answered: until then the version it names may still be
+    /// swapped for the newest one (the open took a cached answer about a version someone else
+    /// has replaced since), which a program that has read nothing cannot tell apart.
+    let answered = Atomic<Bool>(false)
     init(objectName: String, metadata: StorageMetadata, reader: ObjectReader, copy: PartialCopy?, renamedTo: String? = nil) {
       self.objectName = objectName
       self.metadata = metadata
@@ -608,7 +612,20 @@ package final class BucketFilesystem: Sendable {
     do {
       let reply = try await answer(file, range, by: ReadDeadline(seconds: options.readTimeout, object: file.objectName))
       staging?.served(file.copy)
+      file.answered.store(true, ordering: .relaxed)
       return reply
+    } catch where error.code == .objectChanged && file.renamedTo == nil && !file.answered.load(ordering: .relaxed) {
+      // Opened from a cached answer about a version someone else has replaced since: nothing
+      // was read from it, so the handle reads the newest version instead (a new open never
+      // fails because the object changed; only a handle that read the old one may).
+      guard let newest = await newestVersion(of: file) else { throw FSError(error) }
+      fileHandles.replace(handle, with: .read(newest))
+      staging?.release(file.objectName, generation: file.metadata.generation)
+      // A longer version: the kernel must ask its size again, or it stops at the old one. Not
+      // a shorter one: the short reply itself tells the kernel where the file ends, and a
+      // notice in between would make it fill the rest of the page with zeros instead.
+      if newest.metadata.size > file.metadata.size { forgetKernelCache(ofObject: file.objectName) }
+      return try await read(handle: handle, offset: offset, count: count)
     } catch where (error.code == .objectNotFound || error.code == .objectChanged) && file.renamedTo != nil {
       // The rename's copy landed and the old name went: the same bytes are under the new name.
       guard let moved = await renamedCopy(of: file) else { throw FSError(error) }
@@ -619,6 +636,23 @@ package final class BucketFilesystem: Sendable {
       if error.code == .timedOut || error.code == .retryLimitExceeded { readTimedOut(file) }
       throw FSError(error)
     }
+  }
+
+  /// The generation a read handle reads (nil: not one reading an object's version).
+  package func handleGeneration(_ handle: UInt64) -> Int64? {
+    if case .read(let file)? = fileHandles[handle] { file.metadata.generation } else { nil }
+  }
+
+  /// The newest version of `file`'s object, opened as `open` would have; nil when the server
+  /// has none (deleted meanwhile: the read fails as before) or still names the same one.
+  private func newestVersion(of file: OpenFile) async -> OpenFile? {
+    let path = String(file.objectName.dropFirst(client.bucketName("").count))
+    guard let m = try? await namespace.latestFileMetadata(path), m.generation != file.metadata.generation else { return nil }
+    let reader = ObjectReader(client: client.bucketWide, cache: cache, name: file.objectName, generation: m.generation, size: m.size)
+    let copy = staging?.begin(file.objectName, metadata: m, client: client.bucketWide, offline: options.offline) {
+      try? await reader.read(offset: 0, count: Int(m.size))
+    }
+    return OpenFile(objectName: file.objectName, metadata: m, reader: reader, copy: copy)
   }
 
   /// `file`'s bytes where the rename this mount queued put them, when the bucket has them there
@@ -697,6 +731,7 @@ package final class BucketFilesystem: Sendable {
     if range.isEmpty { return .bytes(Data()) }
     guard let reply = answerNow(file, range) else { return nil }
     metrics.cacheHits.add(1, ordering: .relaxed)
+    file.answered.store(true, ordering: .relaxed)
     return reply
   }
 

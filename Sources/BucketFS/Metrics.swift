@@ -155,6 +155,7 @@ package final class Metrics: Sendable {
       single("bucketfs_writeback_failed_changes", "gauge", "Changes the bucket refused, kept in the queue.", q.failed)
       single("bucketfs_writeback_applied_total", "counter", "Changes carried out.", q.applied)
       single("bucketfs_writeback_conflicts_total", "counter", "Uploads that went beside an object changed elsewhere.", q.conflicts)
+      single("bucketfs_writeback_merges_total", "counter", "Appends carried onto a version another writer made meanwhile.", q.merges)
       single(
         "bucketfs_writeback_damaged_records", "gauge", "Queue records or bytes found damaged and kept aside, not carried out.", q.damaged)
     }
@@ -202,7 +203,7 @@ package final class Metrics: Sendable {
       ("transfer loop", String(format: "last turned %.2f s ago, %d stalls", r.transferLoopAge, transferLoopStalls.load(ordering: .relaxed))),
     ]
     if let q = r.queue {
-      lines.append(("write-back queue", "\(q.changes) changes, \(q.bytes) bytes, \(q.failed) failed, \(q.applied) done, \(q.conflicts) conflicts"))
+      lines.append(("write-back queue", "\(q.changes) changes, \(q.bytes) bytes, \(q.failed) failed, \(q.applied) done, \(q.conflicts) conflicts, \(q.merges) appends merged"))
       lines.append(("write-back at once", "\(q.atOnce) changes (at most \(ChangeConcurrency.most))"))
       if q.damaged > 0 { lines.append(("damaged queue records", "\(q.damaged) kept aside, not carried out")) }
     }

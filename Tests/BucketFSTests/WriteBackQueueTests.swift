@@ -230,7 +230,7 @@ import Testing
         guard FileManager.default.createFile(atPath: folder.appendingPathComponent(change.fileName + ".data").path, contents: Data()) else {
           throw FSError(EIO)
         }
-      }, sessionOpened: { _, _ in }, log: { _ in })
+      }, sessionOpened: { _, _ in }, rebased: { _ throws(FSError) in }, log: { _ in })
   }
 
   func upload(_ name: String, _ bytes: String, sequence: UInt64) throws -> PendingChange {

@@ -19,6 +19,8 @@ import Testing
     import json, os, sys, time, urllib.request, urllib.parse, urllib.error
     host, bucket, name, tag, seconds, acked = sys.argv[1:7]
     tried = sys.argv[7:]
+    # "every:MS": on its own clock, not waiting for the mounts.
+    every = float(tried.pop(0)[6:]) / 1000 if tried and tried[0].startswith("every:") else None
     quoted = urllib.parse.quote(name, safe="")
     meta = f"http://{host}/storage/v1/b/{bucket}/o/{quoted}"
     upload = f"http://{host}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={quoted}"
@@ -53,6 +55,9 @@ import Testing
             out.write(line.decode())
             out.flush()
             i += 1
+            if every is not None:
+                time.sleep(every)
+                continue
             seen = mount_lines()
             while mount_lines() == seen and time.time() < end:
                 time.sleep(0.005)
@@ -74,11 +79,27 @@ import Testing
     done
     """#
 
+  /// A shell appending lines to FILE for SECONDS with a random pause of 0–80 ms before each,
+  /// on its own clock: nothing makes it wait for another writer.
+  static let pacedAppender = #"""
+    file=$1 tag=$2 seconds=$3 acked=$4 tried=$5
+    end=$(( $(date +%s) + seconds )); i=0
+    while [ "$(date +%s)" -lt "$end" ]; do
+      sleep "0.0$(( $(od -An -N1 -tu1 /dev/urandom) % 80 / 10 ))$(( $(od -An -N1 -tu1 /dev/urandom) % 10 ))"
+      echo "$tag-$i" >> "$tried"
+      if echo "$tag-$i" >> "$file"; then echo "$tag-$i" >> "$acked"; else echo "$tag-$i" >> "$acked.failed"; fi
+      i=$((i + 1))
+    done
+    """#
+
   func lines(_ url: URL) -> [String] {
     ((try? String(contentsOf: url, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
   }
 
-  func run(api: String, mounts count: Int, seconds: Int = 10) async throws {
+  /// `paced`: no writer waits for another (the mounts pause at random, the outside writer
+  /// appends every 150 ms), and every append merges: no conflict copy, no failed append, each
+  /// writer's lines in the object in the order it wrote them.
+  func run(api: String, mounts count: Int, seconds: Int = 10, paced: Bool = false) async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("log/f", Data("start\n".utf8))
       var mounts: [MountedBucket] = []
@@ -91,7 +112,7 @@ import Testing
       let script = notes.appendingPathComponent("outside.py")
       try Self.outsideWriter.write(to: script, atomically: true, encoding: .utf8)
       let appender = notes.appendingPathComponent("append.sh")
-      try Self.mountAppender.write(to: appender, atomically: true, encoding: .utf8)
+      try (paced ? Self.pacedAppender : Self.mountAppender).write(to: appender, atomically: true, encoding: .utf8)
       let outsideAcked = notes.appendingPathComponent("O.acked")
       // Processes of their own, all at once: a task each would take the task pool's two threads
       // and run the writers two at a time.
@@ -99,7 +120,7 @@ import Testing
       let tried = (0..<count).map { notes.appendingPathComponent("M\($0).tried").path }
       var writers = [
         try ChildProcess(
-          "/usr/bin/python3", [script.path, fx.address, fx.bucket, "log/f", "O", String(seconds), outsideAcked.path] + tried,
+          "/usr/bin/python3", [script.path, fx.address, fx.bucket, "log/f", "O", String(seconds), outsideAcked.path] + (paced ? ["every:150"] : []) + tried,
           environment: environment)
       ]
       for (n, m) in mounts.enumerated() {
@@ -156,6 +177,19 @@ import Testing
       #expect(overwritten.isEmpty, "the outside writer's lines missing from log/f: \(overwritten.sorted().prefix(10))")
       let copies = objects.count - 1
       let mountLines = acked.filter { $0.hasPrefix("M") }.count
+      // Appends merge onto whatever version the bucket holds: none goes beside it, none fails.
+      #expect(copies == 0, "pure appends made \(copies) conflict copies")
+      if paced {
+        let held = String(decoding: objects["log/f"] ?? Data(), as: UTF8.self).split(separator: "\n").map(String.init)
+        for tag in ["O"] + (0..<count).map({ "M\($0)" }) {
+          let mine = held.filter { $0.hasPrefix(tag + "-") }.map { Int($0.dropFirst(tag.count + 1)) ?? -1 }
+          #expect(mine == mine.sorted(), "\(tag)'s lines are out of the order it wrote them: \(mine.prefix(20))")
+        }
+        for n in 0..<count {
+          let failed = lines(notes.appendingPathComponent("M\(n).acked.failed"))
+          #expect(failed.isEmpty, "\(failed.count) appends of M\(n) failed: \(failed.prefix(5)); \(mounts[n].log)")
+        }
+      }
       print("appenders (\(api), \(count) mounts): \(acked.count) lines acknowledged, \(mountLines) by mounts, \(copies) conflict copies")
       for m in mounts { #expect(m.isMounted, "\(m.log)") }
     }
@@ -167,5 +201,10 @@ import Testing
 
   @Test(arguments: ["firebase", "gcs"]) func twoMountsAndAnOutsideWriterLoseNoLine(api: String) async throws {
     try await run(api: api, mounts: 2)
+  }
+
+  /// No turn-taking: every writer on its own clock, twice over for each shape.
+  @Test(arguments: ["firebase", "gcs"]) func appendersOnTheirOwnClocksMergeEveryLine(api: String) async throws {
+    for mounts in [1, 2, 1, 2] { try await run(api: api, mounts: mounts, seconds: 6, paced: true) }
   }
 }

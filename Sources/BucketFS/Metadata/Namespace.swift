@@ -300,6 +300,18 @@ final class Namespace: Sendable {
     })
   }
 
+  /// The attributes of object `objectName` as the server has them now, whatever is cached: the
+  /// version a cached answer named is gone (someone else replaced it), and a new open must get
+  /// the newest one rather than fail. Cached for whoever asks next.
+  func latestFileMetadata(_ objectName: String) async throws(FSError) -> StorageMetadata {
+    files.remove(objectName)
+    return try await fromServer("attributes of \(objectName)", { () async throws(BucketError) -> StorageMetadata in
+      let m = try await client.metadata(of: objectName)
+      files.set(objectName, m)
+      return m
+    }, orStaged: { () throws(FSError) -> StorageMetadata in throw FSError(ESTALE) })
+  }
+
   /// A change made through the mount reached the bucket: what is cached of the name and its
   /// folder gives way to the bucket as it is now.
   func applied(_ change: PendingChange, _ metadata: StorageMetadata?) {

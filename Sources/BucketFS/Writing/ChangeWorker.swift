@@ -63,6 +63,8 @@ struct ChangeWorker: Sendable {
   let writeEmptyBytes: @Sendable (PendingChange) throws(FSError) -> Void
   /// A large upload's resumable session, to keep with the change as soon as the server opens it.
   let sessionOpened: @Sendable (PendingChange, String?) -> Void
+  /// An append's `Rebase`, to record (lasting) before what it put together is sent.
+  let rebased: @Sendable (PendingChange) throws(FSError) -> Void
   let log: @Sendable (String) -> Void
 
   static let notApplied = "it changed on the server since it was read"
@@ -75,6 +77,8 @@ struct ChangeWorker: Sendable {
       case .generation(let g): g
       case .any, .beside, .besideAt: nil
       }
+    // An append being carried onto a newer version goes on doing so, whatever it was based on.
+    if change.kind == .upload && change.rebase != nil { return await merged(change) }
     do throws(BucketError) {
       switch taken.precondition {
       case .beside:
@@ -149,6 +153,8 @@ struct ChangeWorker: Sendable {
       // so it is done, not a conflict.
       return .done(.generation(found.generation), found)
     }
+    // Only appended: carried onto the version there now, not beside it.
+    if change.kind == .upload && change.appendedFrom != nil { return await merged(change) }
     if change.kind == .delete {
       // A delete whose object is gone: what it wanted, most often its own first try whose
       // answer was lost (a reset, kill -9). A server may check the precondition before the

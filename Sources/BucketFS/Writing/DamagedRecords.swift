@@ -51,6 +51,8 @@ package struct QueueTotals: Sendable, Equatable {
   package var failed: Int
   package var applied: Int
   package var conflicts: Int
+  /// Appends carried onto a version another writer made meanwhile.
+  package var merges = 0
   /// Records and bytes set aside as damaged (`DamagedRecords`).
   package var damaged: Int
   /// Of `changes`, uploads held while the kernel still writes their file (`QueueState.writing`).

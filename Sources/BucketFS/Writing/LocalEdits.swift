@@ -56,6 +56,12 @@ final class LocalEdits: Sendable {
       /// What it counts against `staging_size` in `room` now.
       var counted: Int64 = 0
       var writers = Writers.daemon
+      /// Whether the writes only appended, and to what (`AppendWatch`); the queued change
+      /// the edit opened on, if any.
+      var appends = AppendWatch(startLength: nil)
+      var startedOn: UInt64?
+      /// The watch as it was before the last take, for `undoTake`.
+      var appendsBeforeTake: AppendWatch?
     }
 
     /// Who writes the file: the daemon, a request per write; or the kernel itself, by
@@ -96,6 +102,18 @@ final class LocalEdits: Sendable {
       state = Mutex(State(name: name, base: base, phase: .open(changed: dirty)))
       self.room = room
     }
+
+    /// The edit started from `length` bytes of what it is based on (nil: it cut them, `O_TRUNC`),
+    /// those of queued change `startedOn` when it opened on one.
+    func watchAppends(startLength: Int64?, startedOn: UInt64?) {
+      state.withLock { s in
+        s.appends = AppendWatch(startLength: startLength)
+        s.startedOn = startedOn
+      }
+    }
+
+    /// A handle that may write opened the edit (`appending`: with `O_APPEND`).
+    func writerOpened(appending: Bool) { state.withLock { $0.appends.writerOpened(appending: appending) } }
 
     /// What this edit counts against `staging_size` now.
     var countedBytes: Int64 { state.withLock { $0.counted } }
@@ -142,6 +160,7 @@ final class LocalEdits: Sendable {
         guard case .daemon = s.writers else { return false }
         s.writers = .kernel(handles: 1, uploads: [], current: nil)
         s.checksum = .unknown
+        s.appends.kernelWrites()
         count(reserved, &s)
         return true
       }
@@ -257,6 +276,7 @@ final class LocalEdits: Sendable {
             return true
           }
         } ?? cut()
+        state.withLock { $0.appends.touched(from: size) }
         guard done else {
           state.withLock { $0.checksum = .unknown }
           throw FSError(errno)
@@ -286,6 +306,7 @@ final class LocalEdits: Sendable {
     func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
       let size = { [self] in self.size }
       state.withLock { s in
+        s.appends.touched(from: offset)
         if case .kernel = s.writers {
           s.checksum = .unknown
         } else {
@@ -361,11 +382,31 @@ final class LocalEdits: Sendable {
     func takeChanges() -> Changes? {
       state.withLock { s in
         guard s.phase.take() else { return nil }
+        s.appendsBeforeTake = nil
         return Changes(name: s.name, base: s.base, mtime: s.mtime, contentType: s.contentType, custom: s.custom)
       }
     }
 
-    func undoTake() { state.withLock { $0.phase.untake() } }
+    /// Where the bytes a close hands to the queue count as appended from. Called with `writing`
+    /// held (in `handOver`'s hand-over), so that no write falls between what is measured and
+    /// what is queued.
+    func takeAppended() -> AppendedBytes {
+      let length = size
+      return state.withLock { s in
+        s.appendsBeforeTake = s.appends
+        var appended = s.appends.take(length: length)
+        appended.startedOn = s.startedOn
+        appended.lastQueued = s.phase.lastQueued
+        return appended
+      }
+    }
+
+    func undoTake() {
+      state.withLock { s in
+        s.phase.untake()
+        if let before = s.appendsBeforeTake { s.appends = before }
+      }
+    }
     /// A write to the file failed with `errno`.
     func writeFailed(_ errno: Int32) {
       state.withLock { s in

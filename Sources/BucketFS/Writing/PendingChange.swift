@@ -67,11 +67,28 @@ struct PendingChange: Codable, Sendable, Equatable {
     /// (nil in records written before it was kept). A change based on this one goes there too,
     /// so that a writer who keeps going after a conflict grows one copy, not one per close.
     case conflict(String, generation: Int64? = nil)
+    /// This generation, holding another writer's newer version with the bytes this change
+    /// appended after it (`Rebase`): not the bytes queued, so a change based on those that only
+    /// appends is carried onto it too, and any other goes beside it.
+    case merged(Int64)
 
     /// The generation a change based on this one starts from; nil sends it beside the object.
     var generation: Int64? {
       if case .generation(let g) = self { g } else { nil }
     }
+  }
+
+  /// An upload that only appended to the version it is based on, carried onto a version
+  /// another writer made since: that version's bytes, then ours from `appendedFrom` on, uploaded
+  /// with a precondition on it. Kept in the record before that upload is sent, so that after a
+  /// crash the change knows what it was carrying, and that an upload whose answer was lost is
+  /// found in the bucket (the same size and CRC32C) instead of appended twice.
+  struct Rebase: Codable, Sendable, Equatable {
+    /// The generation carried onto (nil: whatever the bucket holds when it runs; 0: none).
+    var onto: Int64?
+    /// The size and CRC32C of what was put together, once it was.
+    var size: Int64?
+    var crc32c: UInt32?
   }
 
   var sequence: UInt64
@@ -98,6 +115,12 @@ struct PendingChange: Codable, Sendable, Equatable {
   /// that the base version fills (`BaseFill`) before the bytes are uploaded or read. Nil once
   /// they are whole (then `dataCRC32C` vouches for them).
   var overlay: EditOverlay?
+  /// Set when the change only appended: the bytes from this offset on are what it appended,
+  /// those before it the bytes of the version it is based on. Such an upload is carried onto
+  /// whatever version the bucket holds when it runs (`rebase`) instead of going beside it.
+  var appendedFrom: Int64?
+  /// Where the appended bytes are being carried (nil: onto the base, as queued).
+  var rebase: Rebase?
 
   var fileName: String { Self.fileName(of: sequence) }
   static func fileName(of sequence: UInt64) -> String { sequence.zeroPadded(12) }
@@ -118,7 +141,7 @@ struct PendingChange: Codable, Sendable, Equatable {
 extension PendingChange {
   private enum CodingKeys: String, CodingKey {
     case sequence, kind, name, base, contentType, mtime, custom, sessionURL, source, state, error, produced, conflictName, dataSize, dataCRC32C, overlay
-    case replacedBy
+    case replacedBy, appendedFrom, rebase, merged
   }
 
   init(from decoder: any Decoder) throws {
@@ -140,6 +163,8 @@ extension PendingChange {
     dataSize = try c.decodeIfPresent(Int64.self, forKey: .dataSize)
     dataCRC32C = try c.decodeIfPresent(UInt32.self, forKey: .dataCRC32C)
     overlay = try c.decodeIfPresent(EditOverlay.self, forKey: .overlay)
+    appendedFrom = try c.decodeIfPresent(Int64.self, forKey: .appendedFrom)
+    rebase = try c.decodeIfPresent(Rebase.self, forKey: .rebase)
     switch try c.decodeIfPresent(String.self, forKey: .state) ?? "pending" {
     case "pending": life = .pending
     case "started": life = .started
@@ -147,6 +172,8 @@ extension PendingChange {
     case "done":
       if let conflict = try c.decodeIfPresent(String.self, forKey: .conflictName) {
         life = .done(.conflict(conflict, generation: try c.decodeIfPresent(Int64.self, forKey: .produced)))
+      } else if try c.decodeIfPresent(Bool.self, forKey: .merged) == true {
+        life = .done(.merged(try c.decode(Int64.self, forKey: .produced)))
       } else {
         life = .done(try c.decodeIfPresent(Int64.self, forKey: .produced).map(Effect.generation) ?? .unknown)
       }
@@ -170,6 +197,8 @@ extension PendingChange {
     try c.encodeIfPresent(dataSize, forKey: .dataSize)
     try c.encodeIfPresent(dataCRC32C, forKey: .dataCRC32C)
     try c.encodeIfPresent(overlay, forKey: .overlay)
+    try c.encodeIfPresent(appendedFrom, forKey: .appendedFrom)
+    try c.encodeIfPresent(rebase, forKey: .rebase)
     switch life {
     case .pending: try c.encode("pending", forKey: .state)
     case .replaced(let newer):
@@ -181,6 +210,9 @@ extension PendingChange {
       switch effect {
       case .generation(let g): try c.encode(g, forKey: .produced)
       case .unknown: break
+      case .merged(let g):
+        try c.encode(g, forKey: .produced)
+        try c.encode(true, forKey: .merged)
       case .conflict(let name, let generation):
         try c.encode(name, forKey: .conflictName)
         try c.encodeIfPresent(generation, forKey: .produced)

@@ -68,6 +68,8 @@ struct QueueState {
   private var lastError: String?
   private(set) var applied = 0
   private(set) var conflicts = 0
+  /// Appends carried onto another writer's newer version (`PendingChange.Rebase`).
+  private(set) var merges = 0
   /// What the last change carried out of each name left there, for a change based on "whatever
   /// the queue left" made after it was done.
   private var left: [NameKey: PendingChange.Effect] = [:]
@@ -143,27 +145,49 @@ struct QueueState {
   /// name that has not started is replaced (returned, marked replaced) and its base taken over;
   /// any other earlier change makes this one based on what that one leaves; with none queued,
   /// a change based on the queue's previous result is based on what the last one left.
-  mutating func admit(_ change: inout PendingChange) -> PendingChange? {
-    let earlier = (byName[Self.key(change.name)] ?? []).filter { $0 < change.sequence && changes[$0]?.isReplaced == false }
+  mutating func admit(_ change: inout PendingChange, appended: AppendedBytes? = nil) -> PendingChange? {
+    // One done already counts by what it left (`left`), even while its record is still here:
+    // it has passed on, and nothing after it would learn its generation.
+    let earlier = (byName[Self.key(change.name)] ?? []).filter { $0 < change.sequence && changes[$0].map { !$0.isReplaced && !$0.isDone } == true }
     guard let lastSequence = earlier.last, let last = changes[lastSequence] else {
+      // Appended to what the edit opened, or to what its last close left.
+      change.appendedFrom = change.base == .previous ? appended?.fromBase : appended?.fromStart
+      if change.base == .previous, case .merged(let g)? = left[Self.key(change.name)] {
+        // What it was based on went up merged with another writer's bytes: an append goes
+        // onto that (any other change goes beside it: `.previous` names no generation).
+        if change.appendedFrom != nil {
+          change.base = .generation(g)
+          change.rebase = PendingChange.Rebase(onto: g)
+        }
+        return nil
+      }
       if change.base == .previous, let generation = left[Self.key(change.name)]?.generation { change.base = .generation(generation) }
       // A generation the mount's caches gave that is older than what this queue itself put
       // there last (a lookup answered before that change landed, stored after it): the newer
       // one is the version the caller saw. Generations of a name only grow, so the larger of
       // the two is never one the caller did not see; the older one sent the change beside.
-      if case .generation(let seen) = change.base, seen > 0, let mine = left[Self.key(change.name)]?.generation, mine > seen {
+      // Not for an upload: its bytes were read from the older one, and put over the newer they
+      // would drop what that has and they lack (a merged append's other writer's lines).
+      if change.kind != .upload, case .generation(let seen) = change.base, seen > 0, let mine = left[Self.key(change.name)]?.generation,
+        mine > seen
+      {
         change.base = .generation(mine)
       }
       return nil
     }
-    if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) {
+    // One being carried onto another version than its bytes' (`Rebase`) is not replaced: its
+    // upload may have landed already, and what follows must know what it left.
+    if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) && last.rebase == nil {
       setLife(lastSequence, .replaced(by: change.sequence))
       ended[lastSequence] = .replaced(by: change.sequence)
       change.base = last.base
       if earlier.count > 1 { change.base = .previous }
+      // Appended to the replaced one's bytes, which were appended to its base: appended to that.
+      if let mine = appended?.from(after: lastSequence), let theirs = last.appendedFrom { change.appendedFrom = min(mine, theirs) }
       return changes[lastSequence]
     }
     change.base = .previous
+    change.appendedFrom = appended?.from(after: lastSequence)
     return nil
   }
 
@@ -331,6 +355,12 @@ struct QueueState {
   /// it went beside the object or was not applied).
   func leftGeneration(_ name: String) -> Int64? { left[Self.key(name)]?.generation }
 
+  /// The generation the previous change of `name` left when it merged appended bytes onto
+  /// another writer's version.
+  func leftMerged(_ name: String) -> Int64? {
+    if case .merged(let g)? = left[Self.key(name)] { g } else { nil }
+  }
+
   /// The conflict copy the previous change of `name` went to, and the generation it left there
   /// (nil: it did not go beside, or an older record did not say).
   func leftConflict(_ name: String) -> (name: String, generation: Int64)? {
@@ -349,6 +379,9 @@ struct QueueState {
 
   mutating func setSession(_ sequence: UInt64, _ url: String?) { changes[sequence]?.sessionURL = url }
 
+  /// An append is being carried onto another version (`PendingChange.Rebase`).
+  mutating func setRebase(_ sequence: UInt64, _ rebase: PendingChange.Rebase?) { changes[sequence]?.rebase = rebase }
+
   /// An overlaid upload's bytes are whole now: `whole` is its record without the overlay.
   mutating func madeWhole(_ whole: PendingChange) {
     if changes[whole.sequence] != nil { changes[whole.sequence] = whole }
@@ -363,6 +396,7 @@ struct QueueState {
     if case .done(let effect) = done.life {
       left[Self.key(done.name)] = effect
       if case .conflict = effect { conflicts += 1 }
+      if case .merged = effect { merges += 1 }
     }
   }
 
@@ -372,9 +406,19 @@ struct QueueState {
   mutating func passOn(_ done: PendingChange) -> PendingChange? {
     applied += 1
     guard let nextSequence = byName[Self.key(done.name)]?.first(where: { $0 > done.sequence && changes[$0]?.isQueued == true }),
-      changes[nextSequence]?.base == .previous, case .done(.generation(let g)) = done.life
+      let next = changes[nextSequence], next.base == .previous
     else { return nil }
-    changes[nextSequence]!.base = .generation(g)
+    switch done.life {
+    case .done(.generation(let g)):
+      changes[nextSequence]!.base = .generation(g)
+    case .done(.merged(let g)) where next.appendedFrom != nil:
+      // Its bytes start with the queued ones, not with what went up: only what it appended
+      // goes onto that.
+      changes[nextSequence]!.base = .generation(g)
+      changes[nextSequence]!.rebase = PendingChange.Rebase(onto: g)
+    default:
+      return nil
+    }
     return changes[nextSequence]
   }
 
@@ -526,8 +570,8 @@ struct QueueState {
     let queued = changes.values.filter(\.isQueued)
     let failed = queued.filter(\.isFailed).count
     return QueueTotals(
-      changes: queued.count - failed, bytes: bytes, failed: failed, applied: applied, conflicts: conflicts, damaged: damagedCount,
-      stillWritten: writing.count)
+      changes: queued.count - failed, bytes: bytes, failed: failed, applied: applied, conflicts: conflicts, merges: merges,
+      damaged: damagedCount, stillWritten: writing.count)
   }
 
   /// What is left, one line per change, for `bucketfs sync`.
@@ -551,6 +595,9 @@ struct QueueState {
 extension PendingChange {
   var isReplaced: Bool {
     if case .replaced = life { true } else { false }
+  }
+  var isDone: Bool {
+    if case .done = life { true } else { false }
   }
 
   /// The life's name as `bucketfs sync` prints it.

@@ -30,6 +30,8 @@ extension PendingChange {
     if let dataSize { json.field("dataSize") { $0.number(dataSize) } }
     if let dataCRC32C { json.field("dataCRC32C") { $0.number(dataCRC32C) } }
     if let overlay { try json.field("overlay", encoded: overlay) }
+    if let appendedFrom { json.field("appendedFrom") { $0.number(appendedFrom) } }
+    if let rebase { try json.field("rebase", encoded: rebase) }
     switch life {
     case .pending: json.field("state") { $0.string("pending") }
     case .replaced(let newer):
@@ -41,6 +43,9 @@ extension PendingChange {
       switch effect {
       case .generation(let g): json.field("produced") { $0.number(g) }
       case .unknown: break
+      case .merged(let g):
+        json.field("produced") { $0.number(g) }
+        json.field("merged") { $0.raw("true") }
       case .conflict(let name, let generation):
         json.field("conflictName") { $0.string(name) }
         if let generation { json.field("produced") { $0.number(generation) } }

@@ -99,7 +99,7 @@ package final class WriteBackQueue: Sendable {
   func upload(
     _ name: String, from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, fill: BaseFill? = nil,
     stillWritten: Bool = false, contentType: String, mtime: Timestamp?, custom: [String: String]? = nil, base: PendingChange.Base,
-    deleting: (name: String, base: PendingChange.Base)? = nil
+    deleting: (name: String, base: PendingChange.Base)? = nil, appended: AppendedBytes? = nil
   ) throws(FSError) -> UInt64 {
     let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
@@ -111,7 +111,7 @@ package final class WriteBackQueue: Sendable {
     if let fill { fills.withLock { $0[sequence] = fill } }
     if stillWritten { state.withLock { $0.stillWritten(sequence) } }
     do throws(FSError) {
-      try add(&change, size: size, withBytes: true, held: stillWritten, deleting: deleting)
+      try add(&change, size: size, withBytes: true, held: stillWritten, deleting: deleting, appended: appended)
     } catch {
       fills.withLock { _ = $0.removeValue(forKey: sequence) }
       throw error
@@ -294,9 +294,9 @@ package final class WriteBackQueue: Sendable {
   /// crash keeps both or neither (never the new name queued and the old one left for good).
   private func add(
     _ change: inout PendingChange, size: Int64 = 0, withBytes: Bool = false, held: Bool = false,
-    deleting: (name: String, base: PendingChange.Base)? = nil
+    deleting: (name: String, base: PendingChange.Base)? = nil, appended: AppendedBytes? = nil
   ) throws(FSError) {
-    let replaced = state.withLock { $0.admit(&change) }
+    let replaced = state.withLock { $0.admit(&change, appended: appended) }
     var delete = deleting.map { PendingChange(sequence: nextSequence(), kind: .delete, name: $0.name, base: $0.base) }
     if delete != nil { _ = state.withLock { $0.admit(&delete!) } }
     var placed: [DurableFile.Placed] = []
@@ -363,6 +363,9 @@ package final class WriteBackQueue: Sendable {
     if let source = last.source { return .copied(source, mtime: last.mtime ?? Timestamp(seconds: 0)) }
     return .file(dataPath: journal.dataPath(last), size: size, mtime: last.mtime ?? Timestamp(seconds: 0))
   }
+
+  /// The queued change whose result `view(name)` shows.
+  func viewed(_ name: String) -> UInt64? { state.withLock { $0.lastVisible(name)?.change.sequence } }
 
   /// The content type and custom metadata the last queued upload of `name` goes with.
   func queuedMetadata(_ name: String) -> (contentType: String?, custom: [String: String]?)? { state.withLock { $0.queuedMetadata(name) } }
@@ -439,7 +442,8 @@ package final class WriteBackQueue: Sendable {
     onApplied.set(applied)
     let worker = ChangeWorker(
       client: client, dataPath: { [journal] in journal.dataPath($0) }, writeEmptyBytes: { [journal] change throws(FSError) in try journal.writeEmptyBytes(for: change) },
-      sessionOpened: { [self] change, url in sessionOpened(change, url) }, log: log)
+      sessionOpened: { [self] change, url in sessionOpened(change, url) },
+      rebased: { [self] change throws(FSError) in try rebased(change) }, log: log)
     // They live as long as the mount's process.
     for _ in 0..<Self.workers {
       Task.detached { [self] in
@@ -511,7 +515,13 @@ package final class WriteBackQueue: Sendable {
   /// The next change that can go, with what its base stands for now: a change based on the
   /// previous one of its name starts after that one is done, so what it left is known.
   private static func take(_ s: inout QueueState, now: ContinuousClock.Instant) -> ChangeWorker.Taken? {
-    guard let change = s.takeNext(now: now) else { return nil }
+    guard var change = s.takeNext(now: now) else { return nil }
+    if change.base == .previous, change.kind == .upload, change.appendedFrom != nil, let g = s.leftMerged(change.name) {
+      // Queued once the one before it was done (merged) and had passed on: what it appended
+      // goes onto that merge, as `passOn` makes one queued in time do.
+      change.base = .generation(g)
+      change.rebase = PendingChange.Rebase(onto: g)
+    }
     let precondition: ChangeWorker.Precondition =
       switch change.base {
       case .generation(let g): .generation(g)
@@ -538,6 +548,15 @@ package final class WriteBackQueue: Sendable {
     kept.life = .pending
     _ = try? journal.write(kept)
     state.withLock { $0.setSession(change.sequence, url) }
+  }
+
+  /// An append's `Rebase` lasts before what it put together is sent: a crash after the upload
+  /// landed finds it in the bucket by size and CRC32C, rather than appending it again.
+  private func rebased(_ change: PendingChange) throws(FSError) {
+    var kept = change
+    kept.life = .pending
+    try journal.write(kept, committed: true)
+    state.withLock { $0.setRebase(change.sequence, change.rebase) }
   }
 
   private func logSkipped(_ change: PendingChange, _ why: String) {

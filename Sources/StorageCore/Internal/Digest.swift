@@ -70,6 +70,9 @@ package struct CRC32C: Sendable {
 
   package init() {}
 
+  /// A CRC computed before (kept in a record).
+  package init(value: UInt32) { self.value = value }
+
   package mutating func update(_ bytes: UnsafeRawBufferPointer) {
     guard let base = bytes.baseAddress, bytes.count > 0 else { return }
     value = CCrypto_crc32c(value, base, bytes.count)

@@ -73,6 +73,11 @@ struct FirebaseRoutes {
     ignoresPreconditions ? nil : PreconditionCheck.failure(store.get(bucket, name), query)
   }
 
+  /// The same check, for the store to make again under its lock as it makes the new generation.
+  private func refuses(_ query: [String: String]) -> ((ObjectRecord?) -> Bool)? {
+    ignoresPreconditions ? nil : PreconditionCheck.refuses(query)
+  }
+
   /// The emulator gives a download token to any object read through v0 that has none.
   private func ensureToken(_ record: ObjectRecord) -> ObjectRecord {
     guard record.downloadTokens.isEmpty else { return record }
@@ -213,7 +218,9 @@ struct FirebaseRoutes {
         }
         metadata = json
       }
-      let session = uploads.create(bucket: bucket, name: name, metadata: metadata, store: store)
+      let session = uploads.create(
+        bucket: bucket, name: name, metadata: metadata, preconditions: ignoresPreconditions ? [:] : request.query.filter { $0.key.hasPrefix("if") },
+        store: store)
       guard session.isOpen else { return .error(500, "cannot create an upload file") }
       let url = "\(request.publicBase)/v0/b/\(Self.encode(bucket))/o?name=\(Self.encode(name))&upload_id=\(session.id)&upload_protocol=resumable"
       return ServerResponse(status: 200, headers: [
@@ -228,7 +235,10 @@ struct FirebaseRoutes {
     var metadata: [String: Any] = [:]
     if let type = request.header("content-type") { metadata["contentType"] = type }
     do {
-      return .json(200, try store.store(bucket: bucket, name: name, body: request.body, downloadToken: true, metadata: metadata).firebaseResource())
+      return .json(
+        200, try store.store(bucket: bucket, name: name, body: request.body, downloadToken: true, metadata: metadata, unless: refuses(request.query)).firebaseResource())
+    } catch .preconditionFailed {
+      return preconditionFailure(bucket, name, request.query) ?? PreconditionCheck.failed("ifGenerationMatch")
     } catch {
       return error == .incompleteBody ? .error(400, "the upload body was incomplete") : .error(500, "cannot store the object")
     }
@@ -256,9 +266,14 @@ struct FirebaseRoutes {
       unlink(upload.temporaryPath)
       return .error(400, problem)
     }
-    guard let record = try? store.commit(
-      bucket: bucket, name: name, temporaryPath: upload.temporaryPath, size: upload.size, hashes: upload.hashes, metadata: metadata)
-    else {
+    let record: ObjectRecord
+    do {
+      record = try store.commit(
+        bucket: bucket, name: name, temporaryPath: upload.temporaryPath, size: upload.size, hashes: upload.hashes, metadata: metadata,
+        unless: refuses(request.query))
+    } catch ObjectStore.Refusal.preconditionFailed {
+      return preconditionFailure(bucket, name, request.query) ?? PreconditionCheck.failed("ifGenerationMatch")
+    } catch {
       unlink(upload.temporaryPath)
       return .error(500, "cannot store the object")
     }
@@ -308,9 +323,10 @@ struct FirebaseRoutes {
       }
     }
     if command.contains("finalize") {
-      let finished = session.finish { size, hashes in
+      let finished = session.finish(unless: { preconditionFailure(session.bucket, session.name, session.preconditions) }) { size, hashes in
         try store.commit(
-          bucket: session.bucket, name: session.name, temporaryPath: session.temporaryPath, size: size, hashes: hashes, metadata: session.metadata)
+          bucket: session.bucket, name: session.name, temporaryPath: session.temporaryPath, size: size, hashes: hashes, metadata: session.metadata,
+          unless: refuses(session.preconditions))
       }
       switch finished {
       case .success(let record): return .json(200, record.firebaseResource(), headers: status())

@@ -190,10 +190,14 @@ struct GCSRoutes {
       }
       var metadata = json
       if metadata["contentType"] == nil, let partType = upload.mediaType { metadata["contentType"] = partType }
-      guard let record = try? store.commit(
-        bucket: bucket, name: name, temporaryPath: upload.temporaryPath, size: upload.size, hashes: upload.hashes,
-        downloadToken: false, metadata: metadata)
-      else {
+      let record: ObjectRecord
+      do {
+        record = try store.commit(
+          bucket: bucket, name: name, temporaryPath: upload.temporaryPath, size: upload.size, hashes: upload.hashes,
+          downloadToken: false, metadata: metadata, unless: PreconditionCheck.refuses(request.query))
+      } catch ObjectStore.Refusal.preconditionFailed {
+        return preconditionFailure(store.get(bucket, name), request.query) ?? PreconditionCheck.failed("ifGenerationMatch")
+      } catch {
         unlink(upload.temporaryPath)
         return Self.error(500, "internalError", "cannot store the object")
       }
@@ -217,7 +221,13 @@ struct GCSRoutes {
 
   private func storeBody(bucket: String, name: String, metadata: [String: Any], request: inout ServerRequest) -> ServerResponse {
     do {
-      return .json(200, try store.store(bucket: bucket, name: name, body: request.body, downloadToken: false, metadata: metadata).gcsResource(base: request.publicBase))
+      return .json(
+        200,
+        try store.store(
+          bucket: bucket, name: name, body: request.body, downloadToken: false, metadata: metadata, unless: PreconditionCheck.refuses(request.query)
+        ).gcsResource(base: request.publicBase))
+    } catch .preconditionFailed {
+      return preconditionFailure(store.get(bucket, name), request.query) ?? PreconditionCheck.failed("ifGenerationMatch")
     } catch {
       return error == .incompleteBody
         ? Self.error(400, "invalid", "the upload body was incomplete") : Self.error(500, "internalError", "cannot store the object")
@@ -278,7 +288,7 @@ struct GCSRoutes {
     let finished = session.finish(unless: { preconditionFailure(store.get(session.bucket, session.name), session.preconditions) }) { size, hashes in
       try store.commit(
         bucket: session.bucket, name: session.name, temporaryPath: session.temporaryPath, size: size, hashes: hashes, downloadToken: false,
-        metadata: session.metadata)
+        metadata: session.metadata, unless: PreconditionCheck.refuses(session.preconditions))
     }
     switch finished {
     case .success(let record): return .json(200, record.gcsResource(base: request.publicBase))

@@ -6,9 +6,6 @@ enum PreconditionCheck {
   static func failure(_ record: ObjectRecord?, _ query: [String: String]) -> ServerResponse? {
     let generation = record?.generation ?? 0
     let metageneration = record?.metageneration ?? 0
-    func failed(_ what: String) -> ServerResponse {
-      GCSRoutes.error(412, "conditionNotMet", "At least one of the pre-conditions you specified did not hold (\(what)).")
-    }
     if let v = query["ifGenerationMatch"] {
       guard let g = Int64(v) else { return GCSRoutes.error(400, "invalid", "bad ifGenerationMatch") }
       if g != generation { return failed("ifGenerationMatch") }
@@ -20,6 +17,17 @@ enum PreconditionCheck {
     }
     if let v = query["ifMetagenerationNotMatch"], Int64(v) == metageneration { return failed("ifMetagenerationNotMatch") }
     return nil
+  }
+
+  static func failed(_ what: String) -> ServerResponse {
+    GCSRoutes.error(412, "conditionNotMet", "At least one of the pre-conditions you specified did not hold (\(what)).")
+  }
+
+  /// Whether `query`'s preconditions fail against `record`: for the store to check again as it
+  /// makes the new generation, under its lock.
+  static func refuses(_ query: [String: String]) -> ((ObjectRecord?) -> Bool)? {
+    guard query.keys.contains(where: { $0.hasPrefix("if") }) else { return nil }
+    return { failure($0, query) != nil }
   }
 
 }

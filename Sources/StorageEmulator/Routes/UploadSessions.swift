@@ -118,6 +118,10 @@ final class UploadSessions: Sendable {
         let record = try commit(size, hashes)
         state.withLock { $0.phase = .final(record) }
         return .success(record)
+      } catch ObjectStore.Refusal.preconditionFailed {
+        // Someone else's write came first: refused as the check before would have.
+        state.withLock { $0.phase = .cancelled }
+        return .failure(.refused(refusal() ?? PreconditionCheck.failed("ifGenerationMatch")))
       } catch {
         unlink(temporaryPath)
         state.withLock { $0.phase = .cancelled }

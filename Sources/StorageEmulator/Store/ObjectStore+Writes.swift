@@ -18,11 +18,14 @@ extension ObjectStore {
     /// The request body ended early or broke: nothing was stored.
     case incompleteBody
     case local
+    /// The preconditions did not hold when the new generation was to be made.
+    case preconditionFailed
   }
 
   /// Stores a request body as the new generation of `name`; on any failure nothing is visible.
   func store(
-    bucket: String, name: String, body: RequestBody, downloadToken: Bool, metadata: [String: Any]
+    bucket: String, name: String, body: RequestBody, downloadToken: Bool, metadata: [String: Any],
+    unless refused: ((ObjectRecord?) -> Bool)? = nil
   ) throws(WriteFailure) -> ObjectRecord {
     let (path, fd) = temporaryFile()
     defer { close(fd) }
@@ -36,7 +39,10 @@ extension ObjectStore {
     }
     do {
       return try commit(
-        bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, downloadToken: downloadToken, metadata: metadata)
+        bucket: bucket, name: name, temporaryPath: path, size: size, hashes: hashes, downloadToken: downloadToken, metadata: metadata,
+        unless: refused)
+    } catch Refusal.preconditionFailed {
+      throw .preconditionFailed
     } catch {
       unlink(path)
       throw .local

@@ -271,6 +271,10 @@ final class ObjectStore: @unchecked Sendable {
 
   enum Refusal: Error {
     case invalidName(String)
+    /// The request's preconditions did not hold against the object as it was when the new
+    /// generation was to be made (checked under the index lock, so that two writers with the
+    /// same `ifGenerationMatch` never both succeed, as on GCS).
+    case preconditionFailed
   }
 
   /// Makes a finished upload (or a copy's bytes, with the `copied` object's hashes and metadata)
@@ -279,7 +283,7 @@ final class ObjectStore: @unchecked Sendable {
   /// Google's servers, where the token is custom metadata that Firebase adds.
   func commit(
     bucket: String, name: String, temporaryPath: String, size: Int64, hashes: ObjectHashes? = nil, copied: ObjectRecord? = nil,
-    componentCount: Int? = nil, downloadToken: Bool = true, metadata: [String: Any]
+    componentCount: Int? = nil, downloadToken: Bool = true, metadata: [String: Any], unless refused: ((ObjectRecord?) -> Bool)? = nil
   ) throws -> ObjectRecord {
     if let problem = Self.nameProblem(name) { throw Refusal.invalidName(problem) }
     let folder = bucketFolder(bucket)
@@ -310,7 +314,14 @@ final class ObjectStore: @unchecked Sendable {
     if rename(temporaryPath, folder.appendingPathComponent(dataFile).path) != 0 {
       throw CocoaError(.fileWriteUnknown)
     }
-    switch try save(record) {
+    let saved: Saved
+    do {
+      saved = try save(record, unless: refused)
+    } catch {
+      unlink(folder.appendingPathComponent(dataFile).path)
+      throw error
+    }
+    switch saved {
     case .saved(let old):
       if let old, old.dataFile != record.dataFile { unlink(folder.appendingPathComponent(old.dataFile).path) }
       folders?.objectWritten(bucket, name)
@@ -332,7 +343,7 @@ final class ObjectStore: @unchecked Sendable {
   /// Writes the side file atomically and updates the index, unless the index holds a newer
   /// generation of the name already: generations only grow, whatever order commits finish in.
   @discardableResult
-  func save(_ record: ObjectRecord) throws -> Saved {
+  func save(_ record: ObjectRecord, unless refused: ((ObjectRecord?) -> Bool)? = nil) throws -> Saved {
     let encoder = JSONEncoder()
     let data = try encoder.encode(record)
     let side = sideFile(record.bucket, record.name)
@@ -349,11 +360,17 @@ final class ObjectStore: @unchecked Sendable {
     let key = Key(record.name)
     return try buckets.withLock { all -> Saved in
       let current = all[record.bucket]?.generations[key]
+      let old = current == nil ? nil : (all[record.bucket]!.cache[key] ?? readRecord(record.bucket, key))
+      // Before the check below: a conditional write that a newer generation overtook is
+      // refused, not taken as overwritten at once (its writer would think it landed).
+      if let refused, refused(old) {
+        unlink(tmp.path)
+        throw Refusal.preconditionFailed
+      }
       if let current, current > record.generation {
         unlink(tmp.path)
         return .superseded
       }
-      let old = current == nil ? nil : (all[record.bucket]!.cache[key] ?? readRecord(record.bucket, key))
       if all[record.bucket] == nil {
         let folder = bucketFolder(record.bucket)
         var fresh = Bucket()
