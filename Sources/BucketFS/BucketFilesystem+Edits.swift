@@ -29,8 +29,8 @@ extension BucketFilesystem {
     let edit = try await edit(path, truncate: truncate)
     edit.writerOpened(appending: access == .appending)
     // The kernel may hold the size and pages of another version than the one the edit starts
-    // from (the bucket's moved on, a conflict sent ours aside): it forgets them before it
-    // shows or extends the file again.
+    // from (the bucket's moved on, a conflict sent ours aside): it forgets the size before this
+    // open returns, and the pages as the open returns (it opens without FOPEN_KEEP_CACHE).
     forgetKernelCache(of: ino)
     // A writer of a file the kernel writes is one of its writers: its writes come here (its
     // open joins with direct I/O) into that same file.

@@ -18,6 +18,7 @@ extension BucketFilesystem {
   /// What the kernel must forget after a refresh.
   package struct Forgotten: Sendable {
     package var entries: [KernelEntry] = []
+    /// Inodes whose attributes the kernel drops (never their pages: see `forgetKernelCache`).
     package var inodes: [UInt64] = []
   }
 
@@ -54,8 +55,10 @@ extension BucketFilesystem {
       if !path.isEmpty { pins.refresh(overlapping: full) }
     }
     log("refresh: \(path.isEmpty ? "/" : path) asked of the server again (\(forgotten.entries.count) names, \(forgotten.inodes.count) inodes)")
-    // After the reply that asked for it: the kernel may not be told to forget an inode while a
-    // request on it is being answered (it waits for that request: a deadlock).
+    // The inodes' pages are dropped as `forgetKernelCache` says: their next open keeps none.
+    openedGenerations.withLock { g in for ino in forgotten.inodes { g.removeValue(forKey: ino) } }
+    // After the reply that asked for it: the kernel may not be told to forget a name while a
+    // request in its folder is being answered (it waits for the folder's lock: a deadlock).
     if let tell = kernelNotifier.value {
       let told = forgotten
       DispatchQueue.global().async { tell(told) }
@@ -63,12 +66,22 @@ extension BucketFilesystem {
     return forgotten
   }
 
-  /// The kernel forgets what it cached of inode `ino` (its size, attributes and pages): the
-  /// mount's idea of the file changed for a reason the kernel did not cause (an append placed
-  /// at the edit's end, a conflict, a newer version). After the current reply, as above.
+  /// The kernel forgets what it cached of inode `ino`: the mount's idea of the file changed for
+  /// a reason the kernel did not cause (an append placed at the edit's end, a conflict, a newer
+  /// version). It is told to drop the inode's attributes only (`Forgotten.inodes`); its pages
+  /// go by the kernel's own hand, in the context of a program that opens or reads the file:
+  /// the next open keeps no page (no FOPEN_KEEP_CACHE, whatever generation it reads), and
+  /// every read (auto_inval_data) and stat asks for the attributes the kernel no longer has,
+  /// whose new size or mtime makes it drop the inode's pages. The daemon never drops pages
+  /// itself: that waits on each page's lock, which a write to the file holds until the daemon
+  /// answers it, so a `kill -9` at that moment left the notifying thread in the kernel for
+  /// good, the device open, and the write never answered (KillRoundsTests).
   func forgetKernelCache(of ino: UInt64) {
+    openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
     guard let tell = kernelNotifier.value else { return }
-    DispatchQueue.global().async { tell(Forgotten(inodes: [ino])) }
+    // At once, before the reply of the request that asked for it: dropping attributes waits
+    // for no request, and an open for writing then returns with the size already forgotten.
+    tell(Forgotten(inodes: [ino]))
   }
 
   /// The same for every inode that shows object `name` (under its own name or an alias).

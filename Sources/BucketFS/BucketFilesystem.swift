@@ -75,8 +75,9 @@ package final class BucketFilesystem: Sendable {
   private let readAheadSlots = ReadAheadSlots(FolderReadAhead.concurrency)
   private let openDirs = HandleTable<Namespace.OpenedListing>()
   /// The generation each inode had when last opened: when it is unchanged the kernel may keep
-  /// its page cache across opens.
-  private let openedGenerations = Mutex<[UInt64: Int64]>([:])
+  /// its page cache across opens. Removed when the kernel must forget the inode
+  /// (`forgetKernelCache`), so that its next open drops the pages.
+  let openedGenerations = Mutex<[UInt64: Int64]>([:])
   /// Whether the kernel reads each inode's opens through its page cache or by passthrough.
   let kernelIO: KernelIOModes
   /// Mode and owner changes this mount queued and the queue has not applied yet.

@@ -32,6 +32,10 @@ void CFuseShims_tune_connection(struct fuse_conn_info *conn) {
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+  // Every read of a cached file asks for attributes the kernel was told to forget, and a new
+  // size or mtime in them drops the file's pages: the daemon never drops pages itself
+  // (forgetKernelCache in BucketFS). libfuse wants it by default; said here, since it is relied on.
+  if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
   // Larger requests mean fewer round trips through the kernel: max_write also sets max_pages,
   // which bounds the size of read requests (1 MiB instead of 128 KiB).
   conn->max_write = 1024 * 1024;

@@ -84,7 +84,7 @@ package final class FuseSession: @unchecked Sendable {
         unregister: { id in _ = CFuseShims_backing_close(fd, id) }))
   }
 
-  /// Tells the kernel to drop the entries and the cached attributes and pages of the inodes.
+  /// Tells the kernel to drop the entries, and the cached attributes of the inodes.
   private func tellKernel(_ forgotten: BucketFilesystem.Forgotten) {
     live.withLock { live in
       guard let session = live.session, !live.unmounted else { return }
@@ -94,7 +94,10 @@ package final class FuseSession: @unchecked Sendable {
           p.withMemoryRebound(to: CChar.self) { fuse_lowlevel_notify_inval_entry(session, entry.parent, $0.baseAddress, bytes.count) }
         }
       }
-      for ino in forgotten.inodes { _ = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0) }
+      // Offset -1: attributes only. Dropping pages locks each one, and a page a write holds
+      // stays locked until this daemon answers the write: a thread killed there never
+      // leaves the kernel (`forgetKernelCache` says how the pages go instead).
+      for ino in forgotten.inodes { _ = fuse_lowlevel_notify_inval_inode(session, ino, -1, 0) }
     }
   }
 
