@@ -115,6 +115,9 @@ final class MountedBucket: @unchecked Sendable {
   let process: ChildProcess
   let mountpoint: URL
   let stderrFile: URL
+  /// The FUSE connection's number (the mount's device minor), as /sys/fs/fuse/connections
+  /// names it; learned once mounted, so that it can be aborted after the mount is detached.
+  private(set) var connection: String?
 
   init(arguments: [String], mountpoint: URL, home: URL, environment: [String: String] = [:]) throws {
     self.mountpoint = mountpoint
@@ -128,7 +131,10 @@ final class MountedBucket: @unchecked Sendable {
     process = try ChildProcess(bucketfsBinary, arguments, environment: env, errors: .descriptor(logFile.fileDescriptor))
     let deadline = Date().addingTimeInterval(20)
     while Date() < deadline {
-      if isMounted { return }
+      if let device = mountedDevice {
+        connection = device.split(separator: ":").last.map(String.init)
+        return
+      }
       if !process.isRunning { break }
       Thread.sleep(forTimeInterval: 0.05)
     }
@@ -145,9 +151,16 @@ final class MountedBucket: @unchecked Sendable {
 
   var log: String { (try? String(contentsOf: stderrFile, encoding: .utf8)) ?? "" }
 
-  var isMounted: Bool {
-    let mounts = (try? String(contentsOfFile: "/proc/mounts", encoding: .utf8)) ?? ""
-    return mounts.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first == Substring(mountpoint.path) }
+  var isMounted: Bool { mountedDevice != nil }
+
+  /// The mount's device ("0:N", from /proc/self/mountinfo), nil when nothing is mounted there.
+  private var mountedDevice: String? {
+    let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+    for line in mounts.split(separator: "\n") {
+      let fields = line.split(separator: " ")
+      if fields.count > 4, fields[4] == Substring(mountpoint.path) { return String(fields[2]) }
+    }
+    return nil
   }
 
   func path(_ relative: String) -> String { mountpoint.appendingPathComponent(relative).path }
@@ -199,14 +212,49 @@ final class MountedBucket: @unchecked Sendable {
     return Int(failed) ?? 0
   }
 
+  /// Detaches the mount and ends the daemon. A daemon that `SIGKILL` cannot end (a thread of it
+  /// left waiting in the kernel) has its connection aborted, so that no test waits for it for ever.
   func unmount() {
     if isMounted {
       _ = runTool("/bin/fusermount3", ["-u", "-z", mountpoint.path], timeout: .seconds(30))
     }
     if process.wait(timeout: .seconds(10)) == nil {
       process.send(SIGKILL)
-      process.wait()
+      if process.wait(timeout: .seconds(30)) == nil {
+        abortConnection()
+        process.wait(timeout: .seconds(30))
+      }
     }
+  }
+
+  /// Aborts the FUSE connection (`echo 1 > /sys/fs/fuse/connections/N/abort`): every request
+  /// waiting in it fails at once (ECONNABORTED), and whatever waited in the kernel for one of
+  /// them, a killed daemon's thread included, goes on. fusectl is mounted at its usual place
+  /// when it is not. Never a forced unmount: that also unmounts when nothing is busy, and a
+  /// program still working in the mount goes on in the folder under it.
+  func abortConnection() {
+    guard let connection else { return }
+    let folder = "/sys/fs/fuse/connections"
+    let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+    if !mounts.contains(" \(folder) ") {
+      _ = runTool("/bin/mount", ["-t", "fusectl", "fusectl", folder], timeout: .seconds(10))
+    }
+    // None when the connection ended already.
+    guard let abort = FileHandle(forWritingAtPath: "\(folder)/\(connection)/abort") else { return }
+    try? abort.write(contentsOf: Data("1".utf8))
+    try? abort.close()
+  }
+
+  /// Where each of the daemon's threads is in the kernel (/proc/PID/task/*/stack): what a
+  /// daemon that would not end was waiting for.
+  var kernelStacks: String {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.pid)/task")) ?? []
+    return tasks.sorted().map { task in
+      let dir = "/proc/\(process.pid)/task/\(task)"
+      let name = (try? String(contentsOfFile: dir + "/comm", encoding: .utf8)) ?? "?"
+      let stack = (try? String(contentsOfFile: dir + "/stack", encoding: .utf8)) ?? "?"
+      return "thread \(task) (\(name.trimmingCharacters(in: .whitespacesAndNewlines))):\n\(stack)"
+    }.joined(separator: "\n")
   }
 }
 
