@@ -51,8 +51,10 @@ extension BucketFilesystem {
     // Pinned trees there are brought up to date (the path may be a file or a folder).
     if let pins {
       let full = client.bucketName(path)
-      pins.refresh(overlapping: path.isEmpty ? full : full + "/")
-      if !path.isEmpty { pins.refresh(overlapping: full) }
+      // Someone says the bucket changed there: every object's version is asked again, also
+      // where a listing gives names only (v0).
+      pins.refresh(overlapping: path.isEmpty ? full : full + "/", verify: true)
+      if !path.isEmpty { pins.refresh(overlapping: full, verify: true) }
     }
     log("refresh: \(path.isEmpty ? "/" : path) asked of the server again (\(forgotten.entries.count) names, \(forgotten.inodes.count) inodes)")
     // The inodes' pages are dropped as `forgetKernelCache` says: their next open keeps none.

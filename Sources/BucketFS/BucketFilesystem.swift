@@ -122,11 +122,12 @@ package final class BucketFilesystem: Sendable {
       writeBack = nil
     }
     writeBackRefusal = refusal
-    pins = staging.map { PinKeeper(staging: $0, client: client, online: !options.offline, log: log) }
+    pins = staging.map {
+      PinKeeper(staging: $0, client: client, online: !options.offline, verifyEvery: options.pinVerifyInterval, log: log)
+    }
     if let pins {
       namespace.offline.pins.set(pins)
-      // Each metadata TTL, as a listing would be asked again; not more often than every 10 s.
-      pins.start(every: max(options.metadataTTL, 10))
+      pins.start(every: options.pinInterval)
     }
     namespace.listings.onEviction { [weak self] dir, names in self?.kernelForgets(evicted: dir, names) }
     // Inodes the kernel holds are paid for from the listings' share of the budget: evicting a
@@ -754,6 +755,7 @@ package final class BucketFilesystem: Sendable {
     readings.listingsFromLast = namespace.listingsFromLast.load(ordering: .relaxed)
     readings.inodes = inodes.count
     (readings.pinnedFiles, readings.pinnedBytes) = (pinnedFiles, pinnedBytes)
+    readings.pinPasses = pins?.passTotals ?? PinKeeper.PassTotals()
     return readings
   }
 

@@ -38,6 +38,10 @@ package struct MeteredClient: ObjectClient {
     }
   }
 
+  package func listTreePage(prefix: String, pageToken: String?) async throws(BucketError) -> ListPage {
+    try await count("list") { () async throws(BucketError) -> ListPage in try await inner.listTreePage(prefix: prefix, pageToken: pageToken) }
+  }
+
   package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data {
     let data = try await count("read") { () async throws(BucketError) -> Data in
       try await inner.read(name, range: range, generation: generation)

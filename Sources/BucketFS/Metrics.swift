@@ -72,6 +72,7 @@ package final class Metrics: Sendable {
     var pins = 0
     var pinnedFiles = 0
     var pinnedBytes: Int64 = 0
+    var pinPasses = PinKeeper.PassTotals()
     /// The write-back queue (nil on a read-only mount).
     var queue: QueueTotals? = nil
     /// What the mount keeps about names: entries, bytes (about), the budget, listings evicted.
@@ -185,6 +186,11 @@ package final class Metrics: Sendable {
       ("block cache", "\(r.cacheBytes) bytes held, \(hits) hits, \(misses) misses, \(r.cacheEvictions) evictions"),
       ("staged copies", "\(r.stagingFiles) files, \(r.stagingBytes) bytes, \(r.stagingEvicted) evicted, \(r.stagingDropped) dropped as damaged"),
       ("pinned", "\(r.pins) pins, \(r.pinnedFiles) files, \(r.pinnedBytes) bytes kept"),
+      (
+        "pin passes",
+        "\(r.pinPasses.passes) done, \(r.pinPasses.fetched) objects fetched; the last: \(r.pinPasses.lastPages) list pages, "
+          + "\(r.pinPasses.lastAsked) metadata requests, \(r.pinPasses.lastFetched) objects fetched"
+      ),
       (
         "metadata cache",
         "\(r.metadataEntries) entries, \(r.metadataBytes) bytes of \(r.metadataBudget), \(r.metadataEvictions) listings evicted, \(r.inodes) inodes"

@@ -21,6 +21,12 @@ package struct MountOptions: Sendable {
   /// missing) may hold this much together; least recently used first out.
   package var metadataCacheSize: Int = 256 << 20
   package var stageMaxFile: Int64 = 2 << 30
+  /// Seconds between passes over the pins (`pin_interval`): each lists a pinned folder with one
+  /// recursive listing (a request per 1,000 objects) and fetches what changed.
+  package var pinInterval: Double = 60
+  /// Seconds between passes that ask every pinned object's metadata where a listing has none
+  /// (`pin_verify_interval`, the Firebase v0 API; 0: only on `bucketfs refresh` and SIGHUP).
+  package var pinVerifyInterval: Double = 86_400
   package var readTimeout: Double = 30
   /// The size of a large upload's chunks (the write-back queue's); nil: the client's (32M).
   package var uploadChunk: Int64?
@@ -140,6 +146,8 @@ package struct MountOptions: Sendable {
         guard size >= 1 << 20 else { throw .bad("metadata_cache_size must be at least 1M") }
         metadataCacheSize = Int(clamping: size)
       case "stage_max_file": stageMaxFile = try Self.size(need(), key)
+      case "pin_interval": pinInterval = try Self.seconds(need(), key, allowZero: false)
+      case "pin_verify_interval": pinVerifyInterval = try Self.seconds(need(), key, allowZero: true)
       case "upload_chunk": uploadChunk = try Self.size(need(), key)
       case "default_permissions", "noatime", "atime", "nosuid", "nodev", "exec", "noexec", "suid", "dev":
         fuseOptions.append(item)

@@ -10,6 +10,10 @@ package protocol ObjectClient: Sendable {
   /// One page of names under `prefix` with delimiter `/`; with the GCS API, the items include
   /// the placeholders (`a/`) of the folders listed, with their metadata.
   func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage
+  /// One page of up to 1,000 names under `prefix` at every depth (no delimiter: no prefixes,
+  /// folder placeholders among the items): a pin's tree costs a request per 1,000 objects, not
+  /// one per folder. With the GCS API the items carry their metadata; a v0 page has names only.
+  func listTreePage(prefix: String, pageToken: String?) async throws(BucketError) -> ListPage
   /// Bytes `range` of generation `generation`; another generation fails with `objectChanged`.
   func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data
   /// Bytes `range` of generation `generation`, handed to `deliver` as they arrive with their
@@ -59,6 +63,21 @@ package protocol ObjectClient: Sendable {
 }
 
 extension ObjectClient {
+  /// For in-memory test clients, which list one level at a time: every level under `prefix`
+  /// as one page (the real client and every client that wraps another answer it themselves).
+  package func listTreePage(prefix: String, pageToken: String?) async throws(BucketError) -> ListPage {
+    var items: [String] = []
+    var metadata: [StorageMetadata?] = []
+    var level = [prefix]
+    while let folder = level.popLast() {
+      let page = try await ListPage.all { token async throws(BucketError) in try await listPage(prefix: folder, pageToken: token, maxResults: nil) }
+      items += page.items
+      metadata += page.itemMetadata
+      level += page.prefixes
+    }
+    return ListPage(prefixes: [], items: items, itemMetadata: metadata, nextPageToken: nil)
+  }
+
   /// A client that cannot change the bucket (a read-only test double) refuses.
   package func upload(
     _ name: String, file path: String, contentType: String, custom: [String: String], ifGenerationMatch: Int64?,
@@ -148,6 +167,13 @@ package struct StorageObjectClient: ObjectClient {
       // Folder placeholders with their metadata (a folder's mode, owner and times), where the
       // API can list them.
       try await ref(folder).listPage(delimiter: "/", pageToken: pageToken, maxResults: maxResults, matchGlob: nil, folderObjects: true)
+    }
+  }
+
+  package func listTreePage(prefix: String, pageToken: String?) async throws(BucketError) -> ListPage {
+    let folder = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+    return try await BucketError.from { () async throws(StorageError) in
+      try await ref(folder).listPage(delimiter: nil, pageToken: pageToken, maxResults: 1000, matchGlob: nil)
     }
   }
 

@@ -42,6 +42,15 @@ package struct PrefixedClient: ObjectClient {
     return viewed
   }
 
+  package func listTreePage(prefix listed: String, pageToken: String?) async throws(BucketError) -> ListPage {
+    let page = try await inner.listTreePage(prefix: bucketName(listed), pageToken: pageToken)
+    let strip = prefix.utf8.count
+    var viewed = ListPage(
+      prefixes: [], items: page.items.map { $0.droppingBytes(strip) }, itemMetadata: page.itemMetadata, nextPageToken: page.nextPageToken)
+    viewed.inNameOrder = page.inNameOrder
+    return viewed
+  }
+
   package func read(_ name: String, range: Range<Int64>, generation: Int64) async throws(BucketError) -> Data {
     try await inner.read(bucketName(name), range: range, generation: generation)
   }

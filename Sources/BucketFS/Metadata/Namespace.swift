@@ -203,6 +203,7 @@ final class Namespace: Sendable {
           }
           guard let m = try? await client.metadata(of: name) else { return nil }
           files.set(name, m)
+          noticePinned(name, m)
           listings.fill(dir: dir, objectName: name, m)
           return m
         }
@@ -293,6 +294,7 @@ final class Namespace: Sendable {
     return try await fromServer("attributes of \(objectName)", { () async throws(BucketError) -> StorageMetadata in
       let m = try await client.metadata(of: objectName)
       files.set(objectName, m)
+      noticePinned(objectName, m)
       return m
     }, orStaged: { () throws(FSError) -> StorageMetadata in
       guard let m = stagedCopies()[ObjectName(objectName)] else { throw FSError(ENOENT) }
@@ -308,9 +310,14 @@ final class Namespace: Sendable {
     return try await fromServer("attributes of \(objectName)", { () async throws(BucketError) -> StorageMetadata in
       let m = try await client.metadata(of: objectName)
       files.set(objectName, m)
+      noticePinned(objectName, m)
       return m
     }, orStaged: { () throws(FSError) -> StorageMetadata in throw FSError(ESTALE) })
   }
+
+  /// Object `name`'s metadata came from the server: a pin that keeps another version of it
+  /// learns so (a v0 listing would not tell it).
+  func noticePinned(_ name: String, _ m: StorageMetadata) { offline.pins.value?.noticed(client.bucketName(name), m) }
 
   /// A change made through the mount reached the bucket: what is cached of the name and its
   /// folder gives way to the bucket as it is now.

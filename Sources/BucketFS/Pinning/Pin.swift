@@ -36,6 +36,9 @@ struct Pin: Sendable {
   /// Why the tree could not be listed or brought up to date, when it could not.
   var problem: String?
   var lastRefreshed: Date?
+  /// When every object's metadata was last asked of the server (a verifying walk). A GCS
+  /// listing verifies each pass; a v0 listing has names only (`TreeWalk`).
+  var lastVerified: Date?
 
   var isFolder: Bool { target.isEmpty || target.hasSuffix("/") }
 

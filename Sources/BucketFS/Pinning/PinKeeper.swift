@@ -1,12 +1,19 @@
 // Keeps pinned folders and files available offline: stages every object of a pinned tree in
 // the background (a few at a time, through the staging area's own verified copies), keeps those
 // copies from eviction, and brings the tree up to date whenever the mount learns of a change
-// (each metadata TTL, `refresh`, SIGHUP, a change this mount wrote): new and changed objects are
+// (every `pin_interval`, `refresh`, SIGHUP, a change this mount wrote): new and changed objects are
 // staged, and only once the new version is verified does the old one stop being kept; objects
 // deleted from the bucket are dropped. A pin that would not fit in `staging_size` beside the
 // others is refused before anything is staged or evicted. Pins are recorded durably
 // (`PinStore`) and resume at the next mount. An offline mount stages nothing: it shows and
 // reads what the pins kept.
+//
+// A pass costs ⌈N/1000⌉ + (changed objects) requests for a pin of N objects: one recursive
+// listing (`TreeWalk`), its generations compared with the staged copies, and only new or
+// changed objects fetched. Over the Firebase v0 API a listing has names only, so a pass takes
+// a listed name's metadata as last known; every object's is asked again (a verifying pass) at
+// the first check, on `refresh`/SIGHUP, every `pin_verify_interval`, and for a name the mount
+// saw with another generation (`noticed`).
 import Foundation
 import StorageCore
 import Synchronization
@@ -23,7 +30,24 @@ final class PinKeeper: Sendable {
     }
     /// Pins with a pass running: whether another is wanted after it (a change came meanwhile).
     var passes: [String: Bool] = [:]
+    /// Pins whose next pass asks every object's metadata (`refresh(overlapping:verify:)`).
+    var verifyWanted: Set<String> = []
+    /// Objects the mount saw with another generation than their pin's tree has: the next pass
+    /// asks their metadata even where the listing has none (v0).
+    var noticed: Set<ObjectName> = []
+    var totals = PassTotals()
     var stopped = false
+  }
+
+  /// What the passes cost, for the stats: a test counts them against the server's requests.
+  struct PassTotals: Sendable {
+    var passes = 0
+    /// List pages, metadata requests and objects fetched by the last pass.
+    var lastPages = 0
+    var lastAsked = 0
+    var lastFetched = 0
+    /// Objects fetched (staged) by every pass.
+    var fetched = 0
   }
 
   private let staging: StagingArea
@@ -42,10 +66,17 @@ final class PinKeeper: Sendable {
   /// Objects staged at once for all pins (each large one fetches several ranges itself).
   private let slots = ReadAheadSlots(8)
 
-  init(staging: StagingArea, client: any ObjectClient, online: Bool, log: @escaping @Sendable (String) -> Void) {
+  /// Seconds between verifying passes over v0 (0: only on `refresh`).
+  private let verifyEvery: Double
+
+  init(
+    staging: StagingArea, client: any ObjectClient, online: Bool, verifyEvery: Double = 86_400,
+    log: @escaping @Sendable (String) -> Void
+  ) {
     self.staging = staging
     self.client = client
     self.online = online
+    self.verifyEvery = verifyEvery
     self.log = log
     store = PinStore(stagingFolder: staging.folder)
     let (pins, damaged) = store.load()
@@ -55,7 +86,7 @@ final class PinKeeper: Sendable {
   }
 
   /// Brings every pin up to date now (resuming those a stop left half done), then every
-  /// `seconds`, while online.
+  /// `seconds` (`pin_interval`), while online.
   func start(every seconds: Double) {
     guard online else { return }
     refresh(overlapping: "")
@@ -173,11 +204,35 @@ final class PinKeeper: Sendable {
 
   /// Every pin that overlaps `path` (a full object name; a folder's ends in "/"; "" is all) is
   /// brought up to date: the mount learned that something there may have changed.
-  func refresh(overlapping path: String) {
+  /// With `verify` (`refresh`, SIGHUP: someone says the bucket changed) the passes ask every
+  /// object's metadata where the listing gives none (v0).
+  func refresh(overlapping path: String, verify: Bool = false) {
     guard online else { return }
-    let targets = state.withLock { s in s.pins.values.filter { !$0.isRefused && $0.overlaps(path) }.map(\.target) }
+    let targets = state.withLock { s in
+      let targets = s.pins.values.filter { !$0.isRefused && $0.overlaps(path) }.map(\.target)
+      if verify { s.verifyWanted.formUnion(targets) }
+      return targets
+    }
     for target in targets { schedule(target) }
   }
+
+  /// The mount learned object `name`'s metadata (a lookup, a listing): when a pin keeps
+  /// another generation of it, the next pass asks for it, though a v0 listing would not tell.
+  func noticed(_ name: String, _ metadata: StorageMetadata) {
+    guard online else { return }
+    let key = ObjectName(name)
+    let target = state.withLock { s -> String? in
+      guard let pin = s.pins.values.first(where: { !$0.isRefused && $0.tree[key] != nil }),
+        pin.tree[key]?.generation != metadata.generation, !s.noticed.contains(key)
+      else { return nil }
+      s.noticed.insert(key)
+      return pin.target
+    }
+    if let target { schedule(target) }
+  }
+
+  /// What the passes cost so far.
+  var passTotals: PassTotals { state.withLock { $0.totals } }
 
   /// Runs passes over `target` until no change asks for another.
   private func schedule(_ target: String) {
@@ -213,9 +268,21 @@ final class PinKeeper: Sendable {
     // in its first staging. One that does not fit is refused, as at its first check; only a
     // pin that was kept once stays, as last listed, when it no longer fits.
     let neverKept = firstCheck || before.lastRefreshed == nil
+    // What a listing without metadata (v0) takes as current: the tree as last listed, less the
+    // names the mount saw change; nothing when this pass verifies.
+    let (verify, known) = state.withLock { s -> (Bool, [ObjectName: StorageMetadata]) in
+      let due = verifyEvery > 0 && (before.lastVerified.map { Date().timeIntervalSince($0) >= verifyEvery } ?? true)
+      let verify = neverKept || due || s.verifyWanted.remove(target) != nil
+      guard !verify else { return (true, [:]) }
+      var known = before.tree
+      for name in s.noticed where known.removeValue(forKey: name) != nil { s.noticed.remove(name) }
+      return (false, known)
+    }
     let tree: [ObjectName: StorageMetadata]
+    let walked: TreeWalk.Walked
     do throws(BucketError) {
-      tree = try await TreeWalk.objects(under: target, client: client)
+      walked = try await TreeWalk.objects(under: target, client: client, known: known)
+      tree = walked.tree
     } catch {
       let problem = "cannot list it: \(error.detail)"
       log("pin \(target): \(problem)")
@@ -230,6 +297,21 @@ final class PinKeeper: Sendable {
       return
     }
     let files = Pin.files(of: tree)
+    let unchanged = Self.sameVersions(tree, before.tree)
+    // The common pass of a kept pin: nothing changed and every copy is there. Nothing to stage,
+    // record or protect again; only the time is noted (in memory: the record's tree holds).
+    if unchanged, !firstCheck, !neverKept, case .kept = before.phase, before.problem == nil, before.failures.isEmpty,
+      files.allSatisfy({ staging.status($0.name, generation: $0.metadata.generation, size: $0.metadata.size).isComplete })
+    {
+      let now = Date()
+      update(target) { pin in
+        pin.lastRefreshed = now
+        if verify { pin.lastVerified = now }
+      }
+      if verify, let pin = state.withLock({ $0.pins[target] }) { save(pin) }
+      count(walked, fetched: 0)
+      return
+    }
     var progress = Pin.Progress(files: files.count, bytes: files.reduce(0) { $0 + $1.metadata.size })
     var missing: [(name: String, metadata: StorageMetadata)] = []
     for file in files {
@@ -261,10 +343,12 @@ final class PinKeeper: Sendable {
 
     let failures = await stage(missing, for: target)
     staging.syncCopies()
+    let now = Date()
     func finish(_ pin: inout Pin) {
       pin.tree = tree
       pin.failures = failures
-      pin.lastRefreshed = Date()
+      pin.lastRefreshed = now
+      if verify || client.listsAttributes { pin.lastVerified = now }
       pin.phase = .kept
     }
     // Recorded before it shows as kept: whoever saw it kept (bucketfs pin returning) may
@@ -276,7 +360,24 @@ final class PinKeeper: Sendable {
     state.withLock { s in _ = s.incoming.removeValue(forKey: target) }
     protect()
     dropUnkept(finished)
+    count(walked, fetched: missing.count)
     if !failures.isEmpty { log("pin \(target): \(failures.count) objects could not be staged") }
+  }
+
+  /// Whether `a` and `b` hold the same names at the same generations.
+  private static func sameVersions(_ a: [ObjectName: StorageMetadata], _ b: [ObjectName: StorageMetadata]) -> Bool {
+    a.count == b.count && a.allSatisfy { name, m in b[name]?.generation == m.generation }
+  }
+
+  /// A pass ended: what it asked of the server, for the stats.
+  private func count(_ walked: TreeWalk.Walked, fetched: Int) {
+    state.withLock { s in
+      s.totals.passes += 1
+      s.totals.lastPages = walked.pages
+      s.totals.lastAsked = walked.asked
+      s.totals.lastFetched = fetched
+      s.totals.fetched += fetched
+    }
   }
 
   /// Stages `files` for pin `target`, a few at a time; what failed, and why.

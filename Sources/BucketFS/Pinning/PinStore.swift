@@ -56,6 +56,7 @@ struct PinStore: Sendable {
     ]
     if let problem = pin.problem { dict["problem"] = problem }
     if let at = pin.lastRefreshed { dict["lastRefreshed"] = at.timeIntervalSince1970 }
+    if let at = pin.lastVerified { dict["lastVerified"] = at.timeIntervalSince1970 }
     return (try? JSONSerialization.data(withJSONObject: dict, options: [.sortedKeys])) ?? Data()
   }
 
@@ -81,6 +82,8 @@ struct PinStore: Sendable {
     pin.failures = dict["failures"] as? [String: String] ?? [:]
     pin.problem = dict["problem"] as? String
     pin.lastRefreshed = (dict["lastRefreshed"] as? Double).map { Date(timeIntervalSince1970: $0) }
+    // Written before passes stopped asking every object's metadata: each pass verified.
+    pin.lastVerified = (dict["lastVerified"] as? Double).map { Date(timeIntervalSince1970: $0) } ?? pin.lastRefreshed
     return pin
   }
 }
