@@ -38,7 +38,7 @@ extension BucketFilesystem {
     // editing (its upload may be done while a listing taken before it is still current), or
     // whose attributes it holds.
     let path = Namespace.join(dir, name)
-    let known = [writeBack?.queue.otherSpelling(of: path), writeBack?.edits.otherSpelling(of: path), namespace.files.heldKey(path)]
+    let known = [writeBack?.queue.otherSpelling(of: path), writeBack?.edits.otherSpelling(of: path), namespace.files.otherSpelling(of: path)]
     if known.contains(where: { $0.map { !Namespace.sameBytes($0, path) } ?? false }) { throw FSError(EILSEQ) }
     // A listing that fails is answered by the last one the mount has: never by nothing.
     let listed: [DirectoryEntry]

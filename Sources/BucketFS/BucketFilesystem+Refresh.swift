@@ -1,4 +1,5 @@
 import Foundation
+import StorageCore
 import Synchronization
 
 /// `bucketfs refresh MOUNTPOINT [PATH]` and SIGHUP: what the mount and the kernel cache about a
@@ -10,9 +11,18 @@ extension BucketFilesystem {
   package static let refreshAttribute = "user.bucketfs.refresh"
 
   /// A name in a folder the kernel may have cached, as `fuse_lowlevel_notify_inval_entry` takes it.
+  /// A name in a folder the kernel holds an entry for. Equal and hashed by the name's bytes:
+  /// the kernel's entries are, and NFC and NFD "café" are two of them.
   package struct KernelEntry: Hashable, Sendable {
     package let parent: UInt64
     package let name: String
+
+    package static func == (a: KernelEntry, b: KernelEntry) -> Bool { a.parent == b.parent && ObjectName.sameBytes(a.name, b.name) }
+
+    package func hash(into hasher: inout Hasher) {
+      hasher.combine(parent)
+      hasher.combine(ObjectName(name))
+    }
   }
 
   /// What the kernel must forget after a refresh.

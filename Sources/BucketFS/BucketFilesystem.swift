@@ -106,8 +106,7 @@ package final class BucketFilesystem: Sendable {
     self.staging = staging
     self.log = log
     namespace = Namespace(client: self.client, options: options, staging: staging, log: log)
-    kernelMisses = TTLCache(
-      ttl: options.missTTL, capacity: 50_000, sameKey: { $0.parent == $1.parent && Namespace.sameBytes($0.name, $1.name) })
+    kernelMisses = TTLCache(ttl: options.missTTL, capacity: 50_000)
     kernelIO = KernelIOModes(log: log)
     var refusal: (any Error)? = nil
     if options.writable, let staging {
@@ -303,7 +302,7 @@ package final class BucketFilesystem: Sendable {
     guard !localEntry(path).isChanged else { return false }
     if let known = namespace.listings.lastKnown(dir.path), known.contains(where: { Namespace.sameBytes($0.name, name) }) { return false }
     metrics.fuseTimeouts.add(1, ordering: .relaxed)
-    namespace.missing.set(path, true)
+    namespace.missing.add(path)
     if !saidLookupsTimeOut.exchange(true, ordering: .relaxed) {
       log("lookup: the server did not answer within \(seconds) s; names it did not answer for are taken as absent, so new files can be made (said once)")
     }

@@ -121,21 +121,36 @@ import Testing
     #expect(cache.get("k149") == 149)
   }
 
-  /// NFC and NFD "café" are one `String` key and two objects: a cache keyed by object name
-  /// answers only for the bytes it was given.
+  /// NFC and NFD "café" are one `String` key and two objects: the caches of names keep both,
+  /// each answering for its own bytes (keyed by `String` the second took the first's slot).
   @Test func anotherSpellingOfANameIsAnotherKey() {
-    let cache = TTLCache<String, Int>(ttl: 5, capacity: 100, sameKey: Namespace.sameBytes)
     let nfc = "caf\u{e9}"
     let nfd = "cafe\u{301}"
-    cache.set(nfc, 1)
-    #expect(cache.get(nfc) == 1)
-    #expect(cache.get(nfd) == nil)
-    #expect(cache.heldKey(nfd).map { Array($0.utf8) } == Array(nfc.utf8))
-    cache.remove(nfd)
-    #expect(cache.get(nfc) == 1)
-    cache.set(nfd, 2)
-    #expect(cache.get(nfd) == 2)
-    #expect(cache.get(nfc) == nil)
+    let missing = MissingNames(ttl: 5, capacity: 100)
+    missing.add(nfc)
+    #expect(missing.contains(nfc) && !missing.contains(nfd))
+    missing.add(nfd)
+    missing.remove(nfd)
+    #expect(missing.contains(nfc) && !missing.contains(nfd))
+
+    let attributes = AttributeCache(ttl: 5, capacity: 100, listings: FolderListings(ttl: 5, capacity: 100))
+    let m1 = StorageMetadata()
+    m1.generation = 1
+    let m2 = StorageMetadata()
+    m2.generation = 2
+    attributes.set(nfc, m1)
+    #expect(attributes.get(nfd) == nil)
+    #expect(attributes.otherSpelling(of: nfd).map { Array($0.utf8) } == Array(nfc.utf8))
+    attributes.set(nfd, m2)
+    #expect(attributes.get(nfc)?.generation == 1 && attributes.get(nfd)?.generation == 2)
+    attributes.remove(nfd)
+    #expect(attributes.get(nfc)?.generation == 1 && attributes.get(nfd) == nil)
+
+    let folders = FolderObjects()
+    folders.set(nfc, .absent)
+    folders.set(nfd, .object(m2))
+    let nfcFolder: Bool? = folders.get(nfc).map { if case .absent = $0 { true } else { false } }
+    #expect(nfcFolder == true && folders.get(nfd)?.metadata?.generation == 2)
 
     let listings = FolderListings(ttl: 5, capacity: 100)
     listings.store("d", [nfd, nfc].map { DirectoryEntry(name: $0, isDirectory: false, objectName: "d/" + $0) })

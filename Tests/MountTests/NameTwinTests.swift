@@ -117,6 +117,25 @@ import Testing
 
   /// Through a writable mount, a change of one spelling reaches that object only: an append to
   /// the NFD file, a delete of the NFC one. (A second spelling made anew answers EILSEQ.)
+  /// The kernel's misses are bytes too: with both spellings looked up and missing, a refresh
+  /// tells the kernel to forget both, and an object made elsewhere under the first shows at
+  /// once. The names the kernel was told missing were kept by `String`, where the second
+  /// spelling took the first's slot: the refresh forgot only it, and the first stayed missing
+  /// for `negative_ttl`.
+  @Test(arguments: ["firebase", "gcs"]) func aRefreshForgetsBothSpellingsTheKernelWasToldMissing(api: String) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("km/other", Data("o".utf8))
+      let m = try fx.mount(options: ["metadata_ttl=600", "negative_ttl=600"], extra: ["--api", api], name: "misses-\(api)")
+      var st = stat()
+      for name in [Self.nfc, Self.nfd] { #expect(stat(m.path("km/\(name)"), &st) == -1 && errno == ENOENT) }
+      _ = try await fx.put("km/\(Self.nfc)", Data("made elsewhere".utf8))
+      let (status, output) = runTool(bucketfsBinary, ["refresh", m.mountpoint.path, m.path("km")])
+      #expect(status == 0, "\(output)")
+      #expect(readFile(m.path("km/\(Self.nfc)")) == .success(Data("made elsewhere".utf8)), "\(api)")
+      #expect(stat(m.path("km/\(Self.nfd)"), &st) == -1 && errno == ENOENT)
+    }
+  }
+
   @Test(arguments: ["firebase", "gcs"]) func aChangeOfOneSpellingLeavesTheOther(api: String) async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("wt/\(Self.nfc)", Data("nfc".utf8))

@@ -154,6 +154,28 @@ import Testing
     }
   }
 
+  /// Issue 55: NFC "café/" (c3 a9) and NFD "café/" (65 cc 81) are two folders, as they are two
+  /// prefixes of objects: made, got, listed, renamed and deleted apart. Keyed by `String`, the
+  /// second was refused as existing and a listing showed one.
+  @Test func foldersNamedByCanonicallyEqualStringsAreTwoFolders() throws {
+    let nfc = "caf\u{e9}/"
+    let nfd = "cafe\u{301}/"
+    try scope(Server(hierarchical: ["hns"])) { s in
+      #expect(call(s, "POST", "/storage/v1/b/hns/folders", json: #"{"name":"\#(nfc)"}"#).status == 200)
+      #expect(call(s, "POST", "/storage/v1/b/hns/folders", json: #"{"name":"\#(nfd)"}"#).status == 200)
+      put(s, "hns", nfd + "x/file.txt", "x")  // makes NFD's x/, not NFC's
+      let names = (call(s, "GET", "/storage/v1/b/hns/folders").json["items"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+      #expect(names.map { Array($0.utf8) } == [nfd, nfd + "x/", nfc].map { Array($0.utf8) }, "\(names)")
+      let under = (call(s, "GET", "/storage/v1/b/hns/folders?prefix=\(Self.path(nfc))").json["items"] as? [[String: Any]] ?? [])
+        .compactMap { $0["name"] as? String }
+      #expect(under.map { Array($0.utf8) } == [Array(nfc.utf8)], "\(under)")
+      #expect(call(s, "GET", "/storage/v1/b/hns/folders/\(Self.path(nfc))").json["name"] as? String == nfc)
+      #expect(call(s, "DELETE", "/storage/v1/b/hns/folders/\(Self.path(nfc))").status == 204)
+      let left = (call(s, "GET", "/storage/v1/b/hns/folders").json["items"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+      #expect(left.map { Array($0.utf8) } == [nfd, nfd + "x/"].map { Array($0.utf8) }, "\(left)")
+    }
+  }
+
   @Test func foldersOfAnHNSBucketAreMadeListedAndDeleted() throws {
     try scope(Server(hierarchical: ["hns"])) { s in
       #expect((call(s, "GET", "/storage/v1/b/hns").json["hierarchicalNamespace"] as? [String: Any])?["enabled"] as? Bool == true)

@@ -24,18 +24,19 @@ enum FolderObject: Sendable {
 /// lives as long as the listing does (a walk that keeps its listings past `metadata_ttl` keeps
 /// this too), and gives way when the parent is listed again.
 final class FolderObjects: Sendable {
-  private let known = TTLCache<String, FolderObject>(ttl: .infinity, capacity: 200_000, sameKey: Namespace.sameBytes)
+  /// By the folder path's bytes: NFC and NFD "café" are two folders.
+  private let known = TTLCache<ObjectName, FolderObject>(ttl: .infinity, capacity: 200_000)
 
   /// What folder `path`'s placeholder is; nil when the mount does not know. The root has none
   /// (a bucket's root is no object; a mount below a prefix shows the defaults there too).
-  func get(_ path: String) -> FolderObject? { path.isEmpty ? .absent : known.get(path) }
+  func get(_ path: String) -> FolderObject? { path.isEmpty ? .absent : known.get(ObjectName(path)) }
 
-  func set(_ path: String, _ object: FolderObject) { if !path.isEmpty { known.set(path, object) } }
+  func set(_ path: String, _ object: FolderObject) { if !path.isEmpty { known.set(ObjectName(path), object) } }
 
   /// Asked of the server again at the folder's next lookup.
-  func forget(_ path: String) { known.remove(path) }
+  func forget(_ path: String) { known.remove(ObjectName(path)) }
 
-  func forget(under path: String) { known.removeAll { Namespace.isInside($0, path) } }
+  func forget(under path: String) { known.removeAll { Namespace.isInside($0.string, path) } }
 
   /// The POSIX entries of folder `path`'s placeholder that go with the folder when it is
   /// renamed (its new placeholder is another object).

@@ -19,7 +19,7 @@ final class Namespace: Sendable {
   let staging: StagingArea?
   let log: @Sendable (String) -> Void
   let files: AttributeCache
-  let missing: TTLCache<String, Bool>
+  let missing: MissingNames
   let listings: FolderListings
   let folders: FolderObjects
   let reportedNames = Mutex<Set<ObjectName>>([])
@@ -39,7 +39,7 @@ final class Namespace: Sendable {
     // One budget, `metadata_cache_size`: three quarters for listings (most of what a walk
     // keeps), an eighth for attributes fetched one by one, a sixteenth for names known missing.
     let budget = options.metadataCacheSize
-    missing = TTLCache(ttl: options.missTTL, capacity: max(1_000, budget / 16 / Self.bytesPerMissingName), sameKey: Self.sameBytes)
+    missing = MissingNames(ttl: options.missTTL, capacity: max(1_000, budget / 16 / Self.bytesPerMissingName))
     listings = FolderListings(ttl: ttl, negativeTTL: options.missTTL, capacity: 20_000, budget: budget / 4 * 3)
     files = AttributeCache(ttl: ttl, capacity: max(1_000, budget / 8 / Self.bytesPerAttributes), listings: listings)
     folders = FolderObjects()
@@ -232,7 +232,7 @@ final class Namespace: Sendable {
     case .unknown, .absenceToConfirm: break
     }
     let path = Self.join(dir, name)
-    if missing.get(path) != nil { throw FSError(ENOENT) }
+    if missing.contains(path) { throw FSError(ENOENT) }
     var fromStaged = false
     var unanswered = false
     let found: DirectoryEntry? = try await fromServer("looking up \(path)", { () async throws(BucketError) -> DirectoryEntry? in
@@ -270,7 +270,7 @@ final class Namespace: Sendable {
         return try await withAttributes(FolderListings.Found(entry: entries[i], index: i, entries: entries), dir: dir)
       }
     }
-    missing.set(path, true)
+    missing.add(path)
     noteProbe(in: dir)
     throw FSError(ENOENT)
   }
@@ -375,7 +375,7 @@ final class Namespace: Sendable {
     case .absent: return .failure(FSError(ENOENT))
     case .unknown, .absenceToConfirm: break
     }
-    if missing.get(Self.join(dir, name)) != nil { return .failure(FSError(ENOENT)) }
+    if missing.contains(Self.join(dir, name)) { return .failure(FSError(ENOENT)) }
     return nil
   }
 }

@@ -131,7 +131,8 @@ extension GCSRoutes {
     if let problem = FolderStore.nameProblem(source) ?? FolderStore.nameProblem(target) { return Self.error(400, "invalid", problem) }
     guard let folder = folders.get(bucket, source) else { return Self.error(404, "notFound", "The folder \(bucket)/\(source) does not exist.") }
     if let failed = metagenerationFailure(folder, request.query, prefix: "ifSource") { return failed }
-    guard !target.hasPrefix(source) else { return Self.error(400, "invalid", "A folder cannot be renamed into itself.") }
+    // Bytes: NFD "cafe\u{301}/x/" has NFC "caf\u{e9}/" for a `hasPrefix`, and is not inside it.
+    guard !target.utf8.starts(with: source.utf8) else { return Self.error(400, "invalid", "A folder cannot be renamed into itself.") }
     guard folders.get(bucket, target) == nil else { return Self.error(409, "conflict", "The destination folder \(target) already exists.") }
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     let id = UUID().uuidString.lowercased()
