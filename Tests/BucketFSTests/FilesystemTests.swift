@@ -149,6 +149,10 @@ import Testing
     let folders = FolderObjects()
     folders.set(nfc, .absent)
     folders.set(nfd, .object(m2))
+    // A forget of one spelling's folder leaves the other's.
+    #expect(!Namespace.isInside(nfd, nfc) && !Namespace.isInside(nfd + "/x", nfc) && Namespace.isInside(nfc + "/x", nfc))
+    folders.forget(under: nfd)
+    folders.set(nfd, .object(m2))
     let nfcFolder: Bool? = folders.get(nfc).map { if case .absent = $0 { true } else { false } }
     #expect(nfcFolder == true && folders.get(nfd)?.metadata?.generation == 2)
 

@@ -7,9 +7,11 @@ import Synchronization
 extension Namespace {
   static func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }
 
-  /// True when `path` is `folder` or under it ("" is the root, which holds everything).
+  /// True when `path` is `folder` or under it ("" is the root, which holds everything). By
+  /// bytes: NFD "café" is neither NFC "café" nor inside it (`==` on strings said it was, so a
+  /// refresh of one spelling dropped what the mount knew of the other too).
   static func isInside(_ path: String, _ folder: String) -> Bool {
-    folder.isEmpty || path == folder || (path.hasBytePrefix(folder) && path.utf8.dropFirst(folder.utf8.count).first == UInt8(ascii: "/"))
+    folder.isEmpty || ObjectName.sameBytes(path, folder) || (path.hasBytePrefix(folder) && path.utf8.dropFirst(folder.utf8.count).first == UInt8(ascii: "/"))
   }
 
   /// `join` undone: the folder of `path` ("" at the root) and its last name.
