@@ -116,6 +116,7 @@ extension BucketFilesystem {
     guard entry.isDirectory else { throw FSError(ENOTDIR) }
     let inside = try await mergedListing(path) { () async throws(FSError) in try await namespace.listing(path) }
     guard inside.isEmpty else { throw FSError(ENOTEMPTY) }
+    if await holdsMoreOnServer(path, writeBack) { throw FSError(ENOTEMPTY) }
     try writeBack.queue.delete(path + "/", base: .any)
     posixChanges.forget(path)
     namespace.folders.set(path, .absent)
@@ -125,7 +126,8 @@ extension BucketFilesystem {
   /// Renames a file: its bytes go under the new name (based on what is there now) and the old
   /// name is deleted (based on what it was), both through the queue, in that order. A folder is
   /// renamed file by file the same way, up to `folderRenameLimit` files (beyond: EXDEV, and `mv`
-  /// copies it). A file still open follows its rename, as on a disk.
+  /// copies it); on a hierarchical bucket, in one `folders.rename` on the server when it can
+  /// (`renameFolderOnServer`). A file still open follows its rename, as on a disk.
   package func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(FSError) {
     let writeBack = try writable()
     guard let from = inodes.node(parent), let to = inodes.node(newParent), to.isDirectory else { throw FSError(ENOENT) }
@@ -146,7 +148,9 @@ extension BucketFilesystem {
           throw FSError(ENOTEMPTY)
         }
       }
-      try await renameFolder(source, to: target, writeBack)
+      // On a hierarchical bucket, one step on the server when nothing of ours waits there.
+      let onServer = existing == nil ? try await renameFolderOnServer(source, to: target, writeBack) : .perObject
+      if onServer == .perObject { try await renameFolder(source, to: target, writeBack) }
     } else {
       // A file a process still has open over the target is unlinked by the rename, as on a disk.
       if let replaced = writeBack.edits[target] { writeBack.edits.detach(replaced) }

@@ -17,7 +17,7 @@ package struct MeteredClient: ObjectClient {
   /// The outcome label of a failure: the error's specific code.
   private static func outcome(_ error: BucketError) -> String { String(describing: error.code) }
 
-  private func count<T>(_ operation: String, _ body: () async throws(BucketError) -> T) async throws(BucketError) -> T {
+  func count<T>(_ operation: String, _ body: () async throws(BucketError) -> T) async throws(BucketError) -> T {
     do throws(BucketError) {
       let value = try await body()
       metrics.request(operation, outcome: "ok")

@@ -206,6 +206,7 @@ package final class Metrics: Sendable {
       ("files written by passthrough", "\(passthroughWrites.load(ordering: .relaxed))"),
       ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),
       ("renames on the server", "\(s.requests["move|ok", default: 0]) moved in one request, \(s.requests["copy|ok", default: 0]) copied then deleted"),
+      ("folder renames on the server", "\(s.requests["folder_rename|ok", default: 0]) as one folders.rename"),
       ("transfer loop", String(format: "last turned %.2f s ago, %d stalls", r.transferLoopAge, transferLoopStalls.load(ordering: .relaxed))),
     ]
     if let q = r.queue {

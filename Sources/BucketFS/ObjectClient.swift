@@ -60,6 +60,22 @@ package protocol ObjectClient: Sendable {
   /// metadata, no copy), only while `target`'s generation is `ifGenerationMatch`; a server
   /// without the call fails with `BucketError.isMoveUnsupported`, and nothing changed.
   func move(_ source: String, generation: Int64, to target: String, ifGenerationMatch: Int64?) async throws(BucketError) -> StorageMetadata
+
+  // Folders as resources (`ObjectClient+Folders.swift`); folder names end in "/".
+  /// Whether the bucket's folders are resources of their own (a hierarchical namespace):
+  /// asked of the server the first time, then known. Thrown while the server cannot say.
+  func foldersAreResources() async throws(BucketError) -> Bool
+  /// What `foldersAreResources` found, without asking: nil while nothing is known.
+  var knownFoldersAreResources: Bool? { get }
+  /// Makes folder `folder` and its missing parents; one that is there already is fine.
+  func createFolder(_ folder: String) async throws(BucketError)
+  /// Deletes folder `folder`: `objectNotFound` when it is not there, HTTP 409 when it holds
+  /// something on the server.
+  func deleteFolder(_ folder: String) async throws(BucketError)
+  func folderExists(_ folder: String) async throws(BucketError) -> Bool
+  /// Renames `source` and everything in it to `target` in one step on the server, waiting
+  /// until it is done.
+  func renameFolder(_ source: String, to target: String) async throws(BucketError)
 }
 
 extension ObjectClient {
@@ -149,12 +165,14 @@ package struct StorageObjectClient: ObjectClient {
   package let storage: Storage
   /// Set once the server said it has no `objects.move`: renames copy, then delete, from then on.
   private let noMove = MoveSupport()
+  /// Whether the bucket has a hierarchical namespace, once the server said.
+  let layout = BucketLayout()
 
   package init(storage: Storage) { self.storage = storage }
 
   package var bucket: String { storage.bucket }
 
-  private func ref(_ name: String) -> StorageReference { storage.reference().object(named: name) }
+  func ref(_ name: String) -> StorageReference { storage.reference().object(named: name) }
 
   package func metadata(of name: String) async throws(BucketError) -> StorageMetadata {
     try await BucketError.from { () async throws(StorageError) in try await ref(name).getMetadata() }
@@ -163,10 +181,14 @@ package struct StorageObjectClient: ObjectClient {
   package func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
     // A reference's list adds "/" itself; list the folder reference of the prefix.
     let folder = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+    defer { if layout.known == nil { learnLayoutSoon() } }
     return try await BucketError.from { () async throws(StorageError) in
       // Folder placeholders with their metadata (a folder's mode, owner and times), where the
       // API can list them.
-      try await ref(folder).listPage(delimiter: "/", pageToken: pageToken, maxResults: maxResults, matchGlob: nil, folderObjects: true)
+      // A hierarchical bucket's empty folders are folders too: listed among the prefixes.
+      try await ref(folder).listPage(
+        delimiter: "/", pageToken: pageToken, maxResults: maxResults, matchGlob: nil, folderObjects: true,
+        foldersAsPrefixes: layout.known == true)
     }
   }
 

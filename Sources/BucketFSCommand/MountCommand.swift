@@ -105,6 +105,9 @@ enum MountCommand {
       } catch {
         throw .storage(error)
       }
+      // Before the first listing, which lists a hierarchical bucket's empty folders too. A
+      // server that cannot say now is asked again when a folder change needs to know.
+      _ = try? await objectClient.foldersAreResources()
     }
     let logger = MountLog(level: options.logLevel.flatMap(MountLog.Level.init(name:)) ?? (debug ? .debug : .info), json: options.logJSON, environment: environment)
     // The filesystem reports what went wrong with an object (dropped copies, left-out names,

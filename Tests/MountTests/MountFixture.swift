@@ -24,13 +24,18 @@ final class MountFixture: @unchecked Sendable {
   let port: Int
   var mounts: [MountedBucket] = []
 
-  init(token: String? = nil, tokens: TokenAuthority.Configuration? = nil, movesObjects: Bool = true) throws {
+  /// The bucket has a hierarchical namespace (folders of its own).
+  let hierarchical: Bool
+
+  init(token: String? = nil, tokens: TokenAuthority.Configuration? = nil, movesObjects: Bool = true, hierarchical: Bool = false) throws {
+    self.hierarchical = hierarchical
     root = URL(fileURLWithPath: "/tmp").appendingPathComponent("bucketfs-mount-\(UUID().uuidString.prefix(8))")
     try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
     var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
     config.port = 0
     config.requiredToken = token
     config.movesObjects = movesObjects
+    if hierarchical { config.hierarchicalBuckets = [bucket] }
     if let tokens {
       config.tokens = tokens
       config.requireOAuth = true
@@ -85,15 +90,17 @@ final class MountFixture: @unchecked Sendable {
   func startEmulator() throws {
     var config = StorageEmulator.Configuration(root: root.appendingPathComponent("server"))
     config.port = port
+    if hierarchical { config.hierarchicalBuckets = [bucket] }
     emulator = try StorageEmulator(config)
   }
 
   /// Runs `body` with a new fixture, which lives until `body` returns; then every mount it made
   /// is unmounted and its emulator stopped, also when `body` throws.
   static func scope(
-    token: String? = nil, tokens: TokenAuthority.Configuration? = nil, movesObjects: Bool = true, _ body: (MountFixture) async throws -> Void
+    token: String? = nil, tokens: TokenAuthority.Configuration? = nil, movesObjects: Bool = true, hierarchical: Bool = false,
+    _ body: (MountFixture) async throws -> Void
   ) async throws {
-    try await TestSupport.scope(MountFixture(token: token, tokens: tokens, movesObjects: movesObjects), body)
+    try await TestSupport.scope(MountFixture(token: token, tokens: tokens, movesObjects: movesObjects, hierarchical: hierarchical), body)
   }
 
   deinit {

@@ -96,6 +96,11 @@ extension Namespace {
       files.set(path, m)
       return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: m)
     case .failure(let e) where e.code == .objectNotFound:
+      // On a hierarchical bucket an empty folder is a resource with nothing under it.
+      if client.knownFoldersAreResources == true, try await client.folderExists(path + "/") {
+        if page.holdsFolderObjects { folders.set(path, .absent) }
+        return DirectoryEntry(name: name, isDirectory: true)
+      }
       return nil
     case .failure(let e):
       throw e

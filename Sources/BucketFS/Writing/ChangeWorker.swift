@@ -91,6 +91,9 @@ struct ChangeWorker: Sendable {
       }
       switch change.kind {
       case .upload:
+        // A folder's placeholder: on a hierarchical bucket the folder itself is made first (a
+        // placeholder alone leaves none that other clients see or that lasts when emptied).
+        if change.name.hasSuffix("/"), try await client.foldersAreResources() { try await client.createFolder(change.name) }
         var custom = change.custom ?? [:]
         if let mtime = change.mtime { custom["mtime"] = KeptTime.format(mtime) }
         let session = UploadSession(url: change.sessionURL) { url in sessionOpened(change, url) }
@@ -114,6 +117,7 @@ struct ChangeWorker: Sendable {
         } catch where error.code == .objectNotFound {
           // Gone already: what the change wanted.
         }
+        if change.name.hasSuffix("/"), try await client.foldersAreResources() { return try await deleteFolder(change) }
         return .done(.generation(0), nil)
       }
     } catch where error.code == .objectNotFound && change.kind == .copy {
@@ -130,6 +134,20 @@ struct ChangeWorker: Sendable {
     } catch {
       return .of(error)
     }
+  }
+
+  /// A folder's delete on a hierarchical bucket, its placeholder gone: the folder itself. One
+  /// that holds something on the server (another client put it there after the mount looked)
+  /// is kept, with what it holds.
+  private func deleteFolder(_ change: PendingChange) async throws(BucketError) -> Verdict {
+    do throws(BucketError) {
+      try await client.deleteFolder(change.name)
+    } catch where error.code == .objectNotFound {
+      // Gone already.
+    } catch where error.httpStatus == 409 {
+      return .done(.generation(0), nil, skipped: "the folder holds what another client put in it, so the server keeps it")
+    }
+    return .done(.generation(0), nil)
   }
 
   /// The bucket did not hold the version `change` was based on.

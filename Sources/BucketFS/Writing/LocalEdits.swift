@@ -486,6 +486,12 @@ final class LocalEdits: Sendable {
   /// Every edit open under a name.
   var all: [Edit] { open.withLock { Array($0.byName.values) } }
 
+  /// Whether a file whose name starts with `prefix` is open for writing.
+  func anyOpen(under prefix: String) -> Bool {
+    let key = Array(prefix.utf8)
+    return open.withLock { $0.byName.keys.contains { $0.starts(with: key) } }
+  }
+
   /// The edit of `name` with one more handle, if it is open.
   func join(_ name: String) -> Edit? {
     open.withLock { o in

@@ -379,6 +379,7 @@ package final class WriteBackQueue: Sendable {
   /// Whether some name under `prefix` is last changed by an upload (a file or placeholder this
   /// mount is putting there).
   func hasUploads(under prefix: String) -> Bool { state.withLock { $0.hasUploads(under: prefix) } }
+  func hasQueued(under prefix: String) -> Bool { state.withLock { $0.hasQueued(under: prefix) } }
 
   /// Names with queued changes directly in folder `dir` ("" or ending in "/").
   func names(in dir: String) -> Set<ObjectName> { state.withLock { $0.names(in: dir) } }

@@ -138,15 +138,19 @@ extension StorageReference {
   /// names matching a glob; a server may ignore it, so callers match the names again.
   /// `folderObjects` (GCS API only) asks for each prefix's own object (a folder placeholder,
   /// `a/`) among the items, with its metadata; the page says whether it was asked
-  /// (`ListPage.holdsFolderObjects`).
-  package func listPage(delimiter: String?, pageToken: String?, maxResults: Int?, matchGlob: String?, folderObjects: Bool = false)
-    async throws(StorageError) -> ListPage
-  {
+  /// (`ListPage.holdsFolderObjects`). `foldersAsPrefixes` (GCS API, delimiter `/`) lists a
+  /// hierarchical bucket's folders among the prefixes, empty ones too
+  /// (`includeFoldersAsPrefixes`); asked only of such buckets, since on a flat one it would
+  /// list managed folders as prefixes.
+  package func listPage(
+    delimiter: String?, pageToken: String?, maxResults: Int?, matchGlob: String?, folderObjects: Bool = false, foldersAsPrefixes: Bool = false
+  ) async throws(StorageError) -> ListPage {
     let prefix = fullPath.isEmpty ? "" : fullPath + "/"
     let withFolders = folderObjects && delimiter != nil && storage.api == .gcs
     let request = storage.wire.list(
       bucket: bucket, prefix: prefix, delimiter: delimiter, pageToken: pageToken, maxResults: maxResults,
-      matchGlob: storage.api == .gcs ? matchGlob : nil, includeTrailingDelimiter: withFolders)
+      matchGlob: storage.api == .gcs ? matchGlob : nil, includeTrailingDelimiter: withFolders,
+      includeFoldersAsPrefixes: foldersAsPrefixes && delimiter == "/" && storage.api == .gcs)
     let response = try await runnerForOperations.run(request)
     guard var page = ListPage.decode(response.body) else {
       throw StorageError(code: .unknown, object: description, detail: "the server sent a list that is not JSON")

@@ -80,11 +80,12 @@ extension ObjectWire {
 
   func list(
     bucket: String, prefix: String, delimiter: String?, pageToken: String?, maxResults: Int?, matchGlob: String? = nil,
-    includeTrailingDelimiter: Bool = false
+    includeTrailingDelimiter: Bool = false, includeFoldersAsPrefixes: Bool = false
   ) -> HTTPRequest {
     var query: [(String, String)] = [("prefix", prefix)]
     if let delimiter { query.append(("delimiter", delimiter)) }
     if includeTrailingDelimiter { query.append(("includeTrailingDelimiter", "true")) }
+    if includeFoldersAsPrefixes { query.append(("includeFoldersAsPrefixes", "true")) }
     if let matchGlob { query.append(("matchGlob", matchGlob)) }
     if let pageToken { query.append(("pageToken", pageToken)) }
     if let maxResults { query.append(("maxResults", String(maxResults))) }

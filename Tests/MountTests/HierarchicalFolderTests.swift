@@ -1,0 +1,171 @@
+import Foundation
+import StorageCore
+import StorageEmulator
+import TestSupport
+import Testing
+
+/// A writable mount of a bucket with a hierarchical namespace (HNS), where folders are resources
+/// of their own: a folder rename is one `folders.rename` on the server, mkdir makes a folder that
+/// lasts empty, rmdir deletes it (and the server refuses one that holds something), and listings
+/// show empty folders. What the server holds is asked of it directly, not through the mount.
+@Suite(.serialized) struct HierarchicalFolderTests {
+  /// Every object name in the bucket.
+  func names(_ fx: MountFixture) async throws -> [String] {
+    var out: [String] = []
+    var token: String? = nil
+    repeat {
+      let page = try await fx.storage.reference(withPath: "").listPage(delimiter: nil, pageToken: token)
+      out += page.items
+      token = page.nextPageToken
+    } while token != nil
+    return out
+  }
+
+  func isDirectory(_ path: String) -> Bool {
+    var isDir: ObjCBool = false
+    return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
+  }
+
+  /// Requests whose path holds `text` are held unanswered until the faults are set again.
+  func holding(_ text: String) -> Faults {
+    var f = Faults()
+    f.hold = true
+    f.pathFilter = text
+    return f
+  }
+
+  /// `mv` of a folder the mount has nothing queued in: one folders.rename, done on the server by
+  /// the time `mv` returns (moves of single objects are held, so only that can have moved them),
+  /// the empty folder inside it too, and the mount shows it under the new name.
+  @Test func aFolderRenameIsOneFolderRenameOnTheServer() async throws {
+    try await MountFixture.scope(hierarchical: true) { fx in
+      for i in 0..<20 { _ = try await fx.put("tree/f\(i).txt", Data("file \(i)".utf8)) }
+      _ = try await fx.put("tree/sub/deep.txt", Data("deep".utf8))
+      #expect(fx.makeFolder("tree/empty/") == 200)
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("tree")).count == 22)
+      fx.emulator!.setFaults(holding("moveTo"))
+      let (status, output) = m.shell("mv tree moved")
+      #expect(status == 0, "\(output)\n\(m.log)")
+      let all = try await names(fx)
+      fx.emulator!.setFaults(Faults())
+      #expect(!all.contains { $0.hasPrefix("tree/") }, "\(all)")
+      #expect(all.filter { $0.hasPrefix("moved/") }.count == 21, "\(all)")
+      #expect(fx.folderStatus("moved/empty/") == 200 && fx.folderStatus("moved/sub/") == 200)
+      #expect(fx.folderStatus("tree/") == 404 && fx.folderStatus("tree/empty/") == 404)
+      #expect(m.count("folder renames on the server", "as one folders.rename") == 1, "\(String(describing: m.stat("folder renames on the server")))")
+      #expect(m.count("renames on the server", "moved in one request") == 0)
+      #expect(try readFile(m.path("moved/f3.txt")).get() == Data("file 3".utf8))
+      #expect(try readFile(m.path("moved/sub/deep.txt")).get() == Data("deep".utf8))
+      #expect(isDirectory(m.path("moved/empty")))
+      #expect(!FileManager.default.fileExists(atPath: m.path("tree")))
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("moved")).count == 22)
+      #expect(try !FileManager.default.contentsOfDirectory(atPath: m.mountpoint.path).contains("tree"))
+      // Nothing was queued for it.
+      let (synced, said) = m.sync()
+      #expect(synced == 0 && m.queueDone == 0, "\(said)")
+    }
+  }
+
+  /// A file written into the folder is still queued (its upload held) when the folder is
+  /// renamed: a rename on the server would move the folder from under the queued upload, which
+  /// would then land under the old name. The mount renames object by object behind it instead,
+  /// and the old folder itself is deleted on the server once the objects are out of it.
+  @Test func aFolderWithQueuedChangesIsRenamedObjectByObject() async throws {
+    try await MountFixture.scope(hierarchical: true) { fx in
+      _ = try await fx.put("q/a.txt", Data("a".utf8))
+      _ = try await fx.put("q/b.txt", Data("b".utf8))
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      fx.emulator!.setFaults(holding("/upload/"))
+      var (status, output) = m.shell("ls q >/dev/null; echo new > q/new.txt; mv q r")
+      fx.emulator!.setFaults(Faults())
+      #expect(status == 0, "\(output)\n\(m.log)")
+      #expect(m.count("folder renames on the server", "as one folders.rename") == 0)
+      (status, output) = m.sync(timeout: 60)
+      #expect(status == 0, "\(output)\n\(m.log)")
+      let all = try await names(fx)
+      #expect(!all.contains { $0.hasPrefix("q/") }, "\(all)")
+      #expect(await fx.object("r/a.txt") == Data("a".utf8))
+      #expect(await fx.object("r/b.txt") == Data("b".utf8))
+      #expect(await fx.object("r/new.txt") == Data("new\n".utf8))
+      #expect(fx.folderStatus("q/") == 404 && fx.folderStatus("r/") == 200)
+      m.unmount()
+      let again = try fx.mount(options: ["writable"], extra: ["--api", "gcs"], name: "again")
+      let top = try FileManager.default.contentsOfDirectory(atPath: again.mountpoint.path)
+      #expect(top.contains("r") && !top.contains("q"), "\(top)")
+    }
+  }
+
+  /// mkdir makes the folder itself on the server: it lasts empty, a new mount lists it, and so
+  /// do other clients' empty folders (listed beside the objects, and found by name where the
+  /// mount has not listed their parent).
+  @Test func mkdirMakesAFolderThatLastsEmpty() async throws {
+    try await MountFixture.scope(hierarchical: true) { fx in
+      _ = try await fx.put("keep.txt", Data("k".utf8))
+      #expect(fx.makeFolder("theirs/") == 200)
+      _ = try await fx.put("p/file.txt", Data("p".utf8))
+      #expect(fx.makeFolder("p/q/") == 200)
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      // Found by name in a folder not listed yet (p), then listed beside the objects.
+      #expect(isDirectory(m.path("p/q")), "\(m.log)")
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.mountpoint.path).contains("theirs"))
+      var (status, output) = m.shell("mkdir mine; mkdir mine/inner")
+      #expect(status == 0, "\(output)")
+      (status, output) = m.sync()
+      #expect(status == 0, "\(output)")
+      #expect(fx.folderStatus("mine/") == 200 && fx.folderStatus("mine/inner/") == 200)
+      m.unmount()
+      let again = try fx.mount(extra: ["--api", "gcs"], name: "again")
+      let top = try FileManager.default.contentsOfDirectory(atPath: again.mountpoint.path)
+      #expect(Set(top) == ["keep.txt", "mine", "p", "theirs"], "\(top)")
+      #expect(try FileManager.default.contentsOfDirectory(atPath: again.path("mine")) == ["inner"])
+      #expect(try FileManager.default.contentsOfDirectory(atPath: again.path("p")).sorted() == ["file.txt", "q"])
+    }
+  }
+
+  /// rmdir deletes the folder on the server; one that another client put a file in after the
+  /// mount listed it empty is refused (ENOTEMPTY), as the server refuses it, and keeps the file;
+  /// a folder made, filled and emptied through the mount is gone once its queue is carried out.
+  @Test func rmdirDeletesTheFolderAndRefusesOneNotEmptyOnTheServer() async throws {
+    try await MountFixture.scope(hierarchical: true) { fx in
+      #expect(fx.makeFolder("gone/") == 200)
+      #expect(fx.makeFolder("full/") == 200)
+      let m = try fx.mount(options: ["writable", "metadata_ttl=60"], extra: ["--api", "gcs"])
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("full")).isEmpty)
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("gone")).isEmpty)
+      _ = try await fx.put("full/late.txt", Data("late".utf8))
+      #expect(rmdir(m.path("full")) == -1 && errno == ENOTEMPTY)
+      #expect(rmdir(m.path("gone")) == 0)
+      var (status, output) = m.shell("mkdir made; echo x > made/x; rm made/x; rmdir made")
+      #expect(status == 0, "\(output)")
+      (status, output) = m.sync()
+      #expect(status == 0, "\(output)\n\(m.log)")
+      #expect(fx.folderStatus("gone/") == 404 && fx.folderStatus("made/") == 404)
+      #expect(fx.folderStatus("full/") == 200)
+      #expect(await fx.object("full/late.txt") == Data("late".utf8))
+      let all = try await names(fx)
+      #expect(all == ["full/late.txt"], "\(all)")
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("full")) == ["late.txt"])
+    }
+  }
+}
+
+extension MountFixture {
+  private func folderURL(_ folder: String) -> String {
+    "http://\(address)/storage/v1/b/\(bucket)/folders/\(folder.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? folder)"
+  }
+
+  /// The HTTP status of a GET of folder resource `folder` (ending in "/").
+  func folderStatus(_ folder: String) -> Int {
+    Int(runTool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", folderURL(folder)]).1) ?? 0
+  }
+
+  /// Makes folder resource `folder` (and its parents) as another client would: the status.
+  func makeFolder(_ folder: String) -> Int {
+    let url = "http://\(address)/storage/v1/b/\(bucket)/folders?recursive=true"
+    let body = "{\"name\": \"\(folder)\"}"
+    return Int(
+      runTool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Content-Type: application/json", "-d", body, url]).1)
+      ?? 0
+  }
+}
