@@ -15,7 +15,9 @@ enum MoveCommand {
     moves in one request (objects.move, no copy), only while it is the generation mv read;
     elsewhere, or where the server has no move, it is copied by the server, then the source is
     deleted only if it is still the generation that was copied. A source rewritten meanwhile is
-    kept, and mv exits 1 saying so.
+    kept, and mv exits 1 saying so. A folder of a bucket with a hierarchical namespace moves to a
+    new name in one folders.rename on the server (everything in it at once, nothing copied),
+    awaited with its progress; into a folder that exists, object by object as above.
     """
 
   /// One object to copy: from, to.
@@ -30,12 +32,19 @@ enum MoveCommand {
   static func run(_ args: inout Arguments, _ client: ClientOptions) async throws(CommandError) -> Int32 {
     let paths = try args.positionals()
     guard paths.count == 2, CopyCommand.isRemote(paths[0]), CopyCommand.isRemote(paths[1]) else { throw .usage(usage) }
-    let jobs = try await plan(from: paths[0], to: paths[1], client, recursive: true)
+    let jobs = try await plan(from: paths[0], to: paths[1], client, recursive: true, renamingFolder: renamedAsFolder)
+    // Only a folder renamed on the server in one step leaves nothing to move.
+    if jobs.isEmpty { return 0 }
     return try await carryOut(jobs, deleteSources: true)
   }
 
   /// The copies `SRC DST` stands for. `recursive`: a SRC that is no object is a prefix.
-  static func plan(from src: String, to dst: String, _ client: ClientOptions, recursive: Bool) async throws(CommandError) -> [Job] {
+  /// `renamingFolder`: tried first for such a SRC, with the folder it would move to; true when
+  /// it renamed the folder, and then there is nothing to copy (no jobs).
+  static func plan(
+    from src: String, to dst: String, _ client: ClientOptions, recursive: Bool,
+    renamingFolder: ((StorageReference, StorageReference) async throws(CommandError) -> Bool)? = nil
+  ) async throws(CommandError) -> [Job] {
     let target = try await client.reference(dst)
     let intoFolder = dst.hasSuffix("/") || target.fullPath.isEmpty
     if let matches = try await WildcardMatches.expand(src, client, objectsOnly: true) {
@@ -52,6 +61,7 @@ enum MoveCommand {
     } catch {
       throw .storage(error)
     }
+    if let renamingFolder, try await renamingFolder(source, intoFolder ? target.child(source.name) : target) { return [] }
     let names: [String]
     do {
       names = try await ListPage.all { token async throws(StorageError) in try await source.listPage(delimiter: nil, pageToken: token) }.items

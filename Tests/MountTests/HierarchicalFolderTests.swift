@@ -150,6 +150,29 @@ import Testing
   }
 }
 
+/// `bucketfs mv` of a folder on a hierarchical bucket: one folders.rename (single-object moves
+/// are held, so only that can finish), and into a folder that exists, object by object.
+@Suite(.serialized) struct HierarchicalMoveCommandTests {
+  @Test func mvOfAFolderIsOneFolderRename() async throws {
+    try await MountFixture.scope(hierarchical: true) { fx in
+      for i in 0..<10 { _ = try await fx.put("src/f\(i).txt", Data("f\(i)".utf8)) }
+      #expect(fx.makeFolder("src/empty/") == 200)
+      var hold = Faults()
+      hold.hold = true
+      hold.pathFilter = "moveTo"
+      fx.emulator!.setFaults(hold)
+      let (status, output) = runTool(
+        bucketfsBinary, ["mv", "gs://\(fx.bucket)/src", "gs://\(fx.bucket)/dst", "--emulator", fx.address, "--api", "gcs"],
+        timeout: .seconds(30))
+      fx.emulator!.setFaults(Faults())
+      #expect(status == 0, "\(output)")
+      #expect(await fx.object("dst/f7.txt") == Data("f7".utf8))
+      #expect(await fx.object("src/f7.txt") == nil)
+      #expect(fx.folderStatus("dst/empty/") == 200 && fx.folderStatus("src/") == 404)
+    }
+  }
+}
+
 extension MountFixture {
   private func folderURL(_ folder: String) -> String {
     "http://\(address)/storage/v1/b/\(bucket)/folders/\(folder.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? folder)"
