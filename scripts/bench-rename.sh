@@ -1,4 +1,5 @@
-# Sourced by bench.sh: renames, side by side on two servers in one run. The reference is a server
+# Sourced by bench.sh: renames, side by side on two servers in one run (and a bucket with a
+# hierarchical namespace, `hns`, on the second). The reference is a server
 # without objects.move (`serve --no-move`: the mount copies, then deletes), bucketfs the same
 # server with it (one move per file). Our emulator copies by a hard link, so the copy's time here
 # is far below GCS's (which copies every byte); the request counts are what carries over.
@@ -57,11 +58,32 @@ for addr in "${rename_servers[@]}"; do
   wait "$rename_mount_pid" 2>/dev/null || true
 done
 
+# The same folder renamed through a mount of the HNS bucket: one folders.rename within the FUSE
+# rename, against the flat bucket's mount above (one move per object), on the same server.
+addr=${rename_servers[1]}
+mnt="$WORK/rename-mnt-hns"
+mkdir -p "$mnt"
+"$BIN" mount gs://hns "$mnt" -f -o writable,staging_dir="$WORK/rename-staging-hns" --emulator "$addr" --api gcs 2>>"$WORK/rename-mount.log" &
+rename_mount_pid=$!
+PIDS+=("$rename_mount_pid")
+MOUNTS+=("$mnt")
+for _ in $(seq 1 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
+mountpoint -q "$mnt" || { echo "bench: the HNS rename mount did not come up" >&2; cat "$WORK/rename-mount.log" >&2; exit 1; }
+ls -l "$mnt/dir" >/dev/null
+r0=$(rename_requests "$addr")
+t0=$(now); mv "$mnt/dir" "$mnt/mounted"; "$BIN" sync "$mnt" --timeout 600 >/dev/null; t1=$(now)
+r1=$(rename_requests "$addr")
+hns_mount_rename=$(secs "$t0" "$t1")
+hns_mount_requests=$((r1 - r0 - 1))
+moved=$("$BIN" ls -r gs://hns/mounted --emulator "$addr" --api gcs 2>/dev/null | grep -vc '/$' || true)
+[ "$moved" = "$RENAME_FILES" ] || { echo "bench: HNS folder rename through the mount moved $moved" >&2; exit 1; }
+fusermount3 -u "$mnt"
+wait "$rename_mount_pid" 2>/dev/null || true
+
 # The same folder on an HNS bucket: one folders.rename, polled until done, against bucketfs mv
 # of the folder on the flat bucket (one move per object, 16 at once).
-addr=${rename_servers[1]}
 t0=$(now)
-op=$(curl -sf -X POST "http://$addr/storage/v1/b/hns/folders/dir%2F/renameTo/folders/moved%2F" | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"].rsplit("/",1)[1])')
+op=$(curl -sf -X POST "http://$addr/storage/v1/b/hns/folders/mounted%2F/renameTo/folders/moved%2F" | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"].rsplit("/",1)[1])')
 until curl -sf "http://$addr/storage/v1/b/hns/operations/$op" | grep -q '"done":true'; do :; done
 t1=$(now)
 hns_rename=$(secs "$t0" "$t1")
@@ -73,3 +95,5 @@ row "  requests to the server" "${rename_counts[0]}" "${rename_counts[2]}" ""
 row "folder of $RENAME_FILES renamed: copy+delete vs move (s)" "${rename_times[1]}" "${rename_times[3]}" "$(ratio "${rename_times[1]}" "${rename_times[3]}")x"
 row "  requests to the server" "${rename_counts[1]}" "${rename_counts[3]}" ""
 row "folder of $RENAME_FILES: mv (flat) vs folders.rename (HNS) (s)" "$cli_mv" "$hns_rename" "$(ratio "$cli_mv" "$hns_rename")x"
+row "folder of $RENAME_FILES through the mount: flat vs HNS (s)" "${rename_times[3]}" "$hns_mount_rename" "$(ratio "${rename_times[3]}" "$hns_mount_rename")x"
+row "  requests to the server" "${rename_counts[3]}" "$hns_mount_requests" ""
