@@ -54,16 +54,45 @@ import Testing
       #expect(fx.folderStatus("moved/empty/") == 200 && fx.folderStatus("moved/sub/") == 200)
       #expect(fx.folderStatus("tree/") == 404 && fx.folderStatus("tree/empty/") == 404)
       #expect(m.count("folder renames on the server", "as one folders.rename") == 1, "\(String(describing: m.stat("folder renames on the server")))")
-      #expect(m.count("renames on the server", "moved in one request") == 0)
       #expect(try readFile(m.path("moved/f3.txt")).get() == Data("file 3".utf8))
       #expect(try readFile(m.path("moved/sub/deep.txt")).get() == Data("deep".utf8))
       #expect(isDirectory(m.path("moved/empty")))
       #expect(!FileManager.default.fileExists(atPath: m.path("tree")))
       #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("moved")).count == 22)
       #expect(try !FileManager.default.contentsOfDirectory(atPath: m.mountpoint.path).contains("tree"))
-      // Nothing was queued for it.
+      // A name the folder calls' paths must encode, there and back.
+      let odd = "odd %#?+ ü\\"
+      #expect(rename(m.path("moved"), m.path(odd)) == 0, "\(m.log)")
+      #expect(rename(m.path(odd), m.path("moved")) == 0, "\(m.log)")
+      #expect(m.count("folder renames on the server", "as one folders.rename") == 3)
+      #expect(try await names(fx).filter { $0.hasPrefix("moved/") }.count == 21)
+      // Nothing was queued for it, and no object was moved on its own.
       let (synced, said) = m.sync()
       #expect(synced == 0 && m.queueDone == 0, "\(said)")
+      #expect(m.count("renames on the server", "moved in one request") == 0)
+    }
+  }
+
+  /// The server renames the folder but its operation is never answered (the polls held): the
+  /// rename cannot say whether it happened, so it answers EIO rather than success or a
+  /// per-object rename of objects that moved, and the mount shows what the server has once it
+  /// answers again.
+  @Test func aRenameWhoseOperationIsNeverAnsweredIsEIOAndTheMountShowsTheServer() async throws {
+    try await MountFixture.scope(hierarchical: true) { fx in
+      for i in 0..<5 { _ = try await fx.put("w/f\(i).txt", Data("w\(i)".utf8)) }
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("w")).count == 5)
+      fx.emulator!.setFaults(holding("/operations/"))
+      let result = rename(m.path("w"), m.path("v"))
+      let failure = errno
+      fx.emulator!.setFaults(Faults())
+      #expect(result == -1 && failure == EIO, "\(result) \(failure)")
+      #expect(fx.folderStatus("v/") == 200 && fx.folderStatus("w/") == 404)
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("v")).sorted() == (0..<5).map { "f\($0).txt" })
+      #expect(!FileManager.default.fileExists(atPath: m.path("w")))
+      #expect(try readFile(m.path("v/f2.txt")).get() == Data("w2".utf8))
+      let (status, output) = m.sync()
+      #expect(status == 0 && m.queueDone == 0, "\(output)")
     }
   }
 
