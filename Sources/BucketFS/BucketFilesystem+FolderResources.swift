@@ -47,8 +47,12 @@ extension BucketFilesystem {
     } catch {
       log("rename \(source.debugDescription) to \(target.debugDescription): \(error.detail); both are asked of the server again")
       forgetRenamed(source, target)
+      namespace.listings.remove(Namespace.split(source).dir)
+      namespace.listings.remove(Namespace.split(target).dir)
       throw FSError(error)
     }
+    // Done: what was known under both names goes, and the parents' listings change in place
+    // (a large parent is not listed again for one name).
     forgetRenamed(source, target)
     posixChanges.moveFolders(source, to: target)
     inodes.move(prefix: source, to: target)
@@ -64,8 +68,6 @@ extension BucketFilesystem {
   private func forgetRenamed(_ source: String, _ target: String) {
     namespace.forget(under: source)
     namespace.forget(under: target)
-    namespace.listings.remove(Namespace.split(source).dir)
-    namespace.listings.remove(Namespace.split(target).dir)
   }
 
   /// On a hierarchical bucket, whether folder `path` holds anything on the server now, asked of

@@ -84,6 +84,8 @@ struct QueueState {
   /// listing asks in O(depth), not by walking every queued change (a folder being filled through
   /// the mount asked about every one of its names: quadratic).
   private var folders = FolderIndex()
+  /// Which folder prefixes have names with changes of any kind queued under them.
+  private var queuedPrefixes = QueuedPrefixes()
   /// Changes whose record is being rewritten (`amend`): no worker takes them and no newer
   /// upload replaces them until it is on disk.
   private var held = Set<UInt64>()
@@ -442,6 +444,7 @@ struct QueueState {
   private mutating func reindex(_ key: NameKey) {
     let last = (byName[key] ?? []).last { changes[$0].map { $0.isQueued && $0.kind != .metadata } == true }.flatMap { changes[$0] }
     folders.set(String(decoding: key, as: UTF8.self), shown: last != nil, uploading: last?.kind.putsVersion == true)
+    queuedPrefixes.set(String(decoding: key, as: UTF8.self), queued: (byName[key] ?? []).contains { changes[$0]?.isQueued == true })
   }
 
   private mutating func setUnfinished(_ sequence: UInt64, _ yes: Bool) {
@@ -528,13 +531,10 @@ struct QueueState {
     return out
   }
 
-  /// Whether any change of a name starting with `prefix` is still the queue's (refused ones
-  /// too): one pass over the queue, for a change that must not pass any of them (a folder
+  /// Whether any change of a name under folder prefix `prefix` ("a/", the placeholder too) is
+  /// still the queue's, refused ones too: for a change that must not pass any of them (a folder
   /// renamed on the server moves the names under it while their changes wait here).
-  func hasQueued(under prefix: String) -> Bool {
-    let key = Self.key(prefix)
-    return byName.contains { name, sequences in name.starts(with: key) && sequences.contains { changes[$0]?.isQueued == true } }
-  }
+  func hasQueued(under prefix: String) -> Bool { queuedPrefixes.any(under: prefix) }
 
   /// Whether some name under `prefix` is last changed by an upload (a file or placeholder this
   /// mount is putting there).
