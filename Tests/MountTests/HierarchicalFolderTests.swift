@@ -125,6 +125,51 @@ import Testing
     }
   }
 
+  /// The per-object rename on a hierarchical bucket, the daemon killed (-9) halfway: each object
+  /// is under exactly one of the two names, and the next mount finishes it from the queue,
+  /// deleting the old folder itself only once everything has left it.
+  @Test func aPerObjectRenameKilledHalfwayFinishesAndDeletesTheOldFolder() async throws {
+    try await MountFixture.scope(hierarchical: true) { fx in
+      let count = 30
+      for i in 0..<count { _ = try await fx.put("k/f\(i).txt", Data("k\(i)".utf8)) }
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("k")).count == count)
+      // A file still queued in the folder: the rename goes object by object.
+      fx.emulator!.setFaults(holding("/upload/"))
+      var (status, output) = m.shell("echo late > k/late.txt; mv k j")
+      #expect(status == 0, "\(output)")
+      var slow = Faults()
+      slow.latency = .milliseconds(150)
+      slow.pathFilter = "moveTo"
+      fx.emulator!.setFaults(slow)
+      func placed() async throws -> (old: Int, new: Int, both: Int) {
+        let all = Set(try await names(fx))
+        var tally = (old: 0, new: 0, both: 0)
+        for i in 0..<count {
+          let (o, n) = (all.contains("k/f\(i).txt"), all.contains("j/f\(i).txt"))
+          if o && n { tally.both += 1 } else if o { tally.old += 1 } else if n { tally.new += 1 }
+        }
+        return tally
+      }
+      #expect(try await eventually { try await placed().new >= 3 }, "no move landed")
+      m.process.send(SIGKILL)
+      m.process.wait()
+      m.unmount()
+      fx.emulator!.setFaults(Faults())
+      let halfway = try await placed()
+      #expect(halfway.both == 0 && halfway.old + halfway.new == count, "\(halfway)")
+      #expect(fx.folderStatus("k/") == 200)
+      let next = try fx.mount(options: ["writable"], extra: ["--api", "gcs"], name: "next")
+      (status, output) = next.sync()
+      #expect(status == 0, "\(output)\n\(next.log)")
+      let done = try await placed()
+      #expect(done.new == count && done.old == 0 && done.both == 0, "\(done)")
+      #expect(await fx.object("j/late.txt") == Data("late\n".utf8))
+      #expect(try await names(fx).allSatisfy { $0.hasPrefix("j/") })
+      #expect(fx.folderStatus("k/") == 404 && fx.folderStatus("j/") == 200)
+    }
+  }
+
   /// mkdir makes the folder itself on the server: it lasts empty, a new mount lists it, and so
   /// do other clients' empty folders (listed beside the objects, and found by name where the
   /// mount has not listed their parent).
