@@ -14,8 +14,10 @@ extension MoveCommand {
       !(target.fullPath + "/").hasPrefix(source.fullPath + "/")
     else { return false }
     do throws(StorageError) {
-      // A folder only a placeholder makes (or no folder at all) is no resource.
-      guard try await source.bucketIsHierarchical(), try await source.folderExists() else { return false }
+      // A folder only a placeholder makes (or no folder at all) is no resource; a target that
+      // is there is merged into, object by object (asked first: a refused rename is taken for
+      // a retried one and waited on).
+      guard try await source.bucketIsHierarchical(), try await source.folderExists(), !(try await target.folderExists()) else { return false }
       let label = "bucketfs mv: \(TerminalText.visible(source.description)) → \(TerminalText.visible(target.description))"
       let terminal = isatty(2) == 1
       try await source.renameFolder(to: target) { percent in

@@ -96,6 +96,28 @@ import Testing
     }
   }
 
+  /// The rename's request is carried out and its answer lost (the connection reset): the retry
+  /// finds the source gone and the target there, and the rename is done, once.
+  @Test func aFolderRenameWhoseAnswerIsLostIsDone() async throws {
+    try await MountFixture.scope(hierarchical: true) { fx in
+      for i in 0..<5 { _ = try await fx.put("l/f\(i).txt", Data("l\(i)".utf8)) }
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("l")).count == 5)
+      var lose = Faults()
+      lose.loseAnswerTo = "renameTo"
+      lose.limit = 1
+      fx.emulator!.setFaults(lose)
+      #expect(rename(m.path("l"), m.path("n")) == 0, "\(errno) \(m.log)")
+      #expect(fx.emulator!.faultsInjected == 1)
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("n")).count == 5)
+      #expect(try await names(fx).sorted() == (0..<5).map { "n/f\($0).txt" })
+      #expect(fx.folderStatus("l/") == 404 && fx.folderStatus("n/") == 200)
+      // Done on the server, not object by object after a refusal.
+      #expect(m.count("folder renames on the server", "as one folders.rename") == 1, "\(m.log)")
+      #expect(m.sync().0 == 0 && m.queueDone == 0)
+    }
+  }
+
   /// A file written into the folder is still queued (its upload held) when the folder is
   /// renamed: a rename on the server would move the folder from under the queued upload, which
   /// would then land under the old name. The mount renames object by object behind it instead,
@@ -243,6 +265,21 @@ import Testing
       #expect(await fx.object("dst/f7.txt") == Data("f7".utf8))
       #expect(await fx.object("src/f7.txt") == nil)
       #expect(fx.folderStatus("dst/empty/") == 200 && fx.folderStatus("src/") == 404)
+    }
+  }
+
+  /// Into a folder that exists, mv merges object by object, at once (gsutil's way).
+  @Test func mvIntoAFolderThatExistsMergesObjectByObject() async throws {
+    try await MountFixture.scope(hierarchical: true) { fx in
+      _ = try await fx.put("from/a.txt", Data("a".utf8))
+      _ = try await fx.put("into/b.txt", Data("b".utf8))
+      let (status, output) = runTool(
+        bucketfsBinary, ["mv", "gs://\(fx.bucket)/from", "gs://\(fx.bucket)/into", "--emulator", fx.address, "--api", "gcs"],
+        timeout: .seconds(30))
+      #expect(status == 0, "\(output)")
+      #expect(await fx.object("into/a.txt") == Data("a".utf8))
+      #expect(await fx.object("into/b.txt") == Data("b".utf8))
+      #expect(await fx.object("from/a.txt") == nil)
     }
   }
 }

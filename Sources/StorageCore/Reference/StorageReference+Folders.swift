@@ -71,9 +71,10 @@ extension StorageReference {
   /// (`folders.rename`), and waits for the long-running operation to end, asking after it from
   /// 20 ms, doubling up to a second; `progress` hears its percentage when the server gives one.
   /// Fails with `objectNotFound` when the source is not there, HTTP 409 when the target is (or
-  /// objects are under its name), and as the operation's error says when it failed. An
-  /// operation the server forgot (a restart: 404 while asking) is judged by the names: done if
-  /// the target is there and the source is not.
+  /// objects are under its name), and as the operation's error says when it failed. A request
+  /// retried after its answer was lost (404 or 409 then), and an operation the server forgot (a
+  /// restart: 404 while asking), are judged by the names: done if the target is there and the
+  /// source is not.
   package func renameFolder(to target: StorageReference, progress: (@Sendable (Int) -> Void)? = nil) async throws(StorageError) {
     try requireObject("renameFolder")
     try target.requireObject("renameFolder")
@@ -81,9 +82,10 @@ extension StorageReference {
     let started: HTTPResponse
     do throws(StorageError) {
       started = try await runnerForOperations.run(wire.renameFolder(bucket, folderName, to: target.folderName))
-    } catch where error.code == .objectNotFound {
-      // A retry after an answer that was lost finds the source gone: the first one did it.
-      if try await target.folderExists(), !(try await folderExists()) { return }
+    } catch where error.code == .objectNotFound || error.httpStatus == 409 {
+      // A retry after an answer that was lost finds the source gone (404), or the first try's
+      // rename under way (409): done if the names come to say so.
+      if try await renamedByAnEarlierTry(to: target) { return }
       throw error
     }
     var state = try Self.operationState(started.body, object: description)
@@ -103,6 +105,22 @@ extension StorageReference {
     }
     progress?(100)
     if let failure = state.error { throw failure }
+  }
+
+  /// Whether the names say this folder was renamed to `target` (the target there, the source
+  /// not), asked again while the source is still there (an earlier try's rename may be under
+  /// way) for as long as an operation's retries may take, from 20 ms, doubling up to a second.
+  private func renamedByAnEarlierTry(to target: StorageReference) async throws(StorageError) -> Bool {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .milliseconds(Int(storage.maxOperationRetryTime * 1000))
+    var pause = Duration.milliseconds(20)
+    while true {
+      let sourceThere = try await folderExists()
+      if !sourceThere { return try await target.folderExists() }
+      guard try await target.folderExists(), clock.now + pause < deadline else { return false }
+      try? await Task.sleep(for: pause)
+      pause = min(pause * 2, .seconds(1))
+    }
   }
 
   /// What an operation's JSON says: its id (the last part of its name), whether it is done,
