@@ -34,6 +34,9 @@ extension BucketFilesystem {
     if writeBack.queue.hasQueued(under: from) || writeBack.queue.hasQueued(under: to) || writeBack.edits.anyOpen(under: from) {
       return .perObject
     }
+    // A target another client made since the mount looked is merged into, object by object (a
+    // refused rename would be taken for a retried one, and waited on).
+    guard (try? await client.folderExists(to)) == false else { return .perObject }
     do throws(BucketError) {
       try await client.renameFolder(from, to: to)
     } catch where error.code == .serverUnreachable {
