@@ -40,7 +40,9 @@ extension BucketFilesystem {
     do throws(BucketError) {
       try await client.renameFolder(from, to: to)
     } catch where error.code == .serverUnreachable {
-      // Never reached the server: nothing moved, and the queue can carry the rename out later.
+      // The server cannot be reached: the queue carries the rename out when it can. Should an
+      // earlier try have reached it after all, each queued move finds its object moved, and is
+      // done (`ChangeWorker`: a move whose source is gone and whose target holds its bytes).
       return .perObject
     } catch where error.httpStatus.map({ (400..<500).contains($0) }) == true {
       // Refused, nothing moved: no such folder resource (a folder only a placeholder made, on a

@@ -72,9 +72,9 @@ extension StorageReference {
   /// 20 ms, doubling up to a second; `progress` hears its percentage when the server gives one.
   /// Fails with `objectNotFound` when the source is not there, HTTP 409 when the target is (or
   /// objects are under its name), and as the operation's error says when it failed. A request
-  /// retried after its answer was lost (404 or 409 then), and an operation the server forgot (a
-  /// restart: 404 while asking), are judged by the names: done if the target is there and the
-  /// source is not.
+  /// retried after its answer was lost (404 or 409 then, from the request or from the second
+  /// operation it started), and an operation the server forgot (a restart: 404 while asking),
+  /// are judged by the names: done if the target is there and the source is not.
   package func renameFolder(to target: StorageReference, progress: (@Sendable (Int) -> Void)? = nil) async throws(StorageError) {
     try requireObject("renameFolder")
     try target.requireObject("renameFolder")
@@ -98,13 +98,17 @@ extension StorageReference {
         let polled = try await runnerForOperations.run(wire.operation(bucket, state.id))
         state = try Self.operationState(polled.body, object: description)
       } catch where error.code == .objectNotFound {
-        if try await target.folderExists(), !(try await folderExists()) { return }
+        if try await renamedByAnEarlierTry(to: target) { return }
         throw StorageError(
           code: .unknown, object: description, detail: "the server forgot the rename to \(target.folderName) before it was done")
       }
     }
     progress?(100)
-    if let failure = state.error { throw failure }
+    if let failure = state.error {
+      // A retried request's duplicate fails so once the first one has moved everything.
+      if failure.code == .objectNotFound || failure.httpStatus == 409, try await renamedByAnEarlierTry(to: target) { return }
+      throw failure
+    }
   }
 
   /// Whether the names say this folder was renamed to `target` (the target there, the source
