@@ -157,7 +157,7 @@ extension BucketFilesystem {
   /// cp's and a shell's chmod after the close, before the release): the queued record says it
   /// now, so that what the call returned outlasts a kill -9 before the release takes it.
   /// Bytes written since the close are not queued here; their writer's close does that.
-  private func recordQueued(_ edit: LocalEdits.Edit, _ queue: WriteBackQueue) {
+  func recordQueued(_ edit: LocalEdits.Edit, _ queue: WriteBackQueue) {
     guard let changes = edit.pendingChanges else { return }
     if let open = edit.openUpload {
       _ = try? queue.rewriteWritten(open, contentType: changes.uploadContentType, custom: changes.uploadCustom, mtime: changes.mtime ?? edit.modified)

@@ -41,7 +41,13 @@ extension BucketFilesystem {
   /// The edit of `path`, opened (or joined) with its current bytes, unless `truncate`.
   func edit(_ path: String, truncate: Bool, created: Bool = false) async throws(FSError) -> LocalEdits.Edit {
     let writeBack = try writable()
-    if let edit = writeBack.edits.join(path) { return try edit.truncated(truncate) }
+    if let edit = writeBack.edits.join(path) {
+      try edit.truncated(truncate)
+      // A file the kernel writes, whose record a close wrote: its record has the new length
+      // too (else a crash leaves it "shorter than its last close said", set aside as damaged).
+      if truncate && edit.openUpload != nil { recordQueued(edit, writeBack.queue) }
+      return edit
+    }
     // What the bytes start from, and the generation the change will be based on.
     let (file, localPath) = try writeBack.edits.newFile()
     var base: PendingChange.Base = .generation(0)
@@ -586,8 +592,7 @@ extension BucketFilesystem {
 }
 
 extension LocalEdits.Edit {
-  func truncated(_ truncate: Bool) throws(FSError) -> LocalEdits.Edit {
+  func truncated(_ truncate: Bool) throws(FSError) {
     if truncate { try self.truncate(to: 0) }
-    return self
   }
 }

@@ -99,13 +99,20 @@ import Testing
   /// `paced`: no writer waits for another (the mounts pause at random, the outside writer
   /// appends every 150 ms), and every append merges: no conflict copy, no failed append, each
   /// writer's lines in the object in the order it wrote them.
-  func run(api: String, mounts count: Int, seconds: Int = 10, paced: Bool = false) async throws {
+  /// `killAfter`: once the first mount has that many lines acknowledged, its daemon is killed
+  /// (`kill -9`) and it is mounted again on the same staging folder: what its queue held,
+  /// merges under way too, lands once, none lost and none twice.
+  func run(api: String, mounts count: Int, seconds: Int = 10, paced: Bool = false, killAfter: Int? = nil) async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("log/f", Data("start\n".utf8))
       var mounts: [MountedBucket] = []
       for n in 0..<count {
         let staging = fx.root.appendingPathComponent("staging-\(n)").path
         mounts.append(try fx.mount(options: ["writable", "staging_dir=\(staging)", "metadata_ttl=60"], extra: ["--api", api], name: "\(api)-\(n)"))
+      }
+      func remountFirst() throws -> MountedBucket {
+        let staging = fx.root.appendingPathComponent("staging-0").path
+        return try fx.mount(options: ["writable", "staging_dir=\(staging)", "metadata_ttl=60"], extra: ["--api", api], name: "\(api)-again")
       }
       for m in mounts { _ = try readFile(m.path("log/f")).get() }
       let notes = try fx.folder("notes")
@@ -126,6 +133,14 @@ import Testing
       for (n, m) in mounts.enumerated() {
         let args = [appender.path, m.path("log/f"), "M\(n)", String(seconds), notes.appendingPathComponent("M\(n).acked").path, tried[n], outsideAcked.path]
         writers.append(try ChildProcess("/bin/sh", args, environment: environment))
+      }
+      if let killAfter {
+        let acked = notes.appendingPathComponent("M0.acked")
+        #expect(await eventually(timeout: .seconds(Double(seconds) + 30)) { lines(acked).count >= killAfter })
+        mounts[0].process.send(SIGKILL)
+        mounts[0].process.wait()
+        mounts[0].unmount()
+        mounts[0] = try remountFirst()
       }
       for writer in writers {
         let ended = writer.wait(timeout: .seconds(Double(seconds) + 120))
@@ -185,7 +200,7 @@ import Testing
           let mine = held.filter { $0.hasPrefix(tag + "-") }.map { Int($0.dropFirst(tag.count + 1)) ?? -1 }
           #expect(mine == mine.sorted(), "\(tag)'s lines are out of the order it wrote them: \(mine.prefix(20))")
         }
-        for n in 0..<count {
+        for n in 0..<count where killAfter == nil || n > 0 {
           let failed = lines(notes.appendingPathComponent("M\(n).acked.failed"))
           #expect(failed.isEmpty, "\(failed.count) appends of M\(n) failed: \(failed.prefix(5)); \(mounts[n].log)")
         }
@@ -201,6 +216,12 @@ import Testing
 
   @Test(arguments: ["firebase", "gcs"]) func twoMountsAndAnOutsideWriterLoseNoLine(api: String) async throws {
     try await run(api: api, mounts: 2)
+  }
+
+  /// Issue 54: `kill -9` of a mount whose appends are being merged onto another writer's
+  /// versions; remounted on the same staging folder, every line it acknowledged lands once.
+  @Test(arguments: ["firebase", "gcs"]) func mergedAppendsOutlastAKill(api: String) async throws {
+    for mounts in [1, 2] { try await run(api: api, mounts: mounts, seconds: 6, paced: true, killAfter: 25) }
   }
 
   /// No turn-taking: every writer on its own clock, twice over for each shape.

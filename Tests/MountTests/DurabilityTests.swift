@@ -370,4 +370,42 @@ import Testing
       #expect(await fx.object("f") == Data("fsynced\n".utf8), "\(m.log)")
     }
   }
+
+  /// Issue 53 (kill rounds): a file the kernel writes, its record rewritten by a close, then
+  /// opened again with `O_TRUNC` by a second writer, and the daemon killed: the next mount set
+  /// the record aside as damaged ("shorter than its last close said"), though the truncation was
+  /// the program's. A truncating open rewrites the record as a truncation does.
+  @Test(arguments: ["firebase", "gcs"]) func aTruncatingOpenOfAFileTheKernelWritesIsNoDamage(api: String) async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "first")
+      fx.emulator!.setFaults(Self.refusingUploads(api))
+      let ready = fx.root.appendingPathComponent("ready")
+      let script = """
+        import os, sys, time
+        a = os.open("f", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(a, b"x" * 5000)
+        b = os.open("f", os.O_WRONLY)
+        os.write(b, b"y")
+        os.close(b)
+        t = os.open("f", os.O_WRONLY | os.O_TRUNC)
+        os.write(t, b"short\\n")
+        open(sys.argv[1], "w").close()
+        time.sleep(600)
+        """
+      let writer = try ChildProcess("/bin/sh", ["-c", "cd '\(m.mountpoint.path)' && exec python3 -c '\(script)' '\(ready.path)'"], environment: ProcessInfo.processInfo.environment)
+      #expect(await eventually { FileManager.default.fileExists(atPath: ready.path) })
+      m.process.send(SIGKILL)
+      m.process.wait()
+      writer.send(SIGKILL)
+      writer.wait()
+      m.unmount()
+      fx.emulator!.setFaults(Faults())
+      let next = try fx.mount(options: ["writable"], extra: ["--api", api], name: "next")
+      let (synced, said) = next.sync(timeout: 60)
+      #expect(synced == 0, "\(said); \(next.log)")
+      #expect(!next.log.contains("damaged"), "\(next.log)")
+      let held = await fx.object("f")
+      #expect(held == Data("short\n".utf8), "\(held.map { String(decoding: $0, as: UTF8.self).prefix(40) } ?? "none"); \(next.log)")
+    }
+  }
 }

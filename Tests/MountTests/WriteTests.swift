@@ -203,16 +203,17 @@ import Testing
     }
   }
 
-  /// Someone else changes an object while it is open for writing here: their version keeps the
-  /// name, ours goes beside it under a conflict name, nothing is lost, and fsync says ESTALE.
+  /// Someone else changes an object while it is open for writing here, and the edit rewrites
+  /// bytes it opened (not an append, which would be carried onto theirs): their version keeps
+  /// the name, ours goes beside it under a conflict name, nothing is lost, and fsync says ESTALE.
   @Test(arguments: ["firebase", "gcs"]) func aChangeMadeElsewhereIsNeverOverwritten(api: String) async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("shared/plan.txt", Data("v1".utf8))
       let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
-      let fd = open(m.path("shared/plan.txt"), O_WRONLY | O_APPEND)
+      let fd = open(m.path("shared/plan.txt"), O_WRONLY)
       #expect(fd >= 0)
       _ = try await fx.put("shared/plan.txt", Data("theirs".utf8))
-      #expect(write(fd, "+ours", 5) == 5)
+      #expect(pwrite(fd, "V1+ours", 7, 0) == 7)
       // fsync waits for the upload, which went beside their version: it says so (ESTALE).
       #expect(fsync(fd) == -1 && errno == ESTALE, "fsync: \(String(cString: strerror(errno)))")
       #expect(close(fd) == 0)
@@ -222,7 +223,7 @@ import Testing
       let conflicts = try await names(fx, under: "shared").filter { $0.hasPrefix("shared/plan.txt.conflict-") }
       #expect(conflicts.count == 1)
       if let name = conflicts.first {
-        #expect(await object(fx, name) == Data("v1+ours".utf8))
+        #expect(await object(fx, name) == Data("V1+ours".utf8))
         let shown = m.path(name)
         #expect(try getxattr(shown, "user.sync_state").get() == "conflict")
       }
@@ -417,6 +418,7 @@ import Testing
   @Test func faultsDuringUploadsLoseNothing() async throws {
     try await MountFixture.scope { fx in
       _ = try await fx.put("f/doomed.txt", Data("v1".utf8))
+      _ = try await fx.put("f/rotated.log", Data("old lines\n".utf8))
       let m = try fx.mount(options: ["writable", "upload_chunk=256K"])
       // Uploads cut after 100 KB, three times: the queue tries again and gets them through.
       var resets = Faults()
@@ -438,11 +440,18 @@ import Testing
       }
       #expect(appends == [0, 0])
       // Deleted on the server while open for writing here: ours goes beside it, nothing is lost.
-      let fd = open(m.path("f/doomed.txt"), O_WRONLY | O_APPEND)
+      let fd = open(m.path("f/doomed.txt"), O_WRONLY)
       #expect(fd >= 0)
+      let log = open(m.path("f/rotated.log"), O_WRONLY | O_APPEND)
+      #expect(log >= 0)
       try await fx.storage.reference(withPath: "f/doomed.txt").delete()
-      #expect(write(fd, "+mine", 5) == 5)
+      try await fx.storage.reference(withPath: "f/rotated.log").delete()
+      #expect(pwrite(fd, "V1+mine", 7, 0) == 7)
       #expect(close(fd) == 0)
+      // An append onto an object deleted meanwhile (a log rotated away) starts it anew with
+      // what was appended, as `>>` after the deletion would.
+      #expect(write(log, "new line\n", 9) == 9)
+      #expect(close(log) == 0)
       (status, output) = bucketSync(m)
       #expect(status == 0, "\(output)")
       #expect(await object(fx, "f/big.bin") == big)
@@ -450,8 +459,10 @@ import Testing
       #expect(shared == Data("AB".utf8) || shared == Data("BA".utf8), "\(String(describing: shared))")
       let kept = try await names(fx, under: "f").filter { $0.hasPrefix("f/doomed.txt.conflict-") }
       #expect(kept.count == 1)
-      if let name = kept.first { #expect(await object(fx, name) == Data("v1+mine".utf8)) }
+      if let name = kept.first { #expect(await object(fx, name) == Data("V1+mine".utf8)) }
       #expect(await object(fx, "f/doomed.txt") == nil)
+      #expect(await object(fx, "f/rotated.log") == Data("new line\n".utf8))
+      #expect(try await names(fx, under: "f").filter { $0.hasPrefix("f/rotated.log.conflict-") }.isEmpty)
     }
   }
 

@@ -28,21 +28,26 @@ extension ChangeWorker {
       } catch {
         return .of(error)
       }
-      if let rebase = change.rebase, let size = rebase.size, let crc = rebase.crc32c, let current, current.size == size,
-        current.crc32c.map({ CRC32C(value: crc).matches($0) }) == true
-      {
-        // An earlier try's upload landed and its answer was lost: the name holds it.
-        return .done(.merged(current.generation), current)
-      }
+      // What an earlier try may have put there (its answer lost, or a kill -9 before it was
+      // recorded): the queued bytes as they were, and what the last recorded merge put together.
+      var landed: [(size: Int64, crc: UInt32)] = []
+      if let size = change.dataSize, let crc = change.dataCRC32C, size > from { landed.append((size, crc)) }
+      if let rebase = change.rebase, let size = rebase.size, let crc = rebase.crc32c { landed.append((size, crc)) }
       let onto = current?.generation ?? 0
       let size: Int64
       let crc: UInt32
+      let prefixes: [Int64: UInt32]
       do throws(BucketError) {
-        (size, crc) = try await putTogether(change, onto: current, appendedFrom: from, into: together)
+        (size, crc, prefixes) = try await putTogether(change, onto: current, appendedFrom: from, into: together, watching: landed.map(\.size))
       } catch where error.code == .objectNotFound || error.code == .objectChanged {
         continue  // that version went meanwhile
       } catch {
         return .of(error)
+      }
+      if let current, landed.contains(where: { prefixes[$0.size] == $0.crc }) {
+        // The bucket's version starts with bytes an earlier try sent: they landed (other
+        // writers may have appended after them). Sent again, they would be there twice.
+        return .done(.merged(current.generation), current)
       }
       change.rebase = PendingChange.Rebase(onto: onto, size: size, crc32c: crc)
       do throws(FSError) {
@@ -68,10 +73,11 @@ extension ChangeWorker {
   }
 
   /// Version `current`'s bytes (none: nothing), then `change`'s from `appendedFrom` on, in file
-  /// `path`: their size and CRC32C.
-  private func putTogether(_ change: PendingChange, onto current: StorageMetadata?, appendedFrom: Int64, into path: String)
-    async throws(BucketError) -> (Int64, UInt32)
-  {
+  /// `path`: their size and CRC32C, and the CRC32C of `current`'s first bytes at each length in
+  /// `watching` that it has.
+  private func putTogether(
+    _ change: PendingChange, onto current: StorageMetadata?, appendedFrom: Int64, into path: String, watching: [Int64]
+  ) async throws(BucketError) -> (Int64, UInt32, [Int64: UInt32]) {
     func failed(_ what: String) -> BucketError {
       BucketError(code: .unknown, object: change.name, detail: "cannot \(what) in the queue's folder: errno \(errno)")
     }
@@ -80,9 +86,19 @@ extension ChangeWorker {
     defer { close(out) }
     var crc = CRC32C()
     var offset: Int64 = 0
+    var prefixes: [Int64: UInt32] = [:]
+    let marks = Set(watching)
     func put(_ data: Data) throws(BucketError) {
       let written = data.withUnsafeBytes { bytes in
-        crc.update(bytes)
+        // The running CRC is noted where a watched length falls within these bytes.
+        var at = 0
+        for mark in marks.sorted() where mark > offset && mark <= offset + Int64(bytes.count) {
+          let upTo = Int(mark - offset)
+          crc.update(UnsafeRawBufferPointer(rebasing: bytes[at..<upTo]))
+          at = upTo
+          prefixes[mark] = crc.value
+        }
+        crc.update(UnsafeRawBufferPointer(rebasing: bytes[at...]))
         return pwrite(out, bytes.baseAddress, bytes.count, off_t(offset))
       }
       guard written == data.count else { throw failed("write \(path)") }
@@ -94,6 +110,8 @@ extension ChangeWorker {
         try put(try await RangedGet.data(client, change.name, range: offset..<min(current.size, offset + chunk), generation: current.generation))
       }
     }
+    // Only the bucket's version's lengths count: the appended bytes are ours, not what it holds.
+    let held = prefixes
     let input = open(dataPath(change), O_RDONLY | O_CLOEXEC)
     guard input >= 0 else { throw failed("read the queued bytes of") }
     defer { close(input) }
@@ -106,6 +124,6 @@ extension ChangeWorker {
       try put(Data(buffer[0..<n]))
       at += Int64(n)
     }
-    return (offset, crc.value)
+    return (offset, crc.value, held)
   }
 }
