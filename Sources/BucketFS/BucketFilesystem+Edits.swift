@@ -80,7 +80,17 @@ extension BucketFilesystem {
       case .copied(let source, _):
         base = .previous
         startMetadata = queuedMetadata(path, writeBack.queue)
-        if !truncate { try await download(source.name, try await copySource(source), into: file.fd) }
+        if !truncate {
+          do throws(FSError) {
+            try await download(source.name, try await copySource(source), into: file.fd)
+          } catch where error.errno == ESTALE || error.errno == ENOENT {
+            // The rename's move landed while its source was read: the bytes are under this
+            // name now (the queue learns so when the move's answer comes).
+            let m = try await namespace.latestFileMetadata(path)
+            guard m.holdsBytes(of: source) else { throw error }
+            try await download(path, m, into: file.fd)
+          }
+        }
       case .deleted:
         base = .previous
         dirty = true

@@ -61,6 +61,37 @@ import Testing
     }
   }
 
+  /// A logger's long-lived `O_APPEND` handle on a file it created (the kernel writes it), which
+  /// fsyncs each line, beside `>>` appends through the same mount and an outside writer: each
+  /// line lands once, in order. An fsync's copy queued behind the `>>` close's upload (held
+  /// while the kernel writes the file) waited `read_timeout` for the logger's close, and then
+  /// both carried the last line onto the bucket's version: it was there twice.
+  @Test(arguments: ["firebase", "gcs"]) func aLoggersLinesLandOnceBesideOtherAppenders(api: String) async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
+      let fd = open(m.path("f.log"), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+      #expect(fd >= 0)
+      var expected = ""
+      for i in 1...3 {
+        let line = "L\(i)\n"
+        #expect(write(fd, line, line.utf8.count) == line.utf8.count)
+        #expect(fsync(fd) == 0, "fsync \(i): errno \(errno)")
+        // fsync returned once the bucket had the line: the outside writer appends after it.
+        let now = await fx.object("f.log") ?? Data()
+        _ = try await fx.put("f.log", now + Data("S\(i)\n".utf8))
+        let (status, output) = m.shell("echo P\(i) >> f.log")
+        #expect(status == 0, "\(output)")
+        expected += "L\(i)\nS\(i)\nP\(i)\n"
+      }
+      #expect(close(fd) == 0)
+      let (status, output) = m.sync()
+      #expect(status == 0, "\(output)")
+      let held = await fx.object("f.log").map { String(decoding: $0, as: UTF8.self) }
+      #expect(held == expected, "\(m.log)")
+      #expect(try await conflicts(fx, of: "f.log").isEmpty)
+    }
+  }
+
   /// A writer keeps rewriting its file in place through one open file while the object changed
   /// elsewhere (not an append: it writes over the bytes it opened): its later closes grow the
   /// one conflict copy its first went to, instead of one copy each, and the object keeps theirs.

@@ -85,6 +85,28 @@ import Testing
     }
   }
 
+  /// Issue 53 (a probe's finding): an append right after renaming a file the bucket holds, over
+  /// the GCS API, while the move lands: the edit read its bytes from the move's source, gone by
+  /// then, and the open failed with ESTALE. Each append opens whatever way the race goes.
+  @Test func anAppendRightAfterARenameAlwaysOpens() async throws {
+    try await MountFixture.scope { fx in
+      let rounds = 40
+      // Large enough that reading the source takes a while, and the append opened when the
+      // move is about to go (it waits 50 ms to settle), so that it lands during that read.
+      let body = Data(repeating: UInt8(ascii: "x"), count: 1 << 20)
+      for i in 0..<rounds { _ = try await fx.put("r/a\(i)", body + Data("line \(i)\n".utf8)) }
+      let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      let (status, output) = sh(
+        "for i in $(seq 0 \(rounds - 1)); do mv r/a$i r/b$i; sleep 0.0$(( i % 8 + 2 )); echo more >> r/b$i; done", in: m)
+      #expect(status == 0, "\(output)")
+      #expect(m.sync().0 == 0)
+      for i in 0..<rounds {
+        #expect(await fx.object("r/b\(i)") == body + Data("line \(i)\nmore\n".utf8), "r/b\(i)")
+        #expect(await fx.object("r/a\(i)") == nil)
+      }
+    }
+  }
+
   /// Over the Firebase API there is neither move nor copy: the bytes go up under the new name.
   @Test func aRenameOverTheFirebaseAPIStillWorks() async throws {
     try await MountFixture.scope { fx in

@@ -177,15 +177,19 @@ struct QueueState {
       }
       return nil
     }
-    // One being carried onto another version than its bytes' (`Rebase`) is not replaced: its
+    // Appended to the replaced one's bytes, which were appended to its base: appended to that.
+    let appendedToLast = appended?.from(after: lastSequence).flatMap { mine in last.appendedFrom.map { min(mine, $0) } }
+    // One being carried onto another version than its bytes' (`Rebase`) is replaced only by an
+    // append, which is carried there too; and not once what it put together was recorded: that
     // upload may have landed already, and what follows must know what it left.
-    if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) && last.rebase == nil {
+    let replaceable = last.rebase == nil || (last.rebase?.size == nil && appendedToLast != nil)
+    if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) && replaceable {
       setLife(lastSequence, .replaced(by: change.sequence))
       ended[lastSequence] = .replaced(by: change.sequence)
       change.base = last.base
       if earlier.count > 1 { change.base = .previous }
-      // Appended to the replaced one's bytes, which were appended to its base: appended to that.
-      if let mine = appended?.from(after: lastSequence), let theirs = last.appendedFrom { change.appendedFrom = min(mine, theirs) }
+      change.appendedFrom = appendedToLast
+      change.rebase = last.rebase
       return changes[lastSequence]
     }
     change.base = .previous
