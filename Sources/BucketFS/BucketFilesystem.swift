@@ -141,11 +141,14 @@ package final class BucketFilesystem: Sendable {
     if let writeBack, !options.offline {
       writeBack.queue.start(client: self.client) { [weak self, namespace, posixChanges] change, metadata in
         namespace.applied(change, metadata)
-        // The name holds someone else's version now, not the bytes the kernel saw written.
-        if change.conflictName != nil { self?.forgetKernelCache(ofObject: change.name) }
+        // The name holds someone else's version now (or theirs with our appended bytes after
+        // it), not the bytes the kernel saw written.
+        if change.conflictName != nil || change.wasMerged { self?.forgetKernelCache(ofObject: change.name) }
         // The bucket has what this mount set: its metadata answers from now on.
         posixChanges.applied(change.name, sequence: change.sequence)
-        // A pinned file changed here: the pin keeps the new version.
+        // A pinned file changed here: the pin keeps the new version (a v0 pass, which lists
+        // names only, would not see that it changed).
+        if let metadata, change.kind.putsVersion, change.conflictName == nil { namespace.noticePinned(change.name, metadata) }
         self?.pins?.refresh(overlapping: self?.client.bucketName(change.name) ?? change.name)
       }
     }

@@ -4,12 +4,14 @@ import Foundation
 package enum TerminalText {
   /// `text` with its control characters written as escapes (`\n`, `\t`, `\r`, `\x1b`, `\u{9b}`):
   /// an object name is anyone's choice, and written raw it could move the cursor, recolour or
-  /// rewrite what the terminal shows, or end a line where none ends.
+  /// rewrite what the terminal shows, or end a line where none ends. A backslash is written
+  /// `\\`, so that a name with a tab and one with a backslash and a `t` never print alike.
   package static func visible(_ text: String) -> String {
-    guard text.unicodeScalars.contains(where: isControl) else { return text }
+    guard text.unicodeScalars.contains(where: { isControl($0) || $0 == "\\" }) else { return text }
     var out = ""
     for scalar in text.unicodeScalars {
       switch scalar {
+      case "\\": out += "\\\\"
       case "\n": out += "\\n"
       case "\t": out += "\\t"
       case "\r": out += "\\r"

@@ -71,7 +71,11 @@ enum MoveCommand {
     guard !names.isEmpty else { throw .storage(StorageError(code: .objectNotFound, object: src, detail: "no such object or prefix")) }
     let base = source.fullPath + "/"
     let root = source.root()
-    return names.map { Job(source: root.object(named: $0), target: target.child(String($0.dropFirst(base.count))), known: nil) }
+    // Named as the bucket names them, not through `child`, which drops a trailing "/": the
+    // folder's own placeholder (`a/`) and those of folders in it stay placeholders under the
+    // new name (they became files `n`, `n/b`).
+    let into = target.fullPath.isEmpty ? "" : target.fullPath + "/"
+    return names.map { Job(source: root.object(named: $0), target: target.root().object(named: into + $0.dropFirst(base.count)), known: nil) }
   }
 
   /// Copies every job, 16 at once; with `deleteSources`, deletes each source once copied.

@@ -42,4 +42,40 @@ import Testing
       }
     }
   }
+
+  /// A folder's placeholder (`a/`, as mkdir through a mount makes) and those of folders in it
+  /// move as placeholders: they became a file `n` (and `n/b`) beside the moved folder, and a
+  /// second `mv` then moved only that file.
+  @Test(arguments: ["firebase", "gcs"]) func mvOfAFolderKeepsItsPlaceholders(api: String) throws {
+    try scope(ServeProcess()) { server in
+      func curl(_ args: [String]) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        p.arguments = ["-sf"] + args
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "curl \(args)")
+        return String(decoding: data, as: UTF8.self)
+      }
+      func names() throws -> [String] {
+        let json = try JSONSerialization.jsonObject(with: Data(try curl(["http://\(server.address)/storage/v1/b/bk/o"]).utf8)) as? [String: Any]
+        return ((json?["items"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String }.sorted()
+      }
+      for placeholder in ["a%2F", "a%2Fb%2F"] {
+        _ = try curl(["-X", "POST", "--data-binary", "", "http://\(server.address)/upload/storage/v1/b/bk/o?uploadType=media&name=\(placeholder)"])
+      }
+      _ = try curl(["-X", "POST", "--data-binary", "f", "http://\(server.address)/upload/storage/v1/b/bk/o?uploadType=media&name=a%2Ff"])
+      _ = try curl(["-X", "POST", "--data-binary", "g", "http://\(server.address)/upload/storage/v1/b/bk/o?uploadType=media&name=a%2Fb%2Fg"])
+      let on = ["--emulator", server.address, "--api", api]
+      var r = try runBucketfs(["mv", "gs://bk/a", "gs://bk/n"] + on)
+      #expect(r.status == 0, "\(r.stderr)")
+      #expect(try names() == ["n/", "n/b/", "n/b/g", "n/f"])
+      r = try runBucketfs(["mv", "gs://bk/n", "gs://bk/a"] + on)
+      #expect(r.status == 0, "\(r.stderr)")
+      #expect(try names() == ["a/", "a/b/", "a/b/g", "a/f"])
+    }
+  }
 }

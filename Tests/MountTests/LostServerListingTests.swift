@@ -71,6 +71,30 @@ import Testing
     }
   }
 
+  /// A folder listed a moment ago, in a root never listed, and the server killed: the folder
+  /// is still there with its last listing (it answered "No such file or directory", and a
+  /// script took the folder for gone).
+  @Test(arguments: ["firebase", "gcs"]) func aFolderListedBeforeAKillIsNotGone(api: String) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("a/x1", Data("1".utf8))
+      _ = try await fx.put("a/x2", Data("2".utf8))
+      let m = try fx.mount(options: ["metadata_ttl=1", "read_timeout=2"], extra: ["--api", api], name: "unlisted-root-\(api)")
+      var (status, listed) = Self.ls(m, "a")
+      #expect(status == 0 && listed == ["x1", "x2"], "\(listed)")
+      fx.stopEmulator()
+      // Past metadata_ttl (its lookup is asked again), without waiting on a clock: until the
+      // kernel has let go of its entry, each try is answered by it.
+      var st = stat()
+      #expect(await eventually(timeout: .seconds(30)) {
+        (status, listed) = Self.ls(m, "a")
+        return m.log.contains("server unavailable") || status != 0
+      })
+      #expect(stat(m.path("a"), &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR, "errno \(errno); \(m.log.suffix(1500))")
+      (status, listed) = Self.ls(m, "a")
+      #expect(status == 0 && listed == ["x1", "x2"], "\(status) \(listed)")
+    }
+  }
+
   /// Frozen (the server takes connections and says nothing): after `read_timeout`, the same.
   @Test(arguments: ["firebase", "gcs"]) func aFrozenServerLeavesTheLastListingOrEIO(api: String) async throws {
     try await MountFixture.scope { fx in

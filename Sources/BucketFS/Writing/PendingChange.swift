@@ -132,6 +132,10 @@ struct PendingChange: Codable, Sendable, Equatable {
   var isFailed: Bool {
     if case .failed = life { true } else { false }
   }
+  /// Carried out onto another writer's version, with what it appended after it (`Rebase`).
+  var wasMerged: Bool {
+    if case .done(.merged) = life { true } else { false }
+  }
   /// Where our bytes went when the bucket held another version.
   var conflictName: String? {
     if case .done(.conflict(let name, _)) = life { name } else { nil }

@@ -1,0 +1,15 @@
+import BucketFS
+import Testing
+
+/// Names printed by the commands (`ls -r`, `status`) are escaped so that no two names print
+/// alike: a tab and a backslash followed by `t` printed the same `x\ty`.
+@Suite struct TerminalTextTests {
+  @Test func noTwoNamesPrintAlike() {
+    let names = ["x\ty", "x\\ty", "x\\\\ty", "x\ny", "x\\ny", "plain", "a\u{1b}[31m", "a\\x1b[31m", "\\"]
+    let printed = names.map(TerminalText.visible)
+    #expect(Set(printed).count == names.count, "\(printed)")
+    #expect(printed.allSatisfy { !$0.unicodeScalars.contains { $0.value < 0x20 } })
+    #expect(TerminalText.visible("plain") == "plain")
+    #expect(TerminalText.visible("x\\ty") == "x\\\\ty")
+  }
+}
