@@ -29,6 +29,39 @@ import Testing
     #expect(s.takeNext(now: .now)?.sequence == second.sequence)
   }
 
+  /// Issue 56: a folder renamed object by object is a copy (a move) and a delete per object;
+  /// the copies of other names pass the deletes before them, so many go at once (they went
+  /// one at a time). A delete still waits for the copy before it, and an upload for a delete.
+  @Test func aFolderRenamesMovesGoManyAtOnce() {
+    var s = QueueState()
+    var copies: [UInt64] = []
+    for i in 0..<4 {
+      var copy = PendingChange(sequence: s.reserveSequence(), kind: .copy, name: "dst/f\(i)", base: .generation(0))
+      copy.source = PendingChange.Source(name: "src/f\(i)", generation: 7, size: 1)
+      _ = s.admit(&copy)
+      s.insert(copy, size: 0, readyAt: nil)
+      copies.append(copy.sequence)
+      _ = change(&s, .delete, "src/f\(i)", base: .generation(7))
+    }
+    var started: [UInt64] = []
+    while let next = s.takeNext(now: .now) { started.append(next.sequence) }
+    #expect(started == copies, "\(started)")
+    // A copy into the folder a pending rename's delete empties, or an upload, waits.
+    var s2 = QueueState()
+    var copy = PendingChange(sequence: s2.reserveSequence(), kind: .copy, name: "dst/a", base: .generation(0))
+    copy.source = PendingChange.Source(name: "src/a", generation: 7, size: 1)
+    _ = s2.admit(&copy)
+    s2.insert(copy, size: 0, readyAt: nil)
+    _ = change(&s2, .delete, "src/a", base: .generation(7))
+    var back = PendingChange(sequence: s2.reserveSequence(), kind: .copy, name: "src/a/x", base: .generation(0))
+    back.source = PendingChange.Source(name: "other", generation: 3, size: 1)
+    _ = s2.admit(&back)
+    s2.insert(back, size: 0, readyAt: nil)
+    let (upload, _) = change(&s2, .upload, "elsewhere")
+    #expect(s2.takeNext(now: .now)?.sequence == copy.sequence)
+    #expect(s2.takeNext(now: .now) == nil, "the copy under src/a and the upload \(upload.sequence) wait for src/a's delete")
+  }
+
   @Test func aStartedUploadIsNotReplacedAndTheNextIsBasedOnIt() {
     var s = QueueState()
     let (first, _) = change(&s, .upload, "a.txt", base: .generation(5))

@@ -324,6 +324,12 @@ struct QueueState {
     var names = Set<NameKey>()
     var uploadBefore = false
     var deleteBefore = false
+    // Deletes before this point that are renames' (the name an earlier copy took its bytes
+    // from): a rename's copy of other names may pass them, so that a folder renamed object by
+    // object has many moves in flight, not one at a time.
+    var copySources = Set<NameKey>()
+    var renameDeletes: [NameKey] = []
+    var otherDeleteBefore = false
     for sequence in unfinished {
       guard let change = changes[sequence] else { continue }
       let name = Self.key(change.name)
@@ -331,9 +337,14 @@ struct QueueState {
       // source before a rename must be on it when the server copies it.
       let sourceBusy = change.source.map { names.contains(Self.key($0.name)) } ?? false
       let contentsBusy = change.kind == .delete && name.last == UInt8(ascii: "/") && names.contains { $0.starts(with: name) }
+      let passesDeletes =
+        change.kind == .copy && !otherDeleteBefore
+        && !renameDeletes.contains { deleted in
+          Self.related(deleted, name) || change.source.map { Self.related(deleted, Self.key($0.name)) } == true
+        }
       let free =
         !names.contains(name) && !sourceBusy && !contentsBusy
-        && (change.kind.putsVersion ? !deleteBefore : change.kind == .delete ? !uploadBefore : true)
+        && (change.kind.putsVersion ? (!deleteBefore || passesDeletes) : change.kind == .delete ? !uploadBefore : true)
       let settled = (readyAt[sequence].map { $0 <= now } ?? true) && !held.contains(sequence)
       // Changes settle in the order they were queued: none after this one has settled either.
       if change.life == .pending && !settled { break }
@@ -343,10 +354,24 @@ struct QueueState {
         return changes[sequence]
       }
       names.insert(name)
-      if change.kind.putsVersion { uploadBefore = true } else if change.kind == .delete { deleteBefore = true }
-      if uploadBefore && deleteBefore { break }
+      if change.kind == .copy, let source = change.source { copySources.insert(Self.key(source.name)) }
+      if change.kind.putsVersion {
+        uploadBefore = true
+      } else if change.kind == .delete {
+        deleteBefore = true
+        if copySources.contains(name) { renameDeletes.append(name) } else { otherDeleteBefore = true }
+      }
+      if uploadBefore && otherDeleteBefore { break }
     }
     return nil
+  }
+
+  /// Whether two names are one, or one is a folder holding the other.
+  private static func related(_ a: NameKey, _ b: NameKey) -> Bool {
+    func holds(_ folder: NameKey, _ inner: NameKey) -> Bool {
+      inner.count > folder.count && inner.starts(with: folder) && (folder.last == UInt8(ascii: "/") || inner[folder.count] == UInt8(ascii: "/"))
+    }
+    return a == b || holds(a, b) || holds(b, a)
   }
 
   /// When the next change still settling may start (nil: none is). Only times to come: a
