@@ -147,8 +147,22 @@ extension BucketFilesystem {
       file: file, path: localPath, name: path, base: base, dirty: dirty, fill: fill, disk: writeBack.edits.disk, room: writeBack.edits.room)
     if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom, mtime: keptTime) }
     fresh.watchAppends(startLength: truncate ? (fromNothing ? 0 : nil) : fileLength(file.fd), startedOn: base == .previous ? startedOn : nil)
-    let edit = try writeBack.edits.open(path) { () throws(FSError) -> LocalEdits.Edit in fresh }
-    if edit !== fresh { fill?.abandon() } else { edit.countLength() }
+    // Another edit of the name may have opened, queued its bytes and closed while this one read
+    // what it starts from (a large object's bytes take a while): those are then stale, and a
+    // close of this one would replace that change with bytes lacking what it wrote (a line
+    // another process appended was lost). Asked as the edit becomes the name's: start again.
+    let opened = try writeBack.edits.open(path, current: { writeBack.queue.viewed(path) == startedOn }) {
+      () throws(FSError) -> LocalEdits.Edit in fresh
+    }
+    guard let edit = opened else {
+      fill?.abandon()
+      return try await self.edit(path, truncate: truncate, created: created)
+    }
+    if edit !== fresh {
+      fill?.abandon()
+      return edit
+    }
+    edit.countLength()
     return edit
   }
 

@@ -501,19 +501,23 @@ final class LocalEdits: Sendable {
     }
   }
 
-  /// The edit of `name`, joined (one more handle) if open, else made by `make`.
-  func open(_ name: String, make: () throws(FSError) -> Edit) throws(FSError) -> Edit {
+  /// The edit of `name`, joined (one more handle) if open, else made by `make`. Nil, and
+  /// nothing kept, when none is open and `current` says the new one's start went stale (asked
+  /// under the map's lock, so that no other edit of the name can come and go in between).
+  func open(_ name: String, current: () -> Bool = { true }, make: () throws(FSError) -> Edit) throws(FSError) -> Edit? {
     if let edit = join(name) { return edit }
     let key = Array(name.utf8)
     let edit = try make()
-    let winner = open.withLock { o -> Edit in
-      let chosen = o.byName[key] ?? edit
-      if chosen === edit {
-        o.byName[key] = edit
-        o.names[ObjectIdentifier(edit)] = key
+    let winner = open.withLock { o -> Edit? in
+      if let other = o.byName[key] {
+        o.handles[ObjectIdentifier(other), default: 0] += 1
+        return other
       }
-      o.handles[ObjectIdentifier(chosen), default: 0] += 1
-      return chosen
+      guard current() else { return nil }
+      o.byName[key] = edit
+      o.names[ObjectIdentifier(edit)] = key
+      o.handles[ObjectIdentifier(edit), default: 0] += 1
+      return edit
     }
     if winner !== edit { _ = disk.unlink(edit.path) }
     return winner
