@@ -1,3 +1,4 @@
+import ChildProcess
 import Foundation
 import TestSupport
 import Testing
@@ -49,16 +50,9 @@ import Testing
   @Test(arguments: ["firebase", "gcs"]) func mvOfAFolderKeepsItsPlaceholders(api: String) throws {
     try scope(ServeProcess()) { server in
       func curl(_ args: [String]) throws -> String {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        p.arguments = ["-sf"] + args
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0, "curl \(args)")
-        return String(decoding: data, as: UTF8.self)
+        let r = try ChildProcess.run("/usr/bin/curl", ["-sf"] + args, environment: ProcessInfo.processInfo.environment, timeout: .seconds(30))
+        #expect(r.status == 0, "curl \(args): \(r.errorText)")
+        return r.text
       }
       func names() throws -> [String] {
         let json = try JSONSerialization.jsonObject(with: Data(try curl(["http://\(server.address)/storage/v1/b/bk/o"]).utf8)) as? [String: Any]

@@ -91,13 +91,16 @@ import Testing
   @Test func anAppendRightAfterARenameAlwaysOpens() async throws {
     try await MountFixture.scope { fx in
       let rounds = 40
-      // Large enough that reading the source takes a while, and the append opened when the
-      // move is about to go (it waits 50 ms to settle), so that it lands during that read.
+      // Large enough that reading the source takes a while.
       let body = Data(repeating: UInt8(ascii: "x"), count: 1 << 20)
       for i in 0..<rounds { _ = try await fx.put("r/a\(i)", body + Data("line \(i)\n".utf8)) }
       let m = try fx.mount(options: ["writable"], extra: ["--api", "gcs"])
+      // Each append is opened the moment the server has moved the object (the source gone
+      // there), before the mount has heard the move's answer: a condition, not a clock.
+      let source = "http://\(fx.address)/storage/v1/b/\(fx.bucket)/o/r%2Fa"
       let (status, output) = sh(
-        "for i in $(seq 0 \(rounds - 1)); do mv r/a$i r/b$i; sleep 0.0$(( i % 8 + 2 )); echo more >> r/b$i; done", in: m)
+        "for i in $(seq 0 \(rounds - 1)); do mv r/a$i r/b$i; while curl -sf -o /dev/null \(source)$i; do :; done; echo more >> r/b$i; done",
+        in: m)
       #expect(status == 0, "\(output)")
       #expect(m.sync().0 == 0)
       for i in 0..<rounds {
