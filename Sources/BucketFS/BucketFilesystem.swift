@@ -542,16 +542,12 @@ package final class BucketFilesystem: Sendable {
       m = try await namespace.fileMetadata(path)
     }
     let objectName = client.bucketName(path)
-    let reader = ObjectReader(client: client.bucketWide, cache: cache, name: objectName, generation: m.generation, size: m.size)
-    let copy = staging?.begin(objectName, metadata: m, client: client.bucketWide, offline: options.offline) {
-      try? await reader.read(offset: 0, count: Int(m.size))
-    }
+    let file = openedVersion(objectName, m, renamedTo: renamedTo)
     let keep = openedGenerations.withLock { g -> Bool in
       let same = g[ino] == m.generation
       g[ino] = m.generation
       return same
     }
-    let file = OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy, renamedTo: renamedTo)
     let fh = fileHandles.add(.read(file))
     readAhead(after: node)
     let io = kernelIO.open(ino, handle: fh, generation: m.generation, keepCache: keep) {
@@ -652,11 +648,17 @@ package final class BucketFilesystem: Sendable {
   private func newestVersion(of file: OpenFile) async -> OpenFile? {
     let path = String(file.objectName.dropFirst(client.bucketName("").count))
     guard let m = try? await namespace.latestFileMetadata(path), m.generation != file.metadata.generation else { return nil }
-    let reader = ObjectReader(client: client.bucketWide, cache: cache, name: file.objectName, generation: m.generation, size: m.size)
-    let copy = staging?.begin(file.objectName, metadata: m, client: client.bucketWide, offline: options.offline) {
+    return openedVersion(file.objectName, m)
+  }
+
+  /// Version `m` of `objectName` as a read handle reads it: through the block cache, its
+  /// staged copy started.
+  private func openedVersion(_ objectName: String, _ m: StorageMetadata, renamedTo: String? = nil) -> OpenFile {
+    let reader = ObjectReader(client: client.bucketWide, cache: cache, name: objectName, generation: m.generation, size: m.size)
+    let copy = staging?.begin(objectName, metadata: m, client: client.bucketWide, offline: options.offline) {
       try? await reader.read(offset: 0, count: Int(m.size))
     }
-    return OpenFile(objectName: file.objectName, metadata: m, reader: reader, copy: copy)
+    return OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy, renamedTo: renamedTo)
   }
 
   /// `file`'s bytes where the rename this mount queued put them, when the bucket has them there

@@ -60,6 +60,18 @@ final class MountFixture: @unchecked Sendable {
     return try await storage.reference().object(named: name).putDataAsync(data, metadata: m)
   }
 
+  /// Objects `names`, each holding its own name's bytes, sixteen uploads at a time.
+  func putAll(_ names: [String]) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      var next = 0
+      while next < names.count {
+        for name in names[next..<min(next + 16, names.count)] { group.addTask { _ = try await self.put(name, Data(name.utf8)) } }
+        try await group.waitForAll()
+        next += 16
+      }
+    }
+  }
+
   func folder(_ name: String) throws -> URL {
     let url = root.appendingPathComponent(name)
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)

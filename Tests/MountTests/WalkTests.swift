@@ -9,14 +9,7 @@ import Testing
     try await MountFixture.scope { fx in
       var names: [String] = []
       for folder in 0..<40 { for file in 0..<5 { names.append("tree/d\(folder)/f\(file)") } }
-      try await withThrowingTaskGroup(of: Void.self) { group in
-        var next = 0
-        while next < names.count {
-          for name in names[next..<min(next + 16, names.count)] { group.addTask { _ = try await fx.put(name, Data(name.utf8)) } }
-          try await group.waitForAll()
-          next += 16
-        }
-      }
+      try await fx.putAll(names)
       let m = try fx.mount(options: ["metadata_ttl=300"], extra: ["--api", api], name: "walk-\(api)")
       let (status, found) = runTool("/usr/bin/find", [m.path("tree"), "-type", "f"])
       #expect(status == 0 && found.split(separator: "\n").count == names.count)
