@@ -171,7 +171,7 @@ extension BucketFilesystem {
   /// queued for deletion.
   private func moveFile(
     _ source: String, _ entry: DirectoryEntry, _ sourceBase: PendingChange.Base, to target: String, _ targetBase: PendingChange.Base,
-    _ writeBack: WriteBack
+    _ writeBack: WriteBack, batch: QueueBatch? = nil
   ) async throws(FSError) {
     // The file as the mount shows it: what the bucket has, under the metadata changes this mount
     // queued of it (rsync sets a file's time and mode after its upload may have landed, then
@@ -190,7 +190,7 @@ extension BucketFilesystem {
       let from = PendingChange.Source(name: source, generation: g, size: m.size, crc32c: m.crc32c, md5Hash: m.md5Hash)
       try writeBack.queue.copy(
         target, from: from, contentType: contentType, mtime: mtime, custom: custom.isEmpty ? nil : custom, base: targetBase,
-        deleting: (source, sourceBase))
+        deleting: (source, sourceBase), batch: batch)
       return
     }
     // Bytes written and not yet queued (a close whose release has not come) go first.
@@ -207,24 +207,39 @@ extension BucketFilesystem {
       contentType = later.contentType ?? queued.contentType ?? contentType
     }
     let edit = try await self.edit(source, truncate: false)
-    defer { writeBack.edits.close(edit) }
-    // The bytes are copied under the new name: whole, an overlay's holes filled first.
-    if let fill = edit.fill {
-      do throws(BucketError) {
-        try await fill.ready()
-      } catch {
-        throw FSError(error)
+    // Done once the move is queued (with the rest of its batch): the edit's changes went with
+    // it, and an edit still open elsewhere follows the rename; else it is done with.
+    func moved(_ queued: Bool) {
+      if queued {
+        _ = edit.takeChanges()
+        if writeBack.edits.isShared(edit) {
+          writeBack.edits.move(edit, from: source, to: target)
+        } else {
+          edit.unlinked()
+        }
       }
+      writeBack.edits.close(edit)
     }
-    try writeBack.queue.upload(
-      target, from: edit.file.fd, contentType: contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
-      custom: custom.isEmpty ? nil : custom, base: targetBase, deleting: (source, sourceBase))
-    _ = edit.takeChanges()
-    // Still open elsewhere: the open file follows the rename; else it is done with.
-    if writeBack.edits.isShared(edit) {
-      writeBack.edits.move(edit, from: source, to: target)
+    do throws(FSError) {
+      // The bytes are copied under the new name: whole, an overlay's holes filled first.
+      if let fill = edit.fill {
+        do throws(BucketError) {
+          try await fill.ready()
+        } catch {
+          throw FSError(error)
+        }
+      }
+      try writeBack.queue.upload(
+        target, from: edit.file.fd, contentType: contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
+        custom: custom.isEmpty ? nil : custom, base: targetBase, deleting: (source, sourceBase), batch: batch)
+    } catch {
+      writeBack.edits.close(edit)
+      throw error
+    }
+    if let batch {
+      batch.whenQueued(moved)
     } else {
-      edit.unlinked()
+      moved(true)
     }
   }
 
@@ -253,25 +268,31 @@ extension BucketFilesystem {
         }
       }
     }
-    for dir in folders {
-      // The new placeholder keeps what the old one kept of the folder, and what this mount set.
-      let moved = target + dir.dropFirst(source.count)
-      var custom: [String: String] = [:]
-      if options.posix {
-        await namespace.learnFolderObject(dir)
-        custom = namespace.folders.keptEntries(dir)
-        if let held = posixChanges.held({ dir }) { custom.merge(held.attributes.customWithExactTime) { _, set in set } }
+    // One batch: a crash keeps the whole rename queued or none of it (each file under one name,
+    // and all of them under the same one).
+    try await writeBack.queue.queueTogether { batch throws(FSError) in
+      for dir in folders {
+        // The new placeholder keeps what the old one kept of the folder, and what this mount set.
+        let moved = target + dir.dropFirst(source.count)
+        var custom: [String: String] = [:]
+        if options.posix {
+          await namespace.learnFolderObject(dir)
+          custom = namespace.folders.keptEntries(dir)
+          if let held = posixChanges.held({ dir }) { custom.merge(held.attributes.customWithExactTime) { _, set in set } }
+        }
+        try writeBack.queue.folder(moved, custom: custom, batch: batch)
       }
-      try writeBack.queue.folder(moved, custom: custom)
-      if let known = namespace.folders.get(dir) { namespace.folders.set(moved, known) }
+      for path in files {
+        let (dir, name) = Namespace.split(path)
+        let (entry, base) = try await resolveForChange(dir, name)
+        try await moveFile(entry.objectName ?? path, entry, base, to: target + path.dropFirst(source.count), .generation(0), writeBack, batch: batch)
+      }
+      for dir in folders.reversed() { try writeBack.queue.delete(dir + "/", base: .any, batch: batch) }
+    }
+    for dir in folders {
+      if let known = namespace.folders.get(dir) { namespace.folders.set(target + dir.dropFirst(source.count), known) }
     }
     namespace.folders.forget(under: source)
-    for path in files {
-      let (dir, name) = Namespace.split(path)
-      let (entry, base) = try await resolveForChange(dir, name)
-      try await moveFile(entry.objectName ?? path, entry, base, to: target + path.dropFirst(source.count), .generation(0), writeBack)
-    }
-    for dir in folders.reversed() { try writeBack.queue.delete(dir + "/", base: .any) }
     posixChanges.moveFolders(source, to: target)
     inodes.move(prefix: source, to: target)
     namespace.missing.remove(target)

@@ -54,6 +54,7 @@ import Testing
         }
         if j % 3 == 0 { c.source = source }
         if j % 4 == 1 { c.overlay = overlay }
+        if j % 4 == 2 { c.renamedInto = UInt64(i * 100 + j) - 1 }
         let written = try c.record()
         let decoded = try JSONDecoder().decode(PendingChange.self, from: written)
         // A replaced change says which one replaced it: a load drops it while that one stands.
@@ -95,6 +96,27 @@ import Testing
         #expect((loaded.damage != nil) == !(ends.contains(cut) || cut == 0), "cut at \(cut)")
         if let damage = loaded.damage { #expect(damage.bytes.count == cut - (ends.last { $0 <= cut } ?? 0)) }
       }
+    }
+  }
+
+  /// Records appended together (a folder rename's moves, a rename's upload and delete) are one
+  /// frame: a file cut anywhere in that append holds all of them or none, never a prefix.
+  @Test func recordsAppendedTogetherAreReadAllOrNone() throws {
+    try withLog { log, path in
+      try log.append([change(1, "before")], sync: false)
+      let start = Int((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0)
+      var delete = change(12, "old/name")
+      delete.kind = .delete
+      delete.renamedInto = 11
+      try log.append((2...11).map { change(UInt64($0), "moved/\($0)") } + [delete], sync: false)
+      let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+      for cut in start..<whole.count {
+        #expect(names(ChangeLog.parse(whole.prefix(cut))) == [1: "before"], "cut at \(cut)")
+      }
+      let loaded = try ChangeLog(path: path, disk: SystemDisk()).load()
+      #expect(loaded.records.count == 12 && loaded.damage == nil)
+      let read = try JSONDecoder().decode(PendingChange.self, from: try #require(loaded.records[12]))
+      #expect(read == delete)
     }
   }
 

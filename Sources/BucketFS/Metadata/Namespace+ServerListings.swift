@@ -96,7 +96,10 @@ extension Namespace {
   /// under a folder (a folder rename), which fails (EIO) rather than act on part of it.
   func serverListing(_ path: String) async throws(FSError) -> [DirectoryEntry] {
     if let cached = listings.current(path) { return cached }
-    guard !options.offline else { throw FSError(EIO) }
+    guard !options.offline else {
+      if staging != nil, pinnedWhole(path) { return offlineListing(path) }
+      throw FSError(EIO)
+    }
     do throws(BucketError) {
       return try await fetchCurrentListing(path)
     } catch {

@@ -70,6 +70,14 @@ extension Namespace {
     return (offline.pins.value?.pinnedObjects() ?? [:]).keys.contains { $0.string.hasBytePrefix(base) }
   }
 
+  /// Whether a pin holds all of folder `path` and its tree was listed whole: offline, the pins'
+  /// view of it is the whole folder, which a change that needs all of it (a rename) may use.
+  func pinnedWhole(_ path: String) -> Bool {
+    guard let pin = offline.pins.value?.pin(holding: client.bucketName(path.isEmpty ? "" : path + "/")) else { return false }
+    if case .checking = pin.phase { return false }
+    return pin.isFolder && pin.lastRefreshed != nil
+  }
+
   /// `online`'s answer; on an offline mount, or when the server cannot be reached and copies
   /// are staged, `staged`'s instead.
   func fromServer<T>(

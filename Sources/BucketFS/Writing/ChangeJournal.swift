@@ -121,8 +121,16 @@ struct ChangeJournal: Sendable {
       changes.append(change)
     }
     changes.reverse()
+    // A rename whose new name lost its bytes keeps its old name: its delete goes with them.
+    let undone = changes.filter { $0.renamedInto.map(setAsideRecords.contains) == true }
+    for change in undone {
+      log("write-back: the delete of \(TerminalText.visible(change.name)) (change \(change.sequence)) is dropped: the bytes it was renamed into (change \(change.renamedInto!)) are lost, and the object keeps this name")
+    }
+    if !undone.isEmpty { changes.removeAll { $0.renamedInto.map(setAsideRecords.contains) == true } }
     if !setAsideRecords.isEmpty || !revived.isEmpty || !obsolete.isEmpty {
-      try records.append(revived.filter { !setAsideRecords.contains($0.sequence) }, removed: setAsideRecords + obsolete.map(\.sequence), sync: true)
+      try records.append(
+        revived.filter { !setAsideRecords.contains($0.sequence) }, removed: setAsideRecords + obsolete.map(\.sequence) + undone.map(\.sequence),
+        sync: true)
     }
     for change in obsolete { _ = disk.unlink(dataPath(change)) }
     // Bytes no record owns (a record removed by hand, or lost with a damaged journal): kept,

@@ -3,8 +3,8 @@
 // file (on ext4 without a journal every new inode is found by scanning past those freed in the
 // last half minute, which made a file per record the largest part of an untar's cost), and a
 // group commit fsyncs one file. A frame is its length, the CRC32C of its payload, and the
-// payload: a change's record (`PendingChange`, JSON) or the removal of one. The last frame of a
-// change wins. A frame that is cut short or does not match its CRC ends what is read: it and
+// payload: a change's record (`PendingChange`, JSON), records written together (all or none
+// last), or the removal of one. The last frame of a change wins. A frame that is cut short or does not match its CRC ends what is read: it and
 // everything after it are kept aside as damaged, never carried out. The file is rewritten with
 // only the live records when the dead ones outweigh them.
 import Foundation
@@ -26,6 +26,8 @@ final class ChangeLog: Sendable {
   /// A removal's payload (`{"removed":N}`, written by hand as records are); a record's is a
   /// `PendingChange`.
   private struct Removal: Codable { var removed: UInt64 }
+  /// Records written in one append (`{"together":[…]}`): all of them last, or none.
+  private struct Together: Decodable { var together: [PendingChange] }
 
   private struct State {
     var fd: Int32 = -1
@@ -92,6 +94,13 @@ final class ChangeLog: Sendable {
       } else if let change = try? JSONDecoder().decode(PendingChange.self, from: payload) {
         loaded.records[change.sequence] = Data(payload)
         loaded.removed.remove(change.sequence)
+      } else if let together = try? JSONDecoder().decode(Together.self, from: payload),
+        let records = try? together.together.map({ try $0.record() })
+      {
+        for (change, record) in zip(together.together, records) {
+          loaded.records[change.sequence] = record
+          loaded.removed.remove(change.sequence)
+        }
       } else {
         stop("the journal holds a record at byte \(at - data.startIndex) that cannot be read")
         break
@@ -127,10 +136,24 @@ final class ChangeLog: Sendable {
   func append(_ changes: [PendingChange], removed: [UInt64] = [], sync: Bool) throws(FSError) {
     var frames = Data()
     var sizes: [(UInt64, Int?)] = []
+    var payloads: [Data] = []
     for change in changes {
       guard let payload = try? change.record() else { throw FSError(EIO) }
-      Self.frame(payload, into: &frames)
+      payloads.append(payload)
       sizes.append((change.sequence, 8 + payload.count))
+    }
+    // Records written together are one frame: a power loss that cuts the append keeps none of
+    // them, never a prefix (a rename's new name without its old name's delete).
+    if payloads.count == 1 {
+      Self.frame(payloads[0], into: &frames)
+    } else if !payloads.isEmpty {
+      var together = Data("{\"together\":[".utf8)
+      for (i, payload) in payloads.enumerated() {
+        if i > 0 { together.append(UInt8(ascii: ",")) }
+        together.append(payload)
+      }
+      together.append(contentsOf: "]}".utf8)
+      Self.frame(together, into: &frames)
     }
     for sequence in removed {
       let payload = Data("{\"removed\":\(sequence)}".utf8)

@@ -121,6 +121,10 @@ struct PendingChange: Codable, Sendable, Equatable {
   var appendedFrom: Int64?
   /// Where the appended bytes are being carried (nil: onto the base, as queued).
   var rebase: Rebase?
+  /// A rename's delete of its old name, where the new name's bytes are an upload's (this
+  /// sequence): a later mount drops the delete when those bytes did not outlast a power loss,
+  /// and the object keeps its old name instead of having none.
+  var renamedInto: UInt64?
 
   var fileName: String { Self.fileName(of: sequence) }
   static func fileName(of sequence: UInt64) -> String { sequence.zeroPadded(12) }
@@ -145,7 +149,7 @@ struct PendingChange: Codable, Sendable, Equatable {
 extension PendingChange {
   private enum CodingKeys: String, CodingKey {
     case sequence, kind, name, base, contentType, mtime, custom, sessionURL, source, state, error, produced, conflictName, dataSize, dataCRC32C, overlay
-    case replacedBy, appendedFrom, rebase, merged
+    case replacedBy, appendedFrom, rebase, merged, renamedInto
   }
 
   init(from decoder: any Decoder) throws {
@@ -169,6 +173,7 @@ extension PendingChange {
     overlay = try c.decodeIfPresent(EditOverlay.self, forKey: .overlay)
     appendedFrom = try c.decodeIfPresent(Int64.self, forKey: .appendedFrom)
     rebase = try c.decodeIfPresent(Rebase.self, forKey: .rebase)
+    renamedInto = try c.decodeIfPresent(UInt64.self, forKey: .renamedInto)
     switch try c.decodeIfPresent(String.self, forKey: .state) ?? "pending" {
     case "pending": life = .pending
     case "started": life = .started
@@ -203,6 +208,7 @@ extension PendingChange {
     try c.encodeIfPresent(overlay, forKey: .overlay)
     try c.encodeIfPresent(appendedFrom, forKey: .appendedFrom)
     try c.encodeIfPresent(rebase, forKey: .rebase)
+    try c.encodeIfPresent(renamedInto, forKey: .renamedInto)
     switch life {
     case .pending: try c.encode("pending", forKey: .state)
     case .replaced(let newer):

@@ -99,8 +99,9 @@ package final class WriteBackQueue: Sendable {
   func upload(
     _ name: String, from fd: Int32, linking: String? = nil, written: (Int64) -> UInt32? = { _ in nil }, fill: BaseFill? = nil,
     stillWritten: Bool = false, contentType: String, mtime: Timestamp?, custom: [String: String]? = nil, base: PendingChange.Base,
-    deleting: (name: String, base: PendingChange.Base)? = nil, appended: AppendedBytes? = nil
+    deleting: (name: String, base: PendingChange.Base)? = nil, appended: AppendedBytes? = nil, batch: QueueBatch? = nil
   ) throws(FSError) -> UInt64 {
+    precondition(batch == nil || (fill == nil && !stillWritten), "a batch takes whole bytes only")
     let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .upload, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
     change.overlay = fill?.overlay
@@ -111,7 +112,7 @@ package final class WriteBackQueue: Sendable {
     if let fill { fills.withLock { $0[sequence] = fill } }
     if stillWritten { state.withLock { $0.stillWritten(sequence) } }
     do throws(FSError) {
-      try add(&change, size: size, withBytes: true, held: stillWritten, deleting: deleting, appended: appended)
+      try add(&change, size: size, withBytes: true, held: stillWritten, deleting: deleting, appended: appended, batch: batch)
     } catch {
       fills.withLock { _ = $0.removeValue(forKey: sequence) }
       throw error
@@ -242,22 +243,23 @@ package final class WriteBackQueue: Sendable {
   @discardableResult
   func copy(
     _ name: String, from source: PendingChange.Source, contentType: String?, mtime: Timestamp?, custom: [String: String]?, base: PendingChange.Base,
-    deleting: (name: String, base: PendingChange.Base)? = nil
+    deleting: (name: String, base: PendingChange.Base)? = nil, batch: QueueBatch? = nil
   ) throws(FSError) -> UInt64 {
     var change = PendingChange(
       sequence: nextSequence(), kind: .copy, name: name, base: base, contentType: contentType, mtime: mtime, custom: custom)
     change.source = source
-    try add(&change, deleting: deleting)
+    try add(&change, deleting: deleting, batch: batch)
     return change.sequence
   }
 
   /// Queues the placeholder of folder `path` (an empty object named `path/`), with `custom`
   /// entries (the folder's mode, owner and times); one that is there already gets them instead.
-  func folder(_ path: String, custom: [String: String] = [:]) throws(FSError) {
+  func folder(_ path: String, custom: [String: String] = [:], batch: QueueBatch? = nil) throws(FSError) {
     let empty = open("/dev/null", O_RDONLY | O_CLOEXEC)
     guard empty >= 0 else { throw FSError(errno) }
     defer { close(empty) }
-    try upload(path + "/", from: empty, contentType: "application/x-directory", mtime: nil, custom: custom.isEmpty ? nil : custom, base: .generation(0))
+    try upload(path + "/", from: empty, contentType: "application/x-directory", mtime: nil, custom: custom.isEmpty ? nil : custom, base: .generation(0),
+      batch: batch)
   }
 
   /// Queues `custom` entries for folder `path`'s placeholder, which is made if there is none
@@ -278,56 +280,109 @@ package final class WriteBackQueue: Sendable {
 
   /// Queues the deletion of `name` (a folder placeholder when it ends with "/").
   @discardableResult
-  func delete(_ name: String, base: PendingChange.Base) throws(FSError) -> UInt64 {
+  func delete(_ name: String, base: PendingChange.Base, batch: QueueBatch? = nil) throws(FSError) -> UInt64 {
     let sequence = nextSequence()
     var change = PendingChange(sequence: sequence, kind: .delete, name: name, base: base)
-    try add(&change)
+    try add(&change, batch: batch)
     return sequence
   }
 
-  /// Adds `change` to the queue: its record on disk, then (an upload) its bytes under their final
-  /// name, then the queue's view (`ChangeJournal` says why in that order).
-  /// A folder that cannot be synced leaves the change queued (in place, lasting across `kill -9`)
-  /// and the caller told (EIO), as a disk's fsync error is.
+  /// Adds `change` to the queue, or to `batch` (queued with the rest of it by `queueTogether`).
   /// `held`: bytes the kernel still writes, which no worker takes before `sealWritten`.
   /// `deleting`: a rename's old name, whose delete is queued in the same append, so that a
   /// crash keeps both or neither (never the new name queued and the old one left for good).
   private func add(
     _ change: inout PendingChange, size: Int64 = 0, withBytes: Bool = false, held: Bool = false,
-    deleting: (name: String, base: PendingChange.Base)? = nil, appended: AppendedBytes? = nil
+    deleting: (name: String, base: PendingChange.Base)? = nil, appended: AppendedBytes? = nil, batch: QueueBatch? = nil
   ) throws(FSError) {
-    let replaced = state.withLock { $0.admit(&change, appended: appended) }
     var delete = deleting.map { PendingChange(sequence: nextSequence(), kind: .delete, name: $0.name, base: $0.base) }
-    if delete != nil { _ = state.withLock { $0.admit(&delete!) } }
-    var placed: [DurableFile.Placed] = []
+    if withBytes { delete?.renamedInto = change.sequence }
+    let arrival = QueueBatch.Arrival(change: change, size: size, withBytes: withBytes, held: held, delete: delete, appended: appended)
+    if let batch {
+      batch.arrivals.append(arrival)
+      return
+    }
+    change = try add([arrival])[0]
+  }
+
+  /// Queues what `fill` puts in a batch as one: every record in one append (one frame of the
+  /// journal), so that `kill -9` or a power loss keeps all of it or none of it (a folder rename
+  /// is never left with some files moved and the rest not). What `fill` put there is dropped
+  /// when it throws; `QueueBatch.whenQueued` actions run either way, told which.
+  func queueTogether(_ fill: (QueueBatch) async throws(FSError) -> Void) async throws(FSError) {
+    let batch = QueueBatch()
     do throws(FSError) {
-      // The replaced one's record says so in the same append: whatever a crash keeps of the
-      // journal, it never holds the older one waiting without the newer one that took its place.
-      try journal.write([change] + (replaced.map { [$0] } ?? []) + (delete.map { [$0] } ?? []), committed: true)
-      if withBytes { placed.append(try journal.keepBytes(of: change)) }
+      try await fill(batch)
     } catch {
-      if let replaced { state.withLock { $0.readmit(replaced) } }
-      if withBytes { journal.dropBytes(of: change) }
+      for arrival in batch.arrivals where arrival.withBytes { journal.dropBytes(of: arrival.change) }
+      batch.finish(queued: false)
       throw error
     }
-    state.withLock { s in
-      s.insert(change, size: size, readyAt: .now + Self.settle)
-      if let delete { s.insert(delete, size: 0, readyAt: .now + Self.settle) }
+    guard let first = batch.arrivals.first?.change.sequence else { return batch.finish(queued: true) }
+    do throws(FSError) {
+      _ = try add(batch.arrivals)
+    } catch {
+      // A folder that could not be synced leaves the changes queued all the same.
+      batch.finish(queued: state.withLock { $0.changes[first] != nil })
+      throw error
     }
-    // The replaced one's bytes go once this one lasts (`removeReplaced`): an fsynced version is
+    batch.finish(queued: true)
+  }
+
+  /// Adds `arrivals` to the queue: their records on disk in one append, then (uploads) their
+  /// bytes under their final names, then the queue's view (`ChangeJournal` says why in that
+  /// order); the changes as admitted. A folder that cannot be synced leaves the changes queued
+  /// (in place, lasting across `kill -9`) and the caller told (EIO), as a disk's fsync error is.
+  private func add(_ arrivals: [QueueBatch.Arrival]) throws(FSError) -> [PendingChange] {
+    var admitted: [PendingChange] = []
+    var deletes: [PendingChange] = []
+    var replaced: [PendingChange] = []
+    state.withLock { s in
+      for arrival in arrivals {
+        var change = arrival.change
+        if let r = s.admit(&change, appended: arrival.appended) { replaced.append(r) }
+        admitted.append(change)
+        if var delete = arrival.delete {
+          _ = s.admit(&delete)
+          deletes.append(delete)
+        }
+      }
+    }
+    var placed: [DurableFile.Placed] = []
+    do throws(FSError) {
+      // The replaced ones' records say so in the same append: whatever a crash keeps of the
+      // journal, it never holds an older one waiting without the newer one that took its place.
+      try journal.write(admitted + replaced + deletes, committed: true)
+      for (change, arrival) in zip(admitted, arrivals) where arrival.withBytes { placed.append(try journal.keepBytes(of: change)) }
+    } catch {
+      state.withLock { s in for r in replaced { s.readmit(r) } }
+      for (change, arrival) in zip(admitted, arrivals) where arrival.withBytes { journal.dropBytes(of: change) }
+      throw error
+    }
+    let readyAt = ContinuousClock.now + Self.settle
+    state.withLock { s in
+      for (change, arrival) in zip(admitted, arrivals) { s.insert(change, size: arrival.size, readyAt: readyAt) }
+      for delete in deletes { s.insert(delete, size: 0, readyAt: readyAt) }
+    }
+    // The replaced ones' bytes go once these last (`removeReplaced`): an fsynced version is
     // never lost to a newer one whose bytes a power loss undid.
-    if let replaced {
-      placed.append(journal.removeReplaced(replaced))
-      state.withLock { $0.remove(replaced.sequence) }
-      fills.withLock { _ = $0.removeValue(forKey: replaced.sequence) }
+    for r in replaced {
+      placed.append(journal.removeReplaced(r))
+      state.withLock { $0.remove(r.sequence) }
+      fills.withLock { _ = $0.removeValue(forKey: r.sequence) }
     }
     // One new change: one worker (none for bytes the kernel still writes: `sealWritten` calls
     // one). A wait for an upload it replaced follows it when it ends.
-    if !held { work.signalOne() }
+    if arrivals.count > 1 {
+      work.signal()
+    } else if !arrivals[0].held {
+      work.signalOne()
+    }
     for case .folderNotSynced(let e) in placed {
-      log("write-back: the queue's folder cannot be synced (errno \(e)): \(change.name.debugDescription) is queued, and may not outlast a power loss")
+      log("write-back: the queue's folder cannot be synced (errno \(e)): \(admitted[0].name.debugDescription) is queued, and may not outlast a power loss")
       throw FSError(EIO)
     }
+    return admitted
   }
 
   /// Takes back upload `sequence` while it waits its turn (a write to the file failed after
@@ -397,6 +452,9 @@ package final class WriteBackQueue: Sendable {
 
   /// What is left, one line per change, for `bucketfs sync`.
   func describe() -> String { state.withLock { $0.describe() } }
+
+  /// The changes queued, in the order they were made.
+  var queued: [PendingChange] { state.withLock { $0.changes.values.sorted { $0.sequence < $1.sequence } } }
 
   /// Waits until change `first` is carried out, fails, or cannot be for lack of a server, or
   /// until `seconds` pass (then it is safe on disk and waits).
