@@ -90,6 +90,51 @@ hns_rename=$(secs "$t0" "$t1")
 t0=$(now); "$BIN" mv gs://bench/moved gs://bench/again --emulator "$addr" --api gcs; t1=$(now)
 cli_mv=$(secs "$t0" "$t1")
 
+# kill -9 in the middle of a folder rename, names counted after: `bucketfs mv` of the folder
+# (killed once a tenth of its moves reached the server, then run again), and a rename through a
+# flat bucket's mount (the daemon killed once the moves began, remounted on its staging folder,
+# synced). Each object must be under exactly one name, all under the new one at the end.
+count_under() { "$BIN" ls -r "gs://bench/$2" --emulator "$1" --api gcs 2>/dev/null | grep -vc '/$' || true; }
+addr=${rename_servers[1]}
+r0=$(rename_requests "$addr")
+"$BIN" mv gs://bench/again gs://bench/killed --emulator "$addr" --api gcs >/dev/null 2>&1 &
+mv_pid=$!
+until [ "$(rename_requests "$addr")" -gt $((r0 + RENAME_FILES / 10)) ] || ! kill -0 "$mv_pid" 2>/dev/null; do :; done
+kill -9 "$mv_pid" 2>/dev/null || true
+wait "$mv_pid" 2>/dev/null || true
+mv_old=$(count_under "$addr" again); mv_new=$(count_under "$addr" killed)
+"$BIN" mv gs://bench/again gs://bench/killed --emulator "$addr" --api gcs >/dev/null 2>&1 || true
+mv_done=$(count_under "$addr" killed)
+[ $((mv_old + mv_new)) = "$RENAME_FILES" ] && [ "$mv_done" = "$RENAME_FILES" ] && [ "$(count_under "$addr" again)" = 0 ] \
+  || { echo "bench: bucketfs mv killed: $mv_old + $mv_new names, $mv_done after the second run" >&2; exit 1; }
+
+mnt="$WORK/rename-mnt-kill"
+mkdir -p "$mnt"
+mount_kill() {
+  "$BIN" mount gs://bench "$mnt" -f -o writable,staging_dir="$WORK/rename-staging-kill" --emulator "$addr" --api gcs 2>>"$WORK/rename-mount.log" &
+  rename_mount_pid=$!
+  PIDS+=("$rename_mount_pid")
+  MOUNTS+=("$mnt")
+  for _ in $(seq 1 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
+  mountpoint -q "$mnt" || { echo "bench: the kill mount did not come up" >&2; cat "$WORK/rename-mount.log" >&2; exit 1; }
+}
+mount_kill
+ls -l "$mnt/killed" >/dev/null
+r0=$(rename_requests "$addr")
+mv "$mnt/killed" "$mnt/survived"
+until [ "$(rename_requests "$addr")" -gt $((r0 + RENAME_FILES / 10)) ]; do :; done
+kill -9 "$rename_mount_pid"
+wait "$rename_mount_pid" 2>/dev/null || true
+fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+k_old=$(count_under "$addr" killed); k_new=$(count_under "$addr" survived)
+mount_kill
+"$BIN" sync "$mnt" --timeout 600 >/dev/null
+k_done=$(count_under "$addr" survived); k_left=$(count_under "$addr" killed)
+fusermount3 -u "$mnt"
+wait "$rename_mount_pid" 2>/dev/null || true
+[ $((k_old + k_new)) = "$RENAME_FILES" ] && [ "$k_done" = "$RENAME_FILES" ] && [ "$k_left" = 0 ] \
+  || { echo "bench: mount killed mid folder rename: $k_old + $k_new names, then $k_left + $k_done after the remount" >&2; exit 1; }
+
 row "rename of a $SIZE_MIB MiB file: copy+delete vs move (s)" "${rename_times[0]}" "${rename_times[2]}" "$(ratio "${rename_times[0]}" "${rename_times[2]}")x"
 row "  requests to the server" "${rename_counts[0]}" "${rename_counts[2]}" ""
 row "folder of $RENAME_FILES renamed: copy+delete vs move (s)" "${rename_times[1]}" "${rename_times[3]}" "$(ratio "${rename_times[1]}" "${rename_times[3]}")x"
@@ -97,3 +142,7 @@ row "  requests to the server" "${rename_counts[1]}" "${rename_counts[3]}" ""
 row "folder of $RENAME_FILES: mv (flat) vs folders.rename (HNS) (s)" "$cli_mv" "$hns_rename" "$(ratio "$cli_mv" "$hns_rename")x"
 row "folder of $RENAME_FILES through the mount: flat vs HNS (s)" "${rename_times[3]}" "$hns_mount_rename" "$(ratio "${rename_times[3]}" "$hns_mount_rename")x"
 row "  requests to the server" "${rename_counts[3]}" "$hns_mount_requests" ""
+row "mv of $RENAME_FILES killed: old+new names at the kill" "$mv_old" "$mv_new" ""
+row "  under the new name after mv again" "$RENAME_FILES" "$mv_done" ""
+row "mount killed mid rename: old+new names" "$k_old" "$k_new" ""
+row "  under the new name after remount + sync" "$RENAME_FILES" "$k_done" ""
