@@ -68,6 +68,31 @@ import Testing
       #expect(m.log.contains("from its last listing"), "\(api): \(m.log.suffix(2000))")
       // Never listed: no answer is better than a false one.
       Self.expectEIO(m, "unseen", api)
+      // A name in it: not "no such file" (the mount cannot know); one the listed folder lacks is.
+      #expect(stat(m.path("unseen/a"), &st) != 0 && errno == EIO, "\(api): unseen/a answered errno \(errno)")
+      #expect(stat(m.path("many/absent"), &st) != 0 && errno == ENOENT, "\(api): many/absent answered errno \(errno)")
+      let found = stat(m.path("many/f0007"), &st)
+      // Over GCS the listing carried its attributes; a v0 listing has names only, so the
+      // mount cannot say what it is (EIO), but never that it is not there.
+      let error = errno
+      if api == "gcs" {
+        #expect(found == 0 && st.st_size == 1, "\(api): many/f0007 errno \(error); \(m.log.suffix(1500))")
+      } else {
+        #expect(found == 0 || error == EIO, "\(api): many/f0007 errno \(error)")
+      }
+    }
+  }
+
+  /// A writable mount with the server killed takes a name it cannot ask about as absent, so that
+  /// a file can still be made there (queued, uploaded beside one found there later).
+  @Test(arguments: ["firebase", "gcs"]) func aWritableMountStillMakesFilesWithTheServerGone(api: String) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("unseen/a", Data("a".utf8))
+      let m = try fx.mount(options: ["writable", "metadata_ttl=0", "read_timeout=2"], extra: ["--api", api], name: "writable-\(api)")
+      #expect(Self.ls(m, "").0 == 0)
+      fx.stopEmulator()
+      let (status, output) = runTool("/bin/sh", ["-c", "echo new > '\(m.path("unseen/new"))' && cat '\(m.path("unseen/new"))'"], timeout: .seconds(60))
+      #expect(status == 0 && output == "new\n", "\(api): \(status) \(output)")
     }
   }
 

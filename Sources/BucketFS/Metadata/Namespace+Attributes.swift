@@ -95,7 +95,10 @@ extension Namespace {
       noticePinned(objectName, m)
       return m
     }, orStaged: { () throws(FSError) -> StorageMetadata in
-      guard let m = stagedCopies()[ObjectName(objectName)] else { throw FSError(ENOENT) }
+      if let m = stagedCopies()[ObjectName(objectName)] { return m }
+      // As the folder's last listing had it: what a listing answered from it shows.
+      let (dir, name) = Self.split(objectName)
+      guard let m = lastListed(dir: dir, name: name)?.metadata else { throw FSError(ENOENT) }
       return m
     })
   }

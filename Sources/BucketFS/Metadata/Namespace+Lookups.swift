@@ -48,7 +48,17 @@ extension Namespace {
       // that stopped answering may hold the name: its silence is the answer, as when the
       // lookup's own deadline runs out (the caller decides what a writable mount makes of it).
       if unanswered { throw FSError(ENOENT) }
-      return nil
+      // Absent from what the mount knows of the whole folder (its last listing, or a pin that
+      // holds it): absent. Otherwise a read-only mount cannot know, and says so (the server's
+      // failure, EIO) rather than "no such file"; a writable one takes the name as absent, so
+      // that a file can be made with the server away (its upload goes beside one found there).
+      if let last = listings.lastKnown(dir) {
+        // Listed without its attributes (a v0 listing has names only): there, but not what.
+        if last.contains(where: { Self.sameBytes($0.name, name) }) { throw FSError(EIO) }
+        return nil
+      }
+      if pinnedWhole(dir) || options.writable { return nil }
+      throw FSError(EIO)
     })
     if let found {
       if found.isDirectory && !fromStaged { await learnFolderObject(path) }
