@@ -58,6 +58,12 @@ extension BucketFilesystem {
     let local = localEntry(path)
     if local.isChanged {
       guard let entry = local.entry else { throw FSError(ENOENT) }
+      // Changed only by an edit still open that has queued nothing: a change now is based on
+      // the version that edit started from (a rename of a file a process holds open, an
+      // editor's save over one), not on a queued change that is not there.
+      if let edit = writeBack?.edits[path], edit.lastQueued == nil, writeBack?.queue.view(path) == nil, case .generation = edit.base {
+        return (entry, edit.base)
+      }
       return (entry, .previous)
     }
     // Attributes the kernel's lookup fetched a moment ago (a folder listing may be older).
@@ -193,8 +199,10 @@ extension BucketFilesystem {
         deleting: (source, sourceBase), batch: batch)
       return
     }
-    // Bytes written and not yet queued (a close whose release has not come) go first.
-    if let open = writeBack.edits[source] { try queue(open) }
+    // Bytes written and not yet queued (a close whose release has not come) go first; the old
+    // name's delete then follows them, not the version read before.
+    var sourceBase = sourceBase
+    if let open = writeBack.edits[source], try queue(open) != nil, writeBack.queue.view(source) != nil { sourceBase = .previous }
     // Bytes this mount queued go with all the metadata their upload carries (a setxattr after
     // the close amended it): the entry shows only their POSIX keys and time.
     if let queued = writeBack.queue.queuedMetadata(source) {

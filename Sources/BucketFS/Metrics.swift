@@ -158,6 +158,9 @@ package final class Metrics: Sendable {
       single("bucketfs_writeback_conflicts_total", "counter", "Uploads that went beside an object changed elsewhere.", q.conflicts)
       single("bucketfs_writeback_merges_total", "counter", "Appends carried onto a version another writer made meanwhile.", q.merges)
       single(
+        "bucketfs_writeback_renames_uploaded_total", "counter", "Renames carried out as an upload under the new name, then a delete of the old.",
+        q.renamesByUpload)
+      single(
         "bucketfs_writeback_damaged_records", "gauge", "Queue records or bytes found damaged and kept aside, not carried out.", q.damaged)
     }
     family("bucketfs_fuse_operation_seconds", "histogram", "FUSE operations by type, by time to answer.")
@@ -205,7 +208,10 @@ package final class Metrics: Sendable {
       ("opens by passthrough", "\(passthroughOpens.load(ordering: .relaxed))"),
       ("files written by passthrough", "\(passthroughWrites.load(ordering: .relaxed))"),
       ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),
-      ("renames on the server", "\(s.requests["move|ok", default: 0]) moved in one request, \(s.requests["copy|ok", default: 0]) copied then deleted"),
+      (
+        "renames on the server",
+        "\(s.requests["move|ok", default: 0]) moved in one request, \(s.requests["copy|ok", default: 0]) copied then deleted, \(r.queue?.renamesByUpload ?? 0) uploaded then deleted"
+      ),
       ("folder renames on the server", "\(s.requests["folder_rename|ok", default: 0]) as one folders.rename"),
       ("transfer loop", String(format: "last turned %.2f s ago, %d stalls", r.transferLoopAge, transferLoopStalls.load(ordering: .relaxed))),
     ]

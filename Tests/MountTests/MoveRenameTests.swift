@@ -281,4 +281,43 @@ import Testing
       #expect(renames(m).moved == names.count && renames(m).copied == 0, "\(String(describing: m.stat("renames on the server")))")
     }
   }
+  /// A file a process holds open for writing keeps to the rename's contract (found by the
+  /// adversary of issue 56): renamed while open, with or without writes, only the new name is
+  /// left (the old name's delete was based on a version the open edit did not queue, and failed
+  /// with "changed on the server", leaving both names); and an editor's save (`rename` of a new
+  /// file over one another process holds open) replaces it, not a conflict copy beside the old
+  /// bytes. Both APIs.
+  @Test(arguments: ["gcs", "firebase"]) func renamesOfFilesHeldOpenForWritingLeaveOneName(api: String) async throws {
+    try await MountFixture.scope { fx in
+      for name in ["e0", "e1", "a3", "tw"] { _ = try await fx.put(name, Data("\(name)-orig".utf8)) }
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api])
+      let script = """
+        import os, sys
+        M = sys.argv[1]
+        fd = os.open(f"{M}/e0", os.O_RDWR); os.rename(f"{M}/e0", f"{M}/e0r"); os.close(fd)
+        fd = os.open(f"{M}/e1", os.O_RDWR); os.rename(f"{M}/e1", f"{M}/e1r"); os.lseek(fd, 0, 2); os.write(fd, b"+appended"); os.close(fd)
+        fd = os.open(f"{M}/a3", os.O_WRONLY | os.O_APPEND); os.write(fd, b"+a"); os.rename(f"{M}/a3", f"{M}/a3r"); os.write(fd, b"+b"); os.close(fd)
+        fd = os.open(f"{M}/tw", os.O_RDWR); os.write(fd, b"TW-WRITER")
+        open(f"{M}/tw.new", "wb").write(b"replacement")
+        os.rename(f"{M}/tw.new", f"{M}/tw"); os.write(fd, b"-more"); os.close(fd)
+        """
+      var (status, output) = runTool("/usr/bin/python3", ["-c", script, m.mountpoint.path])
+      #expect(status == 0, "\(output)")
+      (status, output) = m.sync()
+      #expect(status == 0, "\(api): \(output)")
+      let expected: [String: String?] = [
+        "e0": nil, "e0r": "e0-orig", "e1": nil, "e1r": "e1-orig+appended", "a3": nil, "a3r": "a3-orig+a+b", "tw": "replacement",
+        "tw.new": nil,
+      ]
+      for (name, bytes) in expected {
+        let held = await fx.object(name).map { String(decoding: $0, as: UTF8.self) }
+        #expect(held == bytes, "\(api): \(name) holds \(String(describing: held)); \(m.log.suffix(1500))")
+      }
+      let (_, listing) = runTool("/bin/ls", ["-A", m.mountpoint.path])
+      #expect(!listing.contains("conflict"), "\(api): \(listing)")
+      #expect(m.queueFailed == 0)
+      // Each went as an upload under the new name, then a delete of the old: counted so.
+      #expect(m.count("renames on the server", "uploaded then deleted") == 4, "\(String(describing: m.stat("renames on the server")))")
+    }
+  }
 }

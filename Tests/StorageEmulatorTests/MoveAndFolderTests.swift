@@ -74,6 +74,9 @@ import Testing
       for query in refused {
         let answer = move(s, "bk", "s", "t", query)
         #expect(answer.status == 412, "\(query): \(answer)")
+        // The answer names the parameter that failed, as it was sent.
+        let message = ((answer.json["error"] as? [String: Any])?["message"] as? String) ?? ""
+        #expect(message.contains("(\(query.split(separator: "=")[0]))"), "\(query): \(message)")
         #expect(media(s, "bk", "s") == "source" && media(s, "bk", "t") == "target", "\(query)")
       }
       #expect(move(s, "bk", "s", "t", "ifGenerationMatch=abc").status == 400)
@@ -84,6 +87,18 @@ import Testing
       let replaced = move(s, "bk", "s", "u", "ifSourceGenerationMatch=\(sg)&ifGenerationNotMatch=\(sg)&ifMetagenerationMatch=1")
       #expect(replaced.status == 200, "\(replaced.json)")
       #expect(media(s, "bk", "u") == "source" && media(s, "bk", "s") == nil && media(s, "bk", "t") == nil)
+    }
+  }
+
+  /// Names are bytes: `café` spelled NFC and NFD are two objects, and one moves onto the other
+  /// (it answered 400 "must be different", comparing them as Swift strings).
+  @Test func aMoveBetweenTwoSpellingsOfOneNameIsAMove() throws {
+    try scope(Server()) { s in
+      let (nfc, nfd) = ("caf\u{e9}", "cafe\u{301}")
+      put(s, "bk", nfc, "composed")
+      let answer = move(s, "bk", nfc, nfd, "ifGenerationMatch=0")
+      #expect(answer.status == 200, "\(answer)")
+      #expect(media(s, "bk", nfd) == "composed" && media(s, "bk", nfc) == nil)
     }
   }
 

@@ -53,6 +53,8 @@ package struct QueueTotals: Sendable, Equatable {
   package var conflicts: Int
   /// Appends carried onto a version another writer made meanwhile.
   package var merges = 0
+  /// Renames carried out as an upload under the new name, then a delete of the old.
+  package var renamesByUpload = 0
   /// Records and bytes set aside as damaged (`DamagedRecords`).
   package var damaged: Int
   /// Of `changes`, uploads held while the kernel still writes their file (`QueueState.writing`).

@@ -323,6 +323,9 @@ final class LocalEdits: Sendable {
     /// The custom metadata the bytes will go with.
     var custom: [String: String] { state.withLock { $0.custom } }
     var lastQueued: UInt64? { state.withLock { $0.phase.lastQueued } }
+    /// What the edit's next queued bytes are based on: the version it started from, or (once
+    /// it queued bytes) the queue's last change of its name.
+    var base: PendingChange.Base { state.withLock { $0.base } }
     /// The edit's file is still the one its last close handed to the queue: no write or
     /// truncation since (either would have made it a file of its own first).
     var bytesAreQueued: Bool { backing.withLock { $0.handedOver } }

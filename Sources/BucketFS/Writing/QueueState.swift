@@ -70,6 +70,9 @@ struct QueueState {
   private(set) var conflicts = 0
   /// Appends carried onto another writer's newer version (`PendingChange.Rebase`).
   private(set) var merges = 0
+  /// Renames carried out as an upload of the bytes under the new name, then a delete of the old
+  /// (where the server cannot copy: Firebase REST, or the file has local changes).
+  private(set) var renamesByUpload = 0
   /// What the last change carried out of each name left there, for a change based on "whatever
   /// the queue left" made after it was done.
   private var left: [NameKey: PendingChange.Effect] = [:]
@@ -431,6 +434,7 @@ struct QueueState {
       left[Self.key(done.name)] = effect
       if case .conflict = effect { conflicts += 1 }
       if case .merged = effect { merges += 1 }
+      if done.kind == .delete, done.renamedInto != nil { renamesByUpload += 1 }
     }
   }
 
@@ -611,7 +615,7 @@ struct QueueState {
     let failed = queued.filter(\.isFailed).count
     return QueueTotals(
       changes: queued.count - failed, bytes: bytes, failed: failed, applied: applied, conflicts: conflicts, merges: merges,
-      damaged: damagedCount, stillWritten: writing.count)
+      renamesByUpload: renamesByUpload, damaged: damagedCount, stillWritten: writing.count)
   }
 
   /// What is left, one line per change, for `bucketfs sync`.

@@ -133,7 +133,8 @@ extension GCSRoutes {
   /// missing source, 412 for a precondition that does not hold; the answer is the moved object.
   func move(bucket: String, source: String, target: String, request: inout ServerRequest) -> ServerResponse {
     guard request.method == "POST" else { return Self.error(405, "invalid", "method not allowed") }
-    guard source != target else { return Self.error(400, "invalid", "The source and destination object names must be different.") }
+    // Names are bytes: two spellings `String` takes for one (NFC and NFD) are two objects.
+    guard Array(source.utf8) != Array(target.utf8) else { return Self.error(400, "invalid", "The source and destination object names must be different.") }
     if let problem = ObjectStore.nameProblem(target) { return Self.error(400, "invalid", problem) }
     var sourceQuery: [String: String] = [:]
     var targetQuery: [String: String] = [:]
@@ -146,7 +147,7 @@ extension GCSRoutes {
       }
     }
     let outcome = store.move(bucket: bucket, source: source, target: target) { from, existing in
-      preconditionFailure(from, sourceQuery) ?? preconditionFailure(existing, targetQuery)
+      PreconditionCheck.failure(from, sourceQuery) { "ifSource" + $0.dropFirst(2) } ?? preconditionFailure(existing, targetQuery)
     }
     switch outcome {
     case .moved(let record): return .json(200, record.gcsResource(base: request.publicBase))
