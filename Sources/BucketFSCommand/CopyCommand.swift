@@ -88,8 +88,11 @@ enum CopyCommand {
   ) async throws(CommandError) -> Int32 {
     var target = ref
     if src == "-" {
+      // Stdin has no name to put in a folder: "gs://b/a/" would silently become object "a".
+      guard !target.fullPath.isEmpty, !keepName else {
+        throw .usage("uploading stdin needs an object name, not a folder (the destination ends with /)")
+      }
       let data = FileHandle.standardInput.readDataToEndOfFile()
-      guard !target.fullPath.isEmpty else { throw .usage("uploading stdin needs an object name") }
       do {
         _ = try await target.putDataAsync(data, preconditions: preconditions)
       } catch {

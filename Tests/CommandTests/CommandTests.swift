@@ -106,6 +106,9 @@ import Testing
 
       r = try runBucketfs(["cp", "-", "gs://bk/docs/from-stdin.bin"] + emu, stdin: Data([0, 1, 2, 3]))
       #expect(r.status == 0)
+      // Stdin into a folder has no name to take: refused, and no object "docs/sub" is made.
+      r = try runBucketfs(["cp", "-", "gs://bk/docs/sub/"] + emu, stdin: Data("x".utf8))
+      #expect(r.status != 0 && r.stderr.contains("needs an object name"), "\(r.status) \(r.stderr)")
 
       r = try runBucketfs(["ls", "gs://bk"] + emu)
       #expect(r.out == "docs/\n")

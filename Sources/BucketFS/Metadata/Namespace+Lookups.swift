@@ -57,7 +57,8 @@ extension Namespace {
         if last.contains(where: { Self.sameBytes($0.name, name) }) { throw FSError(EIO) }
         return nil
       }
-      if pinnedWhole(dir) || options.writable { return nil }
+      // (An offline mount shows what it holds, and nothing else: absent.)
+      if pinnedWhole(dir) || options.writable || options.offline { return nil }
       throw FSError(EIO)
     })
     if let found {
