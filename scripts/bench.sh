@@ -5,6 +5,7 @@
 #   scripts/bench.sh --write-only      (the write rows alone; BENCH_WRITE_NEAR_ONLY=1: loopback only)
 #   scripts/bench.sh --rename-only [--size-mib N]  (renames: move vs copy+delete, flat vs HNS;
 #                                       RENAME_FILES objects in the folder rows, 1000)
+#   scripts/bench.sh --pin-only        (resident memory of a pin of PIN_OBJECTS, 10,000, against a find)
 #   scripts/bench.sh --scale [N]       (buckets of many objects, not in the default run: N objects
 #                                       in folders of 1,000 plus 100,000 in one folder; N 100,000)
 set -euo pipefail
@@ -13,7 +14,9 @@ SIZE_MIB=1024
 DISTANCE_ONLY=
 WRITE_ONLY=
 RENAME_ONLY=
+PIN_ONLY=
 [ "${1:-}" = "--rename-only" ] && { RENAME_ONLY=1; shift; }
+[ "${1:-}" = "--pin-only" ] && { PIN_ONLY=1; shift; }
 [ "${1:-}" = "--size-mib" ] && SIZE_MIB=$2
 [ "${1:-}" = "--distance-only" ] && DISTANCE_ONLY=1
 [ "${1:-}" = "--write-only" ] && WRITE_ONLY=1
@@ -74,6 +77,12 @@ echo "bucketfs bench: $SIZE_MIB MiB object, emulator $EMU_ADDR, $(nproc) cores"
 head -c $((SIZE_MIB << 20)) /dev/urandom >"$WORK/big.bin"
 sync
 
+if [ -n "$PIN_ONLY" ]; then
+  row "measurement" "reference" "bucketfs" "ratio"
+  . scripts/bench-pin.sh
+  exit 0
+fi
+
 if [ -n "$RENAME_ONLY" ]; then
   row "measurement" "reference" "bucketfs" "ratio"
   . scripts/bench-rename.sh
@@ -113,4 +122,5 @@ if [ -f scripts/bench-mount.sh ]; then
   . scripts/bench-rclone.sh
   . scripts/bench-write.sh
   . scripts/bench-rename.sh
+  . scripts/bench-pin.sh
 fi

@@ -38,6 +38,7 @@ enum MountCommand {
   /// (Measured: peak RSS after `ls -l` of 100,000 and `find` of 100 x 1,000, 126 -> 106 MiB.)
   private static func keepLargeBuffersOutOfTheHeap() {
     _ = mallopt(M_MMAP_THRESHOLD, 4 << 20)
+    HeapRelease.afterBurst.set { _ = malloc_trim(0) }
   }
 
   static func run(_ args: inout Arguments, environment: [String: String]) async throws(CommandError) -> Int32 {

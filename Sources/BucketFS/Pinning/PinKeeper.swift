@@ -362,6 +362,7 @@ final class PinKeeper: Sendable {
     dropUnkept(finished)
     count(walked, fetched: missing.count)
     if !failures.isEmpty { log("pin \(target): \(failures.count) objects could not be staged") }
+    if !missing.isEmpty || verify { HeapRelease.now() }
   }
 
   /// Whether `a` and `b` hold the same names at the same generations.
