@@ -169,6 +169,7 @@ extension BucketFilesystem {
       inodes.move(path: source, to: target)
       namespace.missing.remove(target)
     }
+    pinsFollow(renameOf: source, to: target, isFolder: entry.isDirectory)
     entriesChanged(in: from.path)
     entriesChanged(in: to.path)
   }

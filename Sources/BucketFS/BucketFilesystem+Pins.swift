@@ -22,15 +22,16 @@ extension BucketFilesystem {
       || name.hasPrefix(pinsWaitPrefix)
   }
 
-  /// What a pin of file or folder `ino` is named by: a file's object, a folder's prefix.
-  private func pinTarget(_ ino: UInt64) throws(FSError) -> String {
+  /// What a pin of file or folder `ino` is named by: a file's object, a folder's prefix, as
+  /// bytes (a pin of NFD "café" is no pin of NFC "café").
+  private func pinTarget(_ ino: UInt64) throws(FSError) -> ObjectName {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     return pinTarget(node)
   }
 
-  private func pinTarget(_ node: InodeTable.Node) -> String {
-    if node.isDirectory { return node.path.isEmpty ? client.bucketName("") : client.bucketName(node.path) + "/" }
-    return client.bucketName(node.objectName ?? node.path)
+  private func pinTarget(_ node: InodeTable.Node) -> ObjectName {
+    if node.isDirectory { return ObjectName(node.path.isEmpty ? client.bucketName("") : client.bucketName(node.path) + "/") }
+    return ObjectName(client.bucketName(node.objectName ?? node.path))
   }
 
   private func keeper() throws(FSError) -> PinKeeper {
@@ -59,7 +60,7 @@ extension BucketFilesystem {
       return pins.unpin(try pinTarget(ino)) ? "unpinned\n" : "not pinned\n"
     default:
       let target = try pinTarget(ino)
-      guard let pin = pins.pin(for: target) ?? pins.pin(holding: target) else { throw FSError(ENODATA) }
+      guard let pin = pins.pin(for: target) ?? pins.pin(holding: target.string) else { throw FSError(ENODATA) }
       return pinSummary(pin, pins)
     }
   }
@@ -85,6 +86,14 @@ extension BucketFilesystem {
     guard try keeper().unpin(try pinTarget(ino)) else { throw FSError(ENODATA) }
   }
 
+  /// A rename made through the mount (`source` to `target`, paths in the mount): the pins
+  /// follow it (`PinKeeper.renamed`). Neither the queued moves nor a folders.rename on the
+  /// server told the pins of it: they stayed on the old name.
+  func pinsFollow(renameOf source: String, to target: String, isFolder: Bool) {
+    let end = isFolder ? "/" : ""
+    pins?.renamed(from: client.bucketName(source) + end, to: client.bucketName(target) + end)
+  }
+
   /// `user.bucketfs.pin` in a listing of the attributes of a pin's own file or folder.
   func pinXattrs(_ node: InodeTable.Node) -> [(String, String)] {
     let target = pinTarget(node)
@@ -96,7 +105,7 @@ extension BucketFilesystem {
   /// The pin's path as the mount shows it ("." for the mount's root); its bucket name outside
   /// the mount's view.
   private func shownPath(_ pin: Pin) -> String {
-    guard let mine = client.viewName(pin.target) else { return "gs://\(client.bucket)/\(pin.target)" }
+    guard let mine = client.viewName(pin.target.string) else { return "gs://\(client.bucket)/\(pin.target)" }
     let shown = pin.isFolder && !mine.isEmpty ? String(mine.dropLast()) : mine
     return shown.isEmpty ? "." : shown
   }
@@ -133,7 +142,7 @@ extension BucketFilesystem {
     let path = shownPath(pin)
     var text = PinStatusLine.line([path, c.state, "\(c.files)", "\(c.allFiles)", "\(c.bytes)", "\(c.allBytes)", refreshed, "\(pin.failures.count)", problem])
     for (name, reason) in pin.failures.sorted(by: { $0.key < $1.key }) {
-      text += PinStatusLine.line(["failed", path, client.viewName(name) ?? name, reason])
+      text += PinStatusLine.line(["failed", path, client.viewName(name.string) ?? name.string, reason])
     }
     return text
   }

@@ -100,7 +100,8 @@ package final class BucketFilesystem: Sendable {
     self.metrics = metrics
     self.tokenRefreshes = tokenRefreshes
     self.transferLoopAge = transferLoopAge
-    self.client = PrefixedClient.view(client, below: prefix)
+    let view = PrefixedClient.view(client, below: prefix)
+    self.client = view
     self.options = options
     cache = BlockCache(budget: options.cacheSize)
     self.staging = staging
@@ -121,8 +122,22 @@ package final class BucketFilesystem: Sendable {
       writeBack = nil
     }
     writeBackRefusal = refusal
+    // What the queue has yet to put on the server or delete there (a rename's moves): named in
+    // the bucket, asked of the queue by the name the mount shows.
+    let queue = writeBack?.queue
+    let queued: @Sendable (String) -> PinKeeper.Queued? = { name in
+      guard let queue, let mine = view.viewName(name), let last = queue.view(mine) else { return nil }
+      return last == .deleted ? .deleted : .version
+    }
+    let queuedUnder: @Sendable (String) -> Bool = { prefix in
+      guard let queue else { return false }
+      // A prefix above the mount's view holds all of it.
+      return queue.hasQueued(under: view.viewName(prefix) ?? "")
+    }
     pins = staging.map {
-      PinKeeper(staging: $0, client: client, online: !options.offline, verifyEvery: options.pinVerifyInterval, log: log)
+      PinKeeper(
+        staging: $0, client: client, online: !options.offline, verifyEvery: options.pinVerifyInterval, queued: queued,
+        queuedUnder: queuedUnder, log: log)
     }
     if let pins {
       namespace.offline.pins.set(pins)

@@ -1,5 +1,6 @@
 import BucketFS
 import Foundation
+import StorageCore
 
 /// `bucketfs pin`, `unpin` and `status`: folders and files a mount keeps available offline.
 /// Each asks the mount through an extended attribute of the path itself (getxattr, which
@@ -70,7 +71,8 @@ enum PinCommand {
       let lines = PinStatusLine.lines(try MountAttribute.read(root, attribute))
       // From now on the mount answers when the pin moved (or after a second, for the rate).
       attribute = BucketFilesystem.pinsWaitPrefix + "1000"
-      guard let pin = lines.compactMap(PinLine.init).first(where: { $0.path == shown }) else {
+      // By bytes: the NFC and NFD "café" are two pins, which `String`'s `==` takes for one.
+      guard let pin = lines.compactMap(PinLine.init).first(where: { ObjectName.sameBytes($0.path, shown) }) else {
         bar.finish()
         throw .failed("\(path): unpinned meanwhile", status: ExitStatus.failure)
       }
@@ -134,11 +136,13 @@ enum PinCommand {
     if paths.count == 2 {
       let full = URL(fileURLWithPath: paths[1]).standardizedFileURL.path
       let base = URL(fileURLWithPath: root).standardizedFileURL.path
-      let relative = full == base ? "" : full.hasPrefix(base + "/") ? String(full.dropFirst(base.count + 1)) : paths[1]
+      let relative = ObjectName.sameBytes(full, base) ? "" : full.hasBytePrefix(base + "/") ? full.droppingBytes(base.utf8.count + 1) : paths[1]
       under = relative.isEmpty ? nil : relative
     }
     let lines = PinStatusLine.lines(try MountAttribute.read(root, BucketFilesystem.pinsAttribute))
-    let pins = lines.compactMap(PinLine.init).filter { pin in under.map { pin.path == $0 || pin.path.hasPrefix($0 + "/") } ?? true }
+    let pins = lines.compactMap(PinLine.init).filter { pin in
+      under.map { ObjectName.sameBytes(pin.path, $0) || pin.path.hasBytePrefix($0 + "/") } ?? true
+    }
     guard !pins.isEmpty else {
       print(under.map { "nothing pinned at or under \(TerminalText.visible($0))" } ?? "nothing pinned")
       return 0
@@ -213,7 +217,7 @@ struct PinFailure {
 
   /// `p`: a line's fields; nil unless it is a failure of the pin shown as `path`.
   init?(_ p: [String], of path: String) {
-    guard p.count >= 4, p[0] == "failed", p[1] == path else { return nil }
+    guard p.count >= 4, p[0] == "failed", ObjectName.sameBytes(p[1], path) else { return nil }
     (object, reason) = (p[2], p[3])
   }
 }

@@ -25,14 +25,14 @@ struct Pin: Sendable {
   }
 
   /// The full object name of a pinned file, or a folder's prefix (ending in "/"; "" for the
-  /// whole bucket).
-  let target: String
+  /// whole bucket). Its bytes: NFC and NFD "café/" are two folders, and two pins.
+  var target: ObjectName
   var phase: Phase
   /// The tree as last listed whole, by full object name (its bytes: two spellings of one
   /// name are two objects).
   var tree: [ObjectName: StorageMetadata]
   /// Objects of the tree that could not be staged, and why.
-  var failures: [String: String] = [:]
+  var failures: [ObjectName: String] = [:]
   /// Why the tree could not be listed or brought up to date, when it could not.
   var problem: String?
   var lastRefreshed: Date?
@@ -40,14 +40,14 @@ struct Pin: Sendable {
   /// listing verifies each pass; a v0 listing has names only (`TreeWalk`).
   var lastVerified: Date?
 
-  var isFolder: Bool { target.isEmpty || target.hasSuffix("/") }
+  var isFolder: Bool { target.string.isEmpty || target.string.hasSuffix("/") }
 
   /// Whether object `name` is under this pin.
-  func holds(_ name: String) -> Bool { isFolder ? name.hasBytePrefix(target) : ObjectName(name) == ObjectName(target) }
+  func holds(_ name: String) -> Bool { isFolder ? name.hasBytePrefix(target.string) : ObjectName(name) == target }
 
   /// Whether the pin and the folder or file `path` (a full object name, a folder's with its
   /// "/") overlap: a refresh of either concerns the other.
-  func overlaps(_ path: String) -> Bool { holds(path) || path.isEmpty || (path.hasSuffix("/") && target.hasBytePrefix(path)) }
+  func overlaps(_ path: String) -> Bool { holds(path) || path.isEmpty || (path.hasSuffix("/") && target.string.hasBytePrefix(path)) }
 
   /// The objects whose bytes the pin keeps (folder placeholders have none worth a copy).
   static func files(of tree: [ObjectName: StorageMetadata]) -> [(name: String, metadata: StorageMetadata)] {

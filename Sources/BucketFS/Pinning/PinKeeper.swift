@@ -20,18 +20,18 @@ import Synchronization
 
 final class PinKeeper: Sendable {
   private struct State {
-    var pins: [String: Pin] = [:] {
+    var pins: [ObjectName: Pin] = [:] {
       didSet { version &+= 1 }
     }
     var version: UInt64 = 0
     /// The tree a pass is staging, kept alongside the pin's last one until it is complete.
-    var incoming: [String: [ObjectName: StorageMetadata]] = [:] {
+    var incoming: [ObjectName: [ObjectName: StorageMetadata]] = [:] {
       didSet { version &+= 1 }
     }
     /// Pins with a pass running: whether another is wanted after it (a change came meanwhile).
-    var passes: [String: Bool] = [:]
+    var passes: [ObjectName: Bool] = [:]
     /// Pins whose next pass asks every object's metadata (`refresh(overlapping:verify:)`).
-    var verifyWanted: Set<String> = []
+    var verifyWanted: Set<ObjectName> = []
     /// Objects the mount saw with another generation than their pin's tree has: the next pass
     /// asks their metadata even where the listing has none (v0).
     var noticed: Set<ObjectName> = []
@@ -69,14 +69,28 @@ final class PinKeeper: Sendable {
   /// Seconds between verifying passes over v0 (0: only on `refresh`).
   private let verifyEvery: Double
 
+  /// What this mount's write-back queue holds of an object and the server has not yet.
+  enum Queued: Sendable { case version, deleted }
+
+  /// The queue's changes of object `name` (a full object name) still to reach the server; and
+  /// whether it has any under a prefix. A pass takes the tree as the mount shows it: a name a
+  /// queued move puts in the pin as last known, though the server does not list it yet, and
+  /// one it moves away as gone, though the server lists it still; else a pass before a rename
+  /// lands drops the copies the rename carried over and fetches the old names' again.
+  private let queued: @Sendable (String) -> Queued?
+  private let queuedUnder: @Sendable (String) -> Bool
+
   init(
     staging: StagingArea, client: any ObjectClient, online: Bool, verifyEvery: Double = 86_400,
+    queued: @escaping @Sendable (String) -> Queued? = { _ in nil }, queuedUnder: @escaping @Sendable (String) -> Bool = { _ in false },
     log: @escaping @Sendable (String) -> Void
   ) {
     self.staging = staging
     self.client = client
     self.online = online
     self.verifyEvery = verifyEvery
+    self.queued = queued
+    self.queuedUnder = queuedUnder
     self.log = log
     store = PinStore(stagingFolder: staging.folder)
     let (pins, damaged) = store.load()
@@ -105,14 +119,14 @@ final class PinKeeper: Sendable {
 
   /// Pins `target` (a full object name, or a folder's prefix ending in "/"): it is checked and
   /// staged in the background; `checked` waits for the check.
-  func pin(_ target: String) {
+  func pin(_ target: ObjectName) {
     let isNew = state.withLock { s -> Bool in
       if let pin = s.pins[target], !pin.isRefused { return false }
       s.pins[target] = Pin(target: target, phase: .checking, tree: [:])
       return true
     }
     changed.signal()
-    if isNew { log("pin: \(target.isEmpty ? "the bucket" : target) asked for") }
+    if isNew { log("pin: \(target.string.isEmpty ? "the bucket" : target) asked for") }
     guard online else {
       // Nothing can be listed: the pin is recorded, and the next online mount stages it.
       finishCheck(target) { $0.problem = "offline: staged when the mount is online" }
@@ -123,7 +137,7 @@ final class PinKeeper: Sendable {
   }
 
   /// The pin of `target` once its first check is done (nil: not pinned).
-  func checked(_ target: String) async -> Pin? {
+  func checked(_ target: ObjectName) async -> Pin? {
     while true {
       let epoch = changed.epoch
       guard let pin = state.withLock({ $0.pins[target] }), case .checking = pin.phase else {
@@ -142,7 +156,7 @@ final class PinKeeper: Sendable {
   /// Unpins `target`: its copies stay as ordinary staged copies, evicted when room is needed.
   /// False when it was not pinned.
   @discardableResult
-  func unpin(_ target: String) -> Bool {
+  func unpin(_ target: ObjectName) -> Bool {
     let removed = state.withLock { s -> Bool in
       s.incoming.removeValue(forKey: target)
       return s.pins.removeValue(forKey: target) != nil
@@ -152,8 +166,56 @@ final class PinKeeper: Sendable {
     records.withLock { _ in store.remove(target) }
     protect()
     staging.evictIfNeeded()
-    log("unpin: \(target.isEmpty ? "the bucket" : target)")
+    log("unpin: \(target.string.isEmpty ? "the bucket" : target)")
     return true
+  }
+
+  // MARK: renames
+
+  /// A rename made through the mount, from `source` to `target` (full object names; a
+  /// folder's end in "/"): the pins follow it (`PinRename`). A pin of the name, or of a folder
+  /// under it, is the pin of the new name, recorded so; what the trees held under the name is
+  /// held under the new one, and its copy is carried over (a hard link), so that it stays kept
+  /// and shows offline where the mount shows it, before the rename reaches the server and
+  /// after. The objects the server makes there are new generations of the same bytes; the pass
+  /// that lists them takes the carried copies for them (`StagingArea.adopt`), fetching nothing.
+  func renamed(from source: String, to target: String) {
+    let rename = PinRename(source: source, target: target)
+    // Carried before the pins change: the old copies stay kept until the new ones are.
+    let planned = state.withLock { s in s.pins.values.compactMap { rename.apply(to: $0) } }
+    var carried: [PinRename.Carried] = []
+    for file in planned.flatMap(\.carried)
+    where staging.adopt(file.to, metadata: file.metadata, from: file.from, generation: file.metadata.generation) {
+      carried.append(file)
+    }
+    let changes = state.withLock { s -> [(old: ObjectName, pin: Pin)] in
+      let changes = s.pins.values.compactMap { pin in rename.apply(to: pin).map { (pin.target, $0.pin) } }
+      for (old, _) in changes {
+        s.pins.removeValue(forKey: old)
+        // A pass over the old name finds no pin and stops; the new one gets its own.
+        s.incoming.removeValue(forKey: old)
+      }
+      for (old, pin) in changes {
+        s.pins[pin.target] = pin
+        if s.verifyWanted.remove(old) != nil { s.verifyWanted.insert(pin.target) }
+      }
+      return changes
+    }
+    guard !changes.isEmpty else { return }
+    changed.signal()
+    protect()
+    // Kept by no pin now: the old names' copies would show offline as files the mount has not.
+    for file in carried { staging.removeUnused(file.from, generation: file.metadata.generation) }
+    for (old, pin) in changes {
+      save(pin)
+      if old != pin.target {
+        records.withLock { _ in if state.withLock({ $0.pins[old] == nil }) { store.remove(old) } }
+        log("pin: \(old.string.isEmpty ? "the bucket" : old.string) is \(pin.target) now (renamed)")
+      }
+    }
+    // Brought up to date at once: a rename on the server (folders.rename) is there now; one the
+    // queue carries out keeps its names (`queued`) until each lands, and its landing asks again.
+    for (_, pin) in changes where !pin.isRefused { schedule(pin.target) }
   }
 
   // MARK: what is pinned
@@ -165,7 +227,7 @@ final class PinKeeper: Sendable {
   var version: UInt64 { state.withLock { $0.version } }
 
   /// The pin of exactly `target`, if any.
-  func pin(for target: String) -> Pin? { state.withLock { $0.pins[target] } }
+  func pin(for target: ObjectName) -> Pin? { state.withLock { $0.pins[target] } }
 
   /// The pin that holds object `name`, if any.
   func pin(holding name: String) -> Pin? { state.withLock { s in s.pins.values.first { !$0.isRefused && $0.holds(name) } } }
@@ -221,7 +283,7 @@ final class PinKeeper: Sendable {
   func noticed(_ name: String, _ metadata: StorageMetadata) {
     guard online else { return }
     let key = ObjectName(name)
-    let target = state.withLock { s -> String? in
+    let target = state.withLock { s -> ObjectName? in
       guard let pin = s.pins.values.first(where: { !$0.isRefused && $0.tree[key] != nil }),
         pin.tree[key]?.generation != metadata.generation, !s.noticed.contains(key)
       else { return nil }
@@ -235,7 +297,7 @@ final class PinKeeper: Sendable {
   var passTotals: PassTotals { state.withLock { $0.totals } }
 
   /// Runs passes over `target` until no change asks for another.
-  private func schedule(_ target: String) {
+  private func schedule(_ target: ObjectName) {
     let start = state.withLock { s -> Bool in
       guard s.pins[target] != nil, !s.stopped else { return false }
       if s.passes[target] != nil {
@@ -260,7 +322,7 @@ final class PinKeeper: Sendable {
   }
 
   /// Lists the pin's tree, checks it fits, stages what is missing, and records the result.
-  private func pass(_ target: String) async {
+  private func pass(_ target: ObjectName) async {
     guard let before = state.withLock({ $0.pins[target] }), !before.isRefused else { return }
     let firstCheck: Bool
     if case .checking = before.phase { firstCheck = true } else { firstCheck = false }
@@ -278,10 +340,10 @@ final class PinKeeper: Sendable {
       for name in s.noticed where known.removeValue(forKey: name) != nil { s.noticed.remove(name) }
       return (false, known)
     }
-    let tree: [ObjectName: StorageMetadata]
+    var tree: [ObjectName: StorageMetadata]
     let walked: TreeWalk.Walked
     do throws(BucketError) {
-      walked = try await TreeWalk.objects(under: target, client: client, known: known)
+      walked = try await TreeWalk.objects(under: target.string, client: client, known: known)
       tree = walked.tree
     } catch {
       let problem = "cannot list it: \(error.detail)"
@@ -289,6 +351,11 @@ final class PinKeeper: Sendable {
       if firstCheck { return refuse(target, problem) }
       update(target) { $0.problem = problem }
       return
+    }
+    // As the mount shows it, where its queued changes have not landed (`queued`).
+    if queuedUnder(target.string) {
+      for (name, m) in before.tree where tree[name] == nil && queued(name.string) == .version { tree[name] = m }
+      for name in Array(tree.keys) where queued(name.string) == .deleted { tree.removeValue(forKey: name) }
     }
     if let refusal = roomRefusal(target, tree) {
       log("pin \(target): \(refusal)")
@@ -330,6 +397,16 @@ final class PinKeeper: Sendable {
       return true
     }) else { return }
     protect()
+    // A new version of a name whose last one the pin kept, with the same bytes (what the server
+    // made of a rename, or a rewrite of the same bytes): that copy serves it, nothing is fetched.
+    missing.removeAll { file in
+      guard let last = before.tree[ObjectName(file.name)], last.generation != file.metadata.generation,
+        staging.adopt(file.name, metadata: file.metadata, from: file.name, generation: last.generation)
+      else { return false }
+      progress.filesDone += 1
+      progress.bytesDone += file.metadata.size
+      return true
+    }
     func start(_ pin: inout Pin) {
       pin.phase = .staging(progress)
       pin.problem = nil
@@ -382,8 +459,8 @@ final class PinKeeper: Sendable {
   }
 
   /// Stages `files` for pin `target`, a few at a time; what failed, and why.
-  private func stage(_ files: [(name: String, metadata: StorageMetadata)], for target: String) async -> [String: String] {
-    await withTaskGroup(of: (String, String?).self) { group -> [String: String] in
+  private func stage(_ files: [(name: String, metadata: StorageMetadata)], for target: ObjectName) async -> [ObjectName: String] {
+    await withTaskGroup(of: (String, String?).self) { group -> [ObjectName: String] in
       for file in files {
         await slots.acquire()
         // Unpinned meanwhile: the rest is not staged.
@@ -403,15 +480,15 @@ final class PinKeeper: Sendable {
           return (file.name, failure)
         }
       }
-      var failures: [String: String] = [:]
-      for await (name, failure) in group { if let failure { failures[name] = failure } }
+      var failures: [ObjectName: String] = [:]
+      for await (name, failure) in group { if let failure { failures[ObjectName(name)] = failure } }
       return failures
     }
   }
 
   /// Why `tree` cannot be pinned beside the other pins (nil: it fits): more than `staging_size`
   /// holds, or more than the disk has free.
-  private func roomRefusal(_ target: String, _ tree: [ObjectName: StorageMetadata]) -> String? {
+  private func roomRefusal(_ target: ObjectName, _ tree: [ObjectName: StorageMetadata]) -> String? {
     var others: [ObjectName: Int64] = [:]
     state.withLock { s in
       for pin in s.pins.values where pin.target != target && !pin.isRefused {
@@ -426,7 +503,7 @@ final class PinKeeper: Sendable {
       if !staging.status(name, generation: m.generation, size: m.size).isComplete { toFetch += m.size }
     }
     let capacity = staging.capacity
-    let what = target.isEmpty ? "the bucket" : target
+    let what = target.string.isEmpty ? "the bucket" : target
     if othersBytes + mine > capacity {
       let free = max(0, capacity - othersBytes)
       return "pinning \(what) needs \(ByteCount(mine)) but staging_size leaves \(ByteCount(free)) for it "
@@ -450,7 +527,7 @@ final class PinKeeper: Sendable {
   // MARK: state
 
   /// A pass over `target`, unpinned meanwhile, stops: what it was staging is kept no more.
-  private func dropIncoming(_ target: String) {
+  private func dropIncoming(_ target: ObjectName) {
     state.withLock { s in _ = s.incoming.removeValue(forKey: target) }
     protect()
     staging.evictIfNeeded()
@@ -476,7 +553,7 @@ final class PinKeeper: Sendable {
 
   /// Changes pin `target` when it is still pinned; the pin as changed.
   @discardableResult
-  private func update(_ target: String, _ change: (inout Pin) -> Void) -> Pin? {
+  private func update(_ target: ObjectName, _ change: (inout Pin) -> Void) -> Pin? {
     let changedPin = state.withLock { s -> Pin? in
       guard var pin = s.pins[target] else { return nil }
       change(&pin)
@@ -489,14 +566,14 @@ final class PinKeeper: Sendable {
 
   /// Refuses the pin: shown so until the mount ends, and forgotten by the next (a record made
   /// offline, or by a stop in its first staging, is removed).
-  private func refuse(_ target: String, _ reason: String) {
+  private func refuse(_ target: ObjectName, _ reason: String) {
     finishCheck(target) { $0.phase = .refused(reason) }
     records.withLock { _ in store.remove(target) }
     dropIncoming(target)
   }
 
   /// The pin's first check is over (`change` says how): `checked` goes on.
-  private func finishCheck(_ target: String, _ change: (inout Pin) -> Void) {
+  private func finishCheck(_ target: ObjectName, _ change: (inout Pin) -> Void) {
     update(target) { pin in
       change(&pin)
       if case .checking = pin.phase, online == false { pin.phase = .staging(Pin.Progress()) }

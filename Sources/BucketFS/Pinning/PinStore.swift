@@ -11,8 +11,10 @@ struct PinStore: Sendable {
 
   init(stagingFolder: URL) { folder = stagingFolder.appendingPathComponent("pins", isDirectory: true) }
 
-  private func path(_ target: String) -> String {
-    folder.appendingPathComponent(String(StagingIndex.hash(target).prefix(40)) + ".json").path
+  /// The record of the pin of `target`, named by a hash of its bytes: twin spellings of a
+  /// folder have a record each.
+  private func path(_ target: ObjectName) -> String {
+    folder.appendingPathComponent(String(StagingIndex.hash(target.string).prefix(40)) + ".json").path
   }
 
   /// Every recorded pin, and what could not be read.
@@ -40,19 +42,19 @@ struct PinStore: Sendable {
     if case .folderNotSynced(let errno) = placed { throw FSError(errno) }
   }
 
-  func remove(_ target: String) {
+  func remove(_ target: ObjectName) {
     unlink(path(target))
     _ = durable.syncFolder(of: path(target))
   }
 
   private static func encode(_ pin: Pin) -> Data {
     var dict: [String: Any] = [
-      "target": pin.target,
+      "target": pin.target.string,
       "kept": { if case .kept = pin.phase { true } else { false } }(),
-      // A list, not an object keyed by name: JSON objects and `String` keys take two spellings
+      // Lists, not objects keyed by name: JSON objects and `String` keys take two spellings
       // of a name for one.
       "objects": pin.tree.sorted { $0.key < $1.key }.map { name, m in ["name": name.string, "metadata": m.dictionaryRepresentation()] },
-      "failures": pin.failures,
+      "failures": pin.failures.sorted { $0.key < $1.key }.map { name, reason in ["name": name.string, "reason": reason] },
     ]
     if let problem = pin.problem { dict["problem"] = problem }
     if let at = pin.lastRefreshed { dict["lastRefreshed"] = at.timeIntervalSince1970 }
@@ -78,8 +80,13 @@ struct PinStore: Sendable {
     }
     // A pin last seen staging resumes as such; a kept one stays kept until its next refresh.
     let kept = dict["kept"] as? Bool ?? false
-    var pin = Pin(target: target, phase: kept ? .kept : .staging(Pin.Progress()), tree: tree)
-    pin.failures = dict["failures"] as? [String: String] ?? [:]
+    var pin = Pin(target: ObjectName(target), phase: kept ? .kept : .staging(Pin.Progress()), tree: tree)
+    if let failures = dict["failures"] as? [[String: String]] {
+      for f in failures { if let name = f["name"], let reason = f["reason"] { pin.failures[ObjectName(name)] = reason } }
+    } else if let old = dict["failures"] as? [String: String] {
+      // Written before failures were kept as a list.
+      for (name, reason) in old { pin.failures[ObjectName(name)] = reason }
+    }
     pin.problem = dict["problem"] as? String
     pin.lastRefreshed = (dict["lastRefreshed"] as? Double).map { Date(timeIntervalSince1970: $0) }
     // Written before passes stopped asking every object's metadata: each pass verified.

@@ -352,6 +352,43 @@ package final class StagingArea: Sendable {
     }
   }
 
+  /// Makes the complete copy of `source` at `generation` the copy of `name` at
+  /// `metadata.generation` too, when they are the same bytes (size and CRC32C, and MD5 where
+  /// both have one): a file renamed through the mount keeps its copy under the new name, and
+  /// the new generation the server made of it takes that copy rather than fetching it again.
+  /// A hard link, so no byte is written; its block checksums are the source's, which the same
+  /// bytes have. True when `name` has a complete copy at that generation now.
+  package func adopt(_ name: String, metadata: StorageMetadata, from source: String, generation: Int64) -> Bool {
+    let key = index.key(name, metadata.generation)
+    if index.copy(key)?.isComplete == true { return true }
+    guard index.isAbsent(key), let original = index.copy(index.key(source, generation)), original.isComplete,
+      let checksums = original.checksums, Self.sameBytes(original.metadata, metadata)
+    else { return false }
+    let paths = index.paths(key)
+    let partial = index.newPartialPath(key)
+    guard link(original.dataPath, partial) == 0 else { return false }
+    guard rename(partial, paths.data.path) == 0 else {
+      unlink(partial)
+      return false
+    }
+    // The side file after the rename, as for any copy: a crash between leaves a data file no
+    // side file names, which the next mount removes.
+    let identity = CopyIdentity.of(path: paths.data.path)
+    let copy = LocalCopy.complete(name: name, metadata: metadata, dataPath: paths.data.path, checksums: checksums, identity: identity)
+    guard index.writeSideFile(copy, checksums: checksums, identity: identity) else {
+      unlink(paths.data.path)
+      return false
+    }
+    return index.added(key, copy) || index.copy(key)?.isComplete == true
+  }
+
+  /// Whether two object versions hold the same bytes, as far as their hashes tell.
+  private static func sameBytes(_ a: StorageMetadata, _ b: StorageMetadata) -> Bool {
+    guard a.size == b.size, let crc = a.crc32c, crc == b.crc32c else { return false }
+    if let x = a.md5Hash, let y = b.md5Hash { return x == y }
+    return true
+  }
+
   /// A copy being filled completed (`failure` nil) or was given up: the pins waiting for it go on.
   private func copyEnded(_ copy: PartialCopy, failure: String?) {
     let waiting = endWaiters.withLock { $0.removeValue(forKey: ObjectIdentifier(copy)) } ?? []

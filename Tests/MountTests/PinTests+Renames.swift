@@ -1,0 +1,99 @@
+import BucketFS
+import Foundation
+import StorageCore
+import TestSupport
+import Testing
+
+/// A pin follows a rename made through the mount.
+extension PinTests {
+  /// The line of the pin shown as `path` in `user.bucketfs.pins`, its fields read back exactly.
+  fileprivate func pinLine(_ m: MountedBucket, exactly path: String) -> [String]? {
+    guard case .success(let text) = getxattr(m.mountpoint.path, "user.bucketfs.pins", size: 1 << 20) else { return nil }
+    return PinStatusLine.lines(text).first { $0.count >= 9 && ObjectName($0[0]) == ObjectName(path) }
+  }
+
+  /// Objects every pin pass fetched since the mount started (`bucketfs stats`).
+  fileprivate func fetchedByPins(_ m: MountedBucket) -> Int? {
+    m.stat("pin passes")?.split(separator: ", ").dropFirst().first?.split(separator: " ").first.flatMap { Int($0) }
+  }
+
+  fileprivate func isKept(_ m: MountedBucket, exactly path: String, files: Int) -> Bool {
+    guard let line = pinLine(m, exactly: path) else { return false }
+    return line[1] == "kept" && line[2] == "\(files)" && line[3] == "\(files)"
+  }
+
+  /// `mv p p2` of a pinned folder and `mv q/f1 q/g1` inside another: the pin of `p` becomes the
+  /// pin of `p2`, `q`'s keeps `g1`, every moved file stays pinned (its copy carried over, not
+  /// fetched again), and offline `p2` and `q/g1` are there whole. The pin stayed on `p` (kept
+  /// 0/0, its copies dropped), `p2` read `user.staged none` and was absent offline; on a
+  /// hierarchical bucket (one folders.rename) offline showed the ghost `p/f1..f3` instead.
+  @Test(arguments: [("gcs", false), ("firebase", false), ("gcs", true)])
+  func aPinFollowsARenameThroughTheMount(api: String, hierarchical: Bool) async throws {
+    try await MountFixture.scope(hierarchical: hierarchical) { fx in
+      var expected: [String: Data] = [:]
+      for i in 1...3 { expected["p/f\(i)"] = randomData(i == 3 ? 300_000 : 100 * i, seed: UInt64(700 + i)) }
+      expected["p/sub/deep"] = Data("deep".utf8)
+      for i in 1...2 { expected["q/f\(i)"] = Data("q\(i)".utf8) }
+      for (name, data) in expected { _ = try await fx.put(name, data) }
+      let name = "\(api)\(hierarchical ? "-hns" : "")"
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: name)
+      for folder in ["p", "q"] {
+        let (status, output) = runTool(bucketfsBinary, ["pin", m.path(folder)], timeout: .seconds(240))
+        #expect(status == 0, "\(folder): \(output)")
+      }
+      #expect(isKept(m, exactly: "p", files: 4) && isKept(m, exactly: "q", files: 2))
+      let fetchedBefore = fetchedByPins(m)
+      #expect(fetchedBefore == 6, "\(String(describing: m.stat("pin passes")))")
+
+      #expect(rename(m.path("p"), m.path("p2")) == 0, "\(String(cString: strerror(errno)))")
+      #expect(rename(m.path("q/f1"), m.path("q/g1")) == 0, "\(String(cString: strerror(errno)))")
+      let (synced, syncOutput) = m.sync()
+      #expect(synced == 0, "\(syncOutput)")
+      #expect(await eventually { isKept(m, exactly: "p2", files: 4) && isKept(m, exactly: "q", files: 2) },
+        "\(String(describing: pinLine(m, exactly: "p2"))) \(String(describing: pinLine(m, exactly: "q")))\n\(m.log)")
+      #expect(pinLine(m, exactly: "p") == nil, "\(String(describing: pinLine(m, exactly: "p")))")
+      for path in ["p2/f1", "p2/f2", "p2/f3", "p2/sub/deep", "q/g1", "q/f2"] {
+        #expect(await eventually { getxattr(m.path(path), "user.staged") == .success("pinned") }, "\(path): \(getxattr(m.path(path), "user.staged"))")
+      }
+      // The copies went with the names: nothing was fetched again.
+      #expect(fetchedByPins(m) == fetchedBefore, "\(String(describing: m.stat("pin passes")))")
+      let (listed, table) = runTool(bucketfsBinary, ["status", m.mountpoint.path])
+      #expect(listed == 0 && table.contains("p2 ") && !table.contains("\np ") && table.contains(" 4/4 "), "\(table)")
+      m.unmount()
+      fx.stopEmulator()
+
+      let offline = try fx.mount(options: ["offline"], extra: ["--api", api], name: "\(name)-offline")
+      let (found, files) = runTool("/usr/bin/find", [offline.mountpoint.path, "-type", "f"])
+      #expect(found == 0, "\(files)")
+      let shown = Set(files.split(separator: "\n").map { String($0.dropFirst(offline.mountpoint.path.count + 1)) })
+      #expect(shown == ["p2/f1", "p2/f2", "p2/f3", "p2/sub/deep", "q/g1", "q/f2"], "\(shown.sorted())")
+      for (old, new) in [("p/f1", "p2/f1"), ("p/f2", "p2/f2"), ("p/f3", "p2/f3"), ("p/sub/deep", "p2/sub/deep"), ("q/f1", "q/g1"), ("q/f2", "q/f2")] {
+        #expect(try sha256(readFile(offline.path(new)).get()) == sha256(expected[old]!), "\(new)")
+      }
+      // The old name is gone (a name in a folder never listed answers EIO offline, not ENOENT).
+      #expect(Set(try FileManager.default.contentsOfDirectory(atPath: offline.mountpoint.path)) == ["p2", "q"])
+      #expect((try? readFile(offline.path("p/f1")).get()) == nil)
+    }
+  }
+
+  /// `mv a.bin b.bin` of a pinned file: the pin names `b.bin`, whose copy stays pinned.
+  @Test(arguments: ["gcs", "firebase"]) func aPinOfAFileFollowsItsRename(api: String) async throws {
+    try await MountFixture.scope { fx in
+      let data = randomData(200_000, seed: 77)
+      _ = try await fx.put("d/a.bin", data)
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
+      let (status, output) = runTool(bucketfsBinary, ["pin", m.path("d/a.bin")], timeout: .seconds(240))
+      #expect(status == 0, "\(output)")
+      #expect(rename(m.path("d/a.bin"), m.path("d/b.bin")) == 0)
+      #expect(m.sync().0 == 0)
+      #expect(await eventually { isKept(m, exactly: "d/b.bin", files: 1) }, "\(String(describing: pinLine(m, exactly: "d/b.bin")))\n\(m.log)")
+      #expect(pinLine(m, exactly: "d/a.bin") == nil)
+      #expect(await eventually { getxattr(m.path("d/b.bin"), "user.staged") == .success("pinned") })
+      m.unmount()
+      fx.stopEmulator()
+      let offline = try fx.mount(options: ["offline"], extra: ["--api", api], name: "\(api)-offline")
+      #expect(try sha256(readFile(offline.path("d/b.bin")).get()) == sha256(data))
+      #expect(try FileManager.default.contentsOfDirectory(atPath: offline.path("d")) == ["b.bin"])
+    }
+  }
+}
