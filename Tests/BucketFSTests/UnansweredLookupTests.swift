@@ -25,8 +25,9 @@ private class FailingClient: ObjectClient, @unchecked Sendable {
 
 /// A lookup whose request stalls is answered as the lookup's deadline would answer it, since the
 /// two bounds are both read_timeout and either may come first: a read-only mount says EIO (the
-/// server may hold the name), a writable one takes the name as absent so it can be made. Only a
-/// server that cannot be reached leaves the staged copies as the view (ENOENT for the rest).
+/// server may hold the name), a writable one takes the name as absent so it can be made. A
+/// server that cannot be reached leaves the staged copies as the view, but a name neither they
+/// nor a listing of its folder know is not "no such file" on a read-only mount: EIO (issue 55).
 @Suite struct UnansweredLookupTests {
   func lookupErrno(_ code: BucketError.Code, writable: Bool) async throws -> Int32 {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unanswered-\(UUID().uuidString)")
@@ -51,7 +52,8 @@ private class FailingClient: ObjectClient, @unchecked Sendable {
   }
 
   @Test func anUnreachableServerLeavesTheStagedView() async throws {
-    #expect(try await lookupErrno(.serverUnreachable, writable: false) == ENOENT)
+    #expect(try await lookupErrno(.serverUnreachable, writable: false) == EIO)
+    #expect(try await lookupErrno(.serverUnreachable, writable: true) == ENOENT)
   }
 }
 
