@@ -56,7 +56,7 @@ extension PinTests {
         #expect(await eventually { getxattr(m.path(path), "user.staged") == .success("pinned") }, "\(path): \(getxattr(m.path(path), "user.staged"))")
       }
       // The copies went with the names: nothing was fetched again.
-      #expect(fetchedByPins(m) == fetchedBefore, "\(String(describing: m.stat("pin passes")))")
+      #expect(fetchedByPins(m) == fetchedBefore, "\(String(describing: m.stat("pin passes")))\n\(m.log)")
       let (listed, table) = runTool(bucketfsBinary, ["status", m.mountpoint.path])
       #expect(listed == 0 && table.contains("p2 ") && !table.contains("\np ") && table.contains(" 4/4 "), "\(table)")
       m.unmount()

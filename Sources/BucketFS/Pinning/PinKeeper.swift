@@ -340,6 +340,10 @@ final class PinKeeper: Sendable {
       for name in s.noticed where known.removeValue(forKey: name) != nil { s.noticed.remove(name) }
       return (false, known)
     }
+    // Names the queue is still putting there, asked before the listing is read, never after: a
+    // change that lands in between is then in the listing or here (asked after, it was in
+    // neither, and the pass dropped the copy a rename had carried and fetched it again).
+    let putting = queuedUnder(target.string) ? (state.withLock { $0.pins[target]?.tree } ?? before.tree).filter { queued($0.key.string) == .version } : [:]
     var tree: [ObjectName: StorageMetadata]
     let walked: TreeWalk.Walked
     do throws(BucketError) {
@@ -353,8 +357,8 @@ final class PinKeeper: Sendable {
       return
     }
     // As the mount shows it, where its queued changes have not landed (`queued`).
+    for (name, m) in putting where tree[name] == nil { tree[name] = m }
     if queuedUnder(target.string) {
-      for (name, m) in before.tree where tree[name] == nil && queued(name.string) == .version { tree[name] = m }
       for name in Array(tree.keys) where queued(name.string) == .deleted { tree.removeValue(forKey: name) }
     }
     if let refusal = roomRefusal(target, tree) {
@@ -399,8 +403,10 @@ final class PinKeeper: Sendable {
     protect()
     // A new version of a name whose last one the pin kept, with the same bytes (what the server
     // made of a rename, or a rewrite of the same bytes): that copy serves it, nothing is fetched.
+    // The pin's tree as it is now: a rename during this pass re-keyed it and carried its copies.
+    let kept = state.withLock { $0.pins[target]?.tree } ?? before.tree
     missing.removeAll { file in
-      guard let last = before.tree[ObjectName(file.name)], last.generation != file.metadata.generation,
+      guard let last = kept[ObjectName(file.name)] ?? before.tree[ObjectName(file.name)], last.generation != file.metadata.generation,
         staging.adopt(file.name, metadata: file.metadata, from: file.name, generation: last.generation)
       else { return false }
       progress.filesDone += 1
