@@ -318,7 +318,7 @@ extension BucketFilesystem {
       _ = fileHandles.remove(handle)
     }
     let handle = fileHandles.add(.edit(EditHandle(edit, access: access, ino: attrs.ino, changed: changed)))
-    return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, generation: nil, keepCache: false) { nil })
+    return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, version: nil, keepCache: false) { nil })
   }
 
   /// Room a file written by the kernel may take, which the daemon cannot refuse write by write:

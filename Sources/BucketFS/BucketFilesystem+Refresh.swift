@@ -91,6 +91,7 @@ extension BucketFilesystem {
   func forgetKernelCache(of ino: UInt64) {
     openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
     guard let tell = kernelNotifier.value else { return }
+    inodes.forgetShownSizes(ino)
     // At once, before the reply of the request that asked for it: dropping attributes waits
     // for no request, and an open for writing then returns with the size already forgotten.
     tell(Forgotten(inodes: [ino]))

@@ -35,10 +35,11 @@ package final class BucketFilesystem: Sendable {
     /// copy landed): once the copy and the old name's delete are done, reads go there.
     let renamedTo: String?
     let opened = ContinuousClock.now
-    /// Whether a read of the handle was answered: until then the version it names may still be
-    /// swapped for the newest one (the open took a cached answer about a version someone else
-    /// has replaced since), which a program that has read nothing cannot tell apart.
-    let answered = Atomic<Bool>(false)
+    /// Whether the version is settled: the open fetched its first bytes, or a read of it was
+    /// answered. Until then it may still be swapped for the newest one (the open took a cached
+    /// answer about a version someone else has replaced since), which a program that has read
+    /// nothing cannot tell apart (`settled(_:)`, `moveToNewest`).
+    let settled = Atomic<Bool>(false)
     init(objectName: String, metadata: StorageMetadata, reader: ObjectReader, copy: PartialCopy?, renamedTo: String? = nil) {
       self.objectName = objectName
       self.metadata = metadata
@@ -384,8 +385,8 @@ package final class BucketFilesystem: Sendable {
     return a
   }
 
-  package func getattr(_ ino: UInt64) async throws(FSError) -> FileAttributes {
-    if let cached = getattrIfCached(ino) { return cached }
+  package func getattr(_ ino: UInt64, handle: UInt64? = nil) async throws(FSError) -> FileAttributes {
+    if let cached = getattrIfCached(ino, handle: handle) { return cached }
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     let local = localEntry(node.path)
     if local.isChanged {
@@ -535,29 +536,32 @@ package final class BucketFilesystem: Sendable {
     if !on { log("passthrough: this kernel does not offer it (Linux 6.9 or later with CONFIG_FUSE_PASSTHROUGH); staged files are read through the daemon") }
   }
 
-  /// Opens a file for reading: pins its generation and starts staging it. Returns the handle and
-  /// how the kernel reads it: by passthrough from a verified staged copy, or through its page
-  /// cache, keeping pages from an earlier open of the same generation.
+  /// Opens a file for reading: pins its generation (settled: `settled(_:)`) and starts staging
+  /// it. Returns the handle and how the kernel reads it: by passthrough from a verified staged
+  /// copy, or through its page cache, keeping pages from an earlier open of the same generation.
   package func open(_ ino: UInt64, flags: Int32) async throws(FSError) -> (handle: UInt64, io: KernelIO) {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { throw FSError(EISDIR) }
     if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
-      return (local, kernelIO.open(ino, handle: local, generation: nil, keepCache: false) { nil })
+      return (local, kernelIO.open(ino, handle: local, version: nil, keepCache: false) { nil })
     }
     // A name this mount renamed, whose copy the bucket has not made yet, reads the source's bytes.
     var path = node.objectName ?? node.path
-    let m: StorageMetadata
+    let named: StorageMetadata
     var renamedTo: String?
     if case .copied(let source, _)? = writeBack?.queue.view(path) {
-      m = try await copySource(source)
+      named = try await copySource(source)
       renamedTo = path
       path = source.name
     } else {
-      m = try await namespace.fileMetadata(path)
+      named = try await namespace.fileMetadata(path)
     }
     let objectName = client.bucketName(path)
-    let file = openedVersion(objectName, m, renamedTo: renamedTo)
+    var file = openedVersion(objectName, named, renamedTo: renamedTo)
+    if renamedTo == nil { file = await settled(file) }
+    // The version the handle reads: the one named, or the newest when that one is gone.
+    let m = file.metadata
     let keep = openedGenerations.withLock { g -> Bool in
       let same = g[ino] == m.generation
       g[ino] = m.generation
@@ -565,11 +569,12 @@ package final class BucketFilesystem: Sendable {
     }
     let fh = fileHandles.add(.read(file))
     readAhead(after: node)
-    let io = kernelIO.open(ino, handle: fh, generation: m.generation, keepCache: keep) {
+    let io = kernelIO.open(ino, handle: fh, version: m, keepCache: keep) {
       staging?.verifiedFile(objectName, generation: m.generation)
     }
     // The inode's pages are still the older version's: the next cached open must drop them.
     if io == .direct { openedGenerations.withLock { _ = $0.removeValue(forKey: ino) } }
+    if let shown = kernelIO.pinned(ino) { kernelHoldsSize(of: shown, ino) }
     if case .passthrough(_, directIO: false) = io { metrics.passthroughOpens.add(1, ordering: .relaxed) }
     return (fh, io)
   }
@@ -627,19 +632,14 @@ package final class BucketFilesystem: Sendable {
     do {
       let reply = try await answer(file, range, by: ReadDeadline(seconds: options.readTimeout, object: file.objectName))
       staging?.served(file.copy)
-      file.answered.store(true, ordering: .relaxed)
+      file.settled.store(true, ordering: .relaxed)
       return reply
-    } catch where error.code == .objectChanged && file.renamedTo == nil && !file.answered.load(ordering: .relaxed) {
-      // Opened from a cached answer about a version someone else has replaced since: nothing
-      // was read from it, so the handle reads the newest version instead (a new open never
-      // fails because the object changed; only a handle that read the old one may).
-      guard let newest = await newestVersion(of: file) else { throw FSError(error) }
-      fileHandles.replace(handle, with: .read(newest))
-      staging?.release(file.objectName, generation: file.metadata.generation)
-      // A longer version: the kernel must ask its size again, or it stops at the old one. Not
-      // a shorter one: the short reply itself tells the kernel where the file ends, and a
-      // notice in between would make it fill the rest of the page with zeros instead.
-      if newest.metadata.size > file.metadata.size { forgetKernelCache(ofObject: file.objectName) }
+    } catch where error.code == .objectChanged && file.renamedTo == nil && !file.settled.load(ordering: .relaxed) {
+      // Opened while the server did not answer its first bytes, from an answer about a version
+      // someone else has replaced since: nothing was read from it, so the handle reads the
+      // newest version instead, where it can (a new open never fails because the object
+      // changed; only a handle that read the old one may).
+      guard await moveToNewest(handle, from: file) else { throw FSError(error) }
       return try await read(handle: handle, offset: offset, count: count)
     } catch where (error.code == .objectNotFound || error.code == .objectChanged) && file.renamedTo != nil {
       // The rename's copy landed and the old name went: the same bytes are under the new name.
@@ -656,24 +656,6 @@ package final class BucketFilesystem: Sendable {
   /// The generation a read handle reads (nil: not one reading an object's version).
   package func handleGeneration(_ handle: UInt64) -> Int64? {
     if case .read(let file)? = fileHandles[handle] { file.metadata.generation } else { nil }
-  }
-
-  /// The newest version of `file`'s object, opened as `open` would have; nil when the server
-  /// has none (deleted meanwhile: the read fails as before) or still names the same one.
-  private func newestVersion(of file: OpenFile) async -> OpenFile? {
-    let path = String(file.objectName.dropFirst(client.bucketName("").count))
-    guard let m = try? await namespace.latestFileMetadata(path), m.generation != file.metadata.generation else { return nil }
-    return openedVersion(file.objectName, m)
-  }
-
-  /// Version `m` of `objectName` as a read handle reads it: through the block cache, its
-  /// staged copy started.
-  private func openedVersion(_ objectName: String, _ m: StorageMetadata, renamedTo: String? = nil) -> OpenFile {
-    let reader = ObjectReader(client: client.bucketWide, cache: cache, name: objectName, generation: m.generation, size: m.size)
-    let copy = staging?.begin(objectName, metadata: m, client: client.bucketWide, offline: options.offline) {
-      try? await reader.read(offset: 0, count: Int(m.size))
-    }
-    return OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy, renamedTo: renamedTo)
   }
 
   /// `file`'s bytes where the rename this mount queued put them, when the bucket has them there
@@ -715,7 +697,8 @@ package final class BucketFilesystem: Sendable {
     }
   }
 
-  package func getattrIfCached(_ ino: UInt64) -> FileAttributes? {
+  /// `handle`: the open handle the kernel asks through (before a read, lseek to the end), if any.
+  package func getattrIfCached(_ ino: UInt64, handle: UInt64? = nil) -> FileAttributes? {
     guard let node = inodes.node(ino) else { return nil }
     if let edit = writeBack?.edits[node.path] { return attributes(ino: ino, edit: edit) }
     let local = localEntry(node.path)
@@ -728,6 +711,7 @@ package final class BucketFilesystem: Sendable {
       if namespace.folderUnknown(node.path) { return nil }
       return attributes(ino: ino, directory: true, metadata: nil)
     }
+    if let version = shownVersion(ino, handle: handle) { return attributes(ino: ino, directory: false, metadata: version) }
     guard let m = namespace.files.get(node.objectName ?? node.path) else { return nil }
     return attributes(ino: ino, directory: false, metadata: m)
   }
@@ -752,7 +736,7 @@ package final class BucketFilesystem: Sendable {
     if range.isEmpty { return .bytes(Data()) }
     guard let reply = answerNow(file, range) else { return nil }
     metrics.cacheHits.add(1, ordering: .relaxed)
-    file.answered.store(true, ordering: .relaxed)
+    file.settled.store(true, ordering: .relaxed)
     return reply
   }
 

@@ -31,7 +31,11 @@ enum FuseOperations {
     return st
   }
 
-  static func entryParam(_ a: FileAttributes, ttl: Double) -> fuse_entry_param {
+  /// The entry the kernel gets for `attrs`, as the filesystem shows them (`shown`: while the
+  /// kernel reads the inode's opens by itself, the attributes of the version they read).
+  static func entryParam(_ attrs: FileAttributes, _ fs: BucketFilesystem) -> fuse_entry_param {
+    let a = fs.shown(attrs)
+    let ttl = fs.cacheTime(a)
     var e = fuse_entry_param()
     e.ino = a.ino
     e.generation = 1
@@ -101,12 +105,15 @@ enum FuseOperations {
       reply.none()
     }
 
-    ops.getattr = { req, ino, _ in
+    ops.getattr = { req, ino, fi in
       let fs = FuseOperations.filesystem(req)
       let reply = PendingReply(req, fs, "getattr")
-      if let attrs = fs.getattrIfCached(ino) { return reply.attr(attrs) }
+      // Asked through an open file (FUSE_GETATTR_FH: the kernel before a read, lseek to the
+      // end; not fstat, which the kernel asks as a stat).
+      let handle = fi.map { CFuseShims_fi_fh($0) }
+      if let attrs = fs.getattrIfCached(ino, handle: handle) { return reply.attr(attrs) }
       reply.answer(within: fs.requestTimeout)
-      reply.run({ try await fs.getattr(ino) }) { reply.attr($0) }
+      reply.run({ try await fs.getattr(ino, handle: handle) }) { reply.attr($0) }
     }
 
     ops.readlink = { req, ino in
@@ -295,9 +302,13 @@ enum FuseOperations {
       let remaining = size - used
       let needed: Int = buffer.withUnsafeMutableBufferPointer { buf in
         if plus {
-          var e = entryParam(attrs, ttl: fs.cacheTime(attrs))
           // Node id 0: the kernel shows the name and looks it up when asked (no attributes yet).
-          if !linked { e.ino = 0 }
+          guard linked else {
+            var e = fuse_entry_param()
+            e.attr = st
+            return fuse_add_direntry_plus(req, buf.baseAddress! + used, remaining, name, &e, off_t(off))
+          }
+          var e = entryParam(attrs, fs)
           return fuse_add_direntry_plus(req, buf.baseAddress! + used, remaining, name, &e, off_t(off))
         }
         return fuse_add_direntry(req, buf.baseAddress! + used, remaining, name, &st, off_t(off))

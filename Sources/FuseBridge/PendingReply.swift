@@ -48,7 +48,7 @@ final class PendingReply: @unchecked Sendable {
       guard let self, self.claim() else { return }
       switch late?() {
       case .entry(let attrs):
-        var e = FuseOperations.entryParam(attrs, ttl: self.filesystem.cacheTime(attrs))
+        var e = FuseOperations.entryParam(attrs, self.filesystem)
         fuse_reply_entry(self.req, &e)
       case .missing(let parent, let name):
         self.replyMissing(parent: parent, name: name)
@@ -84,7 +84,7 @@ final class PendingReply: @unchecked Sendable {
   /// A name's entry. The lookup it counts is the kernel's; when the request was answered
   /// already (its deadline passed), the kernel never got it, and it is given back.
   func entry(_ attrs: FileAttributes) {
-    var e = FuseOperations.entryParam(attrs, ttl: filesystem.cacheTime(attrs))
+    var e = FuseOperations.entryParam(attrs, filesystem)
     guard claim() else { return filesystem.forget(attrs.ino, count: 1) }
     fuse_reply_entry(req, &e)
   }
@@ -106,7 +106,7 @@ final class PendingReply: @unchecked Sendable {
   /// A new file's entry and open handle; when too late, the handle is released and the
   /// lookup given back.
   func create(_ attrs: FileAttributes, handle: UInt64, _ io: KernelIO, _ fi: inout fuse_file_info) {
-    var e = FuseOperations.entryParam(attrs, ttl: filesystem.cacheTime(attrs))
+    var e = FuseOperations.entryParam(attrs, filesystem)
     CFuseShims_set_fh(&fi, handle)
     guard claim(), CFuseShims_reply_create(req, &e, &fi, Self.prepare(&fi, io)) != -ENOENT else {
       filesystem.release(handle: handle)
@@ -138,9 +138,11 @@ final class PendingReply: @unchecked Sendable {
     if claim() { fuse_reply_write(req, count) }
   }
 
+  /// Attributes as the filesystem shows them (`BucketFilesystem.shown`).
   func attr(_ attrs: FileAttributes) {
-    var st = FuseOperations.fill(attrs)
-    if claim() { fuse_reply_attr(req, &st, filesystem.cacheTime(attrs)) }
+    let shown = filesystem.shown(attrs)
+    var st = FuseOperations.fill(shown)
+    if claim() { fuse_reply_attr(req, &st, filesystem.cacheTime(shown)) }
   }
 
   /// False when the request was answered already (its deadline passed).

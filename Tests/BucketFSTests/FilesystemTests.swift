@@ -24,17 +24,18 @@ import Testing
 
   @Test func lookupReadAndChangedObject() async throws {
     let client = MemoryObjectClient()
-    let data = Data((0..<300_000).map { UInt8($0 % 251) })
+    let data = Data((0..<3_000_000).map { UInt8($0 % 251) })
     client.put("f.bin", data)
     let fs = makeFS(client)
     let attrs = try await fs.lookup(parent: InodeTable.rootIno, name: "f.bin")
-    #expect(attrs.size == 300_000 && !attrs.isDirectory)
+    #expect(attrs.size == 3_000_000 && !attrs.isDirectory)
     let (handle, _) = try await fs.open(attrs.ino, flags: O_RDONLY)
     #expect(try await fs.read(handle: handle, offset: 1000, count: 5000).data() == data.subdata(in: 1000..<6000))
-    #expect(try await fs.read(handle: handle, offset: 299_990, count: 100).data() == data.subdata(in: 299_990..<300_000))
+    #expect(try await fs.read(handle: handle, offset: 2_999_990, count: 100).data() == data.subdata(in: 2_999_990..<3_000_000))
     client.put("f.bin", Data("new".utf8))
-    // The pinned generation is gone: pages not yet cached fail with ESTALE.
-    let error = await #expect(throws: FSError.self) { try await fs.read(handle: handle, offset: 200_000, count: 10) }
+    // The pinned generation is gone: pages not yet cached (past the first MiB the open
+    // fetched, and what the cache read ahead of it) fail with ESTALE.
+    let error = await #expect(throws: FSError.self) { try await fs.read(handle: handle, offset: 2_400_000, count: 10) }
     #expect(error?.errno == ESTALE)
     fs.release(handle: handle)
     await #expect(throws: FSError(EROFS)) { try await fs.open(attrs.ino, flags: O_WRONLY) }
@@ -45,7 +46,7 @@ import Testing
   /// way), and the fetch goes on behind it: once it arrives, the bytes are read from the cache.
   @Test(.timeLimit(.minutes(1))) func aStalledReadEndsAtItsDeadlineAndItsFetchGoesOn() async throws {
     let client = MemoryObjectClient()
-    let data = Data((0..<300_000).map { UInt8($0 % 253) })
+    let data = Data((0..<3_000_000).map { UInt8($0 % 253) })
     client.put("slow.bin", data)
     var options = MountOptions()
     options.cacheSize = 4 << 20
@@ -53,16 +54,23 @@ import Testing
     let fs = BucketFilesystem(client: client, prefix: "", options: options, staging: nil, log: { _ in })
     let attrs = try await fs.lookup(parent: InodeTable.rootIno, name: "slow.bin")
     let (handle, _) = try await fs.open(attrs.ino, flags: O_RDONLY)
+    // Past the first MiB, which the open fetched, and the MiB the cache reads ahead of it,
+    // which lands first.
+    let at = 2_400_000
+    #expect(await eventually { fs.cache.cached(BlockCache.Key(name: "slow.bin", generation: 1, page: 15)) != nil })
     client.holdReads()
-    await #expect(throws: FSError(EIO)) { try await fs.read(handle: handle, offset: 0, count: 4096) }
+    await #expect(throws: FSError(EIO)) { try await fs.read(handle: handle, offset: Int64(at), count: 4096) }
     // Within a second of that, readers of the object through handles open then fail at once.
-    await #expect(throws: FSError(EIO)) { try await fs.read(handle: handle, offset: 8192, count: 4096) }
+    await #expect(throws: FSError(EIO)) { try await fs.read(handle: handle, offset: Int64(at + 8192), count: 4096) }
     let fetches = client.reads.load(ordering: .relaxed)
     #expect(fetches >= 1)
     client.letReadsGo()
-    #expect(await eventually { fs.readIfCached(handle: handle, offset: 0, count: 4096) != nil })
-    #expect(fs.readIfCached(handle: handle, offset: 0, count: 4096)?.data() == data.prefix(4096))
+    // The held fetch lands in the cache, asked of the server once; a read (which reads ahead
+    // of itself) is then answered from there.
+    let held = BlockCache.Key(name: "slow.bin", generation: 1, page: Int64(at) / BlockCache.pageSize)
+    #expect(await eventually { fs.cache.cached(held) != nil })
     #expect(client.reads.load(ordering: .relaxed) == fetches)
+    #expect(fs.readIfCached(handle: handle, offset: Int64(at), count: 4096)?.data() == data.subdata(in: at..<(at + 4096)))
     fs.release(handle: handle)
   }
 
@@ -253,6 +261,28 @@ import Testing
     #expect(table.node(ino) == nil)
     table.forget(InodeTable.rootIno, count: 100)
     #expect(table.node(InodeTable.rootIno) != nil)
+  }
+
+  /// What sizes the kernel may hold for an inode: one shown size it holds; two shown since it
+  /// was last told to forget them, it may hold either (replies apply as they arrive); told to
+  /// forget, none it would use unasked.
+  @Test func theSizesShownToTheKernelAreKeptUntilItIsToldToForget() {
+    let table = InodeTable()
+    let ino = table.ino(for: InodeTable.Node(path: "f", isDirectory: false, objectName: "f"), lookup: true)
+    #expect(!table.mayHoldOtherSize(ino, than: 10), "shown nothing yet")
+    table.showing(ino, size: 10)
+    table.showing(ino, size: 10)
+    #expect(!table.mayHoldOtherSize(ino, than: 10))
+    #expect(table.mayHoldOtherSize(ino, than: 20))
+    // Asking so counts as telling it to forget.
+    #expect(!table.mayHoldOtherSize(ino, than: 20))
+    table.showing(ino, size: 20)
+    table.showing(ino, size: 10)
+    #expect(table.mayHoldOtherSize(ino, than: 20) && !table.mayHoldOtherSize(ino, than: 10))
+    table.showing(ino, size: 30)
+    table.forgetShownSizes(ino)
+    #expect(!table.mayHoldOtherSize(ino, than: 10))
+    #expect(table.mayHoldOtherSize(12_345, than: 1), "an inode the table does not hold")
   }
 
   /// `mv a b` over a `b` the kernel still holds, then the kernel forgets the old `b`: the moved

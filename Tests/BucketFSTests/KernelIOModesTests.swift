@@ -1,5 +1,6 @@
 @testable import BucketFS
 import Foundation
+import StorageCore
 import Synchronization
 import Testing
 
@@ -28,6 +29,14 @@ import Testing
 
   let staged = FileDescriptor(open("/dev/null", O_RDONLY))
 
+  /// Version `generation` of an object, `size` bytes long.
+  func v(_ generation: Int64, size: Int64 = 10) -> StorageMetadata {
+    let m = StorageMetadata()
+    m.generation = generation
+    m.size = size
+    return m
+  }
+
   func modes(_ registry: Registry, log: @escaping @Sendable (String) -> Void = { _ in }) -> KernelIOModes {
     let modes = KernelIOModes(log: log)
     modes.offer(registry.files)
@@ -38,23 +47,23 @@ import Testing
   @Test func aFirstOpenOfAStagedFilePassesThroughAndLaterOpensJoinIt() {
     let registry = Registry()
     let m = modes(registry)
-    #expect(m.open(7, handle: 1, generation: 5, keepCache: true) { staged } == .passthrough(backingID: 1, directIO: false))
+    #expect(m.open(7, handle: 1, version: v(5), keepCache: true) { staged } == .passthrough(backingID: 1, directIO: false))
     // Joins the same backing file when the copy verifies again as that file; else its reads
     // come to the daemon (a copy changed since the first open is never read by a new one).
-    #expect(m.open(7, handle: 2, generation: 5, keepCache: true) { staged } == .passthrough(backingID: 1, directIO: false))
-    #expect(m.open(7, handle: 6, generation: 5, keepCache: true) { nil } == .passthrough(backingID: 1, directIO: true))
+    #expect(m.open(7, handle: 2, version: v(5), keepCache: true) { staged } == .passthrough(backingID: 1, directIO: false))
+    #expect(m.open(7, handle: 6, version: v(5), keepCache: true) { nil } == .passthrough(backingID: 1, directIO: true))
     m.release(6)
     // Another generation, or this mount's own bytes: still passthrough (the kernel insists),
     // but with direct I/O so that its reads come to the daemon.
-    #expect(m.open(7, handle: 3, generation: 6, keepCache: false) { staged } == .passthrough(backingID: 1, directIO: true))
-    #expect(m.open(7, handle: 4, generation: nil, keepCache: false) { nil } == .passthrough(backingID: 1, directIO: true))
+    #expect(m.open(7, handle: 3, version: v(6), keepCache: false) { staged } == .passthrough(backingID: 1, directIO: true))
+    #expect(m.open(7, handle: 4, version: nil, keepCache: false) { nil } == .passthrough(backingID: 1, directIO: true))
     #expect(registry.live == [1])
     for handle: UInt64 in [1, 2, 3] { m.release(handle) }
     #expect(registry.live == [1], "the backing file went while an open of the inode was left")
     m.release(4)
     #expect(registry.live.isEmpty)
     // The inode is free again: a new first open registers a new backing file.
-    #expect(m.open(7, handle: 5, generation: 6, keepCache: false) { staged } == .passthrough(backingID: 2, directIO: false))
+    #expect(m.open(7, handle: 5, version: v(6), keepCache: false) { staged } == .passthrough(backingID: 2, directIO: false))
   }
 
   /// A create the kernel writes registers the edit's file; every later open of the inode joins
@@ -64,8 +73,8 @@ import Testing
     let registry = Registry()
     let m = modes(registry)
     #expect(m.openEditing(9, handle: 1, file: staged) == .passthrough(backingID: 1, directIO: false))
-    #expect(m.open(9, handle: 2, generation: nil, keepCache: false) { nil } == .passthrough(backingID: 1, directIO: true))
-    #expect(m.open(9, handle: 3, generation: 4, keepCache: true) { staged } == .passthrough(backingID: 1, directIO: true))
+    #expect(m.open(9, handle: 2, version: nil, keepCache: false) { nil } == .passthrough(backingID: 1, directIO: true))
+    #expect(m.open(9, handle: 3, version: v(4), keepCache: true) { staged } == .passthrough(backingID: 1, directIO: true))
     #expect(m.openEditing(9, handle: 4, file: staged) == nil)
     m.release(1)
     m.release(2)
@@ -73,7 +82,7 @@ import Testing
     m.release(3)
     #expect(registry.live.isEmpty)
     // Open cached elsewhere: the create goes through the daemon, and registers nothing.
-    #expect(m.open(10, handle: 5, generation: nil, keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.open(10, handle: 5, version: nil, keepCache: false) { nil } == .cached(keepCache: false))
     #expect(m.openEditing(10, handle: 6, file: staged) == nil)
     #expect(registry.live.isEmpty)
     // Passthrough refused: nil, and the create goes through the daemon.
@@ -84,28 +93,83 @@ import Testing
   @Test func anInodeOpenCachedStaysCachedUntilItsLastRelease() {
     let registry = Registry()
     let m = modes(registry)
-    #expect(m.open(9, handle: 1, generation: 5, keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.open(9, handle: 1, version: v(5), keepCache: false) { nil } == .cached(keepCache: false))
     // The copy completed meanwhile: asking for it would break the kernel's rule.
     var asked = false
-    #expect(m.open(9, handle: 2, generation: 5, keepCache: true) { asked = true; return staged } == .cached(keepCache: true))
+    #expect(m.open(9, handle: 2, version: v(5), keepCache: true) { asked = true; return staged } == .cached(keepCache: true))
     #expect(!asked)
     m.release(1)
     m.release(2)
-    #expect(m.open(9, handle: 3, generation: 5, keepCache: true) { staged } == .passthrough(backingID: 1, directIO: false))
+    #expect(m.open(9, handle: 3, version: v(5), keepCache: true) { staged } == .passthrough(backingID: 1, directIO: false))
     // Other inodes are their own.
-    #expect(m.open(10, handle: 4, generation: 5, keepCache: true) { nil } == .cached(keepCache: true))
+    #expect(m.open(10, handle: 4, version: v(5), keepCache: true) { nil } == .cached(keepCache: true))
   }
 
   @Test func anotherGenerationOfACachedInodeBypassesItsPages() {
     let m = modes(Registry())
-    #expect(m.open(9, handle: 1, generation: 5, keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.open(9, handle: 1, version: v(5), keepCache: false) { nil } == .cached(keepCache: false))
     // The object changed while handle 1 reads version 5: version 6 neither fills nor drops
     // the pages version 5's reader reads.
-    #expect(m.open(9, handle: 2, generation: 6, keepCache: false) { nil } == .direct)
+    #expect(m.open(9, handle: 2, version: v(6), keepCache: false) { nil } == .direct)
     // This mount's own bytes (an edit) join the cached mode as before.
-    #expect(m.open(9, handle: 3, generation: nil, keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.open(9, handle: 3, version: nil, keepCache: false) { nil } == .cached(keepCache: false))
     for handle in UInt64(1)...3 { m.release(handle) }
-    #expect(m.open(9, handle: 4, generation: 6, keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.open(9, handle: 4, version: v(6), keepCache: false) { nil } == .cached(keepCache: false))
+  }
+
+  /// The kernel reads an inode's opens through its page cache up to the size it holds, so the
+  /// version they read is the one it is shown while any of them is open; a newer version open
+  /// beside them (direct I/O) shows once they are closed, and its next open starts the page
+  /// cache anew.
+  @Test func theVersionReadThroughThePageCacheIsTheOneShown() {
+    let m = modes(Registry())
+    let (old, new) = (v(5, size: 100), v(6, size: 40))
+    #expect(m.pinned(9) == nil)
+    #expect(m.open(9, handle: 1, version: old, keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.pinned(9) === old)
+    #expect(m.open(9, handle: 2, version: new, keepCache: false) { nil } == .direct)
+    #expect(m.pinned(9) === old)
+    m.release(1)
+    #expect(m.pinned(9) == nil, "no open reads the old version's pages any more")
+    #expect(m.open(9, handle: 3, version: new, keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.pinned(9) === new)
+    m.release(2)
+    m.release(3)
+    #expect(m.pinned(9) == nil)
+    // This mount's own bytes pin nothing (the kernel's writes size them).
+    #expect(m.open(9, handle: 4, version: nil, keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.pinned(9) == nil)
+  }
+
+  @Test func aPassthroughOpenShowsTheVersionOfItsBackingFile() {
+    let m = modes(Registry())
+    let backed = v(5, size: 100)
+    #expect(m.open(7, handle: 1, version: backed, keepCache: false) { staged } == .passthrough(backingID: 1, directIO: false))
+    #expect(m.open(7, handle: 2, version: v(6), keepCache: false) { staged } == .passthrough(backingID: 1, directIO: true))
+    #expect(m.pinned(7) === backed)
+    m.release(1)
+    m.release(2)
+    #expect(m.pinned(7) == nil)
+  }
+
+  /// A handle that has read nothing swaps versions only where no page of the old one can reach
+  /// its program: its reads bypass the page cache, or it is the inode's only open through it
+  /// and kept no page; then the inode shows the new version.
+  @Test func aHandleSwapsVersionsOnlyWhereNoOldPageReachesIt() {
+    let m = modes(Registry())
+    let newest = v(7, size: 3)
+    #expect(m.open(9, handle: 1, version: v(5), keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.open(9, handle: 2, version: v(6), keepCache: false) { nil } == .direct)
+    #expect(m.move(2, to: newest))
+    #expect(m.move(1, to: newest))
+    #expect(m.pinned(9) === newest)
+    // Two opens share the pages, or the open kept pages of an earlier one: no.
+    #expect(m.open(9, handle: 3, version: newest, keepCache: true) { nil } == .cached(keepCache: true))
+    #expect(!m.move(1, to: v(8)))
+    m.release(1)
+    #expect(!m.move(3, to: v(8)), "the open kept pages of the old version")
+    #expect(!m.move(42, to: v(8)), "no such handle")
+    #expect(m.pinned(9) === newest)
   }
 
   @Test func withoutPrivilegePassthroughEndsForTheMountSaidOnce() {
@@ -113,9 +177,9 @@ import Testing
     registry.refuse(EPERM)
     let lines = Mutex<[String]>([])
     let m = modes(registry) { line in lines.withLock { $0.append(line) } }
-    #expect(m.open(1, handle: 1, generation: 1, keepCache: false) { staged } == .cached(keepCache: false))
+    #expect(m.open(1, handle: 1, version: v(1), keepCache: false) { staged } == .cached(keepCache: false))
     var asked = false
-    #expect(m.open(2, handle: 2, generation: 1, keepCache: false) { asked = true; return staged } == .cached(keepCache: false))
+    #expect(m.open(2, handle: 2, version: v(1), keepCache: false) { asked = true; return staged } == .cached(keepCache: false))
     #expect(!asked, "a mount the kernel refused asked for a backing file again")
     #expect(lines.withLock { $0.count } == 1)
   }
@@ -124,9 +188,9 @@ import Testing
     let registry = Registry()
     registry.refuse(EOPNOTSUPP)
     let m = modes(registry)
-    #expect(m.open(1, handle: 1, generation: 1, keepCache: false) { staged } == .cached(keepCache: false))
+    #expect(m.open(1, handle: 1, version: v(1), keepCache: false) { staged } == .cached(keepCache: false))
     registry.state.withLock { $0.refuse = nil }
-    #expect(m.open(2, handle: 2, generation: 1, keepCache: false) { staged } == .passthrough(backingID: 1, directIO: false))
+    #expect(m.open(2, handle: 2, version: v(1), keepCache: false) { staged } == .passthrough(backingID: 1, directIO: false))
   }
 
   @Test func aKernelThatDoesNotOfferItKeepsEveryOpenCached() {
@@ -134,7 +198,7 @@ import Testing
     let m = KernelIOModes(log: { _ in })
     m.offer(registry.files)
     m.started(false)
-    #expect(m.open(1, handle: 1, generation: 1, keepCache: true) { staged } == .cached(keepCache: true))
+    #expect(m.open(1, handle: 1, version: v(1), keepCache: true) { staged } == .cached(keepCache: true))
     #expect(registry.live.isEmpty)
   }
 }

@@ -33,11 +33,22 @@ package final class InodeTable: Sendable {
     }
   }
 
-  /// An inode: its node, the kernel's references, and its number.
+  /// The sizes the kernel was given for an inode since it was last told to forget its
+  /// attributes (it may hold any of them: a reply is applied when it arrives, not in the order
+  /// the answers were made).
+  enum ShownSizes {
+    /// None: the kernel asks before it uses a size.
+    case none
+    case one(Int64)
+    case several
+  }
+
+  /// An inode: its node, the kernel's references, its number, and the sizes it was shown.
   private struct Slot {
     var node: Node
     var lookups: UInt64
     var ino: UInt64
+    var shown = ShownSizes.none
   }
 
   /// Inodes in an array, not a hash table keyed by number: a walk holds one per name the kernel
@@ -208,4 +219,39 @@ package final class InodeTable: Sendable {
   }
 
   package var count: Int { state.withLock { $0.live } }
+
+  /// The kernel is being given `size` as `ino`'s size (an answer to a lookup, a getattr, a
+  /// readdirplus).
+  func showing(_ ino: UInt64, size: Int64) {
+    state.withLock { s in
+      guard let i = s.index(ino) else { return }
+      switch s.slots[i]!.shown {
+      case .none: s.slots[i]!.shown = .one(size)
+      case .one(let shown) where shown != size: s.slots[i]!.shown = .several
+      default: break
+      }
+    }
+  }
+
+  /// Whether the kernel may hold a size other than `size` for `ino`. If so, the caller tells it
+  /// to forget its attributes, and nothing is counted as shown from here on.
+  func mayHoldOtherSize(_ ino: UInt64, than size: Int64) -> Bool {
+    state.withLock { s in
+      guard let i = s.index(ino) else { return true }
+      switch s.slots[i]!.shown {
+      case .none: return false
+      case .one(let shown) where shown == size: return false
+      default:
+        s.slots[i]!.shown = .none
+        return true
+      }
+    }
+  }
+
+  /// The kernel is told to forget `ino`'s attributes: it holds no size it will use unasked.
+  func forgetShownSizes(_ ino: UInt64) {
+    state.withLock { s in
+      if let i = s.index(ino) { s.slots[i]!.shown = .none }
+    }
+  }
 }

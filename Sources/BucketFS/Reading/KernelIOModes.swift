@@ -16,7 +16,15 @@
 // backing file. Our count of an inode's opens is never below the kernel's (an open counts here
 // before its reply, a release after the kernel dropped it), so a mode chosen here is never one
 // the kernel refuses.
+//
+// The page cache is read up to the size the kernel holds for the inode (i_size), which every
+// lookup, getattr and readdirplus answer sets, whatever version the open reads; a program maps
+// as many bytes as fstat said. So while an inode has opens through the page cache of an
+// object's version, or by passthrough from its staged copy, that version is the one the kernel
+// is shown (`pinned`): a newer one shows once they are closed. Opens of a newer version
+// meanwhile read it with direct I/O, which the size does not cut.
 import Foundation
+import StorageCore
 import Synchronization
 
 /// The kernel's registry of backing files (FUSE_DEV_IOC_BACKING_OPEN/CLOSE), given by the bridge.
@@ -46,10 +54,14 @@ package enum KernelIO: Equatable, Sendable {
 
 final class KernelIOModes: Sendable {
   private enum Mode {
-    /// `generation`: what the cached opens read (nil: this mount's own bytes).
-    case cached(generation: Int64?, opens: Int)
-    /// `file`: the staged copy registered as the backing file (device and inode).
-    case passthrough(backingID: Int32, generation: Int64, file: FileKey, opens: Int)
+    /// `version`: what the opens through the page cache (`opens`) read, and the attributes the
+    /// kernel is shown while there are any (nil: this mount's own bytes); `direct`: opens of
+    /// another version beside them, read with direct I/O.
+    case cached(version: StorageMetadata?, opens: Int, direct: Int)
+    /// `file`: the staged copy of `version` registered as the backing file (device and inode);
+    /// the kernel is shown that version's attributes while it is open (an mmap maps the
+    /// backing file as long as fstat says).
+    case passthrough(backingID: Int32, version: StorageMetadata, file: FileKey, opens: Int)
     /// A new file whose creator writes its edit's file by passthrough (`openEditing`).
     case editing(backingID: Int32, opens: Int)
   }
@@ -67,10 +79,15 @@ final class KernelIOModes: Sendable {
     }
   }
 
+  /// An open handle: its inode and how it was answered.
+  private struct Opened {
+    var ino: UInt64
+    var io: KernelIO
+  }
+
   private struct State {
     var modes: [UInt64: Mode] = [:]
-    /// The inode of each open handle.
-    var inodes: [UInt64: UInt64] = [:]
+    var opened: [UInt64: Opened] = [:]
   }
 
   /// Whether this mount opens by passthrough.
@@ -110,12 +127,13 @@ final class KernelIOModes: Sendable {
     passthrough.withLock { if case .on(let files) = $0 { return files } else { return nil } }
   }
 
-  /// The mode of `handle`, a new open of `ino`. `generation`: what the open reads (nil: this
+  /// The mode of `handle`, a new open of `ino`. `version`: what the open reads (nil: this
   /// mount's own bytes, never a backing file); `stagedCopy` gives the verified staged copy of
-  /// that generation, asked only when the open could start passthrough.
+  /// that version, asked only when the open could start passthrough.
   func open(
-    _ ino: UInt64, handle: UInt64, generation: Int64?, keepCache: Bool, stagedCopy: () -> FileDescriptor?
+    _ ino: UInt64, handle: UInt64, version: StorageMetadata?, keepCache: Bool, stagedCopy: () -> FileDescriptor?
   ) -> KernelIO {
+    let generation = version?.generation
     // Every open that would read the staged copy gets it verified, a join onto another open's
     // backing file as much as the first (a copy changed since that open is never read by a
     // new one): the verified copy must be the very file the backing was made of.
@@ -123,7 +141,7 @@ final class KernelIOModes: Sendable {
     let cached = state.withLock { s in if case .cached = s.modes[ino] { true } else { false } }
     let copy = generation != nil && backing != nil && !cached ? stagedCopy() : nil
     let copyKey = copy.flatMap(FileKey.init)
-    if let joined = state.withLock({ s in Self.join(ino, handle, generation, keepCache, verified: copyKey, &s) }) { return joined }
+    if let joined = state.withLock({ s in Self.join(ino, handle, version, keepCache, verified: copyKey, &s) }) { return joined }
     var registered: Int32?
     if generation != nil, let files = backing, let copy, copyKey != nil {
       switch files.register(copy.fd) {
@@ -133,13 +151,14 @@ final class KernelIOModes: Sendable {
     }
     let (io, unused) = state.withLock { s -> (KernelIO, Int32?) in
       // Another open of the inode may have settled its mode meanwhile: join it.
-      if let joined = Self.join(ino, handle, generation, keepCache, verified: copyKey, &s) { return (joined, registered) }
-      s.inodes[handle] = ino
-      if let registered, let generation, let copyKey {
-        s.modes[ino] = .passthrough(backingID: registered, generation: generation, file: copyKey, opens: 1)
+      if let joined = Self.join(ino, handle, version, keepCache, verified: copyKey, &s) { return (joined, registered) }
+      if let registered, let version, let copyKey {
+        s.modes[ino] = .passthrough(backingID: registered, version: version, file: copyKey, opens: 1)
+        s.opened[handle] = Opened(ino: ino, io: .passthrough(backingID: registered, directIO: false))
         return (.passthrough(backingID: registered, directIO: false), nil)
       }
-      s.modes[ino] = .cached(generation: generation, opens: 1)
+      s.modes[ino] = .cached(version: version, opens: 1, direct: 0)
+      s.opened[handle] = Opened(ino: ino, io: .cached(keepCache: keepCache))
       return (.cached(keepCache: keepCache), nil)
     }
     if let unused { backing?.unregister(unused) }
@@ -163,7 +182,7 @@ final class KernelIOModes: Sendable {
     let taken = state.withLock { s -> Bool in
       guard s.modes[ino] == nil else { return false }
       s.modes[ino] = .editing(backingID: registered, opens: 1)
-      s.inodes[handle] = ino
+      s.opened[handle] = Opened(ino: ino, io: .passthrough(backingID: registered, directIO: false))
       return true
     }
     guard taken else {
@@ -176,14 +195,16 @@ final class KernelIOModes: Sendable {
   /// `handle` was released; the inode's backing file goes with its last passthrough open.
   func release(_ handle: UInt64) {
     let unused = state.withLock { s -> Int32? in
-      guard let ino = s.inodes.removeValue(forKey: handle), let mode = s.modes[ino] else { return nil }
+      guard let opened = s.opened.removeValue(forKey: handle), let mode = s.modes[opened.ino] else { return nil }
+      let ino = opened.ino
       switch mode {
-      case .cached(let generation, let n):
-        s.modes[ino] = n > 1 ? .cached(generation: generation, opens: n - 1) : nil
+      case .cached(let version, var n, var direct):
+        if opened.io == .direct { direct -= 1 } else { n -= 1 }
+        s.modes[ino] = n + direct > 0 ? .cached(version: version, opens: n, direct: direct) : nil
         return nil
-      case .passthrough(let id, let generation, let file, let n):
+      case .passthrough(let id, let version, let file, let n):
         guard n <= 1 else {
-          s.modes[ino] = .passthrough(backingID: id, generation: generation, file: file, opens: n - 1)
+          s.modes[ino] = .passthrough(backingID: id, version: version, file: file, opens: n - 1)
           return nil
         }
         s.modes[ino] = nil
@@ -200,31 +221,74 @@ final class KernelIOModes: Sendable {
     if let unused { backing?.unregister(unused) }
   }
 
+  /// The version whose attributes the kernel must be shown for `ino`: the one its opens
+  /// through the page cache read, or whose staged copy it reads by passthrough (nil: none is
+  /// open, or they read this mount's own bytes).
+  func pinned(_ ino: UInt64) -> StorageMetadata? {
+    state.withLock { s in
+      switch s.modes[ino] {
+      case .cached(let version?, let n, _)? where n > 0: version
+      case .passthrough(_, let version, _, _)?: version
+      default: nil
+      }
+    }
+  }
+
+  /// Whether `handle`, which has answered no read, may read `newest` instead of the version
+  /// it opened (someone else replaced it): yes when its reads bypass the page cache, or when
+  /// it is the only open through the page cache and opened without keeping pages, so that no
+  /// page of the old version can be read through it; the inode then shows `newest`. Else no:
+  /// other readers share the pages, which must stay one version.
+  func move(_ handle: UInt64, to newest: StorageMetadata) -> Bool {
+    state.withLock { s in
+      guard let opened = s.opened[handle] else { return false }
+      switch (opened.io, s.modes[opened.ino]) {
+      case (.direct, _), (.passthrough(_, directIO: true), _):
+        return true
+      case (.cached(keepCache: false), .cached(_?, 1, let direct)?):
+        s.modes[opened.ino] = .cached(version: newest, opens: 1, direct: direct)
+        return true
+      default:
+        return false
+      }
+    }
+  }
+
   /// `verified`: the staged copy this open would read, checked just now (nil: none is).
   private static func join(
-    _ ino: UInt64, _ handle: UInt64, _ generation: Int64?, _ keepCache: Bool, verified: FileKey?, _ s: inout State
+    _ ino: UInt64, _ handle: UInt64, _ version: StorageMetadata?, _ keepCache: Bool, verified: FileKey?, _ s: inout State
   ) -> KernelIO? {
+    let generation = version?.generation
+    let io: KernelIO
     switch s.modes[ino] {
     case nil:
       return nil
-    case .cached(let cached, let n):
-      s.modes[ino] = .cached(generation: cached, opens: n + 1)
-      s.inodes[handle] = ino
-      // Two versions of an object open at once: the newer one's reads bypass the pages the
-      // older one's readers still read.
-      if let generation, let cached, generation != cached { return .direct }
-      return .cached(keepCache: keepCache)
+    case .cached(let cached, let n, let direct):
+      if n == 0 {
+        // Only opens of other versions are left, which bypass the pages: the page cache is
+        // this open's version's from now on (an open after a direct one keeps no page).
+        s.modes[ino] = .cached(version: version, opens: 1, direct: direct)
+        io = .cached(keepCache: keepCache)
+      } else if let generation, let cachedGeneration = cached?.generation, generation != cachedGeneration {
+        // Two versions of an object open at once: the newer one's reads bypass the pages the
+        // older one's readers still read.
+        s.modes[ino] = .cached(version: cached, opens: n, direct: direct + 1)
+        io = .direct
+      } else {
+        s.modes[ino] = .cached(version: cached, opens: n + 1, direct: direct)
+        io = .cached(keepCache: keepCache)
+      }
     case .passthrough(let id, let backed, let file, let n):
-      s.modes[ino] = .passthrough(backingID: id, generation: backed, file: file, opens: n + 1)
-      s.inodes[handle] = ino
+      s.modes[ino] = .passthrough(backingID: id, version: backed, file: file, opens: n + 1)
       // Another generation, or a backing file that is no longer the verified copy: the reads of
       // this open come to the daemon.
-      return .passthrough(backingID: id, directIO: generation != backed || verified != file)
+      io = .passthrough(backingID: id, directIO: generation != backed.generation || verified != file)
     case .editing(let id, let n):
       s.modes[ino] = .editing(backingID: id, opens: n + 1)
-      s.inodes[handle] = ino
-      return .passthrough(backingID: id, directIO: true)
+      io = .passthrough(backingID: id, directIO: true)
     }
+    s.opened[handle] = Opened(ino: ino, io: io)
+    return io
   }
 
   /// Without the privilege (not root) no backing file will ever be accepted: passthrough ends

@@ -78,3 +78,32 @@ extension BucketFilesystem {
     }
   }
 }
+
+extension BucketFilesystem {
+  /// Whether the sources hold `range` (not empty) of `file` now, asked without reading it (a
+  /// staged block read back is checked whole).
+  func holds(_ file: OpenFile, _ range: Range<Int64>) -> Bool {
+    let (name, generation) = (file.objectName, file.metadata.generation)
+    if staging?.status(name, generation: generation, size: file.metadata.size).isComplete == true { return true }
+    if let copy = file.copy, !copy.isBroken { return copy.holds(offset: range.lowerBound, end: range.upperBound) }
+    // Page by page, not as a reply: a reply counts as a read, which reads ahead.
+    let pages = (range.lowerBound / BlockCache.pageSize)...((range.upperBound - 1) / BlockCache.pageSize)
+    return pages.allSatisfy { cache.cached(BlockCache.Key(name: name, generation: generation, page: $0)) != nil }
+  }
+
+  /// Waits until the sources hold `range` of `file`, fetching what they lack as `answer` would,
+  /// without making a reply of it; the server's error for the bytes, or the deadline's.
+  func fetch(_ file: OpenFile, _ range: Range<Int64>, by deadline: ReadDeadline) async throws(BucketError) {
+    if staging?.status(file.objectName, generation: file.metadata.generation, size: file.metadata.size).isComplete == true { return }
+    if let copy = file.copy, !copy.isBroken {
+      do {
+        return try await copy.wait(offset: range.lowerBound, end: range.upperBound, by: deadline)
+      } catch let error as BucketError {
+        throw error
+      } catch {
+        // The copy cannot be used (the disk is full, say): the block cache, as a read would.
+      }
+    }
+    _ = try await file.reader.reply(offset: range.lowerBound, count: range.count, by: deadline)
+  }
+}

@@ -1,0 +1,125 @@
+// Which version of an object a read handle reads, and which one the kernel is shown. Every read
+// must return exactly one version, whole, while someone else may replace the object at any time.
+//
+// The kernel reads a file through its page cache up to the size it holds for the inode, which
+// every lookup, getattr and readdirplus answer sets, while a handle reads the version it opened:
+// a newer version's size shown meanwhile cut a read short, or padded it with zeros up to that
+// size (issue 54). And a program learns the size once (fstat) and may map that many bytes. So:
+// - an open settles its version: the bytes its first read will ask for are here, or it fetches
+//   them, as that read would, and it opens the newest version when that one is gone
+//   (`settled`); a handle that swapped versions at its first read gave an mmap one version's
+//   size and another's bytes;
+// - while an inode has opens that the kernel reads through its page cache or by passthrough
+//   (`KernelIOModes.pinned`), every answer about it describes the version they read (`shown`),
+//   and such an open makes sure the kernel holds that version's size, or asks for it
+//   (`kernelHoldsSize`); opens of a newer version meanwhile read it with direct I/O, which the
+//   size does not cut.
+import StorageCore
+
+extension BucketFilesystem {
+  /// Version `m` of `objectName` as a read handle reads it: through the block cache, its
+  /// staged copy started.
+  func openedVersion(_ objectName: String, _ m: StorageMetadata, renamedTo: String? = nil) -> OpenFile {
+    let reader = ObjectReader(client: client.bucketWide, cache: cache, name: objectName, generation: m.generation, size: m.size)
+    let copy = staging?.begin(objectName, metadata: m, client: client.bucketWide, offline: options.offline) {
+      try? await reader.read(offset: 0, count: Int(m.size))
+    }
+    return OpenFile(objectName: objectName, metadata: m, reader: reader, copy: copy, renamedTo: renamedTo)
+  }
+
+  /// The newest version of `file`'s object, opened as `open` would have; nil when the server
+  /// has none (deleted meanwhile: the read fails as before) or still names the same one.
+  func newestVersion(of file: OpenFile) async -> OpenFile? {
+    let path = String(file.objectName.dropFirst(client.bucketName("").count))
+    guard let m = try? await namespace.latestFileMetadata(path), m.generation != file.metadata.generation else { return nil }
+    return openedVersion(file.objectName, m)
+  }
+
+  /// The bytes an open settles, from the start: what a first read asks for, the kernel's
+  /// largest request here (max_pages and read_ahead_kb are 1 MiB).
+  static let settledBytes: Int64 = 1 << 20
+
+  /// `file`, just opened, with its version settled: the bytes its first read will ask for are
+  /// here, or are fetched (the fetch that read would wait for), and when the server no longer
+  /// has that version (the open took a cached answer, or someone replaced it since), the
+  /// newest one is opened instead. Within half of read_timeout, so that a server that does not
+  /// answer fails the read, not the open; unsettled, the first read may still swap versions
+  /// (`moveToNewest`). Settled, a handle never swaps: the kernel may have served its program
+  /// pages of the version, and the program may have learned its size (an mmap of as many
+  /// bytes as fstat said).
+  func settled(_ opened: OpenFile) async -> OpenFile {
+    var file = opened
+    // A few times at most: an object replaced faster than its first bytes arrive is read as
+    // the last version named.
+    for _ in 0..<3 {
+      guard !options.offline, file.metadata.size > 0 else { return file }
+      let first = 0..<min(file.metadata.size, Self.settledBytes)
+      do {
+        if !holds(file, first) {
+          try await fetch(file, first, by: ReadDeadline(seconds: options.readTimeout / 2, object: file.objectName))
+        }
+        file.settled.store(true, ordering: .relaxed)
+        return file
+      } catch where error.code == .objectChanged {
+        guard let newest = await newestVersion(of: file) else { return file }
+        staging?.release(file.objectName, generation: file.metadata.generation)
+        file = newest
+      } catch {
+        return file
+      }
+    }
+    return file
+  }
+
+  /// `handle`, whose version the server no longer has and which has answered nothing, reads
+  /// the newest version instead: false when there is none, or when the inode's other readers
+  /// share pages the kernel may serve it (`KernelIOModes.move`).
+  func moveToNewest(_ handle: UInt64, from file: OpenFile) async -> Bool {
+    guard let newest = await newestVersion(of: file) else { return false }
+    guard kernelIO.move(handle, to: newest.metadata) else {
+      staging?.release(newest.objectName, generation: newest.metadata.generation)
+      return false
+    }
+    fileHandles.replace(handle, with: .read(newest))
+    staging?.release(file.objectName, generation: file.metadata.generation)
+    // A longer version: the kernel must ask its size again, or it stops at the old one. Not
+    // a shorter one: the short reply itself tells the kernel where the file ends, and a
+    // notice in between would make it fill the rest of the page with zeros instead.
+    if newest.metadata.size > file.metadata.size { forgetKernelCache(ofObject: file.objectName) }
+    return true
+  }
+
+  /// What the kernel is given for `a` (every entry and attributes reply goes through here):
+  /// while the inode has opens the kernel reads by itself (page cache, passthrough), the
+  /// attributes of the version they read. Noted as shown either way (`InodeTable.showing`).
+  package func shown(_ a: FileAttributes) -> FileAttributes {
+    guard !a.isDirectory else { return a }
+    // Noted before the pin is looked at; an open pins before it looks at what was noted
+    // (`kernelHoldsSize`). Whichever of the two comes second sees the other, so no answer
+    // of another size slips past an open that starts reading through the page cache.
+    inodes.showing(a.ino, size: a.size)
+    // A file this mount changed is shown as its changes are (the kernel's own writes size it).
+    guard !a.volatile, let version = kernelIO.pinned(a.ino) else { return a }
+    let pinned = attributes(ino: a.ino, directory: false, metadata: version)
+    inodes.showing(a.ino, size: pinned.size)
+    return pinned
+  }
+
+  /// The version a getattr of `ino` describes without asking the server: the pinned one;
+  /// else, asked through an open handle (the kernel before a read, lseek to the end), the one
+  /// that handle reads. Nil: as the namespace answers.
+  func shownVersion(_ ino: UInt64, handle: UInt64?) -> StorageMetadata? {
+    if let pinned = kernelIO.pinned(ino) { return pinned }
+    guard let handle, case .read(let file)? = fileHandles[handle] else { return nil }
+    return file.metadata
+  }
+
+  /// `ino` was just opened and the kernel reads `version` by itself: if the kernel may hold
+  /// another size for it, it is told to forget its attributes (before the open's reply), so
+  /// that its first read or stat asks for them and gets this version's.
+  func kernelHoldsSize(of version: StorageMetadata, _ ino: UInt64) {
+    let size = attributes(ino: ino, directory: false, metadata: version).size
+    guard inodes.mayHoldOtherSize(ino, than: size) else { return }
+    kernelNotifier.value?(Forgotten(inodes: [ino]))
+  }
+}

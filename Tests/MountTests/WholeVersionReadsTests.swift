@@ -1,0 +1,259 @@
+import ChildProcess
+import Foundation
+import TestSupport
+import Testing
+
+/// A writer elsewhere replaces an object every 0–100 ms with versions of random sizes while
+/// programs open and read it through a mount whose metadata lasts 0 or 1 s: every read gives
+/// exactly one version a writer wrote, whole. Never one cut to another version's length or
+/// padded with zeros up to it (the kernel's idea of the size came from a newer lookup or
+/// getattr while the handle served the version it opened, or the other way round).
+@Suite(.serialized) struct WholeVersionReadsTests {
+  /// Version `i` of `size` bytes: a header with its number and length, then lines that say
+  /// the number again, so that any cut, any padding and any splice of two versions shows.
+  static let versions = #"""
+    def version(i, size):
+        head = b"v%010d n%010d\n" % (i, size)
+        line = b"%010d " % i + bytes(97 + (i + k) % 26 for k in range(52)) + b"\n"
+        body = head + line * (size // len(line) + 1)
+        return body[:size]
+
+    def check(data):
+        """None when `data` is one whole version; else what is wrong with it."""
+        if len(data) < 24:
+            return "%d bytes, no header" % len(data)
+        try:
+            i, n = int(data[1:11]), int(data[13:23])
+        except ValueError:
+            return "no header: %r" % data[:24]
+        want = version(i, n)
+        if data == want:
+            return None
+        if len(data) < n and want.startswith(data):
+            return "v%d cut to %d of its %d bytes" % (i, len(data), n)
+        if len(data) > n and data.startswith(want) and not data[n:].strip(b"\0"):
+            return "v%d (%d bytes) padded with zeros to %d" % (i, n, len(data))
+        return "v%d (%d bytes) read as %d other bytes" % (i, n, len(data))
+    """#
+
+  /// Writes versions 1, 2, … of NAME over the GCS JSON API, each of a random size (a third
+  /// under a page, a third within the first two cache pages, a third up to 700 KB), until
+  /// STOP exists; touches STARTED once the first is in.
+  static let writer = versions + "\n" + #"""
+    import os, random, sys, time, urllib.parse, urllib.request
+    host, bucket, name, started, stop = sys.argv[1:6]
+    upload = f"http://{host}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={urllib.parse.quote(name, safe='')}"
+    i = 0
+    while not os.path.exists(stop):
+        i += 1
+        size = random.choice([random.randint(24, 4096), random.randint(4097, 262144), random.randint(262145, 700000)])
+        request = urllib.request.Request(upload, data=version(i, size), method="POST", headers={"Content-Type": "application/octet-stream"})
+        urllib.request.urlopen(request).close()
+        if i == 1:
+            open(started, "w").close()
+        time.sleep(random.random() * 0.1)
+    print(i)
+    """#
+
+  /// Opens and reads PATH whole for SECONDS, in turn with cat, os.read loops of several
+  /// buffer sizes, an mmap of the size fstat gives, and cp; prints one JSON object: reads per
+  /// way, reads that were not one whole version (with a few examples), failed reads, and maps
+  /// refused (ENODEV: the kernel maps no file opened with direct I/O, which an open of a newer
+  /// version gets while an older one is read through the page cache).
+  static let reader = versions + "\n" + #"""
+    import json, mmap, os, random, subprocess, sys, time
+    path, seconds, scratch = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+
+    def by_cat():
+        done = subprocess.run(["cat", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if done.returncode != 0:
+            raise OSError(done.stderr.decode().strip())
+        return done.stdout
+
+    def by_read():
+        chunk = random.choice([4096, 65536, 131072, 1 << 20])
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            out = bytearray()
+            while True:
+                b = os.read(fd, chunk)
+                if not b:
+                    return bytes(out)
+                out += b
+        finally:
+            os.close(fd)
+
+    def mapped():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                return b""
+            with mmap.mmap(fd, size, prot=mmap.PROT_READ) as m:
+                return m[:]
+        finally:
+            os.close(fd)
+
+    def by_mmap():
+        # In a child: a page past the end of what the mapping holds kills it with SIGBUS.
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                got = b"D" + mapped()
+            except OSError as e:
+                got = b"E" + str(e).encode()
+            except BaseException as e:
+                # Python's mmap asks fstat again: "mmap length is greater than file size"
+                # when the second answer is smaller than the first.
+                got = b"W" + repr(e).encode()
+            with os.fdopen(w, "wb") as out:
+                out.write(got)
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            got = f.read()
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            return "killed by signal %d" % os.WTERMSIG(status)
+        if got[:1] == b"E":
+            raise OSError(got[1:].decode())
+        if got[:1] == b"W":
+            return got[1:].decode()
+        return got[1:]
+
+    def by_cp():
+        target = os.path.join(scratch, "copy")
+        done = subprocess.run(["cp", path, target], stderr=subprocess.PIPE)
+        if done.returncode != 0:
+            raise OSError(done.stderr.decode().strip())
+        with open(target, "rb") as f:
+            return f.read()
+
+    ways = {"cat": by_cat, "read": by_read, "mmap": by_mmap, "cp": by_cp}
+    reads = {w: 0 for w in ways}
+    bad = {w: 0 for w in ways}
+    examples, errors, refused = [], [], 0
+    end = time.time() + seconds
+    k = 0
+    while time.time() < end:
+        way = list(ways)[k % len(ways)]
+        k += 1
+        try:
+            data = ways[way]()
+        except OSError as e:
+            if way == "mmap" and "No such device" in str(e):
+                refused += 1
+            else:
+                errors.append(f"{way}: {e}")
+            continue
+        reads[way] += 1
+        wrong = data if isinstance(data, str) else check(data)
+        if wrong:
+            bad[way] += 1
+            if len(examples) < 8:
+                examples.append(f"{way}: {wrong}")
+    print(json.dumps({"reads": reads, "bad": bad, "examples": examples, "errors": errors[:8], "failed": len(errors), "refused": refused}))
+    """#
+
+  /// What the readers saw: reads, reads that were not one whole version, reads that failed,
+  /// and maps refused.
+  struct Outcome {
+    var reads = 0
+    var bad = 0
+    var failed = 0
+    var refused = 0
+    var text = ""
+  }
+
+  /// Mounts with `metadata_ttl=ttl` over `api`, runs the writer and `readers` readers side by
+  /// side for `seconds`, and returns what the readers saw.
+  func readBesideWriter(api: String, ttl: Int, seconds: Int, readers: Int = 1) async throws -> Outcome {
+    var outcome = Outcome()
+    try await MountFixture.scope { fx in
+      let notes = try fx.folder("notes")
+      let writerScript = notes.appendingPathComponent("writer.py")
+      let readerScript = notes.appendingPathComponent("reader.py")
+      try Self.writer.write(to: writerScript, atomically: true, encoding: .utf8)
+      try Self.reader.write(to: readerScript, atomically: true, encoding: .utf8)
+      let started = notes.appendingPathComponent("started")
+      let stop = notes.appendingPathComponent("stop")
+      let writerErrors = notes.appendingPathComponent("writer.errors")
+      let writer = try ChildProcess(
+        "/bin/sh",
+        ["-c", "exec /usr/bin/python3 \"$@\" 2>>'\(writerErrors.path)'", "python"]
+          + [writerScript.path, fx.address, fx.bucket, "f", started.path, stop.path],
+        environment: ProcessInfo.processInfo.environment)
+      defer {
+        FileManager.default.createFile(atPath: stop.path, contents: nil)
+        let ended = writer.wait(timeout: .seconds(30))
+        #expect(ended == .exited(0), "the writer: \((try? String(contentsOf: writerErrors, encoding: .utf8)) ?? "")")
+        if ended == nil {
+          writer.send(SIGKILL)
+          writer.wait()
+        }
+      }
+      #expect(await eventually(timeout: .seconds(30)) { FileManager.default.fileExists(atPath: started.path) }, "the writer wrote nothing")
+      let m = try fx.mount(options: ["metadata_ttl=\(ttl)"], extra: ["--api", api], name: "\(api)-\(ttl)")
+      // The other readers in processes of their own, all at once; the first here.
+      var others: [ChildProcess] = []
+      for n in 1..<readers {
+        let scratch = try fx.folder("scratch-\(n)")
+        others.append(
+          try ChildProcess(
+            "/usr/bin/python3", [readerScript.path, m.path("f"), String(seconds), scratch.path],
+            environment: ProcessInfo.processInfo.environment, output: .pipe))
+      }
+      let (status, text) = runTool("/usr/bin/python3", [readerScript.path, m.path("f"), String(seconds), notes.path])
+      #expect(status == 0, "\(text)")
+      var texts = [text]
+      for other in others {
+        let done = other.readToEnd(until: .now + .seconds(Double(seconds) + 60))
+        if other.wait(timeout: .seconds(10)) == nil {
+          other.send(SIGKILL)
+          other.wait()
+        }
+        texts.append(String(decoding: done.output, as: UTF8.self))
+      }
+      outcome.text = texts.joined(separator: "\n")
+      for text in texts {
+        guard let json = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+          let reads = json["reads"] as? [String: Int], let bad = json["bad"] as? [String: Int]
+        else {
+          Issue.record("a reader said: \(text)")
+          continue
+        }
+        outcome.reads += reads.values.reduce(0, +)
+        outcome.bad += bad.values.reduce(0, +)
+        outcome.failed += json["failed"] as? Int ?? 0
+        outcome.refused += json["refused"] as? Int ?? 0
+      }
+      if outcome.bad > 0 || outcome.failed > 0 { print("the mount's log: \(m.log.suffix(2000))") }
+    }
+    return outcome
+  }
+
+  /// One reader: no read fails either (a new open never fails because someone else replaced
+  /// the file), and every map is made.
+  @Test(arguments: ["gcs", "firebase"], [0, 1])
+  func everyReadIsOneWholeVersion(api: String, ttl: Int) async throws {
+    let outcome = try await readBesideWriter(api: api, ttl: ttl, seconds: 4)
+    print("api=\(api) metadata_ttl=\(ttl): \(outcome.text)")
+    #expect(outcome.reads >= 20, "\(outcome.text)")
+    #expect(outcome.bad == 0, "\(outcome.text)")
+    #expect(outcome.failed == 0 && outcome.refused == 0, "\(outcome.text)")
+  }
+
+  /// Three readers at once: opens of several versions overlap (one read through the page
+  /// cache, the newer ones with direct I/O), and each still reads one version whole. A map of
+  /// a newer version may be refused then, never made of the older version's pages.
+  @Test(arguments: ["gcs", "firebase"], [0, 1])
+  func everyReadIsOneWholeVersionWithThreeReaders(api: String, ttl: Int) async throws {
+    let outcome = try await readBesideWriter(api: api, ttl: ttl, seconds: 4, readers: 3)
+    print("api=\(api) metadata_ttl=\(ttl) readers=3: \(outcome.text)")
+    #expect(outcome.reads >= 60, "\(outcome.text)")
+    #expect(outcome.bad == 0, "\(outcome.text)")
+    #expect(outcome.failed == 0, "\(outcome.text)")
+  }
+}
