@@ -551,9 +551,14 @@ package final class BucketFilesystem: Sendable {
     let named: StorageMetadata
     var renamedTo: String?
     if case .copied(let source, _)? = writeBack?.queue.view(path) {
-      named = try await copySource(source)
       renamedTo = path
-      path = source.name
+      if let carried = staging?.completeCopy(client.bucketName(path), generation: source.generation) {
+        // Its copy carried to the new name (a pin follows a rename): read there, the server away too.
+        named = carried
+      } else {
+        named = try await copySource(source)
+        path = source.name
+      }
     } else {
       named = try await namespace.fileMetadata(path)
     }

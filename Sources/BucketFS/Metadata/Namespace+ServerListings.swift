@@ -103,6 +103,11 @@ extension Namespace {
     do throws(BucketError) {
       return try await fetchCurrentListing(path)
     } catch {
+      // The server gone: a pin that holds the folder whole knows all of it, as offline.
+      if ErrnoMapping.isServerGone(error), staging != nil, pinnedWhole(path) {
+        log("listing \(path.isEmpty ? "/" : path) for a change that needs all of it: \(error.detail); the pin's tree, listed whole, is used")
+        return offlineListing(path)
+      }
       log("listing \(path.isEmpty ? "/" : path) for a change that needs all of it: \(error.detail)")
       throw FSError(error)
     }

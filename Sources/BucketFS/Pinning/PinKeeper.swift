@@ -37,6 +37,9 @@ final class PinKeeper: Sendable {
     var noticed: Set<ObjectName> = []
     var totals = PassTotals()
     var stopped = false
+    /// Pins whose trees learned a new generation (`noticed`) since their record was written:
+    /// written at the next pass, or when the mount ends (`stop`), not once per landed move.
+    var unsaved: Set<ObjectName> = []
   }
 
   /// What the passes cost, for the stats: a test counts them against the server's requests.
@@ -113,7 +116,14 @@ final class PinKeeper: Sendable {
     }
   }
 
-  func stop() { state.withLock { $0.stopped = true } }
+  func stop() {
+    let unsaved = state.withLock { s in
+      s.stopped = true
+      defer { s.unsaved = [] }
+      return s.unsaved.compactMap { s.pins[$0] }
+    }
+    for pin in unsaved { save(pin) }
+  }
 
   // MARK: pin and unpin
 
@@ -283,6 +293,17 @@ final class PinKeeper: Sendable {
   func noticed(_ name: String, _ metadata: StorageMetadata) {
     guard online else { return }
     let key = ObjectName(name)
+    // The same bytes as a new generation (a move or copy this mount made has landed): the kept
+    // copy serves it, and the tree says so now, not at a pass that may come after the mount is
+    // gone (an offline rename then named a generation the bucket no longer had, and was refused).
+    let kept = state.withLock { s in s.pins.values.first { !$0.isRefused && $0.tree[key] != nil }.map { ($0.target, $0.tree[key]!) } }
+    if let (target, old) = kept, old.generation != metadata.generation,
+      staging.adopt(name, metadata: metadata, from: name, generation: old.generation)
+    {
+      staging.addPinned(name, generation: metadata.generation, size: metadata.size)
+      if update(target, { $0.tree[key] = metadata }) != nil { state.withLock { _ = $0.unsaved.insert(target) } }
+      return
+    }
     let target = state.withLock { s -> ObjectName? in
       guard let pin = s.pins.values.first(where: { !$0.isRefused && $0.tree[key] != nil }),
         pin.tree[key]?.generation != metadata.generation, !s.noticed.contains(key)
@@ -428,7 +449,11 @@ final class PinKeeper: Sendable {
     staging.syncCopies()
     let now = Date()
     func finish(_ pin: inout Pin) {
-      pin.tree = tree
+      // A name's generations only grow: one the mount learned while this pass listed (a move
+      // that landed, `noticed`) is newer than what a listing without metadata took as known.
+      var merged = tree
+      for (name, m) in pin.tree where (merged[name]?.generation ?? .max) < m.generation { merged[name] = m }
+      pin.tree = merged
       pin.failures = failures
       pin.lastRefreshed = now
       if verify || client.listsAttributes { pin.lastVerified = now }

@@ -298,6 +298,10 @@ package final class StagingArea: Sendable {
     index.setPinned(sizes)
   }
 
+  /// `name`'s copy of `generation` is kept by a pin too (a new generation of a kept name: a move
+  /// that landed), without going over every pinned object again.
+  package func addPinned(_ name: String, generation: Int64, size: Int64) { index.addPinned(index.key(name, generation), size: size) }
+
   package func isPinned(_ name: String, generation: Int64) -> Bool { index.isPinned(index.key(name, generation)) }
 
   package var pinnedBytes: Int64 { index.pinnedBytes }
@@ -525,6 +529,12 @@ package final class StagingArea: Sendable {
       return .partial(percent: min(99, percent))
     case nil: return .none
     }
+  }
+
+  /// The metadata of `name`'s complete copy of `generation`, if there is one.
+  package func completeCopy(_ name: String, generation: Int64) -> StorageMetadata? {
+    guard let copy = index.copy(index.key(name, generation)), case .complete = copy.state else { return nil }
+    return copy.metadata
   }
 
   /// Bytes and count of complete copies.

@@ -263,6 +263,12 @@ final class StagingIndex: Sendable {
     }
   }
 
+  /// One more copy the pins keep (a new generation of a name they keep), until the next
+  /// `setPinned` says again what they keep.
+  func addPinned(_ key: String, size: Int64) {
+    state.withLock { s in if s.pinned.insert(key).inserted { s.pinnedBytes += size } }
+  }
+
   func isPinned(_ key: String) -> Bool { state.withLock { $0.pinned.contains(key) } }
 
   var pinnedBytes: Int64 { state.withLock { $0.pinnedBytes } }
