@@ -256,7 +256,8 @@ extension BucketFilesystem {
   package func queueText() -> String {
     guard let writeBack else { return "0\n" }
     let t = writeBack.queue.totals
-    return "\(t.changes) \(t.failed) \(t.damaged) \(t.stillWritten)\n" + writeBack.queue.describe()
+    // Within an extended attribute's 64 KiB (10,000 queued moves took more: E2BIG).
+    return "\(t.changes) \(t.failed) \(t.damaged) \(t.stillWritten)\n" + writeBack.queue.describe(within: 60_000)
       + (t.damaged > 0 ? "damaged\t\(t.damaged) records or bytes kept aside in \(writeBack.queue.damaged.folder.path), not carried out\n" : "")
   }
 }

@@ -131,7 +131,7 @@ extension BucketFilesystem {
 
   /// Renames a file: its bytes go under the new name (based on what is there now) and the old
   /// name is deleted (based on what it was), both through the queue, in that order. A folder is
-  /// renamed file by file the same way, up to `folderRenameLimit` files (beyond: EXDEV, and `mv`
+  /// renamed file by file the same way, up to `folderRenameFiles` files (beyond: EXDEV, and `mv`
   /// copies it); on a hierarchical bucket, in one `folders.rename` on the server when it can
   /// (`renameFolderOnServer`). A file still open follows its rename, as on a disk.
   package func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(FSError) {
@@ -254,7 +254,12 @@ extension BucketFilesystem {
 
   /// How many files a folder rename moves at most; a larger folder answers EXDEV, and `mv`
   /// copies it through the mount instead (the same uploads and deletes, one file at a time).
+  /// Where the bucket copies, each file is a queued move (no bytes read within the rename), all
+  /// in one journal frame (~500 bytes a file); over Firebase REST each file's bytes are read
+  /// within the rename, so fewer.
   package static let folderRenameLimit = 1000
+  package static let folderMoveLimit = 50_000
+  var folderRenameFiles: Int { client.copiesOnServer ? Self.folderMoveLimit : Self.folderRenameLimit }
 
   /// A folder renamed file by file: every folder under it gets its placeholder under the new
   /// name, every file is moved as `moveFile` moves one, and the old placeholders are deleted.
@@ -273,7 +278,7 @@ extension BucketFilesystem {
           pending.append(path)
         } else {
           files.append(path)
-          if files.count > Self.folderRenameLimit { throw FSError(EXDEV) }
+          if files.count > folderRenameFiles { throw FSError(EXDEV) }
         }
       }
     }

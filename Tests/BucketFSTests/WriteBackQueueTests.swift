@@ -29,6 +29,25 @@ import Testing
     #expect(s.takeNext(now: .now)?.sequence == second.sequence)
   }
 
+  /// What `bucketfs sync` reads of the queue fits an extended attribute (64 KiB): 10,000 moves
+  /// of a folder rename answered E2BIG. Failed changes come first; the rest are counted.
+  @Test func theQueuesDescriptionFitsAnAttribute() {
+    var s = QueueState()
+    for i in 0..<10_000 { _ = change(&s, .delete, "a-folder-with-a-longer-name/file-\(i).txt") }
+    var failed = PendingChange(sequence: s.reserveSequence(), kind: .upload, name: "refused.bin", base: .generation(0))
+    _ = s.admit(&failed)
+    failed.life = .failed("403: not allowed")
+    s.insert(failed, size: 1, readyAt: nil)
+    let text = s.describe(within: 60_000)
+    #expect(text.utf8.count <= 60_000)
+    let lines = text.split(separator: "\n")
+    #expect(lines.first?.hasPrefix("upload\trefused.bin\tfailed") == true, "\(lines.first ?? "")")
+    #expect(lines.last.map { $0.hasPrefix("…\t") && $0.contains("more changes") } == true, "\(lines.last ?? "")")
+    let shown = lines.count - 2
+    #expect(lines.last?.contains("\t\(10_000 - shown) more changes") == true, "\(shown) shown; \(lines.last ?? "")")
+    #expect(s.describe().split(separator: "\n").count == 10_001)
+  }
+
   /// Issue 56: a folder renamed object by object is a copy (a move) and a delete per object;
   /// the copies of other names pass the deletes before them, so many go at once (they went
   /// one at a time). A delete still waits for the copy before it, and an upload for a delete.

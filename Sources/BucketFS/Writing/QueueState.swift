@@ -619,18 +619,28 @@ struct QueueState {
   }
 
   /// What is left, one line per change, for `bucketfs sync`.
-  func describe() -> String {
+  /// `bytes`: at most about this much text (an extended attribute holds 64 KiB): the failed
+  /// changes first, then those waiting, in order, and how many more were left out.
+  func describe(within bytes: Int = .max) -> String {
     var lines: [String] = []
-    for (i, c) in changes.values.filter(\.isQueued).sorted(by: { $0.sequence < $1.sequence }).enumerated() {
+    var size = 0
+    let queued = changes.values.filter(\.isQueued).sorted { ($0.isFailed ? 0 : 1, $0.sequence) < ($1.isFailed ? 0 : 1, $1.sequence) }
+    let firstWaiting = queued.first { !$0.isFailed }?.sequence
+    for (i, c) in queued.enumerated() {
+      if size > bytes - 200 {
+        lines.append("…\t\(queued.count - i) more changes\twaiting")
+        break
+      }
       // One change a line whatever its name holds (a record from before names with line breaks
       // were refused; escapes that would retitle or clear a terminal).
       var line = "\(c.kind.rawValue)\t\(TerminalText.visible(c.name))\t\(c.stateName)"
       let why: String? =
         if case .failed(let why) = c.life { why } else if writing.contains(c.sequence) {
           "still open for writing: it goes when its last writer closes"
-        } else { i == 0 ? lastError : nil }
+        } else { c.sequence == firstWaiting ? lastError : nil }
       if let why { line += "\t" + TerminalText.visible(why) }
       lines.append(line)
+      size += line.utf8.count + 1
     }
     return lines.joined(separator: "\n") + (lines.isEmpty ? "" : "\n")
   }

@@ -451,7 +451,7 @@ package final class WriteBackQueue: Sendable {
   }
 
   /// What is left, one line per change, for `bucketfs sync`.
-  func describe() -> String { state.withLock { $0.describe() } }
+  func describe(within bytes: Int = .max) -> String { state.withLock { $0.describe(within: bytes) } }
 
   /// The changes queued, in the order they were made.
   var queued: [PendingChange] { state.withLock { $0.changes.values.sorted { $0.sequence < $1.sequence } } }
