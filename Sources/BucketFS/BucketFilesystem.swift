@@ -142,6 +142,16 @@ package final class BucketFilesystem: Sendable {
     }
     if let pins {
       namespace.offline.pins.set(pins)
+      if let queue {
+        let queued = queue.queued
+        let bySequence = Dictionary(queued.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
+        var renames: [(from: String, to: String)] = []
+        for change in queued {
+          if change.kind == .copy, let source = change.source { renames.append((source.name, change.name)) }
+          if change.kind == .delete, let into = change.renamedInto.flatMap({ bySequence[$0] }) { renames.append((change.name, into.name)) }
+        }
+        pins.followQueued(renames: renames.map { (client.bucketName($0.from), client.bucketName($0.to)) })
+      }
       pins.start(every: options.pinInterval)
     }
     namespace.listings.onEviction { [weak self] dir, names in self?.kernelForgets(evicted: dir, names) }

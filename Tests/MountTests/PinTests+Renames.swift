@@ -165,4 +165,45 @@ extension PinTests {
       for (name, data) in expected { #expect(await fx.object("r/" + name) == data, "r/\(name)") }
     }
   }
+  /// A daemon killed inside the rename of a pinned folder, after the queue's frame and before
+  /// the pin's record (second adversary of issue 56, k2): the next mount finds the moves queued
+  /// and the pin on the old name; the pin follows them (it stayed on the old name, kept 0/0,
+  /// and the new folder's copies went unprotected). The kill is made exact by putting back the
+  /// pin records as they were before the rename.
+  @Test(arguments: ["gcs", "firebase"]) func aPinFollowsARenameItsMountDidNotLiveToRecord(api: String) async throws {
+    try await MountFixture.scope { fx in
+      var expected: [String: Data] = [:]
+      for i in 1...3 { expected["f\(i)"] = randomData(1500 * i, seed: UInt64(5620 + i)) }
+      for (name, data) in expected { _ = try await fx.put("p/" + name, data) }
+      do {
+        let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "\(api)-online")
+        #expect(runTool(bucketfsBinary, ["pin", m.path("p")], timeout: .seconds(240)).0 == 0)
+        m.unmount()
+      }
+      let staging = fx.root.appendingPathComponent("staging")
+      let pinFolders = (FileManager.default.enumerator(atPath: staging.path)?.allObjects as? [String] ?? []).filter { $0.hasSuffix("/pins") || $0 == "pins" }
+      let records = try #require(pinFolders.first.map { staging.appendingPathComponent($0) }, "no pins folder under \(staging.path)")
+      let before = fx.root.appendingPathComponent("pins-before")
+      try FileManager.default.copyItem(at: records, to: before)
+      do {
+        let offline = try fx.mount(options: ["writable", "offline"], extra: ["--api", api], name: "\(api)-rename")
+        #expect(rename(offline.path("p"), offline.path("q")) == 0, "\(String(cString: strerror(errno)))")
+        offline.unmount()
+      }
+      // As a kill before the pin's record was written leaves them.
+      try FileManager.default.removeItem(at: records)
+      try FileManager.default.copyItem(at: before, to: records)
+      let offline = try fx.mount(options: ["writable", "offline"], extra: ["--api", api], name: "\(api)-after")
+      #expect(isKept(offline, exactly: "q", files: 3) && pinLine(offline, exactly: "p") == nil,
+        "\(String(describing: pinLine(offline, exactly: "q"))) \(String(describing: pinLine(offline, exactly: "p")))\n\(offline.log)")
+      for (name, data) in expected {
+        #expect((try? readFile(offline.path("q/" + name)).get()) == data, "offline q/\(name)")
+      }
+      offline.unmount()
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "\(api)-again")
+      #expect(m.sync().0 == 0)
+      for (name, data) in expected { #expect(await fx.object("q/" + name) == data, "q/\(name)") }
+      #expect(await eventually { isKept(m, exactly: "q", files: 3) }, "\(String(describing: pinLine(m, exactly: "q")))")
+    }
+  }
 }

@@ -228,6 +228,39 @@ final class PinKeeper: Sendable {
     for (_, pin) in changes where !pin.isRefused { schedule(pin.target) }
   }
 
+  /// The renames the write-back queue still holds (full names: old, new), as a mount starting
+  /// finds them: a pin whose every file is being moved under one new name follows, as it would
+  /// have at the rename. A daemon killed inside the rename call, after the queue's frame and
+  /// before the pin's record, left the pin on the old name (kept 0/0) and the new folder
+  /// unpinned, its copies unprotected.
+  func followQueued(renames: [(from: String, to: String)]) {
+    guard !renames.isEmpty else { return }
+    var moves: [ObjectName: String] = [:]
+    for (from, to) in renames { moves[ObjectName(from)] = to }
+    let follows = state.withLock { s -> [(String, String)] in
+      s.pins.values.compactMap { pin -> (String, String)? in
+        let target = pin.target.string
+        guard pin.isFolder else { return moves[pin.target].map { (target, $0) } }
+        let files = Pin.files(of: pin.tree)
+        guard !files.isEmpty else { return nil }
+        var newPrefix: String?
+        for file in files {
+          let rest = file.name.droppingBytes(target.utf8.count)
+          guard let to = moves[ObjectName(file.name)], to.utf8.count >= rest.utf8.count, to.hasByteSuffix(rest) else { return nil }
+          let prefix = String(decoding: Array(to.utf8).dropLast(rest.utf8.count), as: UTF8.self)
+          guard newPrefix == nil || ObjectName.sameBytes(newPrefix!, prefix) else { return nil }
+          newPrefix = prefix
+        }
+        guard let newPrefix, newPrefix.hasSuffix("/") || newPrefix.isEmpty, !ObjectName.sameBytes(newPrefix, target) else { return nil }
+        return (target, newPrefix)
+      }
+    }
+    for (from, to) in follows {
+      log("pin: \(from) follows the rename to \(to) the queue still holds (the mount ended before the pin did)")
+      renamed(from: from, to: to)
+    }
+  }
+
   // MARK: what is pinned
 
   /// Every pin, sorted by target.

@@ -54,4 +54,7 @@ extension String {
 
   /// What follows the first `count` bytes (a cut after a prefix of whole characters).
   package func droppingBytes(_ count: Int) -> String { String(decoding: utf8.dropFirst(count), as: UTF8.self) }
+
+  /// Whether the string's UTF-8 bytes end with `suffix`'s.
+  package func hasByteSuffix(_ suffix: String) -> Bool { utf8.count >= suffix.utf8.count && utf8.suffix(suffix.utf8.count).elementsEqual(suffix.utf8) }
 }
