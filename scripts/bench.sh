@@ -40,6 +40,9 @@ PIDS=()
 trap cleanup EXIT
 
 start_emulator "$WORK/server"
+# By pid in the list the cleanup ends: the rename and pin rows start servers of their own, and
+# EMU_PID then names theirs (this one was left running after every run).
+PIDS+=("$EMU_PID")
 export FIREBASE_STORAGE_EMULATOR_HOST=$EMU_ADDR
 BASE="http://$EMU_ADDR/v0/b/bench/o"
 now() { date +%s.%N; }
