@@ -142,7 +142,8 @@ package final class BucketFilesystem: Sendable {
     }
     if let pins {
       namespace.offline.pins.set(pins)
-      if let queue {
+      // Only when something is pinned: a mount with no pin sorts no queue at its start.
+      if let queue, !pins.pins.isEmpty {
         let queued = queue.queued
         let bySequence = Dictionary(queued.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
         var renames: [(from: String, to: String)] = []
