@@ -12,9 +12,18 @@
 // - while an inode has opens that the kernel reads through its page cache or by passthrough
 //   (`KernelIOModes.pinned`), every answer about it describes the version they read (`shown`),
 //   and such an open makes sure the kernel holds that version's size, or asks for it
-//   (`kernelHoldsSize`); opens of a newer version meanwhile read it with direct I/O, which the
-//   size does not cut.
+//   (`kernelHoldsSize`);
+// - a newer version is a file of its own: the kernel keeps one page cache per inode, and an
+//   open of the newer version on the inode the older one is read through (direct I/O) still
+//   filled those pages through a private map, so the older readers read newer bytes, and its
+//   fstat gave the older size. So a lookup that names a newer version than the inode's opens
+//   read gives the name a new inode (`separateOlderOpens`), as a rename over a file does on a
+//   local disk: the older readers keep theirs. An open that reaches the older inode anyway
+//   (the kernel's entry for the name has not expired) answers ESTALE, which makes the kernel
+//   look the name up again and open that (`newerThanItsInode`); only an open that cannot be
+//   sent to the new inode reads with direct I/O beside the others.
 import StorageCore
+import Synchronization
 
 extension BucketFilesystem {
   /// Version `m` of `objectName` as a read handle reads it: through the block cache, its
@@ -122,4 +131,42 @@ extension BucketFilesystem {
     guard inodes.mayHoldOtherSize(ino, than: size) else { return }
     kernelNotifier.value?(Forgotten(inodes: [ino]))
   }
+
+  /// A lookup or readdirplus is about to hand the kernel `node` as version `generation`: when
+  /// its inode's opens read an older version through the page cache or by passthrough, the
+  /// name gets an inode of its own first (the older one keeps its opens and its pages).
+  func separateOlderOpens(_ node: InodeTable.Node, naming generation: Int64?) {
+    guard let generation, !node.isDirectory, let ino = inodes.existing(node),
+      let held = kernelIO.pinned(ino), held.generation < generation
+    else { return }
+    inodes.detach(ino)
+    metrics.versionInodes.add(1, ordering: .relaxed)
+  }
+
+  /// Whether an open of `ino` that reads `version` must be sent to a new inode: the inode's
+  /// opens read another version through the page cache or by passthrough, and the inode still
+  /// stands for the name. The inode is detached then, and the open answers ESTALE: the kernel
+  /// looks the name up again (a new inode) and opens that, once. So that its second try is
+  /// never refused, a name sent on once is not sent again for `reopenWindow`; such an open,
+  /// and one that reached a detached inode, read with direct I/O.
+  func newerThanItsInode(_ ino: UInt64, _ node: InodeTable.Node, reads version: StorageMetadata) -> Bool {
+    guard let held = kernelIO.pinned(ino), held.generation != version.generation, inodes.standsForItsPath(ino) else { return false }
+    let name = ObjectName(node.path)
+    let now = ContinuousClock.now
+    let sendOn = reopened.withLock { sent -> Bool in
+      sent = sent.filter { now - $0.value < Self.reopenWindow }
+      guard sent[name] == nil else { return false }
+      sent[name] = now
+      return true
+    }
+    guard sendOn else { return false }
+    inodes.detach(ino)
+    metrics.versionInodes.add(1, ordering: .relaxed)
+    return true
+  }
+
+  /// How long after an open was sent to a new inode the same name is not sent again (the
+  /// kernel's second try comes at once; a busy machine may take a while to make it).
+  static let reopenWindow: Duration = .seconds(5)
 }
+

@@ -79,6 +79,8 @@ package final class BucketFilesystem: Sendable {
   /// its page cache across opens. Removed when the kernel must forget the inode
   /// (`forgetKernelCache`), so that its next open drops the pages.
   let openedGenerations = Mutex<[UInt64: Int64]>([:])
+  /// Names whose opens were sent to a new inode lately, and when (`newerThanItsInode`).
+  let reopened = Mutex<[ObjectName: ContinuousClock.Instant]>([:])
   /// Whether the kernel reads each inode's opens through its page cache or by passthrough.
   let kernelIO: KernelIOModes
   /// Mode and owner changes this mount queued and the queue has not applied yet.
@@ -232,6 +234,7 @@ package final class BucketFilesystem: Sendable {
       mode: posix.mode ?? (directory ? options.dirMode : options.fileMode), uid: posix.uid ?? options.uid,
       gid: posix.gid ?? options.gid, mtime: mtime, ctime: ctime)
     a.atime = posix.atime
+    a.statIno = inodes.statNumber(ino)
     if !directory, SymlinkObject.isLink(custom) { a.becomeLink(target: SymlinkObject.target(in: custom)) }
     return a
   }
@@ -383,6 +386,7 @@ package final class BucketFilesystem: Sendable {
   /// `local`: the entry is this mount's own change (nil: look).
   private func linked(_ entry: DirectoryEntry, in dir: String, local: Bool? = nil) -> FileAttributes {
     let node = InodeTable.Node(path: Namespace.join(dir, entry.name), isDirectory: entry.isDirectory, objectName: entry.objectName)
+    if local != true { separateOlderOpens(node, naming: entry.summary?.generation) }
     let ino = inodes.ino(for: node, lookup: true)
     var a = attributes(ino: ino, directory: entry.isDirectory, summary: entry.summary)
     a.volatile = !entry.isDirectory && (local ?? localEntry(node.path).isChanged)
@@ -505,6 +509,7 @@ package final class BucketFilesystem: Sendable {
     let n = InodeTable.Node(path: path, isDirectory: e.isDirectory, objectName: e.objectName)
     let summary = e.summary ?? (e.isDirectory ? nil : namespace.files.summary(e.objectName ?? path))
     if plus && (e.isDirectory ? !namespace.folderUnknown(path) : summary != nil) && inodes.count < inodeLimit {
+      separateOlderOpens(n, naming: summary?.generation)
       let (ino, created) = inodes.inoCreating(n)
       guard emit(e, attributes(ino: ino, directory: e.isDirectory, summary: summary), true) else {
         if created { inodes.dropIfUnreferenced(ino) }
@@ -578,6 +583,11 @@ package final class BucketFilesystem: Sendable {
     if renamedTo == nil { file = await settled(file) }
     // The version the handle reads: the one named, or the newest when that one is gone.
     let m = file.metadata
+    if renamedTo == nil && newerThanItsInode(ino, node, reads: m) {
+      file.reader.cancelFetches()
+      staging?.release(objectName, generation: m.generation)
+      throw FSError(ESTALE)
+    }
     let keep = openedGenerations.withLock { g -> Bool in
       let same = g[ino] == m.generation
       g[ino] = m.generation

@@ -29,6 +29,8 @@ package final class Metrics: Sendable {
   let readAheadFiles = Atomic<Int>(0)
   /// Opens the kernel reads by itself from the staged copy (FUSE passthrough).
   package let passthroughOpens = Atomic<Int>(0)
+  /// Newer versions given an inode of their own beside opens of an older one.
+  let versionInodes = Atomic<Int>(0)
   /// New files the kernel wrote by itself into their queued file (FUSE passthrough).
   package let passthroughWrites = Atomic<Int>(0)
   /// Times the transfer loop was seen held up for more than a second.
@@ -142,6 +144,9 @@ package final class Metrics: Sendable {
       "bucketfs_readahead_files_total", "counter", "Files fetched ahead of their open (a folder read in listing order).",
       readAheadFiles.load(ordering: .relaxed))
     single("bucketfs_passthrough_opens_total", "counter", "Opens the kernel reads from the staged copy by itself (FUSE passthrough).", passthroughOpens.load(ordering: .relaxed))
+    single(
+      "bucketfs_version_inodes_total", "counter", "Newer versions given an inode of their own beside open readers of an older one.",
+      versionInodes.load(ordering: .relaxed))
     single("bucketfs_passthrough_written_files_total", "counter", "New files the kernel wrote by itself (FUSE passthrough).", passthroughWrites.load(ordering: .relaxed))
     single("bucketfs_fuse_timeouts_total", "counter", "FUSE requests answered EIO for passing their bound.", fuseTimeouts.load(ordering: .relaxed))
     single(
@@ -206,6 +211,7 @@ package final class Metrics: Sendable {
       ("folders listed ahead", "\(r.foldersListedAhead)"),
       ("listings answered from the last listing", "\(r.listingsFromLast)"),
       ("opens by passthrough", "\(passthroughOpens.load(ordering: .relaxed))"),
+      ("newer versions opened beside older readers", "\(versionInodes.load(ordering: .relaxed))"),
       ("files written by passthrough", "\(passthroughWrites.load(ordering: .relaxed))"),
       ("requests past their bound", "\(fuseTimeouts.load(ordering: .relaxed))"),
       (

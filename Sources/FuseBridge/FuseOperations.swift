@@ -14,7 +14,7 @@ enum FuseOperations {
 
   static func fill(_ a: FileAttributes) -> stat {
     var st = stat()
-    st.st_ino = UInt(a.ino)
+    st.st_ino = UInt(a.statIno ?? a.ino)
     st.st_mode = (a.isDirectory ? S_IFDIR : a.isSymlink ? S_IFLNK : S_IFREG) | a.mode
     st.st_nlink = UInt(a.nlink)
     st.st_uid = a.uid

@@ -49,6 +49,9 @@ package final class InodeTable: Sendable {
     var lookups: UInt64
     var ino: UInt64
     var shown = ShownSizes.none
+    /// The number stat shows when not `ino`: the one of the inode this one took the path from
+    /// (`detach`).
+    var statNumber: UInt64?
   }
 
   /// Inodes in an array, not a hash table keyed by number: a walk holds one per name the kernel
@@ -62,6 +65,8 @@ package final class InodeTable: Sendable {
     var free: [Int] = []
     var byKey: [Key: UInt64] = [Key(path: "", isDirectory: true): InodeTable.rootIno]
     var live = 1
+    /// Paths detached from their inode and not looked up since: the number stat showed for them.
+    var heirs: [Key: UInt64] = [:]
 
     func index(_ ino: UInt64) -> Int? {
       let low = Int(ino & 0xFFFF_FFFF)
@@ -91,7 +96,12 @@ package final class InodeTable: Sendable {
       // now, and losing that entry left the file's inode behind at its old name for good (its
       // next rename moved nothing, and an append to it went to the old name).
       let key = Key(path: slot.node.path, isDirectory: slot.node.isDirectory)
-      if byKey[key] == slot.ino { byKey.removeValue(forKey: key) }
+      if byKey[key] == slot.ino {
+        byKey.removeValue(forKey: key)
+        // A newer version's inode the kernel let go of at once (it checks a name it looked up
+        // again, drops the new number and asks once more): the next keeps showing the number.
+        if let number = slot.statNumber { heirs[key] = number }
+      }
       live -= 1
       // Numbers stay below bit 62 (the listed-only numbers' mark): a slot freed that often rests.
       guard reuses[i] < (1 << 29) else { return }
@@ -101,6 +111,8 @@ package final class InodeTable: Sendable {
   }
 
   private let state = Mutex(State())
+  /// Whether any path was ever detached from its inode.
+  private let detached = Atomic<Bool>(false)
 
   package init() {}
 
@@ -124,6 +136,7 @@ package final class InodeTable: Sendable {
       }
       let ino = s.add(node, lookups: lookup ? 1 : 0)
       s.byKey[key] = ino
+      if let number = s.heirs.removeValue(forKey: key), let i = s.index(ino) { s.slots[i]!.statNumber = number }
       return (ino, true)
     }
   }
@@ -132,8 +145,11 @@ package final class InodeTable: Sendable {
   package func move(path: String, to newPath: String) {
     state.withLock { s in
       let key = Key(path: path, isDirectory: false)
-      guard let ino = s.byKey.removeValue(forKey: key) else { return }
       let newKey = Key(path: newPath, isDirectory: false)
+      // Another file at either path is another file: it shows its own number.
+      s.heirs[key] = nil
+      s.heirs[newKey] = nil
+      guard let ino = s.byKey.removeValue(forKey: key) else { return }
       if let replaced = s.byKey[newKey], replaced != ino, let r = s.index(replaced), s.slots[r]!.lookups == 0 { s.remove(at: r) }
       s.byKey[newKey] = ino
       guard let i = s.index(ino) else { return }
@@ -157,6 +173,36 @@ package final class InodeTable: Sendable {
           s.slots[i]!.node.objectName = newPrefix + object.droppingBytes(prefix.utf8.count)
         }
       }
+    }
+  }
+
+  /// `ino` stops standing for its path: the next lookup of the path makes another inode. The
+  /// kernel keeps one page cache per inode, so a newer version of a file gets an inode of its
+  /// own while opens of an older one read theirs (a file replaced by rename on a local disk).
+  /// The number stays valid for the references the kernel holds to it.
+  package func detach(_ ino: UInt64) {
+    state.withLock { s in
+      guard let i = s.index(ino) else { return }
+      let key = Key(path: s.slots[i]!.node.path, isDirectory: s.slots[i]!.node.isDirectory)
+      guard s.byKey[key] == ino else { return }
+      s.byKey.removeValue(forKey: key)
+      s.heirs[key] = s.slots[i]!.statNumber ?? ino
+    }
+    detached.store(true, ordering: .relaxed)
+  }
+
+  /// The number stat shows for `ino` when it is not `ino` (nil: it is).
+  package func statNumber(_ ino: UInt64) -> UInt64? {
+    // No lock on the way of every attributes reply until a path was ever detached.
+    guard detached.load(ordering: .relaxed) else { return nil }
+    return state.withLock { s in s.index(ino).flatMap { s.slots[$0]!.statNumber } }
+  }
+
+  /// Whether `ino` still stands for its path (not detached, not renamed over).
+  package func standsForItsPath(_ ino: UInt64) -> Bool {
+    state.withLock { s in
+      guard let i = s.index(ino) else { return false }
+      return s.byKey[Key(path: s.slots[i]!.node.path, isDirectory: s.slots[i]!.node.isDirectory)] == ino
     }
   }
 

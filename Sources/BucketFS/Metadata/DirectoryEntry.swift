@@ -36,6 +36,10 @@ package struct DirectoryEntry: Sendable {
 /// Attributes as the bridge turns them into `struct stat`.
 package struct FileAttributes: Sendable, Equatable {
   package var ino: UInt64
+  /// The number `stat` shows, when it is not `ino`: a newer version's inode shows the one the
+  /// name had (`InodeTable.detach`), as a file rewritten in place keeps its number, so that a
+  /// program that checks it across stat and open (GNU cp) sees one file.
+  package var statIno: UInt64?
   package var size: Int64
   package var isDirectory: Bool
   package var mode: UInt32
