@@ -318,7 +318,8 @@ extension BucketFilesystem {
       _ = fileHandles.remove(handle)
     }
     let handle = fileHandles.add(.edit(EditHandle(edit, access: access, ino: attrs.ino, changed: changed)))
-    return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, version: nil, keepCache: false) { nil })
+    // Never sent elsewhere: a new file's inode has no readers of a version of it.
+    return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, version: nil, keepCache: false) { nil } ?? .direct)
   }
 
   /// Room a file written by the kernel may take, which the daemon cannot refuse write by write:

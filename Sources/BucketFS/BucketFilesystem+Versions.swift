@@ -20,9 +20,12 @@
 //   read gives the name a new inode (`separateOlderOpens`), as a rename over a file does on a
 //   local disk: the older readers keep theirs. An open that reaches the older inode anyway
 //   (the kernel's entry for the name has not expired) answers ESTALE, which makes the kernel
-//   look the name up again and open that (`newerThanItsInode`); only an open that cannot be
-//   sent to the new inode reads with direct I/O beside the others.
+//   look the name up again and open that (`sendToNewInode`); only an open that cannot be
+//   sent to the new inode reads with direct I/O beside the others. The same holds for this
+//   mount's own bytes beside a version: an edit that started from another version than the
+//   readers' pages, or bytes queued since, go to an inode of their own.
 import StorageCore
+import Glibc
 import Synchronization
 
 extension BucketFilesystem {
@@ -143,14 +146,24 @@ extension BucketFilesystem {
     metrics.versionInodes.add(1, ordering: .relaxed)
   }
 
-  /// Whether an open of `ino` that reads `version` must be sent to a new inode: the inode's
-  /// opens read another version through the page cache or by passthrough, and the inode still
-  /// stands for the name. The inode is detached then, and the open answers ESTALE: the kernel
-  /// looks the name up again (a new inode) and opens that, once. So that its second try is
-  /// never refused, a name sent on once is not sent again for `reopenWindow`; such an open,
-  /// and one that reached a detached inode, read with direct I/O.
-  func newerThanItsInode(_ ino: UInt64, _ node: InodeTable.Node, reads version: StorageMetadata) -> Bool {
-    guard let held = kernelIO.pinned(ino), held.generation != version.generation, inodes.standsForItsPath(ino) else { return false }
+  /// The generation open `handle` of this mount's own bytes reads, with the kernel's writes on
+  /// top (nil: bytes of its own): an edit that started from that version and queued nothing
+  /// yet. Beside readers of that version it shares their pages, as a file being appended to
+  /// does on a local disk.
+  func startsFrom(_ handle: UInt64, flags: Int32) -> Int64? {
+    guard flags & O_TRUNC == 0, case .edit(let opened)? = fileHandles[handle], case .generation(let g) = opened.edit.base, g != 0
+    else { return nil }
+    return g
+  }
+
+  /// Sends an open of `ino` to an inode of its own (the inode's opens read other bytes than it
+  /// would through the page cache or by passthrough, `KernelIOModes.open`): when the inode
+  /// still stands for the name, it is detached, and the open answers ESTALE, so that the
+  /// kernel looks the name up again (a new inode) and opens that, once. So that its second try
+  /// is never refused, a name sent on once is not sent again for `reopenWindow`: false then,
+  /// and for an open that reached a detached inode; such an open reads with direct I/O.
+  func sendToNewInode(_ ino: UInt64, _ node: InodeTable.Node) -> Bool {
+    guard inodes.standsForItsPath(ino) else { return false }
     let name = ObjectName(node.path)
     let now = ContinuousClock.now
     let sendOn = reopened.withLock { sent -> Bool in

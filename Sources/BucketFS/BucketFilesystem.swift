@@ -560,7 +560,15 @@ package final class BucketFilesystem: Sendable {
     if node.isDirectory { throw FSError(EISDIR) }
     if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
-      return (local, kernelIO.open(ino, handle: local, version: nil, keepCache: false) { nil })
+      let io = kernelIO.open(
+        ino, handle: local, version: nil, startingFrom: startsFrom(local, flags: flags), keepCache: false,
+        elsewhere: { sendToNewInode(ino, node) }
+      ) { nil }
+      guard let io else {
+        if let opened = fileHandles.remove(local) { releaseLocal(opened) }
+        throw FSError(ESTALE)
+      }
+      return (local, io)
     }
     // A name this mount renamed, whose copy the bucket has not made yet, reads the source's bytes.
     var path = node.objectName ?? node.path
@@ -583,11 +591,6 @@ package final class BucketFilesystem: Sendable {
     if renamedTo == nil { file = await settled(file) }
     // The version the handle reads: the one named, or the newest when that one is gone.
     let m = file.metadata
-    if renamedTo == nil && newerThanItsInode(ino, node, reads: m) {
-      file.reader.cancelFetches()
-      staging?.release(objectName, generation: m.generation)
-      throw FSError(ESTALE)
-    }
     let keep = openedGenerations.withLock { g -> Bool in
       let same = g[ino] == m.generation
       g[ino] = m.generation
@@ -595,8 +598,14 @@ package final class BucketFilesystem: Sendable {
     }
     let fh = fileHandles.add(.read(file))
     readAhead(after: node)
-    let io = kernelIO.open(ino, handle: fh, version: m, keepCache: keep) {
+    let io = kernelIO.open(ino, handle: fh, version: m, keepCache: keep, elsewhere: { renamedTo == nil && sendToNewInode(ino, node) }) {
       staging?.verifiedFile(objectName, generation: m.generation)
+    }
+    guard let io else {
+      _ = fileHandles.remove(fh)
+      file.reader.cancelFetches()
+      staging?.release(objectName, generation: m.generation)
+      throw FSError(ESTALE)
     }
     // The inode's pages are still the older version's: the next cached open must drop them.
     if io == .direct { openedGenerations.withLock { _ = $0.removeValue(forKey: ino) } }

@@ -128,11 +128,17 @@ final class KernelIOModes: Sendable {
   }
 
   /// The mode of `handle`, a new open of `ino`. `version`: what the open reads (nil: this
-  /// mount's own bytes, never a backing file); `stagedCopy` gives the verified staged copy of
-  /// that version, asked only when the open could start passthrough.
+  /// mount's own bytes, never a backing file; `startingFrom`: the generation they are, with the
+  /// kernel's writes on top, if any); `stagedCopy` gives the verified staged copy of that
+  /// version, asked only when the open could start passthrough. Nil when the open must go to
+  /// an inode of its own and `elsewhere` (asked under the lock, so no other open slips in
+  /// between) sent it there: the inode's opens read other bytes than it would through the
+  /// page cache or by passthrough.
   func open(
-    _ ino: UInt64, handle: UInt64, version: StorageMetadata?, keepCache: Bool, stagedCopy: () -> FileDescriptor?
-  ) -> KernelIO {
+    _ ino: UInt64, handle: UInt64, version: StorageMetadata?, startingFrom: Int64? = nil, keepCache: Bool,
+    elsewhere: () -> Bool = { false }, stagedCopy: () -> FileDescriptor?
+  ) -> KernelIO? {
+    let bytes = Bytes(version: version, startingFrom: startingFrom)
     let generation = version?.generation
     // Every open that would read the staged copy gets it verified, a join onto another open's
     // backing file as much as the first (a copy changed since that open is never read by a
@@ -141,7 +147,11 @@ final class KernelIOModes: Sendable {
     let cached = state.withLock { s in if case .cached = s.modes[ino] { true } else { false } }
     let copy = generation != nil && backing != nil && !cached ? stagedCopy() : nil
     let copyKey = copy.flatMap(FileKey.init)
-    if let joined = state.withLock({ s in Self.join(ino, handle, version, keepCache, verified: copyKey, &s) }) { return joined }
+    switch state.withLock({ s in Self.join(ino, handle, bytes, keepCache, verified: copyKey, elsewhere, &s) }) {
+    case .joined(let io): return io
+    case .sentElsewhere: return nil
+    case .first: break
+    }
     var registered: Int32?
     if generation != nil, let files = backing, let copy, copyKey != nil {
       switch files.register(copy.fd) {
@@ -149,9 +159,13 @@ final class KernelIOModes: Sendable {
       case .failure(let error): refused(error)
       }
     }
-    let (io, unused) = state.withLock { s -> (KernelIO, Int32?) in
+    let (io, unused) = state.withLock { s -> (KernelIO?, Int32?) in
       // Another open of the inode may have settled its mode meanwhile: join it.
-      if let joined = Self.join(ino, handle, version, keepCache, verified: copyKey, &s) { return (joined, registered) }
+      switch Self.join(ino, handle, bytes, keepCache, verified: copyKey, elsewhere, &s) {
+      case .joined(let io): return (io, registered)
+      case .sentElsewhere: return (nil, registered)
+      case .first: break
+      }
       if let registered, let version, let copyKey {
         s.modes[ino] = .passthrough(backingID: registered, version: version, file: copyKey, opens: 1)
         s.opened[handle] = Opened(ino: ino, io: .passthrough(backingID: registered, directIO: false))
@@ -254,24 +268,55 @@ final class KernelIOModes: Sendable {
     }
   }
 
+  /// The bytes an open reads.
+  private struct Bytes {
+    /// A version of the server's; nil: this mount's own bytes.
+    var version: StorageMetadata?
+    /// The generation this mount's own bytes are, with the kernel's writes on top (nil:
+    /// another's, or none).
+    var startingFrom: Int64?
+
+    /// Whether they are other bytes than `pages` (the page cache's or the backing file's
+    /// version; nil: this mount's own bytes) at the same offsets.
+    func differ(from pages: StorageMetadata?) -> Bool {
+      switch (version, pages) {
+      case (let mine?, let theirs?): mine.generation != theirs.generation
+      case (nil, let theirs?): startingFrom != theirs.generation
+      case (_?, nil): true
+      case (nil, nil): false
+      }
+    }
+  }
+
+  private enum Joined {
+    /// The inode has no mode yet: this open sets it.
+    case first
+    case joined(KernelIO)
+    /// `elsewhere` took the open to an inode of its own.
+    case sentElsewhere
+  }
+
   /// `verified`: the staged copy this open would read, checked just now (nil: none is).
   private static func join(
-    _ ino: UInt64, _ handle: UInt64, _ version: StorageMetadata?, _ keepCache: Bool, verified: FileKey?, _ s: inout State
-  ) -> KernelIO? {
-    let generation = version?.generation
+    _ ino: UInt64, _ handle: UInt64, _ bytes: Bytes, _ keepCache: Bool, verified: FileKey?, _ elsewhere: () -> Bool,
+    _ s: inout State
+  ) -> Joined {
     let io: KernelIO
     switch s.modes[ino] {
     case nil:
-      return nil
+      return .first
     case .cached(let cached, let n, let direct):
       if n == 0 {
         // Only opens of other versions are left, which bypass the pages: the page cache is
         // this open's version's from now on (an open after a direct one keeps no page).
-        s.modes[ino] = .cached(version: version, opens: 1, direct: direct)
+        s.modes[ino] = .cached(version: bytes.version, opens: 1, direct: direct)
         io = .cached(keepCache: keepCache)
-      } else if let generation, let cachedGeneration = cached?.generation, generation != cachedGeneration {
-        // Two versions of an object open at once: the newer one's reads bypass the pages the
-        // older one's readers still read.
+      } else if bytes.differ(from: cached) {
+        // Two versions of an object open at once, or this mount's own bytes beside one: one
+        // page cache per inode cannot hold both. (An edit of a newer version wrote into pages
+        // an older one's reader had filled, and readers read its bytes as zeros.)
+        if elsewhere() { return .sentElsewhere }
+        // Where it cannot go elsewhere: its reads bypass the pages the others still read.
         s.modes[ino] = .cached(version: cached, opens: n, direct: direct + 1)
         io = .direct
       } else {
@@ -279,16 +324,19 @@ final class KernelIOModes: Sendable {
         io = .cached(keepCache: keepCache)
       }
     case .passthrough(let id, let backed, let file, let n):
+      // Another generation, or this mount's own bytes (the kernel's writes do not reach the
+      // backing file): an inode of its own. Else, or where it cannot go, a backing file that
+      // is no longer the verified copy: the reads of this open come to the daemon.
+      let other = bytes.version == nil || bytes.differ(from: backed)
+      if other && elsewhere() { return .sentElsewhere }
       s.modes[ino] = .passthrough(backingID: id, version: backed, file: file, opens: n + 1)
-      // Another generation, or a backing file that is no longer the verified copy: the reads of
-      // this open come to the daemon.
-      io = .passthrough(backingID: id, directIO: generation != backed.generation || verified != file)
+      io = .passthrough(backingID: id, directIO: other || verified != file)
     case .editing(let id, let n):
       s.modes[ino] = .editing(backingID: id, opens: n + 1)
       io = .passthrough(backingID: id, directIO: true)
     }
     s.opened[handle] = Opened(ino: ino, io: io)
-    return io
+    return .joined(io)
   }
 
   /// Without the privilege (not root) no backing file will ever be accepted: passthrough ends
