@@ -34,8 +34,13 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
     return m
   }
 
+  /// Listing pages carry each object's metadata, as the GCS JSON API's do (else names only,
+  /// as Firebase v0's).
+  let listsWithAttributes = Atomic<Bool>(false)
+  var listsAttributes: Bool { listsWithAttributes.load(ordering: .relaxed) }
+
   func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
-    let names = objects.withLock { $0.keys.sorted() }.filter { $0.hasPrefix(prefix) }
+    let (names, metadata) = objects.withLock { o in (o.keys.sorted().filter { $0.hasPrefix(prefix) }, o.mapValues(\.1)) }
     var items: [String] = []
     var prefixes = Set<String>()
     for name in names {
@@ -46,7 +51,8 @@ final class MemoryObjectClient: ObjectClient, @unchecked Sendable {
         items.append(name)
       }
     }
-    return ListPage(prefixes: prefixes.sorted(), items: items, nextPageToken: nil)
+    guard listsAttributes else { return ListPage(prefixes: prefixes.sorted(), items: items, nextPageToken: nil) }
+    return ListPage(prefixes: prefixes.sorted(), items: items, itemMetadata: items.map { metadata[$0] }, nextPageToken: nil)
   }
 
   /// While held, reads wait, as on a server that stalls; `letReadsGo` lets them go on.

@@ -37,6 +37,12 @@ final class PinKeeper: Sendable {
     var noticed: Set<ObjectName> = []
     var totals = PassTotals()
     var stopped = false
+    /// Copies being adopted for a new generation of a kept name (`noticed`): the old version and
+    /// the new are kept, as a tree's are, from before the new copy is made until the tree names
+    /// it.
+    var adopting: [ObjectName: (from: StorageMetadata, to: StorageMetadata)] = [:] {
+      didSet { version &+= 1 }
+    }
     /// Pins whose trees learned a new generation (`noticed`) since their record was written:
     /// written at the next pass, or when the mount ends (`stop`), not once per landed move.
     var unsaved: Set<ObjectName> = []
@@ -68,6 +74,10 @@ final class PinKeeper: Sendable {
   private let records = Mutex(())
   /// Objects staged at once for all pins (each large one fetches several ranges itself).
   private let slots = ReadAheadSlots(8)
+
+  /// For tests: runs in `noticed` after a landed move's copy is adopted and before the pin's
+  /// tree names it, so that a test can end a pass there (a race that came 1 run in 6).
+  let whileAdopting = Hook<@Sendable (ObjectName) -> Void>()
 
   /// Seconds between verifying passes over v0 (0: only on `refresh`).
   private let verifyEvery: Double
@@ -329,13 +339,33 @@ final class PinKeeper: Sendable {
     // The same bytes as a new generation (a move or copy this mount made has landed): the kept
     // copy serves it, and the tree says so now, not at a pass that may come after the mount is
     // gone (an offline rename then named a generation the bucket no longer had, and was refused).
-    let kept = state.withLock { s in s.pins.values.first { !$0.isRefused && $0.tree[key] != nil }.map { ($0.target, $0.tree[key]!) } }
-    if let (target, old) = kept, old.generation != metadata.generation,
-      staging.adopt(name, metadata: metadata, from: name, generation: old.generation)
-    {
+    // Claimed (`adopting`) before the copy is made and until the tree names it: a pass ending in
+    // between handed the staging area a kept set without it and removed it as kept by no pin,
+    // then the tree named it (offline, ENOENT for that file until an online pass fetched it).
+    let claim = state.withLock { s -> (target: ObjectName, old: StorageMetadata)? in
+      guard s.adopting[key] == nil, let pin = s.pins.values.first(where: { !$0.isRefused && $0.tree[key] != nil }),
+        let old = pin.tree[key], old.generation < metadata.generation
+      else { return nil }
+      s.adopting[key] = (old, metadata)
+      return (pin.target, old)
+    }
+    if let (target, old) = claim {
       staging.addPinned(name, generation: metadata.generation, size: metadata.size)
-      if update(target, { $0.tree[key] = metadata }) != nil { state.withLock { _ = $0.unsaved.insert(target) } }
-      return
+      let adopted = staging.adopt(name, metadata: metadata, from: name, generation: old.generation)
+      whileAdopting.value?(key)
+      let named = state.withLock { s -> Bool in
+        s.adopting.removeValue(forKey: key)
+        // Generations only grow: a pass may have put this one, or a newer, meanwhile.
+        guard adopted, var pin = s.pins[target], let last = pin.tree[key], last.generation < metadata.generation else { return false }
+        pin.tree[key] = metadata
+        s.pins[target] = pin
+        s.unsaved.insert(target)
+        return true
+      }
+      if named {
+        changed.signal()
+        return
+      }
     }
     let target = state.withLock { s -> ObjectName? in
       guard let pin = s.pins.values.first(where: { !$0.isRefused && $0.tree[key] != nil }),
@@ -581,11 +611,28 @@ final class PinKeeper: Sendable {
 
   /// Versions of the pin's objects no pin keeps any more (replaced, or deleted from the bucket)
   /// are removed, unless open (their readers keep the old bytes; eviction takes them later).
+  /// What is kept is asked after the copies are listed, never taken from the pass's own view: a
+  /// copy adopted meanwhile (`noticed`) was claimed before it was made, so it is in the set.
   private func dropUnkept(_ pin: Pin) {
-    let kept = Set(pin.files.map { ObjectName($0.name + "\u{0}\($0.metadata.generation)") })
-    for copy in staging.completeCopies(where: pin.holds) where !kept.contains(ObjectName(copy.name + "\u{0}\(copy.generation)")) {
+    let copies = staging.completeCopies(where: pin.holds)
+    let kept = Set(state.withLock { Self.keptVersions($0) }.map { ObjectName($0.name + "\u{0}\($0.generation)") })
+    for copy in copies where !kept.contains(ObjectName(copy.name + "\u{0}\(copy.generation)")) {
       staging.removeUnused(copy.name, generation: copy.generation)
     }
+  }
+
+  /// Every version the pins keep: their trees', the trees passes are staging, and the copies
+  /// being adopted.
+  private static func keptVersions(_ s: State) -> [(name: String, generation: Int64, size: Int64)] {
+    var out: [(name: String, generation: Int64, size: Int64)] = []
+    for tree in s.pins.values.filter({ !$0.isRefused }).map(\.tree) + Array(s.incoming.values) {
+      for (name, m) in Pin.files(of: tree) { out.append((name, m.generation, m.size)) }
+    }
+    for (name, a) in s.adopting {
+      out.append((name.string, a.from.generation, a.from.size))
+      out.append((name.string, a.to.generation, a.to.size))
+    }
+    return out
   }
 
   // MARK: state
@@ -603,13 +650,7 @@ final class PinKeeper: Sendable {
   /// an older state's (a pin unpinned during its check stayed kept for good).
   private func protect() {
     while true {
-      let (version, objects) = state.withLock { s -> (UInt64, [(name: String, generation: Int64, size: Int64)]) in
-        var out: [(name: String, generation: Int64, size: Int64)] = []
-        for tree in s.pins.values.filter({ !$0.isRefused }).map(\.tree) + Array(s.incoming.values) {
-          for (name, m) in Pin.files(of: tree) { out.append((name, m.generation, m.size)) }
-        }
-        return (s.version, out)
-      }
+      let (version, objects) = state.withLock { s in (s.version, Self.keptVersions(s)) }
       staging.setPinned(objects)
       if state.withLock({ $0.version }) == version { return }
     }
