@@ -23,7 +23,7 @@ import Testing
     try store.save(kept)
     try store.save(Pin(target: "notes.txt", phase: .staging(Pin.Progress()), tree: [:]))
 
-    let (pins, damaged) = store.load()
+    let (pins, damaged, _) = store.load()
     #expect(damaged.isEmpty)
     #expect(pins.map(\.target).sorted() == ["notes.txt", "trip/"])
     let trip = try #require(pins.first { $0.target == "trip/" })
@@ -40,7 +40,7 @@ import Testing
     let cut = store.folder.appendingPathComponent(files[0]).path
     let whole = try Data(contentsOf: URL(fileURLWithPath: cut))
     try whole.prefix(whole.count / 2).write(to: URL(fileURLWithPath: cut))
-    let (after, setAside) = store.load()
+    let (after, setAside, _) = store.load()
     #expect(after.count == 1)
     #expect(setAside == [cut])
     #expect(FileManager.default.fileExists(atPath: cut + ".damaged"))
@@ -73,6 +73,37 @@ import Testing
     let pins = store.load().pins
     let o = try #require(pins.first { $0.target == "o/" }, "\(pins.map(\.target))")
     #expect(o.tree["o/a"]?.size == 5)
+  }
+
+  /// A pin that follows a rename is recorded under its new name, then the old record is removed.
+  /// A stop between the two (`kill -9`) left both, and the old name stayed pinned (kept 0/0)
+  /// beside the new: the new record names the old one's bytes, and a load removes that record,
+  /// never one of the old name written since (pinned again) or one a later save no longer names.
+  @Test func aRecordLeftBehindByARenameIsRemovedAtLoad() throws {
+    let staging = try folder()
+    defer { try? FileManager.default.removeItem(at: staging) }
+    let store = PinStore(stagingFolder: staging)
+    let m = StorageMetadata(dictionary: ["name": "p/a", "size": "1", "generation": "3"])
+    var moved = m
+    moved.path = "q/a"
+    let old = Pin(target: "p/", phase: .kept, tree: ["p/a": m])
+    let new = Pin(target: "q/", phase: .kept, tree: ["q/a": moved])
+    try store.save(old)
+    // The cut: the new record written, the old one not yet removed.
+    try store.save(new, following: "p/")
+    let (pins, damaged, superseded) = store.load()
+    #expect(pins.map(\.target) == ["q/"] && damaged.isEmpty && superseded == ["p/"])
+    #expect(store.load().pins.map(\.target) == ["q/"], "removed for good")
+
+    // The old name pinned again after the rename: its record has other bytes and stays.
+    try store.save(old)
+    try store.save(new, following: "p/")
+    try store.save(Pin(target: "p/", phase: .staging(Pin.Progress()), tree: [:]))
+    #expect(store.load().pins.map(\.target).sorted() == ["p/", "q/"])
+    // A later save of the followed pin names nothing.
+    try store.save(old)
+    try store.save(new)
+    #expect(store.load().pins.map(\.target).sorted() == ["p/", "q/"])
   }
 
   @Test func holdsAndOverlapsFollowNamesNotSpellings() {

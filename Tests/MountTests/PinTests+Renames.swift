@@ -17,6 +17,13 @@ extension PinTests {
     m.stat("pin passes")?.split(separator: ", ").dropFirst().first?.split(separator: " ").first.flatMap { Int($0) }
   }
 
+  /// The folder of the pins' records under the fixture's staging folder.
+  fileprivate func pinRecords(_ fx: MountFixture) throws -> URL {
+    let staging = fx.root.appendingPathComponent("staging")
+    let pinFolders = (FileManager.default.enumerator(atPath: staging.path)?.allObjects as? [String] ?? []).filter { $0.hasSuffix("/pins") || $0 == "pins" }
+    return try #require(pinFolders.first.map { staging.appendingPathComponent($0) }, "no pins folder under \(staging.path)")
+  }
+
   fileprivate func isKept(_ m: MountedBucket, exactly path: String, files: Int) -> Bool {
     guard let line = pinLine(m, exactly: path) else { return false }
     return line[1] == "kept" && line[2] == "\(files)" && line[3] == "\(files)"
@@ -180,9 +187,7 @@ extension PinTests {
         #expect(runTool(bucketfsBinary, ["pin", m.path("p")], timeout: .seconds(240)).0 == 0)
         m.unmount()
       }
-      let staging = fx.root.appendingPathComponent("staging")
-      let pinFolders = (FileManager.default.enumerator(atPath: staging.path)?.allObjects as? [String] ?? []).filter { $0.hasSuffix("/pins") || $0 == "pins" }
-      let records = try #require(pinFolders.first.map { staging.appendingPathComponent($0) }, "no pins folder under \(staging.path)")
+      let records = try pinRecords(fx)
       let before = fx.root.appendingPathComponent("pins-before")
       try FileManager.default.copyItem(at: records, to: before)
       do {
@@ -204,6 +209,75 @@ extension PinTests {
       #expect(m.sync().0 == 0)
       for (name, data) in expected { #expect(await fx.object("q/" + name) == data, "q/\(name)") }
       #expect(await eventually { isKept(m, exactly: "q", files: 3) }, "\(String(describing: pinLine(m, exactly: "q")))")
+    }
+  }
+  /// Copies what a bucket's staging folder holds but its write-back queues: the copies and the
+  /// pins' records.
+  fileprivate func copyStaged(from source: URL, to target: URL) throws {
+    let fm = FileManager.default
+    try fm.createDirectory(at: target, withIntermediateDirectories: true)
+    for entry in try fm.contentsOfDirectory(atPath: source.path) where !entry.hasPrefix("queue") {
+      try fm.copyItem(at: source.appendingPathComponent(entry), to: target.appendingPathComponent(entry))
+    }
+  }
+
+  /// A daemon killed while its pin followed a rename, after the new record was written and
+  /// before the old one was removed, with the moves carried out (so the next mount has no queued
+  /// rename to follow): the old name stayed pinned (kept 0/0) beside the new. The cut is made
+  /// exact by putting back the staging folder as it was then (the queue aside: its moves were
+  /// carried out): the copies and the new record as the rename left them, and the old record as
+  /// it was before the rename.
+  @Test(arguments: ["gcs", "firebase"]) func aPinRenameCutBetweenItsTwoRecordsLeavesOnePin(api: String) async throws {
+    try await MountFixture.scope { fx in
+      var expected: [String: Data] = [:]
+      for i in 1...3 { expected["f\(i)"] = randomData(1200 * i, seed: UInt64(5630 + i)) }
+      for (name, data) in expected { _ = try await fx.put("p/" + name, data) }
+      do {
+        let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "\(api)-online")
+        #expect(runTool(bucketfsBinary, ["pin", m.path("p")], timeout: .seconds(240)).0 == 0)
+        m.unmount()
+      }
+      let records = try pinRecords(fx)
+      let before = fx.root.appendingPathComponent("pins-before")
+      try FileManager.default.copyItem(at: records, to: before)
+      // Offline, so that the rename's record is the last one written: no pass writes it again.
+      do {
+        let offline = try fx.mount(options: ["writable", "offline"], extra: ["--api", api], name: "\(api)-rename")
+        #expect(rename(offline.path("p"), offline.path("q")) == 0, "\(String(cString: strerror(errno)))")
+        offline.unmount()
+      }
+      let bucketFolder = records.deletingLastPathComponent()
+      let followed = fx.root.appendingPathComponent("staged-followed")
+      try copyStaged(from: bucketFolder, to: followed)
+      do {
+        let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "\(api)-moves")
+        let (synced, output) = m.sync()
+        #expect(synced == 0, "\(output)")
+        #expect(await eventually { isKept(m, exactly: "q", files: 3) }, "\(String(describing: pinLine(m, exactly: "q")))")
+        m.unmount()
+      }
+      for (name, data) in expected { #expect(await fx.object("q/" + name) == data, "q/\(name)") }
+      // As the kill left them: the copies and the new record as the rename left them, the old
+      // record beside it.
+      for entry in try FileManager.default.contentsOfDirectory(atPath: bucketFolder.path) where !entry.hasPrefix("queue") {
+        try FileManager.default.removeItem(at: bucketFolder.appendingPathComponent(entry))
+      }
+      try copyStaged(from: followed, to: bucketFolder)
+      for file in try FileManager.default.contentsOfDirectory(atPath: before.path) where file.hasSuffix(".json") {
+        try FileManager.default.copyItem(at: before.appendingPathComponent(file), to: records.appendingPathComponent(file))
+      }
+      #expect(try FileManager.default.contentsOfDirectory(atPath: records.path).filter { $0.hasSuffix(".json") }.count == 2)
+
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "\(api)-after")
+      #expect(pinLine(m, exactly: "p") == nil, "\(String(describing: pinLine(m, exactly: "p")))\n\(m.log)")
+      #expect(await eventually { isKept(m, exactly: "q", files: 3) }, "\(String(describing: pinLine(m, exactly: "q")))\n\(m.log)")
+      let (listed, table) = runTool(bucketfsBinary, ["status", m.mountpoint.path])
+      #expect(listed == 0 && table.contains("q ") && !table.contains("\np ") && !table.contains(" 0/0 "), "\(table)")
+      m.unmount()
+      #expect(try FileManager.default.contentsOfDirectory(atPath: records.path).filter { $0.hasSuffix(".json") }.count == 1)
+      let offline = try fx.mount(options: ["offline"], extra: ["--api", api], name: "\(api)-offline")
+      #expect(try FileManager.default.contentsOfDirectory(atPath: offline.mountpoint.path) == ["q"])
+      for (name, data) in expected { #expect((try? readFile(offline.path("q/" + name)).get()) == data, "offline q/\(name)") }
     }
   }
 }

@@ -106,8 +106,9 @@ final class PinKeeper: Sendable {
     self.queuedUnder = queuedUnder
     self.log = log
     store = PinStore(stagingFolder: staging.folder)
-    let (pins, damaged) = store.load()
+    let (pins, damaged, superseded) = store.load()
     for path in damaged { log("pins: \(path) cannot be read; set aside as \(path).damaged, that pin is forgotten") }
+    for target in superseded { log("pins: the record of \(target) outlived its rename (the mount ended between the two); removed") }
     state.withLock { s in for pin in pins { s.pins[pin.target] = pin } }
     protect()
   }
@@ -227,7 +228,8 @@ final class PinKeeper: Sendable {
     // Kept by no pin now: the old names' copies would show offline as files the mount has not.
     for file in carried { staging.removeUnused(file.from, generation: file.metadata.generation) }
     for (old, pin) in changes {
-      save(pin)
+      // The new record names the old one, which a stop between the two leaves for `load` to remove.
+      save(pin, following: old == pin.target ? nil : old)
       if old != pin.target {
         records.withLock { _ in if state.withLock({ $0.pins[old] == nil }) { store.remove(old) } }
         log("pin: \(old.string.isEmpty ? "the bucket" : old.string) is \(pin.target) now (renamed)")
@@ -685,11 +687,12 @@ final class PinKeeper: Sendable {
     }
   }
 
-  private func save(_ pin: Pin) {
+  private func save(_ pin: Pin, following old: ObjectName? = nil) {
     do throws(FSError) {
       try records.withLock { _ throws(FSError) in
         guard state.withLock({ $0.pins[pin.target] != nil }) else { return }
-        try store.save(pin)
+        // Not when the old name was pinned again meanwhile: that record is not this one's past.
+        try store.save(pin, following: old.flatMap { old in state.withLock { $0.pins[old] == nil } ? old : nil })
       }
     } catch {
       log("pin \(pin.target): cannot record it in \(store.folder.path): \(String(cString: strerror(error.errno)))")
