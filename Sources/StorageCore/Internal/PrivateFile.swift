@@ -5,7 +5,10 @@ import Foundation
 package enum PrivateFile {
   /// Replaces `path` with `data`; `sync` makes it durable before the rename.
   package static func write(_ data: Data, to path: String, sync: Bool = true) throws(StorageError) {
-    let tmp = path + ".tmp-\(getpid())"
+    // A name of its own for each write: two threads replacing one file (two adoptions of one
+    // staged copy write its side file) shared `.tmp-PID`, and one unlinked and renamed the
+    // other's, which then failed and its caller removed the copy it described.
+    let tmp = path + ".tmp-\(getpid())-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
     // Never written through a link someone left under the temporary name.
     unlink(tmp)
     let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
