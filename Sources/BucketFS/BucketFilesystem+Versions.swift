@@ -157,7 +157,7 @@ extension BucketFilesystem {
   }
 
   /// Sends an open of `ino` to an inode of its own (the inode's opens read other bytes than it
-  /// would through the page cache or by passthrough, `KernelIOModes.open`): when the inode
+  /// would through the page cache or by passthrough, `KernelIOModes.open` said): when the inode
   /// still stands for the name, it is detached, and the open answers ESTALE, so that the
   /// kernel looks the name up again (a new inode) and opens that, once. So that its second try
   /// is never refused, a name sent on once is not sent again for `reopenWindow`: false then,

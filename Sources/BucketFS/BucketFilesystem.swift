@@ -334,6 +334,7 @@ package final class BucketFilesystem: Sendable {
     // folder's last listing had is most likely still there (made anew, it would be a conflict).
     guard !localEntry(path).isChanged else { return false }
     if let known = namespace.listings.lastKnown(dir.path), known.contains(where: { Namespace.sameBytes($0.name, name) }) { return false }
+    if namespace.lastAnswer(dir: dir.path, name: name) != nil { return false }
     metrics.fuseTimeouts.add(1, ordering: .relaxed)
     namespace.missing.add(path)
     if !saidLookupsTimeOut.exchange(true, ordering: .relaxed) {
@@ -343,11 +344,12 @@ package final class BucketFilesystem: Sendable {
   }
 
   /// A lookup the server did not answer within its bound, answered as the folder's last
-  /// listing had the name (with an inode that counts one kernel reference); nil when that
-  /// listing does not know it, or this mount changed the name (answered from its changes).
+  /// listing or the server's last answer had the name (with an inode that counts one kernel
+  /// reference); nil when neither knows it, or this mount changed the name (answered from its
+  /// changes).
   package func lastListedAfterTimeout(parent: UInt64, name: String) -> FileAttributes? {
     guard let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return nil }
-    guard !localEntry(Namespace.join(dir.path, name)).isChanged, let entry = namespace.lastListed(dir: dir.path, name: name) else {
+    guard !localEntry(Namespace.join(dir.path, name)).isChanged, let entry = namespace.lastAnswer(dir: dir.path, name: name) else {
       return nil
     }
     return linked(entry, in: dir.path)
@@ -373,6 +375,7 @@ package final class BucketFilesystem: Sendable {
     } catch let error where error.cause?.isUnanswered == true {
       // The server stopped answering and no staged copy has the name: the same answer as when
       // the lookup's deadline runs out first (the two race when both are read_timeout).
+      if let known = lastListedAfterTimeout(parent: parent, name: name) { return known }
       if absentAfterTimeout(parent: parent, name: name, seconds: options.readTimeout) { throw FSError(ENOENT) }
       throw error
     }
@@ -412,7 +415,22 @@ package final class BucketFilesystem: Sendable {
       await namespace.learnFolderObject(node.path)
       return attributes(ino: ino, directory: true, metadata: nil)
     }
-    let m = try await namespace.fileMetadata(node.objectName ?? node.path)
+    let m: StorageMetadata
+    do {
+      m = try await namespace.fileMetadata(node.objectName ?? node.path)
+    } catch let error where error.cause?.isUnanswered == true {
+      // The server stopped answering: the attributes it gave last, however old (a file looked
+      // up a moment ago is not an I/O error to stat).
+      guard let known = lastKnownAttributes(ino) else { throw error }
+      return known
+    }
+    return attributes(ino: ino, directory: false, metadata: m)
+  }
+
+  /// A getattr the server did not answer within its bound: a file's attributes as the server
+  /// last gave them, however old; nil when the mount never had them (the caller answers EIO).
+  package func lastKnownAttributes(_ ino: UInt64) -> FileAttributes? {
+    guard let node = inodes.node(ino), !node.isDirectory, let m = namespace.files.lastKnown(node.objectName ?? node.path) else { return nil }
     return attributes(ino: ino, directory: false, metadata: m)
   }
 
@@ -560,15 +578,16 @@ package final class BucketFilesystem: Sendable {
     if node.isDirectory { throw FSError(EISDIR) }
     if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
-      let io = kernelIO.open(
-        ino, handle: local, version: nil, startingFrom: startsFrom(local, flags: flags), keepCache: false,
-        elsewhere: { sendToNewInode(ino, node) }
-      ) { nil }
-      guard let io else {
+      let startingFrom = startsFrom(local, flags: flags)
+      let open = { (mayGoElsewhere: Bool) in
+        self.kernelIO.open(ino, handle: local, version: nil, startingFrom: startingFrom, keepCache: false, mayGoElsewhere: mayGoElsewhere) { nil }
+      }
+      if let io = open(true) { return (local, io) }
+      guard !sendToNewInode(ino, node) else {
         if let opened = fileHandles.remove(local) { releaseLocal(opened) }
         throw FSError(ESTALE)
       }
-      return (local, io)
+      return (local, open(false) ?? .direct)
     }
     // A name this mount renamed, whose copy the bucket has not made yet, reads the source's bytes.
     var path = node.objectName ?? node.path
@@ -598,15 +617,22 @@ package final class BucketFilesystem: Sendable {
     }
     let fh = fileHandles.add(.read(file))
     readAhead(after: node)
-    let io = kernelIO.open(ino, handle: fh, version: m, keepCache: keep, elsewhere: { renamedTo == nil && sendToNewInode(ino, node) }) {
-      staging?.verifiedFile(objectName, generation: m.generation)
+    let open = { (mayGoElsewhere: Bool) in
+      self.kernelIO.open(ino, handle: fh, version: m, keepCache: keep, mayGoElsewhere: mayGoElsewhere) {
+        self.staging?.verifiedFile(objectName, generation: m.generation)
+      }
     }
-    guard let io else {
-      _ = fileHandles.remove(fh)
-      file.reader.cancelFetches()
-      staging?.release(objectName, generation: m.generation)
-      throw FSError(ESTALE)
+    var opened = open(renamedTo == nil)
+    if opened == nil {
+      guard !sendToNewInode(ino, node) else {
+        _ = fileHandles.remove(fh)
+        file.reader.cancelFetches()
+        staging?.release(objectName, generation: m.generation)
+        throw FSError(ESTALE)
+      }
+      opened = open(false)
     }
+    let io = opened ?? .direct
     // The inode's pages are still the older version's: the next cached open must drop them.
     if io == .direct { openedGenerations.withLock { _ = $0.removeValue(forKey: ino) } }
     if let shown = kernelIO.pinned(ino) { kernelHoldsSize(of: shown, ino) }

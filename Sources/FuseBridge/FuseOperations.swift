@@ -112,7 +112,7 @@ enum FuseOperations {
       // end; not fstat, which the kernel asks as a stat).
       let handle = fi.map { CFuseShims_fi_fh($0) }
       if let attrs = fs.getattrIfCached(ino, handle: handle) { return reply.attr(attrs) }
-      reply.answer(within: fs.requestTimeout)
+      reply.answer(within: fs.requestTimeout, otherwise: { fs.lastKnownAttributes(ino).map { .attributes($0) } })
       reply.run({ try await fs.getattr(ino, handle: handle) }) { reply.attr($0) }
     }
 

@@ -30,9 +30,11 @@ final class PendingReply: @unchecked Sendable {
 
   /// What a request whose deadline passed answers instead of EIO, where the filesystem knows
   /// better: a lookup answered as the folder's last listing had the name, one a writable mount
-  /// takes as absent, a folder opened with what is known of it.
+  /// takes as absent, a folder opened with what is known of it, a file's attributes as the
+  /// server last gave them.
   enum LateAnswer {
     case entry(FileAttributes)
+    case attributes(FileAttributes)
     case missing(parent: UInt64, name: String)
     case opened(fuse_file_info)
   }
@@ -50,6 +52,10 @@ final class PendingReply: @unchecked Sendable {
       case .entry(let attrs):
         var e = FuseOperations.entryParam(attrs, self.filesystem)
         fuse_reply_entry(self.req, &e)
+      case .attributes(let attrs):
+        let shown = self.filesystem.shown(attrs)
+        var st = FuseOperations.fill(shown)
+        fuse_reply_attr(self.req, &st, self.filesystem.cacheTime(shown))
       case .missing(let parent, let name):
         self.replyMissing(parent: parent, name: name)
       case .opened(var info):

@@ -21,6 +21,10 @@ final class AttributeCache: Sendable {
     return listings.summary(ofObject: objectName)
   }
 
+  /// The attributes last fetched for `objectName`, however old (for a server that stopped
+  /// answering).
+  func lastKnown(_ objectName: String) -> StorageMetadata? { fetched.lastKnown(ObjectName(objectName))?.metadata }
+
   func set(_ objectName: String, _ m: StorageMetadata) { fetched.set(ObjectName(objectName), ObjectSummary(m, path: objectName)) }
 
   func remove(_ objectName: String) { fetched.remove(ObjectName(objectName)) }

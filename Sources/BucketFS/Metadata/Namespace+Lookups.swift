@@ -38,8 +38,9 @@ extension Namespace {
       }
     }, orStaged: { () throws(FSError) -> DirectoryEntry? in
       fromStaged = true
-      // The folder's last listing knows more than the staged copies (which are what was read).
-      if let last = lastListed(dir: dir, name: name) { return last }
+      // The folder's last listing, or the server's last answer about the name, knows more
+      // than the staged copies (which are what was read).
+      if let last = lastAnswer(dir: dir, name: name) { return last }
       if let staged = offline.entry(dir, name) { return staged }
       // A folder whose own listing the mount holds is there, though its parent was never
       // listed: not "no such file" (a script would take the folder for gone).

@@ -89,6 +89,7 @@ extension Namespace {
       } else if page.holdsFolderObjects {
         folders.set(path, .absent)
       }
+      answeredFolders.add(path)
       return DirectoryEntry(name: name, isDirectory: true)
     }
     switch object {
@@ -99,6 +100,7 @@ extension Namespace {
       // On a hierarchical bucket an empty folder is a resource with nothing under it.
       if client.knownFoldersAreResources == true, try await client.folderExists(path + "/") {
         if page.holdsFolderObjects { folders.set(path, .absent) }
+        answeredFolders.add(path)
         return DirectoryEntry(name: name, isDirectory: true)
       }
       return nil

@@ -64,6 +64,18 @@ extension Namespace {
     return e.with(m)
   }
 
+  /// What the mount last knew of `name` in folder `dir`, however old: the folder's last
+  /// listing, else the server's last answer to a lookup of it (a folder found, a file's
+  /// attributes). For a server that stopped answering: never "no such file" for a name it
+  /// answered a moment ago.
+  func lastAnswer(dir: String, name: String) -> DirectoryEntry? {
+    if let listed = lastListed(dir: dir, name: name) { return listed }
+    let path = Self.join(dir, name)
+    if answeredFolders.contains(path) { return DirectoryEntry(name: name, isDirectory: true) }
+    guard let m = files.lastKnown(path) else { return nil }
+    return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: m)
+  }
+
   /// Whether a pin's tree holds folder `path` (an object under it, or its placeholder).
   func pinsHold(_ path: String) -> Bool {
     let base = client.bucketName(path.isEmpty ? "" : path + "/")

@@ -24,6 +24,8 @@ final class Namespace: Sendable {
   let missing: MissingNames
   let listings: FolderListings
   let folders: FolderObjects
+  /// Folders a lookup found, kept past `metadata_ttl` for a server that stops answering.
+  let answeredFolders = AnsweredFolders(capacity: 100_000)
   let reportedNames = Mutex<Set<ObjectName>>([])
   /// Attribute fetches in flight in the background (`prefetchAttributes`): a lookup that needs
   /// one waits for it instead of asking the server a second time.

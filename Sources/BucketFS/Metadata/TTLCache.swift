@@ -32,13 +32,15 @@ package final class TTLCache<Key: Hashable & Sendable, Value: Sendable>: Sendabl
   package func get(_ key: Key) -> Value? {
     let now = clock()
     return state.withLock { s in
-      guard let e = s.entries[key] else { return nil }
-      if e.expires < now {
-        s.entries.removeValue(forKey: key)
-        return nil
-      }
+      guard let e = s.entries[key], e.expires >= now else { return nil }
       return e.value
     }
+  }
+
+  /// The value however long ago it was set, while the capacity keeps it: what the mount last
+  /// knew, for when the server does not answer. (Expired entries stay until pushed out.)
+  package func lastKnown(_ key: Key) -> Value? {
+    state.withLock { $0.entries[key]?.value }
   }
 
   package func set(_ key: Key, _ value: Value) {

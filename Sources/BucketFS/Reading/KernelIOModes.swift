@@ -130,13 +130,13 @@ final class KernelIOModes: Sendable {
   /// The mode of `handle`, a new open of `ino`. `version`: what the open reads (nil: this
   /// mount's own bytes, never a backing file; `startingFrom`: the generation they are, with the
   /// kernel's writes on top, if any); `stagedCopy` gives the verified staged copy of that
-  /// version, asked only when the open could start passthrough. Nil when the open must go to
-  /// an inode of its own and `elsewhere` (asked under the lock, so no other open slips in
-  /// between) sent it there: the inode's opens read other bytes than it would through the
-  /// page cache or by passthrough.
+  /// version, asked only when the open could start passthrough. Nil, with nothing counted, when
+  /// `mayGoElsewhere` and the inode's opens read other bytes than this one would through the
+  /// page cache or by passthrough: the caller sends it to an inode of its own, or opens it
+  /// again without (it then bypasses their pages).
   func open(
     _ ino: UInt64, handle: UInt64, version: StorageMetadata?, startingFrom: Int64? = nil, keepCache: Bool,
-    elsewhere: () -> Bool = { false }, stagedCopy: () -> FileDescriptor?
+    mayGoElsewhere: Bool = false, stagedCopy: () -> FileDescriptor?
   ) -> KernelIO? {
     let bytes = Bytes(version: version, startingFrom: startingFrom)
     let generation = version?.generation
@@ -147,7 +147,7 @@ final class KernelIOModes: Sendable {
     let cached = state.withLock { s in if case .cached = s.modes[ino] { true } else { false } }
     let copy = generation != nil && backing != nil && !cached ? stagedCopy() : nil
     let copyKey = copy.flatMap(FileKey.init)
-    switch state.withLock({ s in Self.join(ino, handle, bytes, keepCache, verified: copyKey, elsewhere, &s) }) {
+    switch state.withLock({ s in Self.join(ino, handle, bytes, keepCache, verified: copyKey, mayGoElsewhere, &s) }) {
     case .joined(let io): return io
     case .sentElsewhere: return nil
     case .first: break
@@ -161,7 +161,7 @@ final class KernelIOModes: Sendable {
     }
     let (io, unused) = state.withLock { s -> (KernelIO?, Int32?) in
       // Another open of the inode may have settled its mode meanwhile: join it.
-      switch Self.join(ino, handle, bytes, keepCache, verified: copyKey, elsewhere, &s) {
+      switch Self.join(ino, handle, bytes, keepCache, verified: copyKey, mayGoElsewhere, &s) {
       case .joined(let io): return (io, registered)
       case .sentElsewhere: return (nil, registered)
       case .first: break
@@ -292,13 +292,13 @@ final class KernelIOModes: Sendable {
     /// The inode has no mode yet: this open sets it.
     case first
     case joined(KernelIO)
-    /// `elsewhere` took the open to an inode of its own.
+    /// Other bytes than the inode's opens read: for an inode of its own.
     case sentElsewhere
   }
 
   /// `verified`: the staged copy this open would read, checked just now (nil: none is).
   private static func join(
-    _ ino: UInt64, _ handle: UInt64, _ bytes: Bytes, _ keepCache: Bool, verified: FileKey?, _ elsewhere: () -> Bool,
+    _ ino: UInt64, _ handle: UInt64, _ bytes: Bytes, _ keepCache: Bool, verified: FileKey?, _ mayGoElsewhere: Bool,
     _ s: inout State
   ) -> Joined {
     let io: KernelIO
@@ -315,7 +315,7 @@ final class KernelIOModes: Sendable {
         // Two versions of an object open at once, or this mount's own bytes beside one: one
         // page cache per inode cannot hold both. (An edit of a newer version wrote into pages
         // an older one's reader had filled, and readers read its bytes as zeros.)
-        if elsewhere() { return .sentElsewhere }
+        if mayGoElsewhere { return .sentElsewhere }
         // Where it cannot go elsewhere: its reads bypass the pages the others still read.
         s.modes[ino] = .cached(version: cached, opens: n, direct: direct + 1)
         io = .direct
@@ -328,7 +328,7 @@ final class KernelIOModes: Sendable {
       // backing file): an inode of its own. Else, or where it cannot go, a backing file that
       // is no longer the verified copy: the reads of this open come to the daemon.
       let other = bytes.version == nil || bytes.differ(from: backed)
-      if other && elsewhere() { return .sentElsewhere }
+      if other && mayGoElsewhere { return .sentElsewhere }
       s.modes[ino] = .passthrough(backingID: id, version: backed, file: file, opens: n + 1)
       io = .passthrough(backingID: id, directIO: other || verified != file)
     case .editing(let id, let n):
