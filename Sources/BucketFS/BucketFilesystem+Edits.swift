@@ -319,7 +319,8 @@ extension BucketFilesystem {
     }
     let handle = fileHandles.add(.edit(EditHandle(edit, access: access, ino: attrs.ino, changed: changed)))
     // Never sent elsewhere: a new file's inode has no readers of a version of it.
-    return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, version: nil, keepCache: false) { nil } ?? .direct)
+    let own = OwnBytes(.edit(ObjectIdentifier(edit)))
+    return (attrs, handle, kernelIO.open(attrs.ino, handle: handle, version: nil, own: own, writes: true, keepCache: false) { nil } ?? .direct)
   }
 
   /// Room a file written by the kernel may take, which the daemon cannot refuse write by write:

@@ -22,8 +22,10 @@
 //   (the kernel's entry for the name has not expired) answers ESTALE, which makes the kernel
 //   look the name up again and open that (`sendToNewInode`); only an open that cannot be
 //   sent to the new inode reads with direct I/O beside the others. The same holds for this
-//   mount's own bytes beside a version: an edit that started from another version than the
-//   readers' pages, or bytes queued since, go to an inode of their own.
+//   mount's own bytes beside readers of a version (an edit, queued bytes), and for a version
+//   beside readers of this mount's own bytes (merged onto another writer's since): one page
+//   cache per inode holds one of them. Only readers are ever sent on: writers of an edit hold
+//   its inode, and what differs from them bypasses their pages.
 import StorageCore
 import Glibc
 import Synchronization
@@ -136,24 +138,28 @@ extension BucketFilesystem {
   }
 
   /// A lookup or readdirplus is about to hand the kernel `node` as version `generation`: when
-  /// its inode's opens read an older version through the page cache or by passthrough, the
-  /// name gets an inode of its own first (the older one keeps its opens and its pages).
+  /// its inode's opens read other bytes through the page cache or by passthrough (an older
+  /// version, this mount's own bytes before they were merged onto another writer's), the name
+  /// gets an inode of its own first (the older one keeps its opens and its pages).
   func separateOlderOpens(_ node: InodeTable.Node, naming generation: Int64?) {
-    guard let generation, !node.isDirectory, let ino = inodes.existing(node),
-      let held = kernelIO.pinned(ino), held.generation < generation
-    else { return }
+    guard let generation, !node.isDirectory, let ino = inodes.existing(node), kernelIO.holdsOtherBytes(ino, than: generation) else { return }
     inodes.detach(ino)
     metrics.versionInodes.add(1, ordering: .relaxed)
   }
 
-  /// The generation open `handle` of this mount's own bytes reads, with the kernel's writes on
-  /// top (nil: bytes of its own): an edit that started from that version and queued nothing
-  /// yet. Beside readers of that version it shares their pages, as a file being appended to
-  /// does on a local disk.
-  func startsFrom(_ handle: UInt64, flags: Int32) -> Int64? {
-    guard flags & O_TRUNC == 0, case .edit(let opened)? = fileHandles[handle], case .generation(let g) = opened.edit.base, g != 0
-    else { return nil }
-    return g
+  /// Which of this mount's own bytes open `handle` reads or writes (an open edit's, which
+  /// every handle of the name shares, or queued bytes' file), and whether it may write.
+  func ownBytes(_ handle: UInt64) -> (OwnBytes?, writes: Bool) {
+    switch fileHandles[handle] {
+    case .edit(let opened)?:
+      return (OwnBytes(.edit(ObjectIdentifier(opened.edit))), opened.access != .reading)
+    case .queued(let file)?:
+      var st = stat()
+      guard fstat(file.fd, &st) == 0 else { return (nil, false) }
+      return (OwnBytes(.queued("\(st.st_dev):\(st.st_ino)")), false)
+    default:
+      return (nil, false)
+    }
   }
 
   /// Sends an open of `ino` to an inode of its own (the inode's opens read other bytes than it

@@ -578,9 +578,9 @@ package final class BucketFilesystem: Sendable {
     if node.isDirectory { throw FSError(EISDIR) }
     if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
-      let startingFrom = startsFrom(local, flags: flags)
+      let (own, writes) = ownBytes(local)
       let open = { (mayGoElsewhere: Bool) in
-        self.kernelIO.open(ino, handle: local, version: nil, startingFrom: startingFrom, keepCache: false, mayGoElsewhere: mayGoElsewhere) { nil }
+        self.kernelIO.open(ino, handle: local, version: nil, own: own, writes: writes, keepCache: false, mayGoElsewhere: mayGoElsewhere) { nil }
       }
       if let io = open(true) { return (local, io) }
       guard !sendToNewInode(ino, node) else {

@@ -105,40 +105,65 @@ import Testing
     #expect(m.open(10, handle: 4, version: v(5), keepCache: true) { nil } == .cached(keepCache: true))
   }
 
+  /// An open edit's own bytes (every handle of a name shares its edit).
+  final class EditStandIn {}
+  let edits = [EditStandIn(), EditStandIn()]
+  func edit(_ n: Int = 0) -> OwnBytes { OwnBytes(.edit(ObjectIdentifier(edits[n]))) }
+
   @Test func anotherGenerationOfACachedInodeBypassesItsPages() {
     let m = modes(Registry())
     #expect(m.open(9, handle: 1, version: v(5), keepCache: false) { nil } == .cached(keepCache: false))
     // The object changed while handle 1 reads version 5: version 6 neither fills nor drops
     // the pages version 5's reader reads.
     #expect(m.open(9, handle: 2, version: v(6), keepCache: false) { nil } == .direct)
-    // This mount's own bytes, an edit that started from version 5, share its pages (its
-    // writes go through them, as a file appended to on a local disk); one that started from
-    // any other bytes bypasses them.
-    #expect(m.open(9, handle: 3, version: nil, startingFrom: 5, keepCache: false) { nil } == .cached(keepCache: false))
-    #expect(m.open(9, handle: 5, version: nil, startingFrom: 6, keepCache: false) { nil } == .direct)
+    // This mount's own bytes (an edit) bypass them too, where they cannot go elsewhere.
+    #expect(m.open(9, handle: 3, version: nil, own: edit(), writes: true, keepCache: false) { nil } == .direct)
+    #expect(m.open(9, handle: 5, version: nil, own: edit(1), keepCache: false) { nil } == .direct)
     #expect(m.open(9, handle: 6, version: nil, keepCache: false) { nil } == .direct)
     for handle in UInt64(1)...6 { m.release(handle) }
     #expect(m.open(9, handle: 4, version: v(6), keepCache: false) { nil } == .cached(keepCache: false))
   }
 
-  /// An open of other bytes than the inode's pages hold, which may go to an inode of its own,
-  /// is answered nil with nothing counted (the caller sends it, or opens it again without);
-  /// opens of the same bytes never are.
+  /// An edit's handles share its pages; another edit's bytes, or a version of the server's,
+  /// beside it bypass them (its writers hold this inode: nothing is sent elsewhere); a writer
+  /// that bypasses the pages keeps every later open off them until it is gone, since pages
+  /// read meanwhile would miss its writes.
+  @Test func anEditsHandlesShareItsPagesAndOthersBypassThem() {
+    let m = modes(Registry())
+    #expect(m.open(9, handle: 2, version: nil, own: edit(), writes: true, keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
+    #expect(m.pinned(9) == nil)
+    #expect(m.open(9, handle: 3, version: nil, own: edit(), keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
+    #expect(m.open(9, handle: 4, version: nil, own: edit(1), writes: true, keepCache: false, mayGoElsewhere: true) { nil } == .direct)
+    #expect(m.open(9, handle: 5, version: v(6), keepCache: false, mayGoElsewhere: true) { nil } == .direct)
+    for handle in UInt64(2)...3 { m.release(handle) }
+    // Edit 1's writer bypasses the pages: the next open does too.
+    #expect(m.open(9, handle: 6, version: nil, own: edit(1), keepCache: false) { nil } == .direct)
+    m.release(4)
+    #expect(m.open(9, handle: 7, version: nil, own: edit(1), keepCache: false) { nil } == .cached(keepCache: false))
+    // Only readers of this mount's own bytes left: a version beside them may go elsewhere.
+    #expect(m.holdsOtherBytes(9, than: 8))
+    #expect(m.open(9, handle: 8, version: v(8), keepCache: false, mayGoElsewhere: true) { nil } == nil)
+  }
+
+  /// An open of other bytes than the inode's pages hold, where only readers of a version of
+  /// the server's hold them, is answered nil with nothing counted (the caller sends it to an
+  /// inode of its own, or opens it again without); opens of the same bytes never are, nor
+  /// any beside this mount's own bytes (their writers hold the inode).
   @Test func otherBytesBesideAnInodesPagesMayGoElsewhere() {
     let m = modes(Registry())
     #expect(m.open(9, handle: 1, version: v(5), keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
     #expect(m.open(9, handle: 2, version: v(5), keepCache: true, mayGoElsewhere: true) { nil } == .cached(keepCache: true))
-    #expect(m.open(9, handle: 3, version: nil, startingFrom: 5, keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
-    #expect(m.open(9, handle: 4, version: v(6), keepCache: false, mayGoElsewhere: true) { nil } == nil)
-    #expect(m.open(9, handle: 5, version: nil, keepCache: false, mayGoElsewhere: true) { nil } == nil)
+    #expect(m.open(9, handle: 3, version: v(6), keepCache: false, mayGoElsewhere: true) { nil } == nil)
+    #expect(m.open(9, handle: 3, version: nil, own: edit(), keepCache: false, mayGoElsewhere: true) { nil } == nil)
     // Nothing counted for them: the pages stay version 5's alone, until its opens close.
     #expect(m.pinned(9)?.generation == 5)
+    #expect(m.open(9, handle: 3, version: v(6), keepCache: false) { nil } == .direct)
     for handle in UInt64(1)...3 { m.release(handle) }
     #expect(m.pinned(9) == nil)
-    // This mount's own bytes in the pages: a version of the server's beside them may go too.
-    #expect(m.open(9, handle: 6, version: nil, keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
-    #expect(m.open(9, handle: 7, version: v(7), keepCache: false, mayGoElsewhere: true) { nil } == nil)
-    #expect(m.open(9, handle: 7, version: v(7), keepCache: false) { nil } == .direct)
+    // A writer of this mount's own bytes in the pages: nothing goes elsewhere.
+    #expect(m.open(9, handle: 6, version: nil, own: edit(), writes: true, keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
+    #expect(!m.holdsOtherBytes(9, than: 7))
+    #expect(m.open(9, handle: 7, version: v(7), keepCache: false, mayGoElsewhere: true) { nil } == .direct)
   }
 
   /// The kernel reads an inode's opens through its page cache up to the size it holds, so the

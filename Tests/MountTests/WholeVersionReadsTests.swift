@@ -351,3 +351,106 @@ import Testing
     }
   }
 }
+
+/// Issue 54, F5: a reader in the same mount as two appenders (a shell's `>>` and a logger that
+/// holds one `O_APPEND` descriptor and fsyncs each line), beside a writer elsewhere appending
+/// over the GCS API, reads only bytes someone wrote, each line whole: never zeros where another
+/// version's bytes were (an edit of a newer version wrote into pages an older version's reader
+/// had filled). Each trial starts on a fresh object.
+@Suite(.serialized) struct SameMountReaderBesideAppendersTests {
+  static let probe = #"""
+    import os, random, subprocess, sys, threading, time, urllib.parse, urllib.request
+    mount, host, bucket, trials = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    def url(name, media):
+        q = urllib.parse.quote(name, safe="")
+        return f"http://{host}/storage/v1/b/{bucket}/o/{q}" + ("?alt=media" if media else "")
+    def get(name):
+        with urllib.request.urlopen(url(name, True)) as r:
+            return r.read()
+    def generation(name):
+        import json
+        with urllib.request.urlopen(url(name, False)) as r:
+            return json.loads(r.read())["generation"]
+    def put(name, data, match=None):
+        q = urllib.parse.quote(name, safe="")
+        u = f"http://{host}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={q}"
+        if match is not None:
+            u += f"&ifGenerationMatch={match}"
+        urllib.request.urlopen(urllib.request.Request(u, data=data, method="POST")).close()
+    bad, reads = [], 0
+    for k in range(trials):
+        name = "d/f%d" % k
+        put(name, b"INIT\n")
+        path = os.path.join(mount, name)
+        stop = False
+        def reader():
+            global reads
+            while not stop:
+                try:
+                    with open(path, "rb") as f:
+                        d = f.read()
+                except OSError:
+                    continue
+                reads += 1
+                lines = d.split(b"\n")
+                if b"\0" in d or not d.endswith(b"\n") or any(l not in (b"INIT",) and l[:3] not in (b"SRV", b"SH-", b"LG-") for l in lines[:-1]):
+                    bad.append("trial %d: %r" % (k, d[-48:]))
+        def logger():
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            for i in range(5):
+                os.write(fd, b"LG-%d\n" % i)
+                os.fsync(fd)
+                time.sleep(random.random() * 0.02)
+            os.close(fd)
+        def outside():
+            for i in range(3):
+                while True:
+                    try:
+                        g = generation(name)
+                        put(name, get(name) + b"SRV-%d\n" % i, match=g)
+                        break
+                    except Exception:
+                        continue
+                time.sleep(random.random() * 0.04)
+        threads = [threading.Thread(target=f) for f in (reader, logger, outside)]
+        for t in threads:
+            t.start()
+        for i in range(5):
+            subprocess.run(["sh", "-c", "echo SH-%d >> '%s'" % (i, path)])
+            time.sleep(random.random() * 0.02)
+        threads[1].join(); threads[2].join()
+        stop = True
+        threads[0].join()
+    print("reads %d, bad %d" % (reads, len(bad)))
+    for b in bad[:6]:
+        print(b)
+    sys.exit(2 if reads < trials else 1 if bad else 0)
+    """#
+
+  @Test(arguments: ["gcs", "firebase"]) func aSameMountReaderReadsOnlyWrittenBytes(api: String) async throws {
+    try await MountFixture.scope { fx in
+      let notes = try fx.folder("notes")
+      let script = notes.appendingPathComponent("probe.py")
+      try Self.probe.write(to: script, atomically: true, encoding: .utf8)
+      let m = try fx.mount(options: ["writable", "metadata_ttl=0"], extra: ["--api", api], name: "appenders-\(api)")
+      let (status, text) = runTool("/usr/bin/python3", [script.path, m.mountpoint.path, fx.address, fx.bucket, "40"], timeout: .seconds(600))
+      print("api=\(api): \(text)")
+      #expect(status == 0 || status == 1, "api=\(api): \(text)")
+      // Still seen, 0-3 trials in 40: a read with zeros (or a line's first byte zero) at the
+      // end of what an appender of this mount wrote while another writer's append was merged.
+      // The bucket is always right (below); the reads before the merges are (issue 54, F5).
+      withKnownIssue("issue 54 F5: a same-mount read beside merged appends may end in zeros", isIntermittent: true) {
+        #expect(status == 0, "api=\(api): \(text)")
+      }
+      let (synced, said) = runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "60"])
+      #expect(synced == 0, "\(said)")
+      // Every line anyone wrote is in the bucket, once (the outside writer appends with a
+      // precondition and tries again).
+      for k in 0..<40 {
+        let lines = (await fx.object("d/f\(k)")).map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } ?? []
+        let want = ["INIT"] + (0..<3).map { "SRV-\($0)" } + (0..<5).map { "SH-\($0)" } + (0..<5).map { "LG-\($0)" }
+        #expect(lines.sorted() == want.sorted(), "api=\(api): d/f\(k): \(lines)")
+      }
+    }
+  }
+}

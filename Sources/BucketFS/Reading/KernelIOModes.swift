@@ -52,12 +52,25 @@ package enum KernelIO: Equatable, Sendable {
   case passthrough(backingID: Int32, directIO: Bool)
 }
 
+/// This mount's own bytes an open reads or writes.
+package struct OwnBytes: Sendable, Equatable {
+  /// Which: an open edit's (every handle of the name shares it), or queued bytes' file.
+  package enum Source: Sendable, Equatable {
+    case edit(ObjectIdentifier)
+    case queued(String)
+  }
+
+  package var source: Source
+
+  package init(_ source: Source) { self.source = source }
+}
+
 final class KernelIOModes: Sendable {
   private enum Mode {
-    /// `version`: what the opens through the page cache (`opens`) read, and the attributes the
-    /// kernel is shown while there are any (nil: this mount's own bytes); `direct`: opens of
-    /// another version beside them, read with direct I/O.
-    case cached(version: StorageMetadata?, opens: Int, direct: Int)
+    /// `pages`: what the opens through the page cache (`opens`) read; `direct`: opens of other
+    /// bytes beside them, read with direct I/O, of which `directWriters` may write (their
+    /// writes do not reach the pages).
+    case cached(pages: PageBytes, opens: Int, direct: Int, directWriters: Int)
     /// `file`: the staged copy of `version` registered as the backing file (device and inode);
     /// the kernel is shown that version's attributes while it is open (an mmap maps the
     /// backing file as long as fstat says).
@@ -79,10 +92,27 @@ final class KernelIOModes: Sendable {
     }
   }
 
-  /// An open handle: its inode and how it was answered.
+  /// What an inode's page cache holds.
+  private enum PageBytes: Equatable {
+    /// A version of the server's: the attributes the kernel is shown while it is open.
+    case version(StorageMetadata)
+    /// This mount's own bytes (nil: of a file it made, joined by nothing else).
+    case own(OwnBytes.Source?)
+
+    static func == (a: PageBytes, b: PageBytes) -> Bool {
+      switch (a, b) {
+      case (.version(let x), .version(let y)): x.generation == y.generation
+      case (.own(let x), .own(let y)): x == y
+      default: false
+      }
+    }
+  }
+
+  /// An open handle: its inode, how it was answered, and whether it may write.
   private struct Opened {
     var ino: UInt64
     var io: KernelIO
+    var writes = false
   }
 
   private struct State {
@@ -128,17 +158,17 @@ final class KernelIOModes: Sendable {
   }
 
   /// The mode of `handle`, a new open of `ino`. `version`: what the open reads (nil: this
-  /// mount's own bytes, never a backing file; `startingFrom`: the generation they are, with the
-  /// kernel's writes on top, if any); `stagedCopy` gives the verified staged copy of that
+  /// mount's own bytes, `own`, never a backing file; `writes`: the open may write them);
+  /// `stagedCopy` gives the verified staged copy of that
   /// version, asked only when the open could start passthrough. Nil, with nothing counted, when
   /// `mayGoElsewhere` and the inode's opens read other bytes than this one would through the
   /// page cache or by passthrough: the caller sends it to an inode of its own, or opens it
   /// again without (it then bypasses their pages).
   func open(
-    _ ino: UInt64, handle: UInt64, version: StorageMetadata?, startingFrom: Int64? = nil, keepCache: Bool,
+    _ ino: UInt64, handle: UInt64, version: StorageMetadata?, own: OwnBytes? = nil, writes: Bool = false, keepCache: Bool,
     mayGoElsewhere: Bool = false, stagedCopy: () -> FileDescriptor?
   ) -> KernelIO? {
-    let bytes = Bytes(version: version, startingFrom: startingFrom)
+    let bytes = Bytes(version: version, own: own, writes: writes)
     let generation = version?.generation
     // Every open that would read the staged copy gets it verified, a join onto another open's
     // backing file as much as the first (a copy changed since that open is never read by a
@@ -171,8 +201,8 @@ final class KernelIOModes: Sendable {
         s.opened[handle] = Opened(ino: ino, io: .passthrough(backingID: registered, directIO: false))
         return (.passthrough(backingID: registered, directIO: false), nil)
       }
-      s.modes[ino] = .cached(version: version, opens: 1, direct: 0)
-      s.opened[handle] = Opened(ino: ino, io: .cached(keepCache: keepCache))
+      s.modes[ino] = .cached(pages: bytes.pages, opens: 1, direct: 0, directWriters: 0)
+      s.opened[handle] = Opened(ino: ino, io: .cached(keepCache: keepCache), writes: writes)
       return (.cached(keepCache: keepCache), nil)
     }
     if let unused { backing?.unregister(unused) }
@@ -212,9 +242,14 @@ final class KernelIOModes: Sendable {
       guard let opened = s.opened.removeValue(forKey: handle), let mode = s.modes[opened.ino] else { return nil }
       let ino = opened.ino
       switch mode {
-      case .cached(let version, var n, var direct):
-        if opened.io == .direct { direct -= 1 } else { n -= 1 }
-        s.modes[ino] = n + direct > 0 ? .cached(version: version, opens: n, direct: direct) : nil
+      case .cached(let pages, var n, var direct, var writers):
+        if opened.io == .direct {
+          direct -= 1
+          if opened.writes { writers -= 1 }
+        } else {
+          n -= 1
+        }
+        s.modes[ino] = n + direct > 0 ? .cached(pages: pages, opens: n, direct: direct, directWriters: writers) : nil
         return nil
       case .passthrough(let id, let version, let file, let n):
         guard n <= 1 else {
@@ -235,13 +270,33 @@ final class KernelIOModes: Sendable {
     if let unused { backing?.unregister(unused) }
   }
 
+  /// Whether an open of `ino` may write.
+  private static func written(_ ino: UInt64, _ s: State) -> Bool {
+    s.opened.values.contains { $0.ino == ino && $0.writes }
+  }
+
+  /// Whether `ino`'s opens read other bytes through its page cache or by passthrough than
+  /// version `generation` of the server's, where only readers hold them: an older version, or
+  /// this mount's own bytes since replaced by a version (an upload, an append merged onto
+  /// another writer's). A lookup that names that version gives the name an inode of its own.
+  func holdsOtherBytes(_ ino: UInt64, than generation: Int64) -> Bool {
+    state.withLock { s in
+      switch s.modes[ino] {
+      case .cached(.version(let held), let n, _, _)? where n > 0: held.generation < generation
+      case .cached(.own, let n, _, 0)? where n > 0: !Self.written(ino, s)
+      case .passthrough(_, let held, _, _)?: held.generation < generation
+      default: false
+      }
+    }
+  }
+
   /// The version whose attributes the kernel must be shown for `ino`: the one its opens
   /// through the page cache read, or whose staged copy it reads by passthrough (nil: none is
   /// open, or they read this mount's own bytes).
   func pinned(_ ino: UInt64) -> StorageMetadata? {
     state.withLock { s in
       switch s.modes[ino] {
-      case .cached(let version?, let n, _)? where n > 0: version
+      case .cached(.version(let version), let n, _, _)? where n > 0: version
       case .passthrough(_, let version, _, _)?: version
       default: nil
       }
@@ -259,8 +314,8 @@ final class KernelIOModes: Sendable {
       switch (opened.io, s.modes[opened.ino]) {
       case (.direct, _), (.passthrough(_, directIO: true), _):
         return true
-      case (.cached(keepCache: false), .cached(_?, 1, let direct)?):
-        s.modes[opened.ino] = .cached(version: newest, opens: 1, direct: direct)
+      case (.cached(keepCache: false), .cached(.version, 1, let direct, let writers)?):
+        s.modes[opened.ino] = .cached(pages: .version(newest), opens: 1, direct: direct, directWriters: writers)
         return true
       default:
         return false
@@ -270,29 +325,22 @@ final class KernelIOModes: Sendable {
 
   /// The bytes an open reads.
   private struct Bytes {
-    /// A version of the server's; nil: this mount's own bytes.
+    /// A version of the server's; nil: this mount's own bytes, `own`.
     var version: StorageMetadata?
-    /// The generation this mount's own bytes are, with the kernel's writes on top (nil:
-    /// another's, or none).
-    var startingFrom: Int64?
+    var own: OwnBytes?
+    var writes: Bool
 
-    /// Whether they are other bytes than `pages` (the page cache's or the backing file's
-    /// version; nil: this mount's own bytes) at the same offsets.
-    func differ(from pages: StorageMetadata?) -> Bool {
-      switch (version, pages) {
-      case (let mine?, let theirs?): mine.generation != theirs.generation
-      case (nil, let theirs?): startingFrom != theirs.generation
-      case (_?, nil): true
-      case (nil, nil): false
-      }
-    }
+    /// What the page cache holds once this open fills it.
+    var pages: PageBytes { version.map { .version($0) } ?? .own(own?.source) }
+
   }
 
   private enum Joined {
     /// The inode has no mode yet: this open sets it.
     case first
     case joined(KernelIO)
-    /// Other bytes than the inode's opens read: for an inode of its own.
+    /// Other bytes than the inode's opens read, which only server versions' readers share:
+    /// for an inode of its own.
     case sentElsewhere
   }
 
@@ -305,29 +353,33 @@ final class KernelIOModes: Sendable {
     switch s.modes[ino] {
     case nil:
       return .first
-    case .cached(let cached, let n, let direct):
-      if n == 0 {
-        // Only opens of other versions are left, which bypass the pages: the page cache is
-        // this open's version's from now on (an open after a direct one keeps no page).
-        s.modes[ino] = .cached(version: bytes.version, opens: 1, direct: direct)
+    case .cached(let pages, let n, let direct, let writers):
+      let same = bytes.pages == pages
+      if n == 0 && writers == 0 {
+        // Only opens of other bytes are left, which bypass the pages and write nothing: the
+        // page cache is this open's bytes' from now on (an open after a direct one keeps no
+        // page).
+        s.modes[ino] = .cached(pages: bytes.pages, opens: 1, direct: direct, directWriters: writers)
         io = .cached(keepCache: keepCache)
-      } else if bytes.differ(from: cached) {
-        // Two versions of an object open at once, or this mount's own bytes beside one: one
-        // page cache per inode cannot hold both. (An edit of a newer version wrote into pages
-        // an older one's reader had filled, and readers read its bytes as zeros.)
-        if mayGoElsewhere { return .sentElsewhere }
-        // Where it cannot go elsewhere: its reads bypass the pages the others still read.
-        s.modes[ino] = .cached(version: cached, opens: n, direct: direct + 1)
-        io = .direct
+      } else if n > 0 && same {
+        s.modes[ino] = .cached(pages: pages, opens: n + 1, direct: direct, directWriters: writers)
+        io = .cached(keepCache: keepCache)
       } else {
-        s.modes[ino] = .cached(version: cached, opens: n + 1, direct: direct)
-        io = .cached(keepCache: keepCache)
+        // Two versions of an object, or this mount's own bytes beside another's: one page
+        // cache per inode cannot hold both. (An edit of a newer version wrote into pages an
+        // older one's reader had filled, and readers read its bytes as zeros.) Beside readers
+        // only, the open goes to an inode of its own; beside writers of this mount's own
+        // bytes, which hold this inode, and while a writer that bypasses the pages is open
+        // (pages read now would miss its writes), it bypasses them.
+        if mayGoElsewhere, n > 0, writers == 0, !Self.written(ino, s) { return .sentElsewhere }
+        s.modes[ino] = .cached(pages: pages, opens: n, direct: direct + 1, directWriters: writers + (bytes.writes ? 1 : 0))
+        io = .direct
       }
     case .passthrough(let id, let backed, let file, let n):
       // Another generation, or this mount's own bytes (the kernel's writes do not reach the
       // backing file): an inode of its own. Else, or where it cannot go, a backing file that
       // is no longer the verified copy: the reads of this open come to the daemon.
-      let other = bytes.version == nil || bytes.differ(from: backed)
+      let other = bytes.version?.generation != backed.generation
       if other && mayGoElsewhere { return .sentElsewhere }
       s.modes[ino] = .passthrough(backingID: id, version: backed, file: file, opens: n + 1)
       io = .passthrough(backingID: id, directIO: other || verified != file)
@@ -335,7 +387,7 @@ final class KernelIOModes: Sendable {
       s.modes[ino] = .editing(backingID: id, opens: n + 1)
       io = .passthrough(backingID: id, directIO: true)
     }
-    s.opened[handle] = Opened(ino: ino, io: io)
+    s.opened[handle] = Opened(ino: ino, io: io, writes: bytes.writes)
     return .joined(io)
   }
 
