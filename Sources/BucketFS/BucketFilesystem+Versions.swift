@@ -162,20 +162,23 @@ extension BucketFilesystem {
     }
   }
 
-  /// Sends an open of `ino` to an inode of its own (the inode's opens read other bytes than it
-  /// would through the page cache or by passthrough, `KernelIOModes.open` said): when the inode
-  /// still stands for the name, it is detached, and the open answers ESTALE, so that the
-  /// kernel looks the name up again (a new inode) and opens that, once. So that its second try
-  /// is never refused, a name sent on once is not sent again for `reopenWindow`: false then,
-  /// and for an open that reached a detached inode; such an open reads with direct I/O.
-  func sendToNewInode(_ ino: UInt64, _ node: InodeTable.Node) -> Bool {
+  /// Sends an open of `ino` by process `opener` to an inode of its own (the inode's opens read
+  /// other bytes than it would through the page cache or by passthrough, `KernelIOModes.open`
+  /// said): when the inode still stands for the name, it is detached, and the open answers
+  /// ESTALE, so that the kernel looks the name up again (a new inode) and opens that, once.
+  /// So that its second try is never refused, the same process is not sent on again for the
+  /// same name within `reopenWindow`: false then, and for an open that reached a detached
+  /// inode; such an open reads with direct I/O. (Another process may be: a window per name
+  /// made every other open of it in those seconds bypass the pages, and one that wrote beside
+  /// readers of the pages left them stale.)
+  func sendToNewInode(_ ino: UInt64, _ node: InodeTable.Node, opener: Int32) -> Bool {
     guard inodes.standsForItsPath(ino) else { return false }
     let name = ObjectName(node.path)
     let now = ContinuousClock.now
     let sendOn = reopened.withLock { sent -> Bool in
-      sent = sent.filter { now - $0.value < Self.reopenWindow }
-      guard sent[name] == nil else { return false }
-      sent[name] = now
+      sent = sent.filter { now - $0.value.at < Self.reopenWindow }
+      if let last = sent[name], last.opener == opener { return false }
+      sent[name] = (opener, now)
       return true
     }
     guard sendOn else { return false }

@@ -79,8 +79,9 @@ package final class BucketFilesystem: Sendable {
   /// its page cache across opens. Removed when the kernel must forget the inode
   /// (`forgetKernelCache`), so that its next open drops the pages.
   let openedGenerations = Mutex<[UInt64: Int64]>([:])
-  /// Names whose opens were sent to a new inode lately, and when (`newerThanItsInode`).
-  let reopened = Mutex<[ObjectName: ContinuousClock.Instant]>([:])
+  /// Names whose opens were sent to a new inode lately: by which process, and when
+  /// (`sendToNewInode`).
+  let reopened = Mutex<[ObjectName: (opener: Int32, at: ContinuousClock.Instant)]>([:])
   /// Whether the kernel reads each inode's opens through its page cache or by passthrough.
   let kernelIO: KernelIOModes
   /// Mode and owner changes this mount queued and the queue has not applied yet.
@@ -573,7 +574,8 @@ package final class BucketFilesystem: Sendable {
   /// Opens a file for reading: pins its generation (settled: `settled(_:)`) and starts staging
   /// it. Returns the handle and how the kernel reads it: by passthrough from a verified staged
   /// copy, or through its page cache, keeping pages from an earlier open of the same generation.
-  package func open(_ ino: UInt64, flags: Int32) async throws(FSError) -> (handle: UInt64, io: KernelIO) {
+  /// `opener`: the process that opens (its second try after an ESTALE is never sent on again).
+  package func open(_ ino: UInt64, flags: Int32, opener: Int32 = 0) async throws(FSError) -> (handle: UInt64, io: KernelIO) {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { throw FSError(EISDIR) }
     if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
@@ -583,7 +585,7 @@ package final class BucketFilesystem: Sendable {
         self.kernelIO.open(ino, handle: local, version: nil, own: own, writes: writes, keepCache: false, mayGoElsewhere: mayGoElsewhere) { nil }
       }
       if let io = open(true) { return (local, io) }
-      guard !sendToNewInode(ino, node) else {
+      guard !sendToNewInode(ino, node, opener: opener) else {
         if let opened = fileHandles.remove(local) { releaseLocal(opened) }
         throw FSError(ESTALE)
       }
@@ -624,7 +626,7 @@ package final class BucketFilesystem: Sendable {
     }
     var opened = open(renamedTo == nil)
     if opened == nil {
-      guard !sendToNewInode(ino, node) else {
+      guard !sendToNewInode(ino, node, opener: opener) else {
         _ = fileHandles.remove(fh)
         file.reader.cancelFetches()
         staging?.release(objectName, generation: m.generation)

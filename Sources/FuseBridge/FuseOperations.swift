@@ -128,10 +128,11 @@ enum FuseOperations {
       let reply = PendingReply(req, fs, "open")
       var info = fi!.pointee
       let flags = CFuseShims_fi_flags(fi)
+      let opener = fuse_req_ctx(req).pointee.pid
       reply.answer(within: fs.requestTimeout)
       Task {
         do {
-          let (handle, io) = try await fs.open(ino, flags: flags)
+          let (handle, io) = try await fs.open(ino, flags: flags, opener: opener)
           CFuseShims_set_fh(&info, handle)
           // Too late, or the opener is gone: no release will come for this handle.
           if !reply.open(&info, io) { fs.release(handle: handle) }

@@ -132,7 +132,8 @@ import Testing
     let m = modes(Registry())
     #expect(m.open(9, handle: 2, version: nil, own: edit(), writes: true, keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
     #expect(m.pinned(9) == nil)
-    #expect(m.open(9, handle: 3, version: nil, own: edit(), keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
+    // Joined, the edit's pages are kept: every write of its bytes goes through them.
+    #expect(m.open(9, handle: 3, version: nil, own: edit(), keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: true))
     #expect(m.open(9, handle: 4, version: nil, own: edit(1), writes: true, keepCache: false, mayGoElsewhere: true) { nil } == .direct)
     #expect(m.open(9, handle: 5, version: v(6), keepCache: false, mayGoElsewhere: true) { nil } == .direct)
     for handle in UInt64(2)...3 { m.release(handle) }

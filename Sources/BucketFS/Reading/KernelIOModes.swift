@@ -363,7 +363,11 @@ final class KernelIOModes: Sendable {
         io = .cached(keepCache: keepCache)
       } else if n > 0 && same {
         s.modes[ino] = .cached(pages: pages, opens: n + 1, direct: direct, directWriters: writers)
-        io = .cached(keepCache: keepCache)
+        // This mount's own bytes, which every write of them goes through: the pages are
+        // theirs, kept. An open that drops them (no FOPEN_KEEP_CACHE) while another handle's
+        // write is on its way here (in the page, not yet in the edit's file) had a reader
+        // fill the page again without it, and read zeros once the write moved the size on.
+        io = .cached(keepCache: keepCache || bytes.version == nil)
       } else {
         // Two versions of an object, or this mount's own bytes beside another's: one page
         // cache per inode cannot hold both. (An edit of a newer version wrote into pages an
