@@ -144,7 +144,7 @@ struct ClientOptions {
   func reference(_ url: String) async throws(CommandError) -> StorageReference {
     let path: StoragePath
     do {
-      path = try StoragePath.parse(url: url)
+      path = try StoragePath.parse(url: url, exactNames: true)
     } catch {
       throw .usage("\(url): \(error.detail)")
     }

@@ -19,7 +19,12 @@ package struct StoragePath: Sendable, Hashable {
   /// Parses the URL forms a reference can be made from: `gs://bucket/path`,
   /// `http(s)://host[:port]/v0/b/bucket/o/encoded-path[?…]`, and the GCS forms
   /// `https://storage.googleapis.com/bucket/path` and `…/storage/v1/b/bucket/o/encoded-path`.
-  package static func parse(url: String) throws(StorageError) -> StoragePath {
+  ///
+  /// `exactNames`: a `gs://` URL names its object byte for byte, as Google's tools take it
+  /// (`gs://b/d/x//y` is object `d/x//y`, not `d/x/y`), but for one trailing slash, which says
+  /// "a folder"; the SDK's rules collapse slashes, and a command that took them reached (and
+  /// removed) another object.
+  package static func parse(url: String, exactNames: Bool = false) throws(StorageError) -> StoragePath {
     func bad(_ why: String) -> StorageError {
       StorageError(code: .invalidArgument, object: url, detail: why)
     }
@@ -28,8 +33,10 @@ package struct StoragePath: Sendable, Hashable {
       let slash = rest.firstIndex(of: "/") ?? rest.endIndex
       let bucket = String(rest[..<slash])
       guard !bucket.isEmpty else { throw bad("a gs:// URL needs a bucket name") }
-      let object = slash == rest.endIndex ? "" : String(rest[rest.index(after: slash)...])
-      return StoragePath(bucket: bucket, object: normalize(object))
+      var object = slash == rest.endIndex ? "" : String(rest[rest.index(after: slash)...])
+      guard exactNames else { return StoragePath(bucket: bucket, object: normalize(object)) }
+      if object.hasSuffix("/") { object.removeLast() }
+      return StoragePath(bucket: bucket, object: object)
     }
     guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
       throw bad("not a gs:// or http(s):// storage URL")

@@ -50,7 +50,14 @@ public final class StorageDownloadTask: StorageTask, @unchecked Sendable {
     self.decodesGzip = decodesGzip
     let folder = destination.deletingLastPathComponent().path
     let random = String(UInt32.random(in: 0...UInt32.max), radix: 36)
-    self.temporaryPath = folder + "/." + destination.lastPathComponent + ".bucketfs-" + random + ".part"
+    // Beside the destination, named after it where that fits in a name (255 bytes): a name
+    // that long itself left no room, and the download failed "File name too long".
+    let suffix = ".bucketfs-" + random + ".part"
+    var stem = destination.lastPathComponent
+    if 1 + stem.utf8.count + suffix.utf8.count > 255 {
+      stem = String(decoding: Array(stem.utf8.prefix(255 - 1 - suffix.utf8.count - 4)), as: UTF8.self)
+    }
+    self.temporaryPath = folder + "/." + stem + suffix
     super.init(reference: reference)
   }
 
