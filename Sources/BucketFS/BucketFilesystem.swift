@@ -763,6 +763,11 @@ package final class BucketFilesystem: Sendable {
   /// `handle`: the open handle the kernel asks through (before a read, lseek to the end), if any.
   package func getattrIfCached(_ ino: UInt64, handle: UInt64? = nil) -> FileAttributes? {
     guard let node = inodes.node(ino) else { return nil }
+    // An inode the name moved on from (a newer version, this mount's edit of it) describes
+    // what its opens read, never what the name holds now.
+    if !node.isDirectory, !inodes.standsForItsPath(ino), let version = shownVersion(ino, handle: handle) {
+      return attributes(ino: ino, directory: false, metadata: version)
+    }
     if let edit = writeBack?.edits[node.path] { return attributes(ino: ino, edit: edit) }
     let local = localEntry(node.path)
     if local.isChanged {

@@ -453,3 +453,60 @@ import Testing
     }
   }
 }
+
+/// A reader holds version 0 open (read(2) and a shared map) while a writer elsewhere replaces
+/// the file and then a program of this mount rewrites it (`>`) or appends to it (`>>`): the
+/// edit starts from the newer version and goes to an inode of its own, and the reader keeps
+/// version 0 whole, its size too. (Its inode, detached from the name, answered a stat with
+/// the name's edit: fstat gave the edit's size, a read stopped there, the map died with SIGBUS.)
+@Suite(.serialized) struct OwnEditBesideOlderReaderTests {
+  static let probe = WholeVersionReadsTests.versions + "\n" + #"""
+    import mmap, os, sys, time, urllib.parse, urllib.request
+    path, host, bucket, name, kind = sys.argv[1:6]
+    upload = f"http://{host}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={urllib.parse.quote(name, safe='')}"
+    def put(i, size):
+        body = version(i, size)
+        urllib.request.urlopen(urllib.request.Request(upload, data=body, method="POST")).close()
+        return body
+    v0 = version(0, 100000)
+    if kind == "first":
+        put(0, len(v0))
+        sys.exit(0)
+    a = os.open(path, os.O_RDONLY)
+    os.read(a, 4096)
+    shared = mmap.mmap(a, len(v0), mmap.MAP_SHARED, mmap.PROT_READ)
+    shared[0]
+    v1 = put(1, 120000)
+    # A new open of the name sees version 1 (metadata_ttl=0), then this mount edits it.
+    deadline = time.time() + 30
+    while open(path, "rb").read() != v1:
+        if time.time() > deadline:
+            sys.exit("no new open saw version 1")
+    with open(path, "wb" if kind == "trunc" else "ab") as w:
+        w.write(b"MINE\n" * 1000)
+    wrong = []
+    if os.fstat(a).st_size != len(v0):
+        wrong.append("fstat %d" % os.fstat(a).st_size)
+    data = os.pread(a, 1 << 20, 0)
+    if data != v0:
+        wrong.append("read(2): %s" % check(data))
+    if shared[:] != v0:
+        wrong.append("shared map: %s" % check(shared[:]))
+    print("; ".join(wrong) if wrong else "ok")
+    sys.exit(1 if wrong else 0)
+    """#
+
+  @Test(arguments: ["gcs", "firebase"], ["trunc", "append"]) func theReaderKeepsItsVersion(api: String, kind: String) async throws {
+    try await MountFixture.scope { fx in
+      let notes = try fx.folder("notes")
+      let script = notes.appendingPathComponent("probe.py")
+      try Self.probe.write(to: script, atomically: true, encoding: .utf8)
+      let (put, said) = runTool("/usr/bin/python3", [script.path, "-", fx.address, fx.bucket, "d/f", "first"])
+      #expect(put == 0, "\(said)")
+      let m = try fx.mount(options: ["writable", "metadata_ttl=0"], extra: ["--api", api], name: "\(api)-\(kind)")
+      // In a child process: a map past what the kernel holds kills it with SIGBUS.
+      let (status, text) = runTool("/usr/bin/python3", [script.path, m.path("d/f"), fx.address, fx.bucket, "d/f", kind])
+      #expect(status == 0, "api=\(api) \(kind): \(text)")
+    }
+  }
+}
