@@ -207,22 +207,7 @@ extension PinTests {
   /// pin records as they were before the rename.
   @Test(arguments: ["gcs", "firebase"]) func aPinFollowsARenameItsMountDidNotLiveToRecord(api: String) async throws {
     try await MountFixture.scope { fx in
-      var expected: [String: Data] = [:]
-      for i in 1...3 { expected["f\(i)"] = randomData(1500 * i, seed: UInt64(5620 + i)) }
-      for (name, data) in expected { _ = try await fx.put("p/" + name, data) }
-      do {
-        let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "\(api)-online")
-        #expect(runTool(bucketfsBinary, ["pin", m.path("p")], timeout: .seconds(240)).0 == 0)
-        m.unmount()
-      }
-      let records = try pinRecords(fx)
-      let before = fx.root.appendingPathComponent("pins-before")
-      try FileManager.default.copyItem(at: records, to: before)
-      do {
-        let offline = try fx.mount(options: ["writable", "offline"], extra: ["--api", api], name: "\(api)-rename")
-        #expect(rename(offline.path("p"), offline.path("q")) == 0, "\(String(cString: strerror(errno)))")
-        offline.unmount()
-      }
+      let (expected, records, before) = try await pinnedAndRenamedOffline(fx, api, size: 1500, seed: 5620)
       // As a kill before the pin's record was written leaves them.
       try FileManager.default.removeItem(at: records)
       try FileManager.default.copyItem(at: before, to: records)
@@ -239,6 +224,31 @@ extension PinTests {
       #expect(await eventually { isKept(m, exactly: "q", files: 3) }, "\(String(describing: pinLine(m, exactly: "q")))")
     }
   }
+  /// Folder `p` of three files (`size`, 2 × and 3 × `size` bytes) pinned online, its pins'
+  /// records kept aside as they were (`before`), then renamed to `q` on an offline mount, so
+  /// that the rename's record is the last one written (no pass writes it again).
+  fileprivate func pinnedAndRenamedOffline(_ fx: MountFixture, _ api: String, size: Int, seed: UInt64) async throws
+    -> (expected: [String: Data], records: URL, before: URL)
+  {
+    var expected: [String: Data] = [:]
+    for i in 1...3 { expected["f\(i)"] = randomData(size * i, seed: seed + UInt64(i)) }
+    for (name, data) in expected { _ = try await fx.put("p/" + name, data) }
+    do {
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "\(api)-online")
+      #expect(runTool(bucketfsBinary, ["pin", m.path("p")], timeout: .seconds(240)).0 == 0)
+      m.unmount()
+    }
+    let records = try pinRecords(fx)
+    let before = fx.root.appendingPathComponent("pins-before")
+    try FileManager.default.copyItem(at: records, to: before)
+    do {
+      let offline = try fx.mount(options: ["writable", "offline"], extra: ["--api", api], name: "\(api)-rename")
+      #expect(rename(offline.path("p"), offline.path("q")) == 0, "\(String(cString: strerror(errno)))")
+      offline.unmount()
+    }
+    return (expected, records, before)
+  }
+
   /// Copies what a bucket's staging folder holds but its write-back queues: the copies and the
   /// pins' records.
   fileprivate func copyStaged(from source: URL, to target: URL) throws {
@@ -257,23 +267,7 @@ extension PinTests {
   /// it was before the rename.
   @Test(arguments: ["gcs", "firebase"]) func aPinRenameCutBetweenItsTwoRecordsLeavesOnePin(api: String) async throws {
     try await MountFixture.scope { fx in
-      var expected: [String: Data] = [:]
-      for i in 1...3 { expected["f\(i)"] = randomData(1200 * i, seed: UInt64(5630 + i)) }
-      for (name, data) in expected { _ = try await fx.put("p/" + name, data) }
-      do {
-        let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "\(api)-online")
-        #expect(runTool(bucketfsBinary, ["pin", m.path("p")], timeout: .seconds(240)).0 == 0)
-        m.unmount()
-      }
-      let records = try pinRecords(fx)
-      let before = fx.root.appendingPathComponent("pins-before")
-      try FileManager.default.copyItem(at: records, to: before)
-      // Offline, so that the rename's record is the last one written: no pass writes it again.
-      do {
-        let offline = try fx.mount(options: ["writable", "offline"], extra: ["--api", api], name: "\(api)-rename")
-        #expect(rename(offline.path("p"), offline.path("q")) == 0, "\(String(cString: strerror(errno)))")
-        offline.unmount()
-      }
+      let (expected, records, before) = try await pinnedAndRenamedOffline(fx, api, size: 1200, seed: 5630)
       let bucketFolder = records.deletingLastPathComponent()
       let followed = fx.root.appendingPathComponent("staged-followed")
       try copyStaged(from: bucketFolder, to: followed)
