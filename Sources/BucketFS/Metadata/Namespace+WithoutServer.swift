@@ -1,6 +1,6 @@
 // What the mount answers when the server cannot: on an offline mount, and when the server is
 // gone or does not answer. A listing is the folder's last listing from the server, else the
-// pins' and staged copies' view (`OfflineView`) where a pin holds the folder, else EIO: never an
+// pins' and staged copies' view (`OfflineView`) where a pin holds the folder whole, else EIO: never an
 // empty or partial folder that looks whole. A name is looked up in the same places.
 import Foundation
 import StorageCore
@@ -26,10 +26,12 @@ extension Namespace {
 
   /// What a listing of folder `path` that the server could not give (`reason`) answers instead:
   /// the folder's last listing from the server however old (counted in the stats, said in the
-  /// log once until the folder is listed again); else, where a pin's tree holds the folder, the
-  /// pins' and staged copies' view of it; else nil, and the caller answers EIO. Never the staged
-  /// copies alone: they are the part of a folder that was read, and would show a full folder
-  /// empty or short.
+  /// log once until the folder is listed again); else, where a pin holds the folder whole (a
+  /// pinned folder or one inside it, its tree listed whole), the pins' and staged copies' view
+  /// of it; else nil, and the caller answers EIO. Never the staged copies alone, nor the pins'
+  /// view of a folder that holds a pin (an ancestor of a pinned folder, the folder of a pinned
+  /// file): they are a part of it, and showed `mixed` of 3,000 objects as its one pinned
+  /// subfolder and the root as the pinned tree's top folder, exit 0.
   func listingWithoutServer(_ path: String, because reason: @autoclosure () -> String) -> [DirectoryEntry]? {
     let shown = path.isEmpty ? "/" : path
     let first = saidFromLast.withLock { said in
@@ -41,7 +43,7 @@ extension Namespace {
       if first { log("listing \(shown): \(reason()); answered from its last listing (\(last.count) entries)") }
       return last
     }
-    guard staging != nil, pinsHold(path) else {
+    guard staging != nil, pinnedWhole(path) else {
       if first { log("listing \(shown): \(reason()); never listed and not pinned: EIO") }
       return nil
     }
@@ -74,12 +76,6 @@ extension Namespace {
     if answeredFolders.contains(path) { return DirectoryEntry(name: name, isDirectory: true) }
     guard let m = files.lastKnown(path) else { return nil }
     return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: m)
-  }
-
-  /// Whether a pin's tree holds folder `path` (an object under it, or its placeholder).
-  func pinsHold(_ path: String) -> Bool {
-    let base = client.bucketName(path.isEmpty ? "" : path + "/")
-    return (offline.pins.value?.pinnedObjects() ?? [:]).keys.contains { $0.string.hasBytePrefix(base) }
   }
 
   /// Whether a pin holds all of folder `path` and its tree was listed whole: offline, the pins'
