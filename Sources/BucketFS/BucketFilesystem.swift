@@ -335,7 +335,7 @@ package final class BucketFilesystem: Sendable {
     // folder's last listing had is most likely still there (made anew, it would be a conflict).
     guard !localEntry(path).isChanged else { return false }
     if let known = namespace.listings.lastKnown(dir.path), known.contains(where: { Namespace.sameBytes($0.name, name) }) { return false }
-    if namespace.lastAnswer(dir: dir.path, name: name) != nil { return false }
+    if namespace.heldWithoutServer(dir: dir.path, name: name) != nil { return false }
     metrics.fuseTimeouts.add(1, ordering: .relaxed)
     namespace.missing.add(path)
     if !saidLookupsTimeOut.exchange(true, ordering: .relaxed) {
@@ -345,12 +345,13 @@ package final class BucketFilesystem: Sendable {
   }
 
   /// A lookup the server did not answer within its bound, answered as the folder's last
-  /// listing or the server's last answer had the name (with an inode that counts one kernel
-  /// reference); nil when neither knows it, or this mount changed the name (answered from its
-  /// changes).
+  /// listing or the server's last answer had the name, else as the staged copies and pins show
+  /// it (`Namespace.heldWithoutServer`, what the lookup itself answers when the server is
+  /// gone), with an inode that counts one kernel reference; nil when none knows it, or this
+  /// mount changed the name (answered from its changes).
   package func lastListedAfterTimeout(parent: UInt64, name: String) -> FileAttributes? {
     guard let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return nil }
-    guard !localEntry(Namespace.join(dir.path, name)).isChanged, let entry = namespace.lastAnswer(dir: dir.path, name: name) else {
+    guard !localEntry(Namespace.join(dir.path, name)).isChanged, let entry = namespace.heldWithoutServer(dir: dir.path, name: name) else {
       return nil
     }
     return linked(entry, in: dir.path)
@@ -429,9 +430,18 @@ package final class BucketFilesystem: Sendable {
   }
 
   /// A getattr the server did not answer within its bound: a file's attributes as the server
-  /// last gave them, however old; nil when the mount never had them (the caller answers EIO).
+  /// last gave them, however old, else as its staged copy has them (`heldAttributes`, what
+  /// getattr answers when the server is gone: a pinned file stat'ed fine with the server
+  /// killed and EIO with it frozen); a folder's as `getattr` gives them when its placeholder
+  /// cannot be asked about (a folder is a folder without the server); nil when the mount never
+  /// had a file's (the caller answers EIO).
   package func lastKnownAttributes(_ ino: UInt64) -> FileAttributes? {
-    guard let node = inodes.node(ino), !node.isDirectory, let m = namespace.files.lastKnown(node.objectName ?? node.path) else { return nil }
+    guard let node = inodes.node(ino) else { return nil }
+    if node.isDirectory {
+      guard !localEntry(node.path).isChanged else { return nil }
+      return attributes(ino: ino, directory: true, metadata: nil)
+    }
+    guard let m = namespace.heldAttributes(node.objectName ?? node.path) else { return nil }
     return attributes(ino: ino, directory: false, metadata: m)
   }
 

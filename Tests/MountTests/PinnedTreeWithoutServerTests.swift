@@ -10,7 +10,11 @@ import Testing
 /// listed yet) with the server killed or frozen:
 ///   - `mixed` and the root are not held by any pin (the pins' view of them is a part of each):
 ///     `ls` fails with EIO. Before, `ls mixed` listed only `f0001 sub` and `ls` of the root only
-///     `mixed`, exit 0 (a pin under a folder was taken as holding it).
+///     `mixed`, exit 0 (a pin under a folder was taken as holding it);
+///   - `mixed/sub` is held whole: `ls` lists it, and `mixed` and `mixed/sub` are found as
+///     folders on the way. Before, with the server frozen, the lookups' deadlines answered EIO
+///     (they knew only the folders' last listings, and these had none) while a killed server's
+///     were answered from the pins.
 @Suite(.serialized) struct PinnedTreeWithoutServerTests {
   static let count = 40
 
@@ -58,6 +62,26 @@ import Testing
       // A name the pins do not know in a folder they do not hold: the mount cannot say (EIO).
       #expect(stat(m.path("mixed/f0002"), &st) != 0 && errno == EIO, "\(api), \(server): mixed/f0002 errno \(errno)")
       #expect(m.log.contains("never listed and not pinned"), "\(m.log.suffix(1500))")
+    }
+  }
+
+  /// F3: a pinned folder reads whole with the server frozen as with it killed, and the folders
+  /// on the way to it are found.
+  @Test(arguments: ["firebase", "gcs"], ["killed", "frozen"])
+  func aPinnedFolderIsWholeWithTheServerFrozenAsKilled(api: String, server: String) async throws {
+    try await MountFixture.scope { fx in
+      let m = try await Self.freshMountWithoutServer(fx, api: api, server: server)
+      defer { fx.emulator?.setFaults(Faults()) }
+      var st = stat()
+      for folder in ["mixed", "mixed/sub"] {
+        let found = stat(m.path(folder), &st)
+        let e = errno
+        #expect(found == 0 && st.st_mode & S_IFMT == S_IFDIR, "\(api), \(server): stat \(folder): errno \(e)")
+      }
+      let (status, lines) = Self.ls(m, "mixed/sub")
+      #expect(status == 0 && lines == ["a", "b"], "\(api), \(server): ls mixed/sub (pinned): \(status) \(lines)")
+      let found = stat(m.path("mixed/f0001"), &st)
+      #expect(found == 0 && st.st_size == Int("mixed/f0001".utf8.count), "\(api), \(server): stat mixed/f0001 (pinned): errno \(errno)")
     }
   }
 }

@@ -39,12 +39,10 @@ extension Namespace {
     }, orStaged: { () throws(FSError) -> DirectoryEntry? in
       fromStaged = true
       // The folder's last listing, or the server's last answer about the name, knows more
-      // than the staged copies (which are what was read).
-      if let last = lastAnswer(dir: dir, name: name) { return last }
-      if let staged = offline.entry(dir, name) { return staged }
-      // A folder whose own listing the mount holds is there, though its parent was never
-      // listed: not "no such file" (a script would take the folder for gone).
-      if listings.lastKnown(path) != nil { return DirectoryEntry(name: name, isDirectory: true) }
+      // than the staged copies (which are what was read); a folder whose own listing the mount
+      // holds is there, though its parent was never listed: not "no such file" (a script would
+      // take the folder for gone).
+      if let held = heldWithoutServer(dir: dir, name: name) { return held }
       // A server that cannot be reached leaves the staged copies as the mount's view, but one
       // that stopped answering may hold the name: its silence is the answer, as when the
       // lookup's own deadline runs out (the caller decides what a writable mount makes of it).

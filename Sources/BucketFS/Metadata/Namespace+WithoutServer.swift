@@ -78,6 +78,29 @@ extension Namespace {
     return DirectoryEntry(name: name, isDirectory: false, objectName: path, metadata: m)
   }
 
+  /// What the mount holds of `name` in folder `dir` when the server does not give an answer
+  /// (gone, or silent past `read_timeout`): `lastAnswer`'s, else the staged copies' and pins'
+  /// view (a pinned file, a folder a pinned tree is in, on the way to it), else a folder whose
+  /// own listing the mount holds though its parent was never listed. Nil when it holds nothing
+  /// of it. A lookup's deadline answers from here as the lookup itself does: a server killed
+  /// answered `mixed` (the folder of a pin) as a folder, one frozen answered EIO.
+  func heldWithoutServer(dir: String, name: String) -> DirectoryEntry? {
+    if let last = lastAnswer(dir: dir, name: name) { return last }
+    if staging != nil || options.offline, let staged = offline.entry(dir, name) { return staged }
+    if listings.lastKnown(Self.join(dir, name)) != nil { return DirectoryEntry(name: name, isDirectory: true) }
+    return nil
+  }
+
+  /// The attributes of file `objectName` the mount holds when the server does not give them:
+  /// its last answer however old, else the staged copy's (a pinned file), else the folder's
+  /// last listing's. Nil when it holds none (the caller answers EIO).
+  func heldAttributes(_ objectName: String) -> StorageMetadata? {
+    if let m = files.lastKnown(objectName) { return m }
+    if staging != nil || options.offline, let m = stagedCopies()[ObjectName(objectName)] { return m }
+    let (dir, name) = Self.split(objectName)
+    return lastListed(dir: dir, name: name)?.metadata
+  }
+
   /// Whether a pin holds all of folder `path` and its tree was listed whole: offline, the pins'
   /// view of it is the whole folder, which a change that needs all of it (a rename) may use.
   func pinnedWhole(_ path: String) -> Bool {
