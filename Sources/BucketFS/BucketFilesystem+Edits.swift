@@ -586,6 +586,13 @@ extension BucketFilesystem {
     try writeBack?.queue.commit()
   }
 
+  /// The pin passes still running after `unmounted` have given up (or `seconds` passed): the
+  /// process may end. Each records and removes nothing once the mount ended.
+  package func pinPassesEnded(within seconds: Double) async {
+    guard let pins, await !pins.passesEnded(within: seconds) else { return }
+    log("pins: a pass still ran \(seconds) s after the unmount; it records nothing")
+  }
+
   /// The mount ended: the group commit runs once more, so that what closes queued lasts.
   package func unmounted() {
     pins?.stop()

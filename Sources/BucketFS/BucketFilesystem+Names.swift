@@ -144,6 +144,10 @@ extension BucketFilesystem {
     if source == target { return }
     let (entry, sourceBase) = try await resolveForChange(from.path, name)
     if entry.isDirectory, client.bucketName(target).utf8.count + 1 > Namespace.maxObjectName { throw FSError(ENAMETOOLONG) }
+    // From before its moves are queued until the pins follow: no pass records the old names
+    // gone meanwhile (`PinKeeper.renameStarting`).
+    pins?.renameStarting()
+    defer { pins?.renameEnded() }
     let existing = try? await resolveForChange(to.path, newName)
     if existing != nil && flags & Self.renameNoReplace != 0 { throw FSError(EEXIST) }
     if entry.isDirectory {

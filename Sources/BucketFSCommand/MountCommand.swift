@@ -179,6 +179,8 @@ enum MountCommand {
     // What closes queued since the last group commit lasts before the daemon ends.
     fs.unmounted()
     staging.cancelAll()
+    // Not while a pin pass runs: it would run on into the process's exit (issue 55 F4).
+    await fs.pinPassesEnded(within: 5)
     watchdog.stop()
     metricsServer?.stop()
     // Unmounted from outside (fusermount3 -u, umount) rather than by a signal: say so as well.

@@ -46,7 +46,19 @@ final class PinKeeper: Sendable {
     /// Pins whose trees learned a new generation (`noticed`) since their record was written:
     /// written at the next pass, or when the mount ends (`stop`), not once per landed move.
     var unsaved: Set<ObjectName> = []
+    /// Renames made through the mount and not yet followed (`renameStarting` to
+    /// `renameEnded`): their moves are queued, and may land, before the pins follow. A pass that
+    /// read the bucket or the queue meanwhile took the moved names as gone; it records nothing.
+    var renamesUnderway = 0
+    /// Grows at every rename's start, end and follow: a pass that began at another value may
+    /// have seen the bucket half renamed, and records nothing.
+    var renameEpoch: UInt64 = 0
+    /// Pins whose pass gave up for a rename underway: passed again when the last one ends.
+    var abandoned: Set<ObjectName> = []
   }
+
+  /// What a pass may do with what it found (`mayRecord`).
+  private enum Verdict { case record, stop }
 
   /// What the passes cost, for the stats: a test counts them against the server's requests.
   struct PassTotals: Sendable {
@@ -127,6 +139,8 @@ final class PinKeeper: Sendable {
     }
   }
 
+  /// The mount ended: no pass starts, records, removes a copy or frees heap after this;
+  /// `passesEnded` waits for those still running to give up.
   func stop() {
     let unsaved = state.withLock { s in
       s.stopped = true
@@ -134,6 +148,61 @@ final class PinKeeper: Sendable {
       return s.unsaved.compactMap { s.pins[$0] }
     }
     for pin in unsaved { save(pin) }
+    changed.signal()
+  }
+
+  /// Returns once no pass runs (after `stop`), or at `deadline`: the process must not end with
+  /// a pass inside malloc_trim, syncfs or the staging folder (issue 55 F4: heap corruption at
+  /// exit). False when a pass still ran at the deadline (it records and removes nothing).
+  @discardableResult
+  func passesEnded(within seconds: Double) async -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while true {
+      let epoch = changed.epoch
+      if state.withLock({ $0.passes.isEmpty }) { return true }
+      if ContinuousClock.now >= deadline { return false }
+      await changed.wait(after: epoch, until: deadline)
+    }
+  }
+
+  /// A rename through the mount is about to queue its moves (`renamed` follows when it worked,
+  /// `renameEnded` in every case). Until it ends, passes record nothing: the queue's moves make
+  /// the old names gone, for the queue and then the bucket, before the pins follow, and a pass
+  /// then dropped every copy the rename was to carry (issue 55 F1).
+  func renameStarting() {
+    state.withLock { s in
+      s.renamesUnderway += 1
+      s.renameEpoch &+= 1
+    }
+  }
+
+  /// A rename that `renameStarting` announced is over (followed or failed): the passes that gave
+  /// up for it run again.
+  func renameEnded() {
+    let again = state.withLock { s -> [ObjectName] in
+      s.renamesUnderway -= 1
+      s.renameEpoch &+= 1
+      guard s.renamesUnderway == 0 else { return [] }
+      defer { s.abandoned = [] }
+      return Array(s.abandoned)
+    }
+    for target in again { schedule(target) }
+  }
+
+  /// Whether the pass over `target` that began at rename epoch `epoch` may record what it found:
+  /// not after `stop`, nor when the pin is gone, nor when a rename started since it began (it may
+  /// have read the bucket half renamed; it runs again once the renames end).
+  private func mayRecord(_ target: ObjectName, since epoch: UInt64) -> Verdict {
+    state.withLock { s in
+      guard !s.stopped, s.pins[target] != nil else { return .stop }
+      guard s.renamesUnderway > 0 || s.renameEpoch != epoch else { return .record }
+      if s.renamesUnderway > 0 {
+        s.abandoned.insert(target)
+      } else {
+        s.passes[target] = true
+      }
+      return .stop
+    }
   }
 
   // MARK: pin and unpin
@@ -211,6 +280,7 @@ final class PinKeeper: Sendable {
     }
     let changes = state.withLock { s -> [(old: ObjectName, pin: Pin)] in
       let changes = s.pins.values.compactMap { pin in rename.apply(to: pin).map { (pin.target, $0.pin) } }
+      s.renameEpoch &+= 1
       for (old, _) in changes {
         s.pins.removeValue(forKey: old)
         // A pass over the old name finds no pin and stops; the new one gets its own.
@@ -336,7 +406,7 @@ final class PinKeeper: Sendable {
   /// The mount learned object `name`'s metadata (a lookup, a listing): when a pin keeps
   /// another generation of it, the next pass asks for it, though a v0 listing would not tell.
   func noticed(_ name: String, _ metadata: StorageMetadata) {
-    guard online else { return }
+    guard online, !state.withLock({ $0.stopped }) else { return }
     let key = ObjectName(name)
     // The same bytes as a new generation (a move or copy this mount made has landed): the kept
     // copy serves it, and the tree says so now, not at a pass that may come after the mount is
@@ -402,14 +472,20 @@ final class PinKeeper: Sendable {
           s.passes[target] = again ? false : nil
           return again
         }
-        if !again { return }
+        if !again {
+          // `passesEnded` waits for this.
+          changed.signal()
+          return
+        }
       }
     }
   }
 
   /// Lists the pin's tree, checks it fits, stages what is missing, and records the result.
   private func pass(_ target: ObjectName) async {
-    guard let before = state.withLock({ $0.pins[target] }), !before.isRefused else { return }
+    guard let (before, renameEpoch) = state.withLock({ s in s.pins[target].map { ($0, s.renameEpoch) } }), !before.isRefused,
+      !state.withLock({ $0.stopped })
+    else { return }
     let firstCheck: Bool
     if case .checking = before.phase { firstCheck = true } else { firstCheck = false }
     // Never listed whole and kept: a pin made offline (recorded unchecked) or one a stop left
@@ -460,6 +536,7 @@ final class PinKeeper: Sendable {
     if unchanged, !firstCheck, !neverKept, case .kept = before.phase, before.problem == nil, before.failures.isEmpty,
       files.allSatisfy({ staging.status($0.name, generation: $0.metadata.generation, size: $0.metadata.size).isComplete })
     {
+      guard mayRecord(target, since: renameEpoch) == .record else { return }
       let now = Date()
       update(target) { pin in
         pin.lastRefreshed = now
@@ -475,9 +552,12 @@ final class PinKeeper: Sendable {
       if staging.status(file.name, generation: file.metadata.generation, size: file.metadata.size).isComplete {
         progress.filesDone += 1
         progress.bytesDone += file.metadata.size
-      } else {
+      } else if putting[ObjectName(file.name)] == nil || walked.tree[ObjectName(file.name)] != nil {
         missing.append(file)
       }
+      // A name the queue is still putting there, with no copy: the server has no such version
+      // to fetch (a rename's source copy went with a kill; it is not "gone"). Its landing passes
+      // again, and the listing then names the version to fetch.
     }
     // Kept beside the pin's tree only while it is pinned: an unpin during the check or the
     // staging removes it, and nothing here brings it back.
@@ -505,7 +585,9 @@ final class PinKeeper: Sendable {
     }
     // Recorded before it shows as checked: `bucketfs pin --background` returns then, and a
     // stop right after must leave a pin the next mount resumes.
-    guard var started = state.withLock({ $0.pins[target] }) else { return dropIncoming(target) }
+    guard mayRecord(target, since: renameEpoch) == .record, var started = state.withLock({ $0.pins[target] }) else {
+      return dropIncoming(target)
+    }
     start(&started)
     if firstCheck || !missing.isEmpty { save(started) }
     update(target, start)
@@ -526,7 +608,9 @@ final class PinKeeper: Sendable {
     }
     // Recorded before it shows as kept: whoever saw it kept (bucketfs pin returning) may
     // unmount at once, and the next mount must find it so.
-    guard var finished = state.withLock({ $0.pins[target] }) else { return dropIncoming(target) }
+    guard mayRecord(target, since: renameEpoch) == .record, var finished = state.withLock({ $0.pins[target] }) else {
+      return dropIncoming(target)
+    }
     finish(&finished)
     save(finished)
     update(target, finish)
@@ -535,7 +619,8 @@ final class PinKeeper: Sendable {
     dropUnkept(finished)
     count(walked, fetched: missing.count)
     if !failures.isEmpty { log("pin \(target): \(failures.count) objects could not be staged") }
-    if !missing.isEmpty || verify { HeapRelease.now() }
+    // Never once the mount ended: malloc_trim while the process exits corrupted the heap (F4).
+    if !missing.isEmpty || verify, !state.withLock({ $0.stopped }) { HeapRelease.now() }
   }
 
   /// Whether `a` and `b` hold the same names at the same generations.
@@ -690,7 +775,12 @@ final class PinKeeper: Sendable {
   private func save(_ pin: Pin, following old: ObjectName? = nil) {
     do throws(FSError) {
       try records.withLock { _ throws(FSError) in
-        guard state.withLock({ $0.pins[pin.target] != nil }) else { return }
+        guard let current = state.withLock({ $0.pins[pin.target] }) else { return }
+        // A name's generations only grow: what the mount learned since `pin` was taken (a
+        // landed move, `noticed`) is written too. A pass's record written after the stop's
+        // wrote the older generation, whose copy was already gone (kept 255/300 offline).
+        var pin = pin
+        for (name, m) in current.tree where (pin.tree[name]?.generation ?? .max) < m.generation { pin.tree[name] = m }
         // Not when the old name was pinned again meanwhile: that record is not this one's past.
         try store.save(pin, following: old.flatMap { old in state.withLock { $0.pins[old] == nil } ? old : nil })
       }
