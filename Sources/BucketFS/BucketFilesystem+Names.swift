@@ -146,8 +146,9 @@ extension BucketFilesystem {
     if entry.isDirectory, client.bucketName(target).utf8.count + 1 > Namespace.maxObjectName { throw FSError(ENAMETOOLONG) }
     // From before its moves are queued until the pins follow: no pass records the old names
     // gone meanwhile (`PinKeeper.renameStarting`).
-    pins?.renameStarting()
-    defer { pins?.renameEnded() }
+    let end = entry.isDirectory ? "/" : ""
+    let renaming = pins?.renameStarting(from: client.bucketName(source) + end, to: client.bucketName(target) + end)
+    defer { if let renaming { pins?.renameEnded(renaming) } }
     let existing = try? await resolveForChange(to.path, newName)
     if existing != nil && flags & Self.renameNoReplace != 0 { throw FSError(EEXIST) }
     if entry.isDirectory {

@@ -51,7 +51,7 @@ import Testing
     let fetched = keeper.passTotals.fetched
     let generations = Dictionary(uniqueKeysWithValues: try (1...3).map { i in (i, try #require(keeper.pin(for: "p/")?.tree[ObjectName("p/f\(i)")]).generation) })
 
-    keeper.renameStarting()
+    let renaming = keeper.renameStarting(from: "p/", to: "q/")
     pending.withLock { q in for i in 1...3 { q["q/f\(i)"] = .version; q["p/f\(i)"] = .deleted } }
     _ = try await client.copy("p/f1", generation: generations[1]!, to: "q/f1", ifGenerationMatch: nil)
     try await client.delete("p/f1", ifGenerationMatch: nil)
@@ -66,7 +66,7 @@ import Testing
     }
 
     keeper.renamed(from: "p/", to: "q/")
-    keeper.renameEnded()
+    keeper.renameEnded(renaming)
     for i in 2...3 {
       _ = try await client.copy("p/f\(i)", generation: generations[i]!, to: "q/f\(i)", ifGenerationMatch: nil)
       try await client.delete("p/f\(i)", ifGenerationMatch: nil)

@@ -49,10 +49,11 @@ final class PinKeeper: Sendable {
     /// Renames made through the mount and not yet followed (`renameStarting` to
     /// `renameEnded`): their moves are queued, and may land, before the pins follow. A pass that
     /// read the bucket or the queue meanwhile took the moved names as gone; it records nothing.
-    var renamesUnderway = 0
-    /// Grows at every rename's start, end and follow: a pass that began at another value may
-    /// have seen the bucket half renamed, and records nothing.
-    var renameEpoch: UInt64 = 0
+    var renamesUnderway: [UInt64: (source: String, target: String)] = [:]
+    var nextRename: UInt64 = 0
+    /// Per pin, grows at the start, end and follow of every rename that overlaps it: a pass
+    /// that began at another value may have seen the bucket half renamed, and records nothing.
+    var renameMarks: [ObjectName: UInt64] = [:]
     /// Pins whose pass gave up for a rename underway: passed again when the last one ends.
     var abandoned: Set<ObjectName> = []
   }
@@ -166,37 +167,50 @@ final class PinKeeper: Sendable {
   }
 
   /// A rename through the mount is about to queue its moves (`renamed` follows when it worked,
-  /// `renameEnded` in every case). Until it ends, passes record nothing: the queue's moves make
-  /// the old names gone, for the queue and then the bucket, before the pins follow, and a pass
-  /// then dropped every copy the rename was to carry (issue 55 F1).
-  func renameStarting() {
+  /// `renameEnded` in every case). Until it ends, passes of the pins that `source` or `target`
+  /// (full object names, a folder's ending in "/") overlap record nothing: the queue's moves
+  /// make the old names gone, for the queue and then the bucket, before the pins follow, and a
+  /// pass then dropped every copy the rename was to carry (issue 55 F1). The token is
+  /// `renameEnded`'s.
+  func renameStarting(from source: String, to target: String) -> UInt64 {
     state.withLock { s in
-      s.renamesUnderway += 1
-      s.renameEpoch &+= 1
+      s.nextRename &+= 1
+      s.renamesUnderway[s.nextRename] = (source, target)
+      Self.markRename(&s, source, target)
+      return s.nextRename
     }
   }
 
   /// A rename that `renameStarting` announced is over (followed or failed): the passes that gave
-  /// up for it run again.
-  func renameEnded() {
+  /// up for it run again, once no other rename underway overlaps their pin.
+  func renameEnded(_ token: UInt64) {
     let again = state.withLock { s -> [ObjectName] in
-      s.renamesUnderway -= 1
-      s.renameEpoch &+= 1
-      guard s.renamesUnderway == 0 else { return [] }
-      defer { s.abandoned = [] }
-      return Array(s.abandoned)
+      guard let (source, target) = s.renamesUnderway.removeValue(forKey: token) else { return [] }
+      Self.markRename(&s, source, target)
+      let free = s.abandoned.filter { pin in s.pins[pin].map { !Self.renameUnderway(s, over: $0) } ?? true }
+      s.abandoned.subtract(free)
+      return Array(free)
     }
     for target in again { schedule(target) }
+  }
+
+  private static func markRename(_ s: inout State, _ source: String, _ target: String) {
+    for pin in s.pins.values where pin.overlaps(source) || pin.overlaps(target) { s.renameMarks[pin.target, default: 0] &+= 1 }
+  }
+
+  private static func renameUnderway(_ s: State, over pin: Pin) -> Bool {
+    s.renamesUnderway.values.contains { pin.overlaps($0.source) || pin.overlaps($0.target) }
   }
 
   /// Whether the pass over `target` that began at rename epoch `epoch` may record what it found:
   /// not after `stop`, nor when the pin is gone, nor when a rename started since it began (it may
   /// have read the bucket half renamed; it runs again once the renames end).
-  private func mayRecord(_ target: ObjectName, since epoch: UInt64) -> Verdict {
+  private func mayRecord(_ target: ObjectName, since mark: UInt64) -> Verdict {
     state.withLock { s in
-      guard !s.stopped, s.pins[target] != nil else { return .stop }
-      guard s.renamesUnderway > 0 || s.renameEpoch != epoch else { return .record }
-      if s.renamesUnderway > 0 {
+      guard !s.stopped, let pin = s.pins[target] else { return .stop }
+      let underway = Self.renameUnderway(s, over: pin)
+      guard underway || (s.renameMarks[target] ?? 0) != mark else { return .record }
+      if underway {
         s.abandoned.insert(target)
       } else {
         s.passes[target] = true
@@ -280,7 +294,10 @@ final class PinKeeper: Sendable {
     }
     let changes = state.withLock { s -> [(old: ObjectName, pin: Pin)] in
       let changes = s.pins.values.compactMap { pin in rename.apply(to: pin).map { (pin.target, $0.pin) } }
-      s.renameEpoch &+= 1
+      for (old, pin) in changes {
+        s.renameMarks[old, default: 0] &+= 1
+        s.renameMarks[pin.target, default: 0] &+= 1
+      }
       for (old, _) in changes {
         s.pins.removeValue(forKey: old)
         // A pass over the old name finds no pin and stops; the new one gets its own.
@@ -425,15 +442,18 @@ final class PinKeeper: Sendable {
       staging.addPinned(name, generation: metadata.generation, size: metadata.size)
       let adopted = staging.adopt(name, metadata: metadata, from: name, generation: old.generation)
       whileAdopting.value?(key)
-      let named = state.withLock { s -> Bool in
+      let (named, late) = state.withLock { s -> (Bool, Pin?) in
         s.adopting.removeValue(forKey: key)
         // Generations only grow: a pass may have put this one, or a newer, meanwhile.
-        guard adopted, var pin = s.pins[target], let last = pin.tree[key], last.generation < metadata.generation else { return false }
+        guard adopted, var pin = s.pins[target], let last = pin.tree[key], last.generation < metadata.generation else { return (false, nil) }
         pin.tree[key] = metadata
         s.pins[target] = pin
         s.unsaved.insert(target)
-        return true
+        // Begun before the stop, named after it: the stop's record did not have it, and a pass
+        // may already have removed the older copy the record named.
+        return (true, s.stopped ? pin : nil)
       }
+      if let late { save(late) }
       if named {
         changed.signal()
         return
@@ -483,7 +503,7 @@ final class PinKeeper: Sendable {
 
   /// Lists the pin's tree, checks it fits, stages what is missing, and records the result.
   private func pass(_ target: ObjectName) async {
-    guard let (before, renameEpoch) = state.withLock({ s in s.pins[target].map { ($0, s.renameEpoch) } }), !before.isRefused,
+    guard let (before, renameMark) = state.withLock({ s in s.pins[target].map { ($0, s.renameMarks[target] ?? 0) } }), !before.isRefused,
       !state.withLock({ $0.stopped })
     else { return }
     let firstCheck: Bool
@@ -536,7 +556,7 @@ final class PinKeeper: Sendable {
     if unchanged, !firstCheck, !neverKept, case .kept = before.phase, before.problem == nil, before.failures.isEmpty,
       files.allSatisfy({ staging.status($0.name, generation: $0.metadata.generation, size: $0.metadata.size).isComplete })
     {
-      guard mayRecord(target, since: renameEpoch) == .record else { return }
+      guard mayRecord(target, since: renameMark) == .record else { return }
       let now = Date()
       update(target) { pin in
         pin.lastRefreshed = now
@@ -585,7 +605,7 @@ final class PinKeeper: Sendable {
     }
     // Recorded before it shows as checked: `bucketfs pin --background` returns then, and a
     // stop right after must leave a pin the next mount resumes.
-    guard mayRecord(target, since: renameEpoch) == .record, var started = state.withLock({ $0.pins[target] }) else {
+    guard mayRecord(target, since: renameMark) == .record, var started = state.withLock({ $0.pins[target] }) else {
       return dropIncoming(target)
     }
     start(&started)
@@ -608,7 +628,7 @@ final class PinKeeper: Sendable {
     }
     // Recorded before it shows as kept: whoever saw it kept (bucketfs pin returning) may
     // unmount at once, and the next mount must find it so.
-    guard mayRecord(target, since: renameEpoch) == .record, var finished = state.withLock({ $0.pins[target] }) else {
+    guard mayRecord(target, since: renameMark) == .record, var finished = state.withLock({ $0.pins[target] }) else {
       return dropIncoming(target)
     }
     finish(&finished)
