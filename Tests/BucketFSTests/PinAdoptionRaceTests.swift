@@ -12,20 +12,6 @@ import Testing
 /// The record said the new generation, the disk had only the old one: ENOENT offline.
 /// Here the pass is made to end in exactly that window (`PinKeeper.whileAdopting`).
 @Suite struct PinAdoptionRaceTests {
-  /// `condition`, waited for through the keeper's changes (at most 20 s).
-  private func until(_ keeper: PinKeeper, _ condition: () -> Bool) async -> Bool {
-    for _ in 0..<200 {
-      if condition() { return true }
-      await keeper.waitForChange(within: 0.1)
-    }
-    return condition()
-  }
-
-  private func isKept(_ keeper: PinKeeper, _ target: ObjectName, files: Int) -> Bool {
-    guard let pin = keeper.pin(for: target), case .kept = pin.phase else { return false }
-    return keeper.kept(pin).files == files
-  }
-
   /// gcs: listings carry metadata; firebase (v0): names only, the tree's metadata taken as known.
   @Test(arguments: ["gcs", "firebase"]) func aMoveLandingWhileAPassEndsKeepsItsAdoptedCopy(api: String) async throws {
     let root = URL(fileURLWithPath: "/tmp").appendingPathComponent("bucketfs-adopt-\(UUID().uuidString.prefix(8))")
@@ -42,13 +28,13 @@ import Testing
       queued: { name in pending.withLock { $0[name] } },
       queuedUnder: { prefix in pending.withLock { $0.keys.contains { $0.hasPrefix(prefix) } } }, log: { _ in })
     keeper.pin("p/")
-    #expect(await until(keeper) { isKept(keeper, "p/", files: 2) })
+    #expect(await keeper.eventually { keeper.isKept("p/", files: 2) })
 
     // `mv p q` through the mount: the queue holds the moves; the pin follows with its copies.
     pending.withLock { $0 = ["q/f1": .version, "q/f2": .version, "p/f1": .deleted, "p/f2": .deleted] }
     let passes = keeper.passTotals.passes
     keeper.renamed(from: "p/", to: "q/")
-    #expect(await until(keeper) { keeper.passTotals.passes > passes && isKept(keeper, "q/", files: 2) })
+    #expect(await keeper.eventually { keeper.passTotals.passes > passes && keeper.isKept("q/", files: 2) })
 
     // A pass that lists before f1's move lands and is still staging (a new file, its read held)
     // when it does.
@@ -56,7 +42,7 @@ import Testing
     client.holdReads()
     let before = keeper.passTotals.passes
     keeper.refresh(overlapping: "q/")
-    #expect(await until(keeper) { if case .staging = keeper.pin(for: "q/")?.phase { true } else { false } })
+    #expect(await keeper.eventually { if case .staging = keeper.pin(for: "q/")?.phase { true } else { false } })
 
     // f1's move lands: the server has it under a new generation, and the queue tells the keeper
     // (before it stops showing the move as queued, as `WriteBackQueue.finish` does). The pass

@@ -11,19 +11,6 @@ import Testing
 /// pass still running at the unmount went on recording and removing copies while the process
 /// exited (and freed heap then: a crash at exit). Both made exact here.
 @Suite struct PinPassEndTests {
-  private func until(_ keeper: PinKeeper, _ condition: () -> Bool) async -> Bool {
-    for _ in 0..<200 {
-      if condition() { return true }
-      await keeper.waitForChange(within: 0.1)
-    }
-    return condition()
-  }
-
-  private func isKept(_ keeper: PinKeeper, _ target: ObjectName, files: Int) -> Bool {
-    guard let pin = keeper.pin(for: target), case .kept = pin.phase else { return false }
-    return keeper.kept(pin).files == files && pin.files.count == files
-  }
-
   private func setUp(_ api: String) throws -> (URL, MemoryObjectClient, StagingArea) {
     let root = URL(fileURLWithPath: "/tmp").appendingPathComponent("bucketfs-passend-\(UUID().uuidString.prefix(8))")
     let client = MemoryObjectClient()
@@ -46,7 +33,7 @@ import Testing
       queued: { name in pending.withLock { $0[name] } },
       queuedUnder: { prefix in pending.withLock { $0.keys.contains { $0.hasPrefix(prefix) } } }, log: { _ in })
     keeper.pin("p/")
-    #expect(await until(keeper) { isKept(keeper, "p/", files: 3) })
+    #expect(await keeper.eventually { keeper.isKept("p/", files: 3) })
     #expect(await keeper.passesEnded(within: 20))
     let fetched = keeper.passTotals.fetched
     let generations = Dictionary(uniqueKeysWithValues: try (1...3).map { i in (i, try #require(keeper.pin(for: "p/")?.tree[ObjectName("p/f\(i)")]).generation) })
@@ -74,7 +61,7 @@ import Testing
     pending.withLock { $0 = [:] }
     keeper.refresh(overlapping: "q/")
     #expect(await keeper.passesEnded(within: 20))
-    #expect(isKept(keeper, "q/", files: 3), "\(String(describing: keeper.pin(for: "q/")))")
+    #expect(keeper.isKept("q/", files: 3), "\(String(describing: keeper.pin(for: "q/")))")
     #expect(keeper.pin(for: "p/") == nil)
     #expect(keeper.passTotals.fetched == fetched, "the carried copies were fetched again")
   }
@@ -88,14 +75,14 @@ import Testing
     defer { try? FileManager.default.removeItem(at: root) }
     let keeper = PinKeeper(staging: staging, client: client, online: true, log: { _ in })
     keeper.pin("p/")
-    #expect(await until(keeper) { isKept(keeper, "p/", files: 3) })
+    #expect(await keeper.eventually { keeper.isKept("p/", files: 3) })
     let f3 = try #require(keeper.pin(for: "p/")?.tree[ObjectName("p/f3")])
 
     try await client.delete("p/f3", ifGenerationMatch: nil)
     client.put("p/new", Data("new".utf8))
     client.holdReads()
     keeper.refresh(overlapping: "p/", verify: true)
-    #expect(await until(keeper) { if case .staging = keeper.pin(for: "p/")?.phase { true } else { false } })
+    #expect(await keeper.eventually { if case .staging = keeper.pin(for: "p/")?.phase { true } else { false } })
     keeper.stop()
     #expect(await keeper.passesEnded(within: 0.2) == false, "the pass is held in its fetch")
     client.letReadsGo()
