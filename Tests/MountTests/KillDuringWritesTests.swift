@@ -112,7 +112,7 @@ import Testing
 
       let next = try fx.mount(options: ["writable"], name: "next")
       let (status, output) = runTool(bucketfsBinary, ["sync", next.mountpoint.path, "--timeout", "60"])
-      #expect(status == 0, "\(output)")
+      #expect(status == 0, "\(output)\n\(next.log.split(separator: "\n").filter { $0.contains("write-back") }.joined(separator: "\n"))")
       mark("synced")
       let held = try await objects(fx, under: "", folders: ["t", "w0", "w1", "w2", "w3"])
       var checked = 0
