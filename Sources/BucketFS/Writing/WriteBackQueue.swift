@@ -198,6 +198,13 @@ package final class WriteBackQueue: Sendable {
       do throws(BucketError) {
         try await fill.ready()
       } catch where error.code == .objectNotFound || error.code == .objectChanged {
+        if let from = change.appendedFrom, fill.overlay.gaps(in: from..<Int64.max).isEmpty {
+          // Only appended, and every appended byte is here: what the holes hid is not needed,
+          // for the appended bytes go onto whatever version the bucket holds now (`merged`).
+          log("write-back: the version \(change.name.debugDescription) was edited from left the bucket; what was appended goes onto its newest version")
+          if change.rebase == nil { change.rebase = PendingChange.Rebase(onto: nil) }
+          return nil
+        }
         return .refused(
           BucketError(
             code: .objectNotFound, object: change.name,
