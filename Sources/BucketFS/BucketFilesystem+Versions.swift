@@ -147,6 +147,15 @@ extension BucketFilesystem {
     metrics.versionInodes.add(1, ordering: .relaxed)
   }
 
+  /// The version `ino` reads when a newer version of its name has an inode of its own
+  /// (`separateOlderOpens`) and its opens read through the page cache or by passthrough: an
+  /// open that reaches it without a lookup (`/proc/self/fd/N`) reads that version too, else it
+  /// filled those opens' pages, and their private maps, with the newer bytes.
+  func heldByOlderInode(_ ino: UInt64) -> StorageMetadata? {
+    guard !inodes.standsForItsPath(ino) else { return nil }
+    return kernelIO.pinned(ino)
+  }
+
   /// Which of this mount's own bytes open `handle` reads or writes (an open edit's, which
   /// every handle of the name shares, or queued bytes' file), and whether it may write.
   func ownBytes(_ handle: UInt64) -> (OwnBytes?, writes: Bool) {

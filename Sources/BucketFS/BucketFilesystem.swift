@@ -605,6 +605,8 @@ package final class BucketFilesystem: Sendable {
     var path = node.objectName ?? node.path
     let named: StorageMetadata
     var renamedTo: String?
+    // The version an older inode's opens read is read as it is, never settled onto a newer one.
+    var held = false
     if case .copied(let source, _)? = writeBack?.queue.view(path) {
       renamedTo = path
       if let carried = staging?.completeCopy(client.bucketName(path), generation: source.generation) {
@@ -614,12 +616,15 @@ package final class BucketFilesystem: Sendable {
         named = try await copySource(source)
         path = source.name
       }
+    } else if let version = heldByOlderInode(ino) {
+      named = version
+      held = true
     } else {
       named = try await namespace.fileMetadata(path)
     }
     let objectName = client.bucketName(path)
     var file = openedVersion(objectName, named, renamedTo: renamedTo)
-    if renamedTo == nil { file = await settled(file) }
+    if renamedTo == nil && !held { file = await settled(file) }
     // The version the handle reads: the one named, or the newest when that one is gone.
     let m = file.metadata
     let keep = openedGenerations.withLock { g -> Bool in

@@ -331,6 +331,22 @@ import Testing
             wrong.append("v%d: no new open saw it in 60 s" % i)
         if wrong:
             break
+        # Reopened without a lookup (/proc/self/fd/N): still the first reader's version, and a
+        # touched private map of it does not put the newer bytes into the first reader's pages.
+        b = os.open("/proc/self/fd/%d" % a, os.O_RDONLY)
+        try:
+            again = whole(b, len(v0))
+            with mmap.mmap(b, len(v0), flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE) as m:
+                mapped = m[:]
+            if again != v0 or mapped != v0 or os.fstat(b).st_size != len(v0):
+                wrong.append("v%d: a reopen of the first reader through /proc/self/fd read %s, mapped %s, fstat %d"
+                             % (i, check(again), check(mapped), os.fstat(b).st_size))
+        finally:
+            os.close(b)
+        held = whole(a, len(v0))
+        if held != v0:
+            wrong.append("v%d: after the reopen the first reader read %s" % (i, check(held)))
+            break
     os.close(a)
     print("\n".join(wrong) if wrong else "ok")
     sys.exit(1 if wrong else 0)
