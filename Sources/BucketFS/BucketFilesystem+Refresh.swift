@@ -121,6 +121,22 @@ extension BucketFilesystem {
     DispatchQueue.global().async { tell(told) }
   }
 
+  /// The kernel forgets its entry for `path` (present or absent) and the attributes of the
+  /// inode the path has, so that its next lookup asks this mount again.
+  func kernelForgetsName(_ path: String) {
+    guard let tell = kernelNotifier.value, !path.isEmpty else { return }
+    let (dir, name) = Namespace.split(path.hasSuffix("/") ? String(path.dropLast()) : path)
+    guard let parent = inodes.existing(InodeTable.Node(path: dir, isDirectory: true)) else { return }
+    var forgotten = Forgotten(entries: [KernelEntry(parent: parent, name: name)])
+    for directory in [false, true] {
+      if let ino = inodes.existing(InodeTable.Node(path: Namespace.join(dir, name), isDirectory: directory)) { forgotten.inodes.append(ino) }
+    }
+    kernelMisses.remove(KernelEntry(parent: parent, name: name))
+    // Never from within a request in the folder (the kernel would wait for its lock).
+    let told = forgotten
+    DispatchQueue.global().async { tell(told) }
+  }
+
   /// How the session tells the kernel to forget entries and inodes (set once it is mounted).
   package func setKernelNotifier(_ tell: @escaping @Sendable (Forgotten) -> Void) {
     kernelNotifier.set(tell)

@@ -171,6 +171,14 @@ package final class BucketFilesystem: Sendable {
     if let writeBack, !options.offline {
       writeBack.queue.start(client: self.client) { [weak self, namespace, posixChanges] change, metadata in
         namespace.applied(change, metadata)
+        switch change.life {
+        case .done(.unknown), .failed:
+          // The kernel's entry may be what the change would have left (a refused rename's
+          // new name, a delete the bucket did not take): it looks the name up again.
+          self?.kernelForgetsName(change.name)
+          if change.isFailed { return }
+        default: break
+        }
         // The name holds someone else's version now (or theirs with our appended bytes after
         // it), not the bytes the kernel saw written.
         if change.conflictName != nil || change.wasMerged { self?.forgetKernelCache(ofObject: change.name) }

@@ -143,6 +143,35 @@ import Testing
       #expect(await fx.object("s/new.txt") == nil)
       #expect(renames(m).moved == 0)
       #expect(m.queueFailed == 1, "\(output)\n\(m.log)")
+      // The mount shows what the bucket holds, not what the refused rename would have left
+      // (it listed the new name, whose open was ESTALE, and not the old one, issue 54 G4).
+      let listed = try FileManager.default.contentsOfDirectory(atPath: m.path("s")).sorted()
+      #expect(listed == ["old.txt"], "\(m.log)")
+      #expect(try readFile(m.path("s/old.txt")).get() == Data("another writer's".utf8))
+      if case .failure(let e) = readFile(m.path("s/new.txt")) { #expect(e.code == ENOENT) } else { Issue.record("s/new.txt reads") }
+    }
+  }
+
+  /// A delete of an object another writer replaced meanwhile is dropped: the mount lists the
+  /// object again and reads the other writer's version (it stayed out of the listing).
+  @Test(arguments: ["gcs", "firebase"]) func aDroppedDeleteLeavesTheNameListed(api: String) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("r/f.txt", Data("what the mount saw".utf8))
+      let m = try fx.mount(options: ["writable", "metadata_ttl=60"], extra: ["--api", api])
+      #expect(try readFile(m.path("r/f.txt")).get() == Data("what the mount saw".utf8))
+      // Listed: the mount keeps the folder's listing, which the delete takes the name out of.
+      #expect(try FileManager.default.contentsOfDirectory(atPath: m.path("r")) == ["f.txt"])
+      // The delete (and any request about the object by its path) waits; the upload beside goes.
+      fx.emulator!.setFaults(failing("o/r%2Ff.txt"))
+      let (status, output) = sh("rm r/f.txt", in: m)
+      #expect(status == 0, "\(output)")
+      _ = try await fx.put("r/f.txt", Data("another writer's".utf8))
+      fx.emulator!.setFaults(Faults())
+      _ = m.sync(timeout: 60)
+      #expect(await fx.object("r/f.txt") == Data("another writer's".utf8))
+      // Once the queue dropped it (the sync's answer), the folder lists it again.
+      #expect((try? FileManager.default.contentsOfDirectory(atPath: m.path("r"))) == ["f.txt"], "\(m.log)")
+      #expect(try readFile(m.path("r/f.txt")).get() == Data("another writer's".utf8))
     }
   }
 

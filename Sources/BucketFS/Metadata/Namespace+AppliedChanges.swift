@@ -13,6 +13,13 @@ extension Namespace {
     let (dir, name) = Self.split(path)
     missing.remove(path)
     files.remove(path)
+    switch change.life {
+    case .done(.unknown), .failed:
+      // Not applied (what it was based on changed; a rename's copy or delete refused): the
+      // listing must not show what the change would have left. List again.
+      return listings.remove(dir)
+    default: break
+    }
     if let conflict = change.conflictName {
       // The name holds someone else's version, whose attributes we do not have: list again.
       missing.remove(conflict)

@@ -541,8 +541,10 @@ struct QueueState {
 
   /// The last queued change that puts or removes something under `name`, and its bytes' size.
   func lastVisible(_ name: String) -> (change: PendingChange, size: Int64)? {
-    // A metadata change leaves a name as it is.
-    queued(name).last { $0.kind != .metadata }.map { ($0, sizes[$0.sequence] ?? 0) }
+    // A metadata change leaves a name as it is; so does a refused copy (a rename whose source
+    // changed in the bucket): nothing moved, and its source's version is not to be had. Its
+    // record stays, to say so (`bucketfs sync`, `user.sync_error`).
+    queued(name).last { $0.kind != .metadata && !($0.kind == .copy && $0.isFailed) }.map { ($0, sizes[$0.sequence] ?? 0) }
   }
 
   /// The content type and custom metadata the last queued upload of `name` goes with.

@@ -503,7 +503,8 @@ package final class WriteBackQueue: Sendable {
   // MARK: carrying changes out
 
   /// Starts the workers. `applied` is told each change carried out (with the object's new
-  /// attributes after an upload), so that the mount's caches show the bucket as it is now.
+  /// attributes after an upload), and each refused for good, so that the mount's caches show
+  /// the bucket as it is now.
   func start(client: any ObjectClient, applied: @escaping @Sendable (PendingChange, StorageMetadata?) -> Void) {
     onApplied.set(applied)
     let worker = ChangeWorker(
@@ -677,6 +678,7 @@ package final class WriteBackQueue: Sendable {
       s.serverAnswered()
     }
     log("write-back: \(change.kind.rawValue) of \(change.name.debugDescription) refused: \(error.detail); kept in \(folder.path)")
+    if let applied = onApplied.value { applied(failed, nil) }
     ended()
   }
 
