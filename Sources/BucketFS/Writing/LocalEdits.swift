@@ -104,10 +104,11 @@ final class LocalEdits: Sendable {
     }
 
     /// The edit started from `length` bytes of what it is based on (nil: it cut them, `O_TRUNC`),
-    /// those of queued change `startedOn` when it opened on one.
-    func watchAppends(startLength: Int64?, startedOn: UInt64?) {
+    /// those of queued change `startedOn` when it opened on one, else of a bucket version when
+    /// `fromVersion`.
+    func watchAppends(startLength: Int64?, startedOn: UInt64?, fromVersion: Bool = false) {
       state.withLock { s in
-        s.appends = AppendWatch(startLength: startLength)
+        s.appends = AppendWatch(startLength: startLength, fromVersion: fromVersion)
         s.startedOn = startedOn
       }
     }
