@@ -23,6 +23,16 @@ package enum TerminalText {
     return out
   }
 
+  /// `name` for a column of names (`bucketfs status`): as `visible` writes it, in single
+  /// quotes when it holds a space or a quote, as `ls` shows such names, with a quote in it
+  /// written `\'`. Else `a` and `a ` (two objects) printed alike, and `d  kept   9` looked
+  /// like a name and two more columns.
+  package static func name(_ name: String) -> String {
+    let shown = visible(name)
+    guard shown.contains(where: { $0 == " " || $0 == "'" }) else { return shown }
+    return "'" + shown.replacingOccurrences(of: "'", with: "\\'") + "'"
+  }
+
   static func isControl(_ scalar: Unicode.Scalar) -> Bool {
     scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
   }

@@ -134,12 +134,13 @@ enum ObjectCommands {
       let data = (try? JSONSerialization.data(withJSONObject: dict, options: [.sortedKeys, .prettyPrinted])) ?? Data()
       FileHandle.standardOutput.write(data + Data("\n".utf8))
     } else {
+      // Names and custom metadata are anyone's text: escaped, as `ls` and `du` print them.
       var out = ""
       for key in dict.keys.sorted() where key != "metadata" {
-        out += "\(key): \(dict[key]!)\n"
+        out += "\(key): \(TerminalText.visible("\(dict[key]!)"))\n"
       }
       for (k, v) in (metadata.customMetadata ?? [:]).sorted(by: { $0.key < $1.key }) {
-        out += "metadata.\(k): \(v)\n"
+        out += "metadata.\(TerminalText.visible(k)): \(TerminalText.visible(v))\n"
       }
       FileHandle.standardOutput.write(Data(out.utf8))
     }

@@ -144,7 +144,7 @@ enum PinCommand {
       under.map { ObjectName.sameBytes(pin.path, $0) || pin.path.hasBytePrefix($0 + "/") } ?? true
     }
     guard !pins.isEmpty else {
-      print(under.map { "nothing pinned at or under \(TerminalText.visible($0))" } ?? "nothing pinned")
+      print(under.map { "nothing pinned at or under \(TerminalText.name($0))" } ?? "nothing pinned")
       return 0
     }
     let header = ["PATH", "STATE", "FILES", "BYTES", "REFRESHED", "FAILED"]
@@ -152,7 +152,7 @@ enum PinCommand {
     for pin in pins {
       let state = pin.state == "staging" && pin.allBytes > 0 ? "staging \(Int(Double(pin.bytes) * 100 / Double(pin.allBytes)))%" : pin.state
       rows.append([
-        TerminalText.visible(pin.path), state, "\(pin.files)/\(pin.allFiles)", "\(ProgressBar.bytes(pin.bytes))/\(ProgressBar.bytes(pin.allBytes))",
+        TerminalText.name(pin.path), state, "\(pin.files)/\(pin.allFiles)", "\(ProgressBar.bytes(pin.bytes))/\(ProgressBar.bytes(pin.allBytes))",
         pin.refreshed, "\(pin.failed)",
       ])
     }

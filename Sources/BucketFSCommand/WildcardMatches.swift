@@ -20,6 +20,9 @@ struct WildcardMatches {
   /// `objectsOnly`: folders are not wanted, so over the GCS API the server filters the names
   /// (`matchGlob`, the same syntax) and the listing carries only matches.
   static func expand(_ url: String, _ client: ClientOptions, objectsOnly: Bool = false) async throws(CommandError) -> WildcardMatches? {
+    // An http(s) URL (a download URL, an API URL) names one object, its name percent-encoded:
+    // a `?`, `*` or `[` in it is the name's own, which the user encoded to say so.
+    if url.contains("://") && !url.hasPrefix("gs://") { return nil }
     let ref = try await client.reference(url)
     guard let pattern = ObjectPattern(ref.fullPath) else { return nil }
     let root = ref.root()
@@ -27,10 +30,19 @@ struct WildcardMatches {
     let base = folder.isEmpty ? root : root.object(named: folder)
     // matchGlob has `{a,b}` and escapes, which ObjectPattern takes literally: not sent then.
     let glob = objectsOnly && !ref.fullPath.contains(where: { "{}\\".contains($0) }) ? ref.fullPath : nil
+    func list(_ glob: String?) async throws(StorageError) -> ListPage {
+      try await ListPage.all { token async throws(StorageError) in
+        try await base.listPage(delimiter: nil, pageToken: token, maxResults: nil, matchGlob: glob)
+      }
+    }
     let listed: ListPage
     do {
-      listed = try await ListPage.all { token async throws(StorageError) in
-        try await base.listPage(delimiter: nil, pageToken: token, maxResults: nil, matchGlob: glob)
+      do {
+        listed = try await list(glob)
+      } catch where glob != nil && error.code == .unknown {
+        // The server takes some names for globs it cannot read (a `[` never closed, which is
+        // itself here): the names are matched here instead.
+        listed = try await list(nil)
       }
     } catch {
       throw .storage(error)

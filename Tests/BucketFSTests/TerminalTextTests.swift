@@ -12,4 +12,17 @@ import Testing
     #expect(TerminalText.visible("plain") == "plain")
     #expect(TerminalText.visible("x\\ty") == "x\\\\ty")
   }
+
+  /// In a column (`bucketfs status`), a name with a space or a quote is quoted, as `ls` does:
+  /// `a`, `a `, ` a` and `'a'` are four objects, and runs of spaces are not columns.
+  @Test func namesWithSpacesAreQuotedInAColumn() {
+    let names = ["a", "a ", " a", "a  ", "a b", " ", "'a'", "'a ", "a\\'", "d  kept   9"]
+    let printed = names.map(TerminalText.name)
+    #expect(Set(printed).count == names.count, "\(printed)")
+    #expect(TerminalText.name("a") == "a")
+    #expect(TerminalText.name("a ") == "'a '")
+    #expect(TerminalText.name("d  kept   9") == "'d  kept   9'")
+    #expect(TerminalText.name("it's") == "'it\\'s'")
+    #expect(TerminalText.name("a\tb c") == "'a\\tb c'")
+  }
 }

@@ -65,4 +65,36 @@ import Testing
       #expect(left.isEmpty, "\(left)")
     }
   }
+
+  /// A download URL names one object, its name percent-encoded: a `?`, `*` or `[` encoded in it
+  /// is the name's own, never a wildcard (`rm` of `n%2Fq%3F` deleted `n/qa` too, and `cat` of
+  /// `n%2Fbr%5B1%5D` printed `n/br1`). A `gs://` URL keeps gsutil's wildcards.
+  @Test(arguments: ["firebase", "gcs"]) func anEncodedDownloadURLNamesOneObject(api: String) throws {
+    try scope(ServeProcess()) { server in
+      for name in ["n/q?", "n/qa", "n/br[1]", "n/br1"] { _ = object(server, "put", name, "bytes of \(name)") }
+      let flags = ["--api", api, "--emulator", server.address]
+      let v0 = "http://\(server.address)/v0/b/bk/o/"
+      var r = try runBucketfs(["cat", v0 + "n%2Fbr%5B1%5D"] + flags)
+      #expect(r.status == 0 && r.out == "bytes of n/br[1]", "\(r.out) \(r.stderr)")
+      r = try runBucketfs(["rm", v0 + "n%2Fq%3F"] + flags)
+      #expect(r.status == 0, "\(r.stderr)")
+      #expect(object(server, "get", "n/q?") == "404")
+      #expect(object(server, "get", "n/qa") == "bytes of n/qa")
+      r = try runBucketfs(["rm", "gs://bk/n/br?1?"] + flags)
+      #expect(r.status == 0, "\(r.stderr)")
+      #expect(object(server, "get", "n/br[1]") == "404")
+      #expect(object(server, "get", "n/br1") == "bytes of n/br1")
+    }
+  }
+
+  /// `stat` prints a name's and custom metadata's control characters as escapes, as `ls` does.
+  @Test func statPrintsControlCharactersEscaped() throws {
+    try scope(ServeProcess()) { server in
+      _ = object(server, "put", "e/a\u{1b}[31mred\u{85}", "x")
+      let r = try runBucketfs(["stat", "gs://bk/e/a\u{1b}[31mred\u{85}", "--api", "gcs", "--emulator", server.address])
+      #expect(r.status == 0, "\(r.stderr)")
+      #expect(r.out.contains("name: e/a\\x1b[31mred\\u{85}"), "\(r.out)")
+      #expect(!r.out.unicodeScalars.contains { $0 == "\u{1b}" || $0 == "\u{85}" }, "\(r.out)")
+    }
+  }
 }
