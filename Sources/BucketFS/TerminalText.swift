@@ -6,12 +6,19 @@ package enum TerminalText {
   /// an object name is anyone's choice, and written raw it could move the cursor, recolour or
   /// rewrite what the terminal shows, or end a line where none ends. A backslash is written
   /// `\\`, so that a name with a tab and one with a backslash and a `t` never print alike.
-  package static func visible(_ text: String) -> String {
-    guard text.unicodeScalars.contains(where: { isControl($0) || $0 == "\\" }) else { return text }
+  package static func visible(_ text: String) -> String { escaped(text, backslashes: true) }
+
+  /// A log line's `message` with its control characters escaped as `visible` writes them, and
+  /// its backslashes left as they are (the names in it are mostly quoted Swift-style already):
+  /// a name in a message never ends the line or reaches the terminal as a control sequence.
+  package static func oneLine(_ message: String) -> String { escaped(message, backslashes: false) }
+
+  private static func escaped(_ text: String, backslashes: Bool) -> String {
+    guard text.unicodeScalars.contains(where: { isControl($0) || (backslashes && $0 == "\\") }) else { return text }
     var out = ""
     for scalar in text.unicodeScalars {
       switch scalar {
-      case "\\": out += "\\\\"
+      case "\\" where backslashes: out += "\\\\"
       case "\n": out += "\\n"
       case "\t": out += "\\t"
       case "\r": out += "\\r"
@@ -33,7 +40,7 @@ package enum TerminalText {
     return "'" + shown.replacingOccurrences(of: "'", with: "\\'") + "'"
   }
 
-  static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+  package static func isControl(_ scalar: Unicode.Scalar) -> Bool {
     scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
   }
 }

@@ -1,3 +1,4 @@
+import BucketFS
 import Foundation
 
 /// The mount's log: one line per event with the object and the cause, filtered by level, as text
@@ -40,9 +41,9 @@ struct MountLog: Sendable {
       let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
       line = String(decoding: data, as: UTF8.self)
     } else if underSystemd {
-      line = "\(level.name): \(message)"
+      line = "\(level.name): \(TerminalText.oneLine(message))"
     } else {
-      line = "\(ISO8601DateFormatter().string(from: Date())) bucketfs[\(getpid())] \(level.name): \(message)"
+      line = "\(ISO8601DateFormatter().string(from: Date())) bucketfs[\(getpid())] \(level.name): \(TerminalText.oneLine(message))"
     }
     FileHandle.standardError.write(Data((line + "\n").utf8))
   }

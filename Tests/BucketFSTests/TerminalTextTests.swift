@@ -25,4 +25,12 @@ import Testing
     #expect(TerminalText.name("it's") == "'it\\'s'")
     #expect(TerminalText.name("a\tb c") == "'a\\tb c'")
   }
+
+  /// A log line never holds a raw control character (a pin named with ESC or a tab reached the
+  /// mount's log raw); its backslashes stay as they are.
+  @Test func aLogLineHoldsNoControlCharacter() {
+    let line = TerminalText.oneLine("pin: a\u{1b}[31m\tb\nc\u{85} \"x\\ty\"")
+    #expect(line == "pin: a\\x1b[31m\\tb\\nc\\u{85} \"x\\ty\"", "\(line)")
+    #expect(!line.unicodeScalars.contains { TerminalText.isControl($0) })
+  }
 }
