@@ -96,6 +96,15 @@ import Testing
     return close(fd) == 0 && n == bytes.count
   }
 
+  /// A large `big.log` the writable mount has looked up and not read; every download held.
+  func bigLogWithDownloadsHeld(_ fx: MountFixture, api: String, seed: UInt64) async throws -> MountedBucket {
+    _ = try await fx.put("big.log", randomData(Self.size, seed: seed))
+    let m = try fx.mount(options: ["writable"], extra: ["--api", api])
+    #expect(FileManager.default.fileExists(atPath: m.path("big.log")))
+    holdDownloads(fx)
+    return m
+  }
+
   /// An append to a large object the mount had not read, queued, then the mount killed and
   /// the object replaced by another writer before its old bytes were read: the holes cannot be
   /// filled any more, but an append does not need them. The next mount carries what was
@@ -103,10 +112,7 @@ import Testing
   /// append of the name behind it: adversary G10 lost 141 of 151 lines that way).
   @Test(arguments: ["firebase", "gcs"]) func anAppendKilledBeforeItsBaseWasReadGoesOntoTheVersionThatReplacedIt(api: String) async throws {
     try await MountFixture.scope { fx in
-      _ = try await fx.put("big.log", randomData(Self.size, seed: 8080))
-      let m = try fx.mount(options: ["writable"], extra: ["--api", api])
-      #expect(FileManager.default.fileExists(atPath: m.path("big.log")))
-      holdDownloads(fx)
+      let m = try await bigLogWithDownloadsHeld(fx, api: api, seed: 8080)
       #expect(append("ours-1\n", to: m.path("big.log")))
       #expect(append("ours-2\n", to: m.path("big.log")))
       m.process.send(SIGKILL)
@@ -130,10 +136,7 @@ import Testing
   /// The same without the kill: the base replaced while the mount still waits to read it.
   @Test(arguments: ["firebase", "gcs"]) func anAppendWhoseBaseWasReplacedBeforeItWasReadGoesOntoTheNewVersion(api: String) async throws {
     try await MountFixture.scope { fx in
-      _ = try await fx.put("big.log", randomData(Self.size, seed: 8181))
-      let m = try fx.mount(options: ["writable"], extra: ["--api", api])
-      #expect(FileManager.default.fileExists(atPath: m.path("big.log")))
-      holdDownloads(fx)
+      let m = try await bigLogWithDownloadsHeld(fx, api: api, seed: 8181)
       #expect(append("ours\n", to: m.path("big.log")))
       let theirs = Data("theirs\n".utf8)
       _ = try await fx.put("big.log", theirs)
