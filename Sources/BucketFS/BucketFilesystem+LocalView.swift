@@ -119,9 +119,9 @@ extension BucketFilesystem {
     var names = writeBack.queue.names(in: base)
     for name in writeBack.edits.names(in: base).keys { names.insert(name) }
     return names.sorted().map(\.string).compactMap { raw in
-      let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
+      let name = raw.withoutTrailingSlash
       guard !name.isEmpty else { return nil }
-      let file = raw.hasSuffix("/") ? LocalEntry.unchanged : localFileEntry(base + name)
+      let file = raw.endsWithSlash ? LocalEntry.unchanged : localFileEntry(base + name)
       return LocalChange(raw: raw, path: base + name, entry: localEntry(base + name), file: file)
     }
   }
@@ -145,8 +145,8 @@ extension BucketFilesystem {
     var deletedUnder: [String] = []
     for change in local {
       let (raw, entry) = (change.raw, change.entry)
-      let name = raw.hasSuffix("/") ? String(raw.dropLast()) : raw
-      if !raw.hasSuffix("/"), let i = byName[ObjectName(name)], i < entries.count, entries[i].isDirectory {
+      let name = raw.withoutTrailingSlash
+      if !raw.endsWithSlash, let i = byName[ObjectName(name)], i < entries.count, entries[i].isDirectory {
         // The bucket's folder keeps the name; the object's change shows under its alias (the
         // one it has, else the first free one), so that the listing shows what will be uploaded.
         let alias = out.indices.first { !out[$0].isDirectory && out[$0].objectName == change.path }
@@ -179,7 +179,7 @@ extension BucketFilesystem {
       case .removed:
         if let i = byName[ObjectName(name)] { removed.insert(i) }
       case .unchanged:
-        if let i = byName[ObjectName(name)], out[i].isDirectory, raw.hasSuffix("/") { deletedUnder.append(name) }
+        if let i = byName[ObjectName(name)], out[i].isDirectory, raw.endsWithSlash { deletedUnder.append(name) }
       }
     }
     return (out.enumerated().filter { !removed.contains($0.offset) }.map(\.element), deletedUnder)

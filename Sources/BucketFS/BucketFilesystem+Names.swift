@@ -292,7 +292,7 @@ extension BucketFilesystem {
     try await writeBack.queue.queueTogether { batch throws(FSError) in
       for dir in folders {
         // The new placeholder keeps what the old one kept of the folder, and what this mount set.
-        let moved = target + dir.dropFirst(source.count)
+        let moved = target + dir.droppingBytes(source.utf8.count)
         var custom: [String: String] = [:]
         if options.posix {
           await namespace.learnFolderObject(dir)
@@ -304,12 +304,12 @@ extension BucketFilesystem {
       for path in files {
         let (dir, name) = Namespace.split(path)
         let (entry, base) = try await resolveForChange(dir, name)
-        try await moveFile(entry.objectName ?? path, entry, base, to: target + path.dropFirst(source.count), .generation(0), writeBack, batch: batch)
+        try await moveFile(entry.objectName ?? path, entry, base, to: target + path.droppingBytes(source.utf8.count), .generation(0), writeBack, batch: batch)
       }
       for dir in folders.reversed() { try writeBack.queue.delete(dir + "/", base: .any, batch: batch) }
     }
     for dir in folders {
-      if let known = namespace.folders.get(dir) { namespace.folders.set(target + dir.dropFirst(source.count), known) }
+      if let known = namespace.folders.get(dir) { namespace.folders.set(target + dir.droppingBytes(source.utf8.count), known) }
     }
     namespace.folders.forget(under: source)
     posixChanges.moveFolders(source, to: target)

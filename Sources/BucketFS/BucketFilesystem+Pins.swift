@@ -106,7 +106,7 @@ extension BucketFilesystem {
   /// the mount's view.
   private func shownPath(_ pin: Pin) -> String {
     guard let mine = client.viewName(pin.target.string) else { return "gs://\(client.bucket)/\(pin.target)" }
-    let shown = pin.isFolder && !mine.isEmpty ? String(mine.dropLast()) : mine
+    let shown = pin.isFolder ? mine.withoutTrailingSlash : mine
     return shown.isEmpty ? "." : shown
   }
 

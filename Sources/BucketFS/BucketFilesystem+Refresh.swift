@@ -125,7 +125,7 @@ extension BucketFilesystem {
   /// inode the path has, so that its next lookup asks this mount again.
   func kernelForgetsName(_ path: String) {
     guard let tell = kernelNotifier.value, !path.isEmpty else { return }
-    let (dir, name) = Namespace.split(path.hasSuffix("/") ? String(path.dropLast()) : path)
+    let (dir, name) = Namespace.split(path.withoutTrailingSlash)
     guard let parent = inodes.existing(InodeTable.Node(path: dir, isDirectory: true)) else { return }
     var forgotten = Forgotten(entries: [KernelEntry(parent: parent, name: name)])
     for directory in [false, true] {

@@ -44,7 +44,7 @@ extension BucketFilesystem {
   /// The newest version of `file`'s object, opened as `open` would have; nil when the server
   /// has none (deleted meanwhile: the read fails as before) or still names the same one.
   func newestVersion(of file: OpenFile) async -> OpenFile? {
-    let path = String(file.objectName.dropFirst(client.bucketName("").count))
+    let path = file.objectName.droppingBytes(client.bucketName("").utf8.count)
     guard let m = try? await namespace.latestFileMetadata(path), m.generation != file.metadata.generation else { return nil }
     return openedVersion(file.objectName, m)
   }

@@ -61,7 +61,7 @@ package final class BucketLayout: Sendable {
 extension StorageObjectClient {
   /// A folder name ("a/b/") as the reference StorageCore's folder calls take ("a/b").
   private func folderRef(_ folder: String) -> StorageReference {
-    ref(folder.hasSuffix("/") ? String(folder.dropLast()) : folder)
+    ref(folder.withoutTrailingSlash)
   }
 
   package func foldersAreResources() async throws(BucketError) -> Bool {

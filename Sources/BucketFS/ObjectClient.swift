@@ -180,7 +180,7 @@ package struct StorageObjectClient: ObjectClient {
 
   package func listPage(prefix: String, pageToken: String?, maxResults: Int?) async throws(BucketError) -> ListPage {
     // A reference's list adds "/" itself; list the folder reference of the prefix.
-    let folder = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+    let folder = prefix.withoutTrailingSlash
     defer { if layout.known == nil { learnLayoutSoon() } }
     return try await BucketError.from { () async throws(StorageError) in
       // Folder placeholders with their metadata (a folder's mode, owner and times), where the
@@ -193,7 +193,7 @@ package struct StorageObjectClient: ObjectClient {
   }
 
   package func listTreePage(prefix: String, pageToken: String?) async throws(BucketError) -> ListPage {
-    let folder = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+    let folder = prefix.withoutTrailingSlash
     return try await BucketError.from { () async throws(StorageError) in
       try await ref(folder).listPage(delimiter: nil, pageToken: pageToken, maxResults: 1000, matchGlob: nil)
     }

@@ -51,7 +51,7 @@ enum CopyCommand {
     case (false, true):
       let ref = try await client.reference(dst)
       if recursive { return try await uploadTree(src, to: ref, quiet: quiet) }
-      return try await upload(src, to: ref, keepName: dst.hasSuffix("/"), quiet: quiet, preconditions: preconditions)
+      return try await upload(src, to: ref, keepName: dst.endsWithSlash, quiet: quiet, preconditions: preconditions)
     case (false, false):
       throw .usage("cp copies between a bucket URL and a local path, or two bucket URLs; got \(src) and \(dst)")
     }
@@ -117,7 +117,7 @@ enum CopyCommand {
   /// The objects a wildcard matched, into folder `dst` by their last names.
   static func downloadMatches(_ refs: [StorageReference], to dst: String, quiet: Bool) async throws(CommandError) -> Int32 {
     var isDir: ObjCBool = false
-    if refs.count > 1 || dst.hasSuffix("/") {
+    if refs.count > 1 || dst.endsWithSlash {
       guard FileManager.default.fileExists(atPath: dst, isDirectory: &isDir), isDir.boolValue else {
         throw .local(dst, "not a folder: \(refs.count) objects match")
       }
@@ -139,10 +139,12 @@ enum CopyCommand {
     let folder = URL(fileURLWithPath: dst)
     var jobs: [(String, URL)] = []
     for name in names {
-      let relative = String(name.dropFirst(base.count))
+      // By bytes: "/" and a combining mark after it are one `Character`, so a count or a split
+      // of characters cut "g/" U+0301 "acc" to "acc" (and two objects to one file).
+      let relative = name.afterBytePrefix(base) ?? name
       // Only names that are safe relative paths become files; others are reported and skipped.
-      let parts = relative.split(separator: "/", omittingEmptySubsequences: false)
-      if relative.isEmpty || relative.hasSuffix("/") { continue }
+      let parts = relative.slashSegments()
+      if relative.isEmpty || relative.endsWithSlash { continue }
       if parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." || $0.utf8.count > 255 }) {
         FileHandle.standardError.write(Data("bucketfs cp: skipping \(TerminalText.visible(name)): not a valid local path\n".utf8))
         continue
@@ -181,12 +183,24 @@ enum CopyCommand {
     }
     var files: [(URL, String)] = []
     let base = folder.standardizedFileURL.path
-    if let walker = FileManager.default.enumerator(atPath: base) {
-      while let relative = walker.nextObject() as? String {
+    // Walked folder by folder, joining names ourselves: FileManager's enumerator cuts its
+    // relative paths by `Character`s, and for a name that starts with a combining mark (the
+    // "/" before it and the mark are one) it gave the full path, which named no file.
+    var folders = [""]
+    while let relativeFolder = folders.popLast() {
+      let full = relativeFolder.isEmpty ? base : base + "/" + relativeFolder
+      for name in ((try? FileManager.default.contentsOfDirectory(atPath: full)) ?? []).sortedAsBytes() {
+        let relative = relativeFolder.isEmpty ? name : relativeFolder + "/" + name
+        // As the enumerator did: into real folders, not through links to folders.
+        var st = stat()
+        guard lstat(base + "/" + relative, &st) == 0 else { continue }
+        if st.st_mode & S_IFMT == S_IFDIR {
+          folders.append(relative)
+          continue
+        }
         var d: ObjCBool = false
-        let full = base + "/" + relative
-        if FileManager.default.fileExists(atPath: full, isDirectory: &d), !d.boolValue {
-          files.append((URL(fileURLWithPath: full), relative))
+        if FileManager.default.fileExists(atPath: base + "/" + relative, isDirectory: &d), !d.boolValue {
+          files.append((URL(fileURLWithPath: base + "/" + relative), relative))
         }
       }
     }

@@ -11,7 +11,7 @@ extension MoveCommand {
   /// caller moves object by object (into a folder that exists, too, as gsutil merges).
   static func renamedAsFolder(_ source: StorageReference, _ target: StorageReference) async throws(CommandError) -> Bool {
     guard source.storage.api == .gcs, source.bucket == target.bucket, !source.fullPath.isEmpty, !target.fullPath.isEmpty,
-      !(target.fullPath + "/").hasPrefix(source.fullPath + "/")
+      !(target.fullPath + "/").hasBytePrefix(source.fullPath + "/")
     else { return false }
     do throws(StorageError) {
       // A folder only a placeholder makes (or no folder at all) is no resource; a target that

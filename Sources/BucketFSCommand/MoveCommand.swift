@@ -46,7 +46,7 @@ enum MoveCommand {
     renamingFolder: ((StorageReference, StorageReference) async throws(CommandError) -> Bool)? = nil
   ) async throws(CommandError) -> [Job] {
     let target = try await client.reference(dst)
-    let intoFolder = dst.hasSuffix("/") || target.fullPath.isEmpty
+    let intoFolder = dst.endsWithSlash || target.fullPath.isEmpty
     if let matches = try await WildcardMatches.expand(src, client, objectsOnly: true) {
       let refs = try matches.references(for: src)
       let names = try WildcardMatches.distinctLastNames(refs, into: dst)
@@ -75,7 +75,7 @@ enum MoveCommand {
     // folder's own placeholder (`a/`) and those of folders in it stay placeholders under the
     // new name (they became files `n`, `n/b`).
     let into = target.fullPath.isEmpty ? "" : target.fullPath + "/"
-    return names.map { Job(source: root.object(named: $0), target: target.root().object(named: into + $0.dropFirst(base.count)), known: nil) }
+    return names.map { Job(source: root.object(named: $0), target: target.root().object(named: into + ($0.afterBytePrefix(base) ?? $0)), known: nil) }
   }
 
   /// Copies every job, 16 at once; with `deleteSources`, deletes each source once copied.

@@ -26,7 +26,8 @@ struct WildcardMatches {
     let ref = try await client.reference(url)
     guard let pattern = ObjectPattern(ref.fullPath) else { return nil }
     let root = ref.root()
-    let folder = pattern.literalPrefix.range(of: "/", options: .backwards).map { String(pattern.literalPrefix[..<$0.lowerBound]) } ?? ""
+    let literal = pattern.literalPrefix
+    let folder = literal.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(decoding: literal.utf8[..<$0], as: UTF8.self) } ?? ""
     let base = folder.isEmpty ? root : root.object(named: folder)
     // matchGlob has `{a,b}` and escapes, which ObjectPattern takes literally: not sent then.
     let glob = objectsOnly && !ref.fullPath.contains(where: { "{}\\".contains($0) }) ? ref.fullPath : nil
@@ -47,14 +48,16 @@ struct WildcardMatches {
     } catch {
       throw .storage(error)
     }
-    let objects = listed.items.filter { !$0.hasSuffix("/") && pattern.matches($0) }
+    let objects = listed.items.filter { !$0.endsWithSlash && pattern.matches($0) }
     var folders = Set<ObjectName>()
     for name in listed.items where !objectsOnly {
-      var path = Substring(name)
-      while let slash = path.lastIndex(of: "/") {
+      // By bytes: "/" and a combining mark after it are one `Character`, not a "/".
+      var path = name.utf8[...]
+      while let slash = path.lastIndex(of: UInt8(ascii: "/")) {
         path = path[..<slash]
-        if path.count < folder.count { break }
-        if pattern.matches(String(path)) { folders.insert(ObjectName(String(path))) }
+        if path.count < folder.utf8.count { break }
+        let candidate = String(decoding: path, as: UTF8.self)
+        if pattern.matches(candidate) { folders.insert(ObjectName(candidate)) }
       }
     }
     if objects.isEmpty && folders.isEmpty { return nil }

@@ -119,9 +119,10 @@ public enum StorageError: Error, CustomNSError, CustomStringConvertible, @unchec
   /// `gs://bucket/object` → (bucket, object).
   private static func split(_ object: String) -> (String, String) {
     guard object.hasPrefix("gs://") else { return ("", "") }
-    let rest = object.dropFirst(5)
-    guard let slash = rest.firstIndex(of: "/") else { return (String(rest), "") }
-    return (String(rest[..<slash]), String(rest[rest.index(after: slash)...]))
+    // By bytes: a "/" and a combining mark after it are one `Character`.
+    let rest = object.droppingBytes(5)
+    guard let slash = rest.utf8.firstIndex(of: UInt8(ascii: "/")) else { return (rest, "") }
+    return (String(decoding: rest.utf8[..<slash], as: UTF8.self), String(decoding: rest.utf8[rest.utf8.index(after: slash)...], as: UTF8.self))
   }
 
   /// True when the failure is a local file's (the object and the server were fine).

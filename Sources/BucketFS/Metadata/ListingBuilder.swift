@@ -45,19 +45,21 @@ struct ListingBuilder {
     var out: [DirectoryEntry] = []
     // Placeholders first: a prefix's own object may come among this page's items.
     var placeholders: [ObjectName: ObjectSummary] = [:]
-    for (item, m) in zip(page.items, page.itemMetadata) where item.hasSuffix("/") {
+    for (item, m) in zip(page.items, page.itemMetadata) where item.endsWithSlash {
       if let m { placeholders[ObjectName(item)] = ObjectSummary(m) }
     }
     if let own = placeholders[ObjectName(listPrefix)] { folderObject("", .object(own.metadata)) }
+    // By bytes: "/" and a combining mark after it are one `Character`, so a count of
+    // characters cuts such a name one mark short, and "g" U+0600 "/" does not end in "/".
     for prefix in page.prefixes {
-      addFolder(String(prefix.dropFirst(listPrefix.count).dropLast()), full: prefix, page, placeholders, &out)
+      addFolder((prefix.afterBytePrefix(listPrefix) ?? prefix).withoutTrailingSlash, full: prefix, page, placeholders, &out)
     }
     for (item, metadata) in zip(page.items, page.itemMetadata) {
-      let name = String(item.dropFirst(listPrefix.count))
+      let name = item.afterBytePrefix(listPrefix) ?? item
       if name.isEmpty { continue }  // the folder's own placeholder
-      if name.hasSuffix("/"), Namespace.isValidName(String(name.dropLast())) {
+      if name.endsWithSlash, Namespace.isValidName(name.withoutTrailingSlash) {
         // A sub-folder's placeholder the list returned as an item.
-        addFolder(String(name.dropLast()), full: item, page, placeholders, &out)
+        addFolder(name.withoutTrailingSlash, full: item, page, placeholders, &out)
         continue
       }
       guard Namespace.isValidName(name) else {

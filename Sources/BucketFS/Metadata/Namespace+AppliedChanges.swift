@@ -8,8 +8,8 @@ extension Namespace {
   /// A change made through the mount reached the bucket: what is cached of the name and its
   /// folder gives way to the bucket as it is now.
   func applied(_ change: PendingChange, _ metadata: StorageMetadata?) {
-    let isFolder = change.name.hasSuffix("/")
-    let path = isFolder ? String(change.name.dropLast()) : change.name
+    let isFolder = change.name.endsWithSlash
+    let path = change.name.withoutTrailingSlash
     let (dir, name) = Self.split(path)
     missing.remove(path)
     files.remove(path)

@@ -70,8 +70,8 @@ extension Namespace {
             attributeSlots.release()
             _ = attributeFetches.withLock { $0.removeValue(forKey: ObjectName(name)) }
           }
-          if name.hasSuffix("/") {
-            await learnFolderObject(String(name.dropLast()))
+          if name.endsWithSlash {
+            await learnFolderObject(name.withoutTrailingSlash)
             return nil
           }
           guard let m = try? await client.metadata(of: name) else { return nil }

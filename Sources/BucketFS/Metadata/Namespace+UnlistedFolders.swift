@@ -65,7 +65,7 @@ extension Namespace {
 
   func queuedNames(_ dir: String) -> Set<ObjectName> {
     guard let source = queuedNamesSource.value else { return [] }
-    return Set(source(dir).map { $0.string.hasSuffix("/") ? ObjectName(String($0.string.dropLast())) : $0 })
+    return Set(source(dir).map { ObjectName($0.string.withoutTrailingSlash) })
   }
 
   /// Asks the server whether `path` is a folder (objects under it) or an object.

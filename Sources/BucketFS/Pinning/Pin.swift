@@ -40,7 +40,7 @@ struct Pin: Sendable {
   /// listing verifies each pass; a v0 listing has names only (`TreeWalk`).
   var lastVerified: Date?
 
-  var isFolder: Bool { target.string.isEmpty || target.string.hasSuffix("/") }
+  var isFolder: Bool { target.string.isEmpty || target.string.endsWithSlash }
 
   /// Whether object `name` is under this pin.
   func holds(_ name: String) -> Bool { isFolder ? name.hasBytePrefix(target.string) : ObjectName(name) == target }
@@ -51,7 +51,7 @@ struct Pin: Sendable {
 
   /// The objects whose bytes the pin keeps (folder placeholders have none worth a copy).
   static func files(of tree: [ObjectName: StorageMetadata]) -> [(name: String, metadata: StorageMetadata)] {
-    tree.filter { !$0.key.string.hasSuffix("/") }.sorted { $0.key < $1.key }.map { ($0.key.string, $0.value) }
+    tree.filter { !$0.key.string.endsWithSlash }.sorted { $0.key < $1.key }.map { ($0.key.string, $0.value) }
   }
 
   var files: [(name: String, metadata: StorageMetadata)] { Self.files(of: tree) }

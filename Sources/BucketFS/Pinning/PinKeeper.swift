@@ -350,7 +350,7 @@ final class PinKeeper: Sendable {
           guard newPrefix == nil || ObjectName.sameBytes(newPrefix!, prefix) else { return nil }
           newPrefix = prefix
         }
-        guard let newPrefix, newPrefix.hasSuffix("/") || newPrefix.isEmpty, !ObjectName.sameBytes(newPrefix, target) else { return nil }
+        guard let newPrefix, newPrefix.endsWithSlash || newPrefix.isEmpty, !ObjectName.sameBytes(newPrefix, target) else { return nil }
         return (target, newPrefix)
       }
     }

@@ -14,7 +14,7 @@ struct PinRename: Sendable {
   let source: String
   let target: String
 
-  var isFolder: Bool { source.hasSuffix("/") }
+  var isFolder: Bool { source.endsWithSlash }
 
   /// `name` (a full object name) under the rename's new name; nil when the rename leaves it.
   func moved(_ name: String) -> String? {
@@ -47,7 +47,7 @@ struct PinRename: Sendable {
       var m = metadata
       m.path = to
       renamed.tree[ObjectName(to)] = m
-      if !to.hasSuffix("/") { carried.append(Carried(from: name.string, to: to, metadata: m)) }
+      if !to.endsWithSlash { carried.append(Carried(from: name.string, to: to, metadata: m)) }
     }
     for (name, reason) in pin.failures {
       guard let to = moved(name.string) else { continue }

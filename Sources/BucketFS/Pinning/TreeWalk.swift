@@ -36,7 +36,7 @@ enum TreeWalk {
   static func objects(
     under target: String, client: any ObjectClient, known: [ObjectName: StorageMetadata] = [:]
   ) async throws(BucketError) -> Walked {
-    guard target.isEmpty || target.hasSuffix("/") else {
+    guard target.isEmpty || target.endsWithSlash else {
       do throws(BucketError) {
         return Walked(tree: [ObjectName(target): try await client.metadata(of: target)], asked: 1)
       } catch where error.code == .objectNotFound {

@@ -73,7 +73,7 @@ package final class StagingArea: Sendable {
   /// to the bucket yet. Its changes name objects below that folder, so a mount of another folder
   /// must never carry them out: each folder has its own (the whole bucket's is `queue`).
   package func queueFolder(prefix: String) -> URL {
-    let folderName = prefix.split(separator: "/").joined(separator: "/")
+    let folderName = prefix.slashSegments(omittingEmpty: true).joined(separator: "/")
     let name = folderName.isEmpty ? "queue" : "queue-" + StagingIndex.hash(folderName).prefix(16)
     return folder.appendingPathComponent(name, isDirectory: true)
   }

@@ -71,7 +71,7 @@ struct ChangeWorker: Sendable {
 
   func carryOut(_ taken: Taken) async -> Verdict {
     let change = taken.change
-    if change.name.hasSuffix("/") && change.kind == .metadata { return await folderMetadata(change) }
+    if change.name.endsWithSlash && change.kind == .metadata { return await folderMetadata(change) }
     let base: Int64? =
       switch taken.precondition {
       case .generation(let g): g
@@ -93,7 +93,7 @@ struct ChangeWorker: Sendable {
       case .upload:
         // A folder's placeholder: on a hierarchical bucket the folder itself is made first (a
         // placeholder alone leaves none that other clients see or that lasts when emptied).
-        if change.name.hasSuffix("/"), try await client.foldersAreResources() { try await client.createFolder(change.name) }
+        if change.name.endsWithSlash, try await client.foldersAreResources() { try await client.createFolder(change.name) }
         var custom = change.custom ?? [:]
         if let mtime = change.mtime { custom["mtime"] = KeptTime.format(mtime) }
         let session = UploadSession(url: change.sessionURL) { url in sessionOpened(change, url) }
@@ -117,7 +117,7 @@ struct ChangeWorker: Sendable {
         } catch where error.code == .objectNotFound {
           // Gone already: what the change wanted.
         }
-        if change.name.hasSuffix("/"), try await client.foldersAreResources() { return try await deleteFolder(change) }
+        if change.name.endsWithSlash, try await client.foldersAreResources() { return try await deleteFolder(change) }
         return .done(.generation(0), nil)
       }
     } catch where error.code == .objectNotFound && change.kind == .copy {
@@ -152,7 +152,7 @@ struct ChangeWorker: Sendable {
 
   /// The bucket did not hold the version `change` was based on.
   private func baseMoved(_ change: PendingChange, moves: Bool = false) async -> Verdict {
-    if change.name.hasSuffix("/") {
+    if change.name.endsWithSlash {
       // A folder placeholder someone else made (or removed) meanwhile: the folder is as wanted,
       // and gets the entries this one carried.
       guard change.kind == .upload, let custom = change.custom, !custom.isEmpty else { return .done(.unknown, nil) }

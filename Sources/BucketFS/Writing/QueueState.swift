@@ -527,7 +527,7 @@ struct QueueState {
 
   // MARK: what the mount shows
 
-  private static func spellingKey(_ name: String) -> String { name.hasSuffix("/") ? String(name.dropLast()) : name }
+  private static func spellingKey(_ name: String) -> String { name.withoutTrailingSlash }
 
   /// A spelling of `name` with other bytes that `String` takes for the same (canonically
   /// equal), queued by this mount: nil when there is none.

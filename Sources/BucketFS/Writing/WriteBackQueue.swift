@@ -421,7 +421,7 @@ package final class WriteBackQueue: Sendable {
   func view(_ name: String) -> LocalView? {
     guard let (last, size) = state.withLock({ $0.lastVisible(name) }) else { return nil }
     if last.kind == .delete { return .deleted }
-    if name.hasSuffix("/") { return .folder }
+    if name.endsWithSlash { return .folder }
     if let source = last.source { return .copied(source, mtime: last.mtime ?? Timestamp(seconds: 0)) }
     return .file(dataPath: journal.dataPath(last), size: size, mtime: last.mtime ?? Timestamp(seconds: 0))
   }

@@ -29,7 +29,7 @@ package enum ContentType {
 
   /// The type for `name`'s extension (case-insensitive), or `application/octet-stream`.
   package static func infer(fromName name: String) -> String {
-    let last = name.split(separator: "/").last.map(String.init) ?? name
+    let last = name.slashSegments(omittingEmpty: true).last ?? name
     guard let dot = last.lastIndex(of: "."), dot != last.startIndex else { return fallback }
     let ext = last[last.index(after: dot)...].lowercased()
     return byExtension[ext] ?? fallback

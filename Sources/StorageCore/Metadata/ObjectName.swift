@@ -57,4 +57,31 @@ extension String {
 
   /// Whether the string's UTF-8 bytes end with `suffix`'s.
   package func hasByteSuffix(_ suffix: String) -> Bool { utf8.count >= suffix.utf8.count && utf8.suffix(suffix.utf8.count).elementsEqual(suffix.utf8) }
+
+  /// What follows `prefix`'s bytes, or nil when these bytes do not begin with them.
+  /// (`dropFirst(prefix.count)` counts `Character`s: "g/" + U+0301 is two of them, not three.)
+  package func afterBytePrefix(_ prefix: String) -> String? { hasBytePrefix(prefix) ? droppingBytes(prefix.utf8.count) : nil }
+
+  /// These bytes without the last `count` (a cut before a suffix of whole characters).
+  package func droppingLastBytes(_ count: Int) -> String { String(decoding: utf8.dropLast(count), as: UTF8.self) }
+
+  /// Whether the last byte is "/" (`hasSuffix("/")` is false for "g" U+0600 "/": a prepended
+  /// concatenation mark and the slash after it are one `Character`).
+  package var endsWithSlash: Bool { utf8.last == UInt8(ascii: "/") }
+
+  /// Without its last byte when that is "/" (a folder's placeholder name to the folder's).
+  package var withoutTrailingSlash: String { endsWithSlash ? droppingLastBytes(1) : self }
+
+  /// The parts between "/" bytes. `split(separator: "/")` cuts at `Character`s, and a "/"
+  /// followed by a combining mark (U+0301, ZWJ, a variation selector) is one, not a "/".
+  package func slashSegments(omittingEmpty: Bool = false) -> [String] {
+    utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: omittingEmpty).map { String(decoding: $0, as: UTF8.self) }
+  }
+
+  /// What follows the last "/" byte (all of it when there is none).
+  package var lastSlashSegment: String {
+    guard let slash = utf8.lastIndex(of: UInt8(ascii: "/")) else { return self }
+    return String(decoding: utf8[utf8.index(after: slash)...], as: UTF8.self)
+  }
 }
+

@@ -85,12 +85,12 @@ public final class StorageMetadata: @unchecked Sendable, Equatable, CustomString
   public var downloadTokens: String? { get { get(\.downloadTokens) } set { set(\.downloadTokens, newValue) } }
 
   /// The last component of `path`.
-  public var name: String? { path.map { String($0.split(separator: "/").last ?? "") } }
+  public var name: String? { path.map { $0.slashSegments(omittingEmpty: true).last ?? "" } }
 
   /// True for an object's metadata (the SDK's `isFile`); metadata made by hand is neither.
-  public var isFile: Bool { path.map { !$0.hasSuffix("/") } ?? false }
+  public var isFile: Bool { path.map { !$0.endsWithSlash } ?? false }
   /// True for a folder placeholder (a name ending in `/`).
-  public var isFolder: Bool { path?.hasSuffix("/") ?? false }
+  public var isFolder: Bool { path?.endsWithSlash ?? false }
 
   /// The object this metadata describes, through `storage` (nil without a name or bucket).
   public func storageReference(in storage: Storage) -> StorageReference? {

@@ -12,8 +12,9 @@ package struct StoragePath: Sendable, Hashable {
   }
 
   /// Collapses repeated slashes and drops leading and trailing ones, as the iOS and Android SDKs do.
+  /// At "/" bytes: a "/" followed by a combining mark is one `Character`, not a "/".
   package static func normalize(_ path: String) -> String {
-    path.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
+    path.slashSegments(omittingEmpty: true).joined(separator: "/")
   }
 
   /// Parses the URL forms a reference can be made from: `gs://bucket/path`,
@@ -29,24 +30,24 @@ package struct StoragePath: Sendable, Hashable {
       StorageError(code: .invalidArgument, object: url, detail: why)
     }
     if url.hasPrefix("gs://") {
-      let rest = url.dropFirst(5)
-      let slash = rest.firstIndex(of: "/") ?? rest.endIndex
-      let bucket = String(rest[..<slash])
+      // By bytes: in "gs://b/" U+0301 "x" the slash and the accent are one `Character`.
+      let rest = url.droppingBytes(5)
+      let slash = rest.utf8.firstIndex(of: UInt8(ascii: "/")) ?? rest.utf8.endIndex
+      let bucket = String(decoding: rest.utf8[..<slash], as: UTF8.self)
       guard !bucket.isEmpty else { throw bad("a gs:// URL needs a bucket name") }
-      var object = slash == rest.endIndex ? "" : String(rest[rest.index(after: slash)...])
+      let object = slash == rest.utf8.endIndex ? "" : String(decoding: rest.utf8[rest.utf8.index(after: slash)...], as: UTF8.self)
       guard exactNames else { return StoragePath(bucket: bucket, object: normalize(object)) }
-      if object.hasSuffix("/") { object.removeLast() }
-      return StoragePath(bucket: bucket, object: object)
+      return StoragePath(bucket: bucket, object: object.withoutTrailingSlash)
     }
     guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
       throw bad("not a gs:// or http(s):// storage URL")
     }
-    let afterScheme = url[url.range(of: "://")!.upperBound...]
-    let pathStart = afterScheme.firstIndex(of: "/") ?? afterScheme.endIndex
-    let host = afterScheme[..<pathStart]
+    let afterScheme = url.droppingBytes(url.hasPrefix("https://") ? 8 : 7).utf8
+    let pathStart = afterScheme.firstIndex(of: UInt8(ascii: "/")) ?? afterScheme.endIndex
+    let host = String(decoding: afterScheme[..<pathStart], as: UTF8.self)
     var path = afterScheme[pathStart...]
-    if let q = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<q] }
-    let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+    if let q = path.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) { path = path[..<q] }
+    let segments = String(decoding: path, as: UTF8.self).slashSegments().dropFirst().map { $0 }
 
     // /v0/b/BUCKET[/o[/ENCODED]] and /storage/v1/b/BUCKET[/o[/ENCODED]]
     var index = 0

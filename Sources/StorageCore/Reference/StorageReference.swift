@@ -12,7 +12,7 @@ public struct StorageReference: Sendable, CustomStringConvertible, Hashable {
 
   public var bucket: String { path.bucket }
   public var fullPath: String { path.object }
-  public var name: String { String(path.object.split(separator: "/").last ?? "") }
+  public var name: String { path.object.slashSegments(omittingEmpty: true).last ?? "" }
   public var description: String { "gs://\(path.bucket)/\(path.object)" }
 
   public static func == (a: StorageReference, b: StorageReference) -> Bool {
@@ -27,7 +27,7 @@ public struct StorageReference: Sendable, CustomStringConvertible, Hashable {
   /// The enclosing folder; `nil` for the root.
   public func parent() -> StorageReference? {
     guard !fullPath.isEmpty else { return nil }
-    var parts = fullPath.split(separator: "/")
+    var parts = fullPath.slashSegments(omittingEmpty: true)
     parts.removeLast()
     return StorageReference(storage: storage, path: StoragePath(bucket: bucket, object: parts.joined(separator: "/")))
   }
