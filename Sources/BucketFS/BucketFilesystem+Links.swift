@@ -29,7 +29,7 @@ extension BucketFilesystem {
       guard m.size > 0, m.size <= SymlinkObject.maxTarget else { throw FSError(EIO) }
       // A staged (pinned) link reads offline too.
       if let staged = staging?.read(client.bucketName(name), generation: m.generation, offset: 0, count: Int(m.size))?.data(),
-        staged.count == Int(m.size), let target = String(data: staged, encoding: .utf8), !target.isEmpty
+        staged.count == Int(m.size), let target = String(validating: staged, as: UTF8.self), !target.isEmpty
       {
         return target
       }
@@ -40,7 +40,7 @@ extension BucketFilesystem {
         throw FSError(error)
       }
     }
-    guard let target = String(data: bytes, encoding: .utf8), !target.isEmpty else { throw FSError(EIO) }
+    guard let target = String(validating: bytes, as: UTF8.self), !target.isEmpty else { throw FSError(EIO) }
     return target
   }
 

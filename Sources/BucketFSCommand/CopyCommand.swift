@@ -106,7 +106,8 @@ enum CopyCommand {
     }
     if isDir.boolValue { throw .usage("\(src) is a folder: use cp -r") }
     guard FileManager.default.isReadableFile(atPath: src) else { throw .local(src, "permission denied") }
-    let name = URL(fileURLWithPath: src).lastPathComponent
+    // The file's own name, bytes exactly (`URL.lastPathComponent` drops a leading U+FEFF).
+    let name = URL(fileURLWithPath: src).standardizedFileURL.path.lastSlashSegment
     if keepName || target.fullPath.isEmpty { target = target.child(name) }
     let bar = ProgressBar(label: name)
     let task = target.putFile(from: URL(fileURLWithPath: src), preconditions: preconditions)

@@ -45,4 +45,30 @@ import Testing
       }
     }
   }
+
+  /// Issue 55 F2: a file whose name begins with U+FEFF, uploaded into the bucket's root beside
+  /// the same name without it, is its own object. The upload took the name from
+  /// `URL.lastPathComponent`, and the emulator decoded it with `removingPercentEncoding` and
+  /// `JSONSerialization`: each drops the mark, and the second upload replaced the first.
+  @Test(arguments: ["firebase", "gcs"]) func aLeadingByteOrderMarkIsKept(api: String) throws {
+    try scope(ServeProcess()) { server in
+      let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cli-bom-\(UUID().uuidString)").path
+      defer { try? FileManager.default.removeItem(atPath: dir) }
+      try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+      let files = [("rootfile", Data("plain".utf8)), ("\u{FEFF}rootfile", Data("with the mark".utf8))]
+      let api = ["--api", api, "--emulator", server.address]
+      for (name, data) in files {
+        #expect(FileManager.default.createFile(atPath: dir + "/" + name, contents: data))
+        let r = try runBucketfs(["cp", "--no-progress", dir + "/" + name, "gs://bk/"] + api)
+        #expect(r.status == 0, "\(r.stderr)")
+      }
+      for (name, data) in files {
+        let r = try runBucketfs(["cat", "gs://bk/" + name] + api)
+        #expect(r.status == 0 && r.stdout == data, "\(name.debugDescription): \(r.stderr)")
+      }
+      let r = try runBucketfs(["ls", "gs://bk/"] + api)
+      #expect(r.stdout.split(separator: UInt8(ascii: "\n")).count == 2, "\(r.out.debugDescription)")
+    }
+  }
 }
+

@@ -43,3 +43,49 @@ extension NameTwinTests {
     }
   }
 }
+
+/// Issue 55 F2: a name that begins with U+FEFF (a byte order mark) keeps it, at the bucket's
+/// root and in a pinned folder offline. Foundation's decoders drop such a mark where a string
+/// begins (`removingPercentEncoding`, and `JSONSerialization` after every escape, so
+/// "p\/" U+FEFF "bom" in a pin's record came back "p/bom"): the root showed "rootfile" once
+/// with the plain file's bytes, and a pinned folder offline showed "bom" and read EIO.
+extension NameTwinTests {
+  static let marks: [(String, Data)] = [
+    ("rootfile", Data("plain root file".utf8)),
+    ("\u{FEFF}rootfile", Data("the root file with a mark".utf8)),
+    ("\u{FEFF}top/y", Data("in the marked root folder".utf8)),
+    ("bp/plain", Data("plain".utf8)),
+    ("bp/\u{FEFF}bom", Data("bom file".utf8)),
+    ("bp/\u{FEFF}dir/x", Data("in the marked folder".utf8)),
+  ]
+
+  static func checkMarks(_ m: MountedBucket, _ label: String, root: Bool) throws {
+    if root {
+      let listed = try #require(namesAsBytes(m.mountpoint.path), "\(label)")
+      #expect(
+        Set(["rootfile", "\u{FEFF}rootfile", "\u{FEFF}top", "bp"].map { Array($0.utf8) }).isSubset(of: Set(listed)),
+        "\(label): \(listed.map { String(decoding: $0, as: UTF8.self).debugDescription })")
+    }
+    let bp = try #require(namesAsBytes(m.path("bp")), "\(label)")
+    #expect(bp.count == 3 && Set(bp) == Set(["plain", "\u{FEFF}bom", "\u{FEFF}dir"].map { Array($0.utf8) }), "\(label): \(bp)")
+    for (name, data) in marks where root || name.hasBytePrefix("bp/") {
+      #expect(readFile(m.path(name)) == .success(data), "\(label): \(name.debugDescription)")
+    }
+  }
+
+  @Test(arguments: ["firebase", "gcs"]) func byteOrderMarksStayOnlineAndOffline(api: String) async throws {
+    try await MountFixture.scope { fx in
+      for (name, data) in Self.marks { _ = try await fx.put(name, data) }
+      let m = try fx.mount(extra: ["--api", api], name: "bom-\(api)")
+      try Self.checkMarks(m, "\(api), online", root: true)
+      for folder in ["bp", "\u{FEFF}top"] {
+        let (status, output) = runTool(bucketfsBinary, ["pin", m.path(folder)], timeout: .seconds(120))
+        #expect(status == 0, "\(api): pin \(folder.debugDescription): \(output)")
+      }
+      m.unmount()
+      let offline = try fx.mount(options: ["offline"], extra: ["--api", api], name: "bom-offline-\(api)")
+      try Self.checkMarks(offline, "\(api), offline", root: false)
+      #expect(readFile(offline.path("\u{FEFF}top/y")) == .success(Data("in the marked root folder".utf8)), "\(api), offline")
+    }
+  }
+}

@@ -96,7 +96,7 @@ struct PinStore: Sendable {
   }
 
   private static func decode(_ data: Data) -> (Pin, Follows?)? {
-    guard let dict = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let target = dict["target"] as? String else {
+    guard let dict = try? ExactText.jsonObject(with: data) as? [String: Any], let target = dict["target"] as? String else {
       return nil
     }
     var tree: [ObjectName: StorageMetadata] = [:]

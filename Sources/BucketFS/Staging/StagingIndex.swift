@@ -99,7 +99,7 @@ final class StagingIndex: Sendable {
       let key = String(file.dropLast(5))
       let data = paths(key).data
       guard let json = fm.contents(atPath: full),
-        let dict = try? JSONSerialization.jsonObject(with: json) as? [String: Any],
+        let dict = try? ExactText.jsonObject(with: json) as? [String: Any],
         let name = dict["name"] as? String, fm.fileExists(atPath: data.path)
       else {
         unlink(full)

@@ -183,7 +183,7 @@ public final class StorageMetadata: @unchecked Sendable, Equatable, CustomString
   }
 
   public convenience init(data: Data) throws(StorageError) {
-    guard let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+    guard let json = try? ExactText.jsonObject(with: data) as? [String: Any] else {
       throw StorageError(code: .unknown, object: "", detail: "the server sent metadata that is not a JSON object")
     }
     self.init(dictionary: json)

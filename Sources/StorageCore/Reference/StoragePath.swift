@@ -64,14 +64,14 @@ package struct StoragePath: Sendable, Hashable {
       guard segments.count > index + 1, segments[index] == "b", !segments[index + 1].isEmpty else {
         throw bad("expected …/b/BUCKET/o/OBJECT in the URL path")
       }
-      guard let bucket = segments[index + 1].removingPercentEncoding else {
+      guard let bucket = segments[index + 1].exactPercentDecoded else {
         throw bad("bad percent-encoding in the bucket")
       }
       var object = ""
       if segments.count > index + 2 {
         guard segments[index + 2] == "o" else { throw bad("expected /o/ after the bucket") }
         let encoded = segments[(index + 3)...].joined(separator: "/")
-        guard let decoded = encoded.removingPercentEncoding else {
+        guard let decoded = encoded.exactPercentDecoded else {
           throw bad("bad percent-encoding in the object name")
         }
         object = decoded
@@ -81,7 +81,7 @@ package struct StoragePath: Sendable, Hashable {
     if host == "storage.googleapis.com" || host == "storage.cloud.google.com" {
       guard segments.count >= 1, !segments[0].isEmpty else { throw bad("no bucket in the URL") }
       let encoded = segments.dropFirst().joined(separator: "/")
-      guard let object = encoded.removingPercentEncoding else {
+      guard let object = encoded.exactPercentDecoded else {
         throw bad("bad percent-encoding in the object name")
       }
       return StoragePath(bucket: segments[0], object: normalize(object))

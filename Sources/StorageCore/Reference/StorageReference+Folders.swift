@@ -30,7 +30,7 @@ extension StorageReference {
     } catch where [400, 403, 404, 405, 501].contains(error.httpStatus ?? 0) {
       return false
     }
-    let json = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any]
+    let json = (try? ExactText.jsonObject(with: response.body)) as? [String: Any]
     return (json?["hierarchicalNamespace"] as? [String: Any])?["enabled"] as? Bool == true
   }
 
@@ -132,7 +132,7 @@ extension StorageReference {
   private static func operationState(_ body: Data, object: String) throws(StorageError)
     -> (id: String, done: Bool, percent: Int?, error: StorageError?)
   {
-    guard let json = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any], let name = json["name"] as? String,
+    guard let json = (try? ExactText.jsonObject(with: body)) as? [String: Any], let name = json["name"] as? String,
       let id = name.split(separator: "/").last
     else {
       throw StorageError(code: .unknown, object: object, detail: "the server's answer is not a long-running operation")

@@ -273,7 +273,7 @@ extension StorageReference {
       guard let request = storage.wire.copy(path, generation: generation, to: target.path, preconditions: preconditions, rewriteToken: token)
       else { throw StorageError(code: .invalidArgument, object: description, detail: "this API has no server-side copy") }
       let response = try await runnerForOperations.run(request)
-      guard let json = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] else {
+      guard let json = (try? ExactText.jsonObject(with: response.body)) as? [String: Any] else {
         throw StorageError(code: .unknown, object: description, detail: "the copy's answer is not JSON")
       }
       // copyTo answers the object; rewriteTo a progress report holding it once done.
@@ -319,7 +319,7 @@ extension StorageReference {
       if let here = try? await getMetadata(), ifSourceGenerationMatch.map({ $0 == here.generation }) ?? true { throw unsupported }
       throw error
     }
-    guard let json = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] else {
+    guard let json = (try? ExactText.jsonObject(with: response.body)) as? [String: Any] else {
       throw StorageError(code: .unknown, object: description, detail: "the move's answer is not JSON")
     }
     return StorageMetadata(dictionary: json).through(target)

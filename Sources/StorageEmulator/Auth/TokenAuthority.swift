@@ -101,8 +101,8 @@ public final class TokenAuthority: Sendable {
     var out: [String: String] = [:]
     for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
       let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-      let key = String(kv[0]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
-      let value = kv.count > 1 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
+      let key = String(kv[0]).replacingOccurrences(of: "+", with: " ").exactPercentDecoded ?? ""
+      let value = kv.count > 1 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").exactPercentDecoded ?? "") : ""
       out[key] = value
     }
     return out

@@ -149,7 +149,7 @@ struct HTTPConnection {
       let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
       let rawKey = String(kv[0]).replacingOccurrences(of: "+", with: " ")
       let rawValue = kv.count > 1 ? String(kv[1]).replacingOccurrences(of: "+", with: " ") : ""
-      guard let key = rawKey.removingPercentEncoding, let value = rawValue.removingPercentEncoding else {
+      guard let key = rawKey.exactPercentDecoded, let value = rawValue.exactPercentDecoded else {
         return nil
       }
       out[key] = value

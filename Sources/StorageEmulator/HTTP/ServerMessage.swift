@@ -19,7 +19,7 @@ struct ServerRequest {
   func jsonObjectBody() -> [String: Any]? {
     guard let data = try? body.readAll(limit: 1 << 20) else { return nil }
     if data.isEmpty { return [:] }
-    return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+    return (try? ExactText.jsonObject(with: data)) as? [String: Any]
   }
 }
 

@@ -13,13 +13,13 @@ struct FirebaseRoutes {
   static func parse(_ path: String) -> (bucket: String, object: String?)? {
     let segments = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
     guard segments.count >= 4, segments[0].isEmpty, segments[1] == "v0", segments[2] == "b",
-      !segments[3].isEmpty, let bucket = segments[3].removingPercentEncoding
+      !segments[3].isEmpty, let bucket = segments[3].exactPercentDecoded
     else { return nil }
     if segments.count == 4 { return (bucket, nil) }
     guard segments[4] == "o" else { return nil }
     if segments.count == 5 { return (bucket, nil) }
     let encoded = segments[5...].joined(separator: "/")
-    guard let object = encoded.removingPercentEncoding else { return nil }
+    guard let object = encoded.exactPercentDecoded else { return nil }
     return (bucket, object.isEmpty ? nil : object)
   }
 
@@ -213,7 +213,7 @@ struct FirebaseRoutes {
       guard let body = try? request.body.readAll(limit: 1 << 20) else { return .error(400, "bad metadata body") }
       var metadata: [String: Any] = [:]
       if !body.isEmpty {
-        guard let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else {
+        guard let json = try? ExactText.jsonObject(with: body) as? [String: Any] else {
           return .error(400, "the metadata must be a JSON object")
         }
         metadata = json
@@ -255,7 +255,7 @@ struct FirebaseRoutes {
       if case .malformed(let why) = error { return .error(400, why) }
       return .error(400, "bad multipart body")
     }
-    guard let json = try? JSONSerialization.jsonObject(with: upload.metadata) as? [String: Any] else {
+    guard let json = try? ExactText.jsonObject(with: upload.metadata) as? [String: Any] else {
       unlink(upload.temporaryPath)
       return .error(400, "a multipart upload needs a JSON part and a media part")
     }

@@ -83,7 +83,7 @@ extension GCSRoutes {
   /// "destination": {…}}`: 1 to 32 objects of the same bucket, in order.
   func compose(bucket: String, name: String, request: inout ServerRequest) -> ServerResponse {
     guard let body = try? request.body.readAll(limit: 1 << 20),
-      let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
+      let json = try? ExactText.jsonObject(with: body) as? [String: Any],
       let list = json["sourceObjects"] as? [[String: Any]]
     else { return Self.error(400, "required", "Required field sourceObjects is missing") }
     guard (1...32).contains(list.count) else {

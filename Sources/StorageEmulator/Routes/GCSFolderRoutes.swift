@@ -75,7 +75,7 @@ extension GCSRoutes {
       }
       var start = request.query["startOffset"]
       if let token = request.query["pageToken"] {
-        guard let data = Data(base64Encoded: token), let name = String(data: data, encoding: .utf8) else {
+        guard let data = Data(base64Encoded: token), let name = String(validating: data, as: UTF8.self) else {
           return Self.error(400, "invalid", "Invalid page token")
         }
         start = name

@@ -55,7 +55,7 @@ enum GCSRoute: Equatable {
       self = .buckets
       return
     }
-    guard let bucket = first.removingPercentEncoding else { return nil }
+    guard let bucket = first.exactPercentDecoded else { return nil }
     segments.removeFirst()
     guard let kind = segments.first else {
       guard service == .storage else { return nil }
@@ -76,7 +76,7 @@ enum GCSRoute: Equatable {
       return
     }
     if kind == "operations" && segments.count == 2 && service == .storage {
-      guard let id = segments[1].removingPercentEncoding, !id.isEmpty else { return nil }
+      guard let id = segments[1].exactPercentDecoded, !id.isEmpty else { return nil }
       self = .operation(bucket: bucket, id: id)
       return
     }
@@ -93,18 +93,18 @@ enum GCSRoute: Equatable {
     if method == "POST", service == .storage, let verb = segments.firstIndex(of: "moveTo"), verb > 0, segments.count > verb + 2,
       segments[verb + 1] == "o"
     {
-      guard let source = segments[..<verb].joined(separator: "/").removingPercentEncoding,
-        let target = segments[(verb + 2)...].joined(separator: "/").removingPercentEncoding, !source.isEmpty, !target.isEmpty
+      guard let source = segments[..<verb].joined(separator: "/").exactPercentDecoded,
+        let target = segments[(verb + 2)...].joined(separator: "/").exactPercentDecoded, !source.isEmpty, !target.isEmpty
       else { return nil }
       self = .move(bucket: bucket, source: source, target: target)
       return
     }
     if method == "POST", service == .storage, segments.count == 2, segments[1] == "compose" {
-      guard let name = segments[0].removingPercentEncoding, !name.isEmpty else { return nil }
+      guard let name = segments[0].exactPercentDecoded, !name.isEmpty else { return nil }
       self = .compose(bucket: bucket, name: name)
       return
     }
-    guard let name = segments.joined(separator: "/").removingPercentEncoding, !name.isEmpty else { return nil }
+    guard let name = segments.joined(separator: "/").exactPercentDecoded, !name.isEmpty else { return nil }
     self = .object(service: service, bucket: bucket, name: name)
   }
 
@@ -113,12 +113,12 @@ enum GCSRoute: Equatable {
   private static func folder(bucket: String, _ segments: [String], method: String) -> GCSRoute? {
     if segments.isEmpty || segments == [""] { return .folders(bucket) }
     if method == "POST", let verb = segments.firstIndex(of: "renameTo"), verb > 0, segments.count > verb + 2, segments[verb + 1] == "folders" {
-      guard let source = segments[..<verb].joined(separator: "/").removingPercentEncoding,
-        let target = segments[(verb + 2)...].joined(separator: "/").removingPercentEncoding
+      guard let source = segments[..<verb].joined(separator: "/").exactPercentDecoded,
+        let target = segments[(verb + 2)...].joined(separator: "/").exactPercentDecoded
       else { return nil }
       return .renameFolder(bucket: bucket, source: Self.folderName(source), target: Self.folderName(target))
     }
-    guard let name = segments.joined(separator: "/").removingPercentEncoding, !name.isEmpty else { return nil }
+    guard let name = segments.joined(separator: "/").exactPercentDecoded, !name.isEmpty else { return nil }
     return .folder(bucket: bucket, name: Self.folderName(name))
   }
 
@@ -130,9 +130,9 @@ enum GCSRoute: Equatable {
   private static func copy(bucket: String, _ segments: [String]) -> Copy? {
     guard let verb = segments.firstIndex(where: { $0 == "rewriteTo" || $0 == "copyTo" }), verb > 0,
       segments.count > verb + 4, segments[verb + 1] == "b", segments[verb + 3] == "o",
-      let source = segments[..<verb].joined(separator: "/").removingPercentEncoding,
-      let targetBucket = segments[verb + 2].removingPercentEncoding,
-      let target = segments[(verb + 4)...].joined(separator: "/").removingPercentEncoding,
+      let source = segments[..<verb].joined(separator: "/").exactPercentDecoded,
+      let targetBucket = segments[verb + 2].exactPercentDecoded,
+      let target = segments[(verb + 4)...].joined(separator: "/").exactPercentDecoded,
       !source.isEmpty, !target.isEmpty
     else { return nil }
     return Copy(bucket: bucket, source: source, targetBucket: targetBucket, target: target, rewrite: segments[verb] == "rewriteTo")

@@ -24,7 +24,7 @@ struct GCSRoutes {
       answer.headers.contains(where: { $0.0 == "Content-Type" && $0.1.hasPrefix("application/json") })
     else { return answer }
     guard let selector = FieldSelector(text) else { return Self.error(400, "invalidParameter", "Invalid field selection \(text)") }
-    guard let json = try? JSONSerialization.jsonObject(with: data) else { return answer }
+    guard let json = try? ExactText.jsonObject(with: data) else { return answer }
     var cut = answer
     cut.body = .data(JSONWriter.data(selector.apply(json)))
     return cut
@@ -172,7 +172,7 @@ struct GCSRoutes {
         if case .malformed(let why) = error { return Self.error(400, "invalid", why) }
         return Self.error(400, "invalid", "bad body")
       }
-      guard let json = try? JSONSerialization.jsonObject(with: upload.metadata) as? [String: Any] else {
+      guard let json = try? ExactText.jsonObject(with: upload.metadata) as? [String: Any] else {
         unlink(upload.temporaryPath)
         return Self.error(400, "invalid", "a multipart upload needs a JSON part and a media part")
       }
@@ -204,7 +204,7 @@ struct GCSRoutes {
       return .json(200, record.gcsResource(base: request.publicBase))
     case "resumable":
       let body = (try? request.body.readAll(limit: 1 << 20)) ?? Data()
-      var metadata = (body.isEmpty ? [:] : (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]) ?? [:]
+      var metadata = (body.isEmpty ? [:] : (try? ExactText.jsonObject(with: body)) as? [String: Any]) ?? [:]
       guard let name = (metadata["name"] as? String) ?? request.query["name"], !name.isEmpty else {
         return Self.error(400, "required", "name is required")
       }
