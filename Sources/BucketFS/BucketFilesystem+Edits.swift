@@ -362,8 +362,7 @@ extension BucketFilesystem {
     func write(at offset: Int64) throws(FSError) -> Int {
       // Queued bytes are never evicted: past the staging budget (the queue's bytes, and what
       // every file open for writing takes) a write fails, and nothing queued is lost.
-      let sizeBefore = edit.size
-      let length = max(sizeBefore, offset + Int64(data.count))
+      let length = max(edit.size, offset + Int64(data.count))
       let others = writeBack.edits.room.bytes - edit.countedBytes
       if writeBack.queue.queuedBytes + others + length > options.stagingSize {
         noRoom(for: edit, length: length, others: others)
@@ -382,16 +381,15 @@ extension BucketFilesystem {
         edit.writeFailed(e)
         throw FSError(e)
       }
-      edit.wrote(data, at: offset, sizeBefore: sizeBefore)
+      edit.wrote(data, at: offset)
       edit.changed()
       if offset + Int64(n) > edit.countedBytes { edit.countLength() }
       return n
     }
     // The kernel put an append at the size it cached, which may be another version's (the mount
-    // moved on since, or someone else's bytes came in): the end is the edit's own. A plain
-    // write that raced another writer's append goes there too (`EditHandle.landing`).
+    // moved on since, or someone else's bytes came in): the end is the edit's own.
     let (n, end) = try edit.writing.withLock { _ throws(FSError) -> (Int, Int64) in
-      let end = opened.landing(offset, count: data.count, size: edit.size, writtenFrom: edit.writtenFrom)
+      let end = opened.access == .appending ? edit.size : offset
       return (try write(at: end), end)
     }
     if end != offset { forgetKernelCache(of: opened.ino) }

@@ -791,12 +791,7 @@ package final class BucketFilesystem: Sendable {
     if !node.isDirectory, !inodes.standsForItsPath(ino), let version = shownVersion(ino, handle: handle) {
       return attributes(ino: ino, directory: false, metadata: version)
     }
-    if let edit = writeBack?.edits[node.path] {
-      let attrs = attributes(ino: ino, edit: edit)
-      // What `lseek(SEEK_END)` through a handle of the edit finds: where a write there lands.
-      if let handle, case .edit(let opened)? = fileHandles[handle], opened.edit === edit { opened.told(size: attrs.size) }
-      return attrs
-    }
+    if let edit = writeBack?.edits[node.path] { return attributes(ino: ino, edit: edit) }
     let local = localEntry(node.path)
     if local.isChanged {
       // Removed here: the async path answers ENOENT.

@@ -98,12 +98,10 @@ import Testing
     done
     """#
 
-  /// The same as `pacedAppender` from Python, `open(FILE, "a")` per line; with "seekend" after
-  /// the others, `O_WRONLY` and `lseek(SEEK_END)`, then `write` (an append by position).
+  /// The same as `pacedAppender` from Python, `open(FILE, "a")` per line.
   static let pythonAppender = #"""
-    import os, random, sys, time
+    import random, sys, time
     path, tag, seconds, acked, tried = sys.argv[1:6]
-    seek_end = sys.argv[6:] == ["seekend"]
     end = time.time() + float(seconds)
     i = 0
     while time.time() < end:
@@ -111,30 +109,13 @@ import Testing
         line = f"{tag}-{i}\n"
         with open(tried, "a") as t: t.write(line)
         try:
-            if seek_end:
-                fd = os.open(path, os.O_WRONLY)
-                try:
-                    os.lseek(fd, 0, os.SEEK_END)
-                    if os.write(fd, line.encode()) != len(line): raise OSError("short write")
-                finally:
-                    os.close(fd)
-            else:
-                with open(path, "a") as f: f.write(line)
+            with open(path, "a") as f: f.write(line)
             ok = acked
         except OSError:
             ok = acked + ".failed"
         with open(ok, "a") as a: a.write(line)
         i += 1
     """#
-
-  /// A second writer of each mount, beside its shell appender.
-  enum Companion {
-    /// `open(FILE, "a")`: `O_APPEND`.
-    case appending
-    /// `O_WRONLY`, `lseek(SEEK_END)`, `write`: writes at the end it was told, which another
-    /// writer of the mount may move on between the seek and the write.
-    case seekingToTheEnd
-  }
 
   func lines(_ url: URL) -> [String] {
     ((try? String(contentsOf: url, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
@@ -147,9 +128,9 @@ import Testing
   /// (`kill -9`) and it is mounted again on the same staging folder: what its queue held,
   /// merges under way too, lands once, none lost and none twice.
   /// `seeded`: the object starts this many bytes long (whole lines), so that an edit takes a
-  /// while to start from it; `companion`: a Python writer beside each mount's shell appender.
+  /// while to start from it; `twoPerMount`: a Python appender beside each mount's shell one.
   func run(
-    api: String, mounts count: Int, seconds: Int = 10, paced: Bool = false, killAfter: Int? = nil, seeded: Int = 0, companion: Companion? = nil
+    api: String, mounts count: Int, seconds: Int = 10, paced: Bool = false, killAfter: Int? = nil, seeded: Int = 0, twoPerMount: Bool = false
   ) async throws {
     try await MountFixture.scope { fx in
       let seedLine = "seed " + String(repeating: "s", count: 94) + "\n"
@@ -186,13 +167,11 @@ import Testing
         let args = [appender.path, m.path("log/f"), "M\(n)", String(seconds), notes.appendingPathComponent("M\(n).acked").path, tried[n], outsideAcked.path]
         writers.append(try ChildProcess("/bin/sh", args, environment: environment))
       }
-      if let companion {
+      if twoPerMount {
         let python = notes.appendingPathComponent("append.py")
         try Self.pythonAppender.write(to: python, atomically: true, encoding: .utf8)
         for (n, m) in mounts.enumerated() {
-          let args =
-            [python.path, m.path("log/f"), "P\(n)", String(seconds), notes.appendingPathComponent("P\(n).acked").path, notes.appendingPathComponent("P\(n).tried").path]
-            + (companion == .seekingToTheEnd ? ["seekend"] : [])
+          let args = [python.path, m.path("log/f"), "P\(n)", String(seconds), notes.appendingPathComponent("P\(n).acked").path, notes.appendingPathComponent("P\(n).tried").path]
           let errors = notes.appendingPathComponent("P\(n).errors").path
           writers.append(try ChildProcess("/bin/sh", ["-c", "exec /usr/bin/python3 \"$@\" 2>>'\(errors)'", "python"] + args, environment: environment))
         }
@@ -298,18 +277,7 @@ import Testing
   /// its close then replaced that change, losing a line, and went beside as a conflict copy
   /// (3 of 10 runs of the adversary's script over GCS).
   @Test(arguments: ["firebase", "gcs"]) func twoAppendersPerMountOnALargeObjectLoseNoLine(api: String) async throws {
-    for _ in 0..<2 { try await run(api: api, mounts: 2, seconds: 6, paced: true, seeded: 5_500_000, companion: .appending) }
-  }
-
-  /// Adversary finding G8 (issue 54): beside the shell's `>>`, a program that opens the file
-  /// `O_WRONLY`, seeks to the end and writes a line, each on its own clock, and the outside
-  /// writer. When the shell appended between the program's seek and its write, the write landed
-  /// over the shell's line where it was sent: the close queued bytes that rewrote what the
-  /// shell's close had queued, no append, so they went beside as a conflict copy and every
-  /// close after them followed (tens of lines only in `f.conflict-…`), or the shell's line was
-  /// gone before its close queued it. The write lands at the end, as the append it is.
-  @Test(arguments: ["firebase", "gcs"]) func aWriterSeekingToTheEndBesideAnAppenderLosesNoLine(api: String) async throws {
-    for _ in 0..<3 { try await run(api: api, mounts: 1, seconds: 8, paced: true, companion: .seekingToTheEnd) }
+    for _ in 0..<2 { try await run(api: api, mounts: 2, seconds: 6, paced: true, seeded: 5_500_000, twoPerMount: true) }
   }
 
   /// No turn-taking: every writer on its own clock, twice over for each shape.

@@ -62,9 +62,6 @@ final class LocalEdits: Sendable {
       var startedOn: UInt64?
       /// The watch as it was before the last take, for `undoTake`.
       var appendsBeforeTake: AppendWatch?
-      /// Where the bytes that appends alone made begin: past the last truncation (or extension)
-      /// and past the last write that left a hole before it.
-      var writtenFrom: Int64 = 0
     }
 
     /// Who writes the file: the daemon, a request per write; or the kernel itself, by
@@ -280,10 +277,7 @@ final class LocalEdits: Sendable {
             return true
           }
         } ?? cut()
-        state.withLock { s in
-          s.appends.touched(from: size)
-          s.writtenFrom = size
-        }
+        state.withLock { $0.appends.touched(from: size) }
         guard done else {
           state.withLock { $0.checksum = .unknown }
           throw FSError(errno)
@@ -293,9 +287,6 @@ final class LocalEdits: Sendable {
       changed()
       countLength()
     }
-
-    /// Where the bytes that appends alone made begin (`EditHandle.landing`).
-    var writtenFrom: Int64 { state.withLock { $0.writtenFrom } }
 
     /// Writes `bytes` at `offset` into the edit's own file (with `writing` held): with the fill
     /// held off while the file is an overlay, whose written ranges it notes. What `pwrite` returned.
@@ -310,15 +301,13 @@ final class LocalEdits: Sendable {
       }
     }
 
-    /// `bytes` were written at `offset` (with `writing` held), to bytes `sizeBefore` long: the
-    /// running CRC32C follows.
+    /// `bytes` were written at `offset` (with `writing` held): the running CRC32C follows.
     /// While the kernel writes the file too, its writes are not seen here: the CRC stays
     /// unknown (a writer that joined it writes through the daemon beside them).
-    func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64, sizeBefore: Int64) {
+    func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
       let size = { [self] in self.size }
       state.withLock { s in
         s.appends.touched(from: offset)
-        if offset > sizeBefore { s.writtenFrom = offset }
         if case .kernel = s.writers {
           s.checksum = .unknown
         } else {
