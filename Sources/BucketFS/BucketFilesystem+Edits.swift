@@ -146,9 +146,7 @@ extension BucketFilesystem {
     let fresh = LocalEdits.Edit(
       file: file, path: localPath, name: path, base: base, dirty: dirty, fill: fill, disk: writeBack.edits.disk, room: writeBack.edits.room)
     if let startMetadata { fresh.startMetadata(contentType: startMetadata.contentType, custom: startMetadata.custom, mtime: keptTime) }
-    let fromVersion = if case .generation(let g) = base { g > 0 } else { false }
-    fresh.watchAppends(
-      startLength: truncate ? (fromNothing ? 0 : nil) : fileLength(file.fd), startedOn: base == .previous ? startedOn : nil, fromVersion: fromVersion)
+    fresh.watchAppends(startLength: truncate ? (fromNothing ? 0 : nil) : fileLength(file.fd), startedOn: base == .previous ? startedOn : nil)
     // Another edit of the name may have opened, queued its bytes and closed while this one read
     // what it starts from (a large object's bytes take a while): those are then stale, and a
     // close of this one would replace that change with bytes lacking what it wrote (a line

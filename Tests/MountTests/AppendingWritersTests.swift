@@ -284,43 +284,4 @@ import Testing
   @Test(arguments: ["firebase", "gcs"]) func appendersOnTheirOwnClocksMergeEveryLine(api: String) async throws {
     for mounts in [1, 2, 1, 2] { try await run(api: api, mounts: mounts, seconds: 6, paced: true) }
   }
-
-  /// A logger that opens its log without `O_APPEND`, seeks to the end and writes: the log was
-  /// empty when the mount saw it, and another writer has put a line in since. Writing at the
-  /// end of the version it opened is an append, onto an empty version too: the line goes after
-  /// the other writer's (it went to a conflict copy, issue 54 G3). A file this mount makes
-  /// from nothing is not an append: another file made meanwhile gets ours beside it.
-  @Test(arguments: ["firebase", "gcs"]) func aLoggerSeekingToTheEndOfAnEmptyLogMerges(api: String) async throws {
-    try await MountFixture.scope { fx in
-      _ = try await fx.put("logs/app.log", Data())
-      let m = try fx.mount(options: ["writable", "metadata_ttl=60"], extra: ["--api", api])
-      var st = stat()
-      #expect(stat(m.path("logs/app.log"), &st) == 0 && st.st_size == 0)
-      _ = try await fx.put("logs/app.log", Data("theirs-1\n".utf8))
-      let fd = open(m.path("logs/app.log"), O_WRONLY)
-      #expect(fd >= 0)
-      let end = lseek(fd, 0, SEEK_END)
-      let line = Array("ours-1\n".utf8)
-      #expect(pwrite(fd, line, line.count, end) == line.count)
-      #expect(close(fd) == 0)
-      let (synced, output) = m.sync(timeout: 60)
-      #expect(synced == 0, "\(output)\n\(m.log)")
-      #expect(await fx.object("logs/app.log") == Data("theirs-1\nours-1\n".utf8), "\(m.log)")
-      var names = try await fx.storage.reference(withPath: "logs").listAll().items.map(\.name)
-      #expect(names == ["app.log"], "\(names)")
-
-      #expect(stat(m.path("logs/new.log"), &st) == -1 && errno == ENOENT)
-      _ = try await fx.put("logs/new.log", Data("theirs\n".utf8))
-      let made = open(m.path("logs/new.log"), O_WRONLY | O_CREAT, 0o644)
-      #expect(made >= 0)
-      #expect(write(made, line, line.count) == line.count)
-      #expect(close(made) == 0)
-      _ = m.sync(timeout: 60)
-      #expect(await fx.object("logs/new.log") == Data("theirs\n".utf8))
-      names = try await fx.storage.reference(withPath: "logs").listAll().items.map(\.name)
-      let beside = names.filter { $0.hasPrefix("new.log.conflict-") }
-      #expect(beside.count == 1, "\(names)")
-      if let copy = beside.first { #expect(await fx.object("logs/" + copy) == Data("ours-1\n".utf8)) }
-    }
-  }
 }

@@ -17,16 +17,8 @@ struct AppendWatch: Sendable {
   /// The kernel writes the file itself: where its writes land is never seen here.
   private var writesUnseen = false
 
-  /// The bytes the edit started from are a version in the bucket (not nothing, not bytes this
-  /// mount queued): writes at its end append to it even when it is empty.
-  private var startIsVersion = false
-
-  /// An edit that started from `length` bytes of its base (nil: from none of them);
-  /// `fromVersion`: those of a version in the bucket.
-  init(startLength: Int64?, fromVersion: Bool = false) {
-    start = startLength
-    startIsVersion = fromVersion
-  }
+  /// An edit that started from `length` bytes of its base (nil: from none of them).
+  init(startLength: Int64?) { start = startLength }
 
   /// A handle that may write was opened (`appending`: with `O_APPEND`).
   mutating func writerOpened(appending: Bool) {
@@ -49,17 +41,15 @@ struct AppendWatch: Sendable {
       takenLength = length
       lowestSinceTake = .max
     }
-    return AppendedBytes(
-      fromStart: appended(onto: start, lowest: lowest, aVersion: startIsVersion), fromLast: appended(onto: takenLength, lowest: lowestSinceTake))
+    return AppendedBytes(fromStart: appended(onto: start, lowest: lowest), fromLast: appended(onto: takenLength, lowest: lowestSinceTake))
   }
 
-  private func appended(onto length: Int64?, lowest: Int64, aVersion: Bool = false) -> Int64? {
+  private func appended(onto length: Int64?, lowest: Int64) -> Int64? {
     guard let length, lowest >= length else { return nil }
     // Onto nothing, only `O_APPEND` makes it an append: a program writing a new file from the
-    // start (`cp`, `>`) means that file, not its bytes after another writer's. An empty version
-    // opened without `O_TRUNC` is a log that has no line yet: a logger that seeks to its end
-    // appends. Where the kernel writes, only `O_APPEND` says where its writes landed.
-    if (length == 0 && !aVersion) || writesUnseen { return everyWriterAppends ? length : nil }
+    // start (`cp`, `>`) means that file, not its bytes after another writer's. Where the kernel
+    // writes, only `O_APPEND` says where its writes landed.
+    if length == 0 || writesUnseen { return everyWriterAppends ? length : nil }
     return length
   }
 }

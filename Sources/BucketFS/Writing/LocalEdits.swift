@@ -104,11 +104,10 @@ final class LocalEdits: Sendable {
     }
 
     /// The edit started from `length` bytes of what it is based on (nil: it cut them, `O_TRUNC`),
-    /// those of queued change `startedOn` when it opened on one, else of a bucket version when
-    /// `fromVersion`.
-    func watchAppends(startLength: Int64?, startedOn: UInt64?, fromVersion: Bool = false) {
+    /// those of queued change `startedOn` when it opened on one.
+    func watchAppends(startLength: Int64?, startedOn: UInt64?) {
       state.withLock { s in
-        s.appends = AppendWatch(startLength: startLength, fromVersion: fromVersion)
+        s.appends = AppendWatch(startLength: startLength)
         s.startedOn = startedOn
       }
     }
