@@ -92,6 +92,10 @@ final class PinKeeper: Sendable {
   /// tree names it, so that a test can end a pass there (a race that came 1 run in 6).
   let whileAdopting = Hook<@Sendable (ObjectName) -> Void>()
 
+  /// For tests: runs in a pass right after it recorded the pin, before it hands the staging area
+  /// the versions kept and removes the others, so that a test can land a move there (issue 55 F3).
+  let whileEnding = Hook<@Sendable (ObjectName) -> Void>()
+
   /// Seconds between verifying passes over v0 (0: only on `refresh`).
   private let verifyEvery: Double
 
@@ -514,7 +518,7 @@ final class PinKeeper: Sendable {
     let neverKept = firstCheck || before.lastRefreshed == nil
     // What a listing without metadata (v0) takes as current: the tree as last listed, less the
     // names the mount saw change; nothing when this pass verifies.
-    let (verify, known) = state.withLock { s -> (Bool, [ObjectName: StorageMetadata]) in
+    var (verify, known) = state.withLock { s -> (Bool, [ObjectName: StorageMetadata]) in
       let due = verifyEvery > 0 && (before.lastVerified.map { Date().timeIntervalSince($0) >= verifyEvery } ?? true)
       let verify = neverKept || due || s.verifyWanted.remove(target) != nil
       guard !verify else { return (true, [:]) }
@@ -522,6 +526,7 @@ final class PinKeeper: Sendable {
       for name in s.noticed where known.removeValue(forKey: name) != nil { s.noticed.remove(name) }
       return (false, known)
     }
+    if !verify { known = knownStillStaged(known, of: before) }
     // Names the queue is still putting there, asked before the listing is read, never after: a
     // change that lands in between is then in the listing or here (asked after, it was in
     // neither, and the pass dropped the copy a rename had carried and fetched it again).
@@ -633,6 +638,7 @@ final class PinKeeper: Sendable {
     }
     finish(&finished)
     save(finished)
+    whileEnding.value?(target)
     update(target, finish)
     state.withLock { s in _ = s.incoming.removeValue(forKey: target) }
     protect()
@@ -641,6 +647,27 @@ final class PinKeeper: Sendable {
     if !failures.isEmpty { log("pin \(target): \(failures.count) objects could not be staged") }
     // Never once the mount ended: malloc_trim while the process exits corrupted the heap (F4).
     if !missing.isEmpty || verify, !state.withLock({ $0.stopped }) { HeapRelease.now() }
+  }
+
+  /// The entries of `known` (what a v0 listing's names are taken to be) whose copy is still
+  /// there and no newer generation of the name is staged; the others have their metadata asked.
+  /// A name whose recorded generation has no copy, or a copy beside a newer one, most likely
+  /// changed: a move that landed (`noticed`, a new generation of the same bytes) in a daemon
+  /// killed before its record said so left the record naming the old generation and only the
+  /// new one's copy. Taken as known, the pass fetched the old generation ("the object changed
+  /// on the server"), removed the new copy as kept by no pin, and no later pass asked again
+  /// (issue 55 F3: offline 1-5 of 60 files EIO until a verifying pass, a day later). Asking
+  /// costs a request per such name, which is a changed object.
+  private func knownStillStaged(_ known: [ObjectName: StorageMetadata], of pin: Pin) -> [ObjectName: StorageMetadata] {
+    var newest: [ObjectName: Int64] = [:]
+    for copy in staging.completeCopies(where: pin.holds) {
+      let name = ObjectName(copy.name)
+      newest[name] = max(newest[name] ?? copy.generation, copy.generation)
+    }
+    return known.filter { name, m in
+      name.string.hasSuffix("/")
+        || ((newest[name] ?? .min) <= m.generation && staging.status(name.string, generation: m.generation, size: m.size).isComplete)
+    }
   }
 
   /// Whether `a` and `b` hold the same names at the same generations.
@@ -720,9 +747,19 @@ final class PinKeeper: Sendable {
   /// are removed, unless open (their readers keep the old bytes; eviction takes them later).
   /// What is kept is asked after the copies are listed, never taken from the pass's own view: a
   /// copy adopted meanwhile (`noticed`) was claimed before it was made, so it is in the set.
+  /// A tree that learned a newer generation since its record was written (`unsaved`) is recorded
+  /// first: the older copy the record names goes only once the record names the newer one. A
+  /// move that landed between a pass's record and its removals (or before a pass that records
+  /// nothing) had its old copy removed while the record still named it; a `kill -9` then left a
+  /// record naming a copy no longer there (issue 55 F3).
   private func dropUnkept(_ pin: Pin) {
     let copies = staging.completeCopies(where: pin.holds)
-    let kept = Set(state.withLock { Self.keptVersions($0) }.map { ObjectName($0.name + "\u{0}\($0.generation)") })
+    let (keptVersions, unsaved) = state.withLock { s in
+      defer { s.unsaved = [] }
+      return (Self.keptVersions(s), s.unsaved.compactMap { s.pins[$0] })
+    }
+    for pin in unsaved { save(pin) }
+    let kept = Set(keptVersions.map { ObjectName($0.name + "\u{0}\($0.generation)") })
     for copy in copies where !kept.contains(ObjectName(copy.name + "\u{0}\(copy.generation)")) {
       staging.removeUnused(copy.name, generation: copy.generation)
     }
