@@ -14,7 +14,11 @@ extension Namespace {
   func listingFromServer<T>(
     _ path: String, _ online: () async throws(BucketError) -> T, else known: ([DirectoryEntry]) -> T, unansweredThrows: Bool
   ) async throws(FSError) -> T {
-    if options.offline { return known(offlineListing(path)) }
+    if options.offline {
+      // A pinned folder whose tree was never listed whole shows only what was staged of it.
+      if pinnedInPart(path) { throw FSError(EIO) }
+      return known(offlineListing(path))
+    }
     do {
       return try await online()
     } catch {
@@ -104,9 +108,14 @@ extension Namespace {
   /// Whether a pin holds all of folder `path` and its tree was listed whole: offline, the pins'
   /// view of it is the whole folder, which a change that needs all of it (a rename) may use.
   func pinnedWhole(_ path: String) -> Bool {
-    guard let pin = offline.pins.value?.pin(holding: client.bucketName(path.isEmpty ? "" : path + "/")) else { return false }
-    if case .checking = pin.phase { return false }
-    return pin.isFolder && pin.lastRefreshed != nil
+    offline.pins.value?.holdsWhole(folder: client.bucketName(path.isEmpty ? "" : path + "/")) == true
+  }
+
+  /// Whether a pin holds folder `path` but its tree was never listed whole (made offline, or not
+  /// yet listed): the pins' and staged copies' view of it is a part of it, which an offline
+  /// listing answers with EIO rather than show as the folder (issue 55 F5).
+  func pinnedInPart(_ path: String) -> Bool {
+    offline.pins.value?.holdsWhole(folder: client.bucketName(path.isEmpty ? "" : path + "/")) == false
   }
 
   /// `online`'s answer; on an offline mount, or when the server cannot be reached and copies

@@ -39,6 +39,19 @@ struct Pin: Sendable {
   /// When every object's metadata was last asked of the server (a verifying walk). A GCS
   /// listing verifies each pass; a v0 listing has names only (`TreeWalk`).
   var lastVerified: Date?
+  /// When the tree was last listed whole, its staging begun: a pin stopped in its first
+  /// staging (never `lastRefreshed`) has the tree as listed, and holds its folder whole (what
+  /// is not staged yet reads EIO offline). Nil for a pin never listed (made offline).
+  var listed: Date?
+
+  /// Whether the tree is a whole listing of the pin: its folder shows as the tree has it.
+  /// Otherwise the pin holds no folder whole, only copies of some of its files: a pin stopped
+  /// in its first staging showed `p` offline as 3 of its 4 folders, one with 8 of its 20 files,
+  /// exit 0 (issue 55 F5).
+  var listedWhole: Bool {
+    if case .checking = phase { return false }
+    return lastRefreshed != nil || listed != nil
+  }
 
   var isFolder: Bool { target.string.isEmpty || target.string.endsWithSlash }
 

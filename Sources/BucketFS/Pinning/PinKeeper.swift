@@ -378,6 +378,16 @@ final class PinKeeper: Sendable {
   /// The pin that holds object `name`, if any.
   func pin(holding name: String) -> Pin? { state.withLock { s in s.pins.values.first { !$0.isRefused && $0.holds(name) } } }
 
+  /// Whether a pin holds folder `prefix` (its full name, ending in "/"; "" for the bucket):
+  /// nil when none does; true when one that does has its tree as a whole listing
+  /// (`Pin.listedWhole`), false when the pins that do hold only part of it.
+  func holdsWhole(folder prefix: String) -> Bool? {
+    state.withLock { s in
+      let holding = s.pins.values.filter { !$0.isRefused && $0.isFolder && $0.holds(prefix) }
+      return holding.isEmpty ? nil : holding.contains { $0.listedWhole }
+    }
+  }
+
   /// Every object the pins' trees hold (folder placeholders too), by full name: what an offline
   /// mount shows of them. The newest version when two pins list one name.
   func pinnedObjects() -> [ObjectName: StorageMetadata] {
@@ -604,9 +614,18 @@ final class PinKeeper: Sendable {
       progress.bytesDone += file.metadata.size
       return true
     }
+    let listedAt = Date()
     func start(_ pin: inout Pin) {
       pin.phase = .staging(progress)
       pin.problem = nil
+      // Never kept: no older tree to keep readable meanwhile. The tree as listed is the pin's
+      // (and its record's) from now on, so that a stop in this staging leaves the folder whole
+      // as listed, not the part of it staged so far (issue 55 F5: offline `p` showed 3 of its 4
+      // folders and 8 of 20 files in one, exit 0, and the status said "offline 0/0").
+      if neverKept {
+        pin.tree = tree
+      }
+      pin.listed = listedAt
     }
     // Recorded before it shows as checked: `bucketfs pin --background` returns then, and a
     // stop right after must leave a pin the next mount resumes.

@@ -92,6 +92,7 @@ struct PinStore: Sendable {
     if let follows { dict["follows"] = ["target": follows.target.string, "record": follows.record] }
     if let at = pin.lastRefreshed { dict["lastRefreshed"] = at.timeIntervalSince1970 }
     if let at = pin.lastVerified { dict["lastVerified"] = at.timeIntervalSince1970 }
+    if let at = pin.listed { dict["listed"] = at.timeIntervalSince1970 }
     return (try? JSONSerialization.data(withJSONObject: dict, options: [.sortedKeys])) ?? Data()
   }
 
@@ -122,6 +123,7 @@ struct PinStore: Sendable {
     }
     pin.problem = dict["problem"] as? String
     pin.lastRefreshed = (dict["lastRefreshed"] as? Double).map { Date(timeIntervalSince1970: $0) }
+    pin.listed = (dict["listed"] as? Double).map { Date(timeIntervalSince1970: $0) }
     // Written before passes stopped asking every object's metadata: each pass verified.
     pin.lastVerified = (dict["lastVerified"] as? Double).map { Date(timeIntervalSince1970: $0) } ?? pin.lastRefreshed
     let follows = (dict["follows"] as? [String: String]).flatMap { f in
