@@ -536,7 +536,7 @@ final class PinKeeper: Sendable {
       for name in s.noticed where known.removeValue(forKey: name) != nil { s.noticed.remove(name) }
       return (false, known)
     }
-    if !verify { known = knownStillStaged(known, of: before) }
+    if !verify, !client.listsAttributes { known = knownStillStaged(known, of: before) }
     // Names the queue is still putting there, asked before the listing is read, never after: a
     // change that lands in between is then in the listing or here (asked after, it was in
     // neither, and the pass dropped the copy a rename had carried and fetched it again).
