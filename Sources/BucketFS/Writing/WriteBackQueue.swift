@@ -209,7 +209,7 @@ package final class WriteBackQueue: Sendable {
           BucketError(
             code: .objectNotFound, object: change.name,
             detail:
-              "the version it was edited from (generation \(overlay.base.generation)) left the bucket before the bytes the edit did not write were read; the \(overlay.writtenBytes) bytes written are kept in \(journal.dataPath(change))"
+              "the version it was edited from (generation \(overlay.base.generation)) left the bucket before the bytes the edit did not write were read; what it wrote is kept in \(journal.dataPath(change))"
           ))
       } catch {
         return ChangeWorker.Verdict.of(error)
