@@ -21,17 +21,13 @@ import Testing
     client.put("p/f1", Data("first file".utf8))
     client.put("p/f2", Data("second file".utf8))
     let staging = try StagingArea(folder: root, bucket: client.bucket, sizeLimit: 1 << 30, maxFile: 1 << 30, log: { _ in })
-    // What the write-back queue still has to carry out, as `PinKeeper.queued` asks it.
-    let pending = Mutex<[String: PinKeeper.Queued]>([:])
-    let keeper = PinKeeper(
-      staging: staging, client: client, online: true,
-      queued: { name in pending.withLock { $0[name] } },
-      queuedUnder: { prefix in pending.withLock { $0.keys.contains { $0.hasPrefix(prefix) } } }, log: { _ in })
+    let pending = QueuedChanges()
+    let keeper = pending.keeper(staging: staging, client: client)
     keeper.pin("p/")
     #expect(await keeper.eventually { keeper.isKept("p/", files: 2) })
 
     // `mv p q` through the mount: the queue holds the moves; the pin follows with its copies.
-    pending.withLock { $0 = ["q/f1": .version, "q/f2": .version, "p/f1": .deleted, "p/f2": .deleted] }
+    pending.names.withLock { $0 = ["q/f1": .version, "q/f2": .version, "p/f1": .deleted, "p/f2": .deleted] }
     let passes = keeper.passTotals.passes
     keeper.renamed(from: "p/", to: "q/")
     #expect(await keeper.eventually { keeper.passTotals.passes > passes && keeper.isKept("q/", files: 2) })
@@ -63,7 +59,7 @@ import Testing
     }
     keeper.whileAdopting.set { _ in }
     #expect(keeper.passTotals.passes > before, "the pass did not end inside the adoption")
-    pending.withLock { _ = $0.removeValue(forKey: "q/f1"); _ = $0.removeValue(forKey: "p/f1") }
+    pending.names.withLock { _ = $0.removeValue(forKey: "q/f1"); _ = $0.removeValue(forKey: "p/f1") }
 
     let pin = try #require(keeper.pin(for: "q/"))
     let named = try #require(pin.tree["q/f1"])

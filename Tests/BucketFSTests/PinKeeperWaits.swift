@@ -1,5 +1,19 @@
 @testable import BucketFS
 import StorageCore
+import Synchronization
+
+/// What the write-back queue still has to carry out, as `PinKeeper.queued` asks it.
+final class QueuedChanges: Sendable {
+  let names = Mutex<[String: PinKeeper.Queued]>([:])
+
+  /// An online keeper whose write-back queue holds these changes.
+  func keeper(staging: StagingArea, client: any ObjectClient) -> PinKeeper {
+    PinKeeper(
+      staging: staging, client: client, online: true,
+      queued: { [self] name in names.withLock { $0[name] } },
+      queuedUnder: { [self] prefix in names.withLock { $0.keys.contains { $0.hasPrefix(prefix) } } }, log: { _ in })
+  }
+}
 
 /// What the pin keeper tests wait for and ask.
 extension PinKeeper {

@@ -30,17 +30,14 @@ import Testing
   @Test func aMoveLandingAsAPassEndsIsRecordedBeforeTheOldCopyGoes() async throws {
     let (root, client, staging) = try setUp()
     defer { try? FileManager.default.removeItem(at: root) }
-    let pending = Mutex<[String: PinKeeper.Queued]>([:])
-    let keeper = PinKeeper(
-      staging: staging, client: client, online: true,
-      queued: { name in pending.withLock { $0[name] } },
-      queuedUnder: { prefix in pending.withLock { $0.keys.contains { $0.hasPrefix(prefix) } } }, log: { _ in })
+    let pending = QueuedChanges()
+    let keeper = pending.keeper(staging: staging, client: client)
     keeper.pin("p/")
     #expect(await keeper.eventually { keeper.isKept("p/", files: 3) })
     #expect(await keeper.passesEnded(within: 20))
 
     // `mv p q`: the moves are queued; the pin follows, its copies carried.
-    pending.withLock { q in for i in 1...3 { q["q/f\(i)"] = .version; q["p/f\(i)"] = .deleted } }
+    pending.names.withLock { q in for i in 1...3 { q["q/f\(i)"] = .version; q["p/f\(i)"] = .deleted } }
     let renaming = keeper.renameStarting(from: "p/", to: "q/")
     keeper.renamed(from: "p/", to: "q/")
     keeper.renameEnded(renaming)
@@ -55,7 +52,7 @@ import Testing
       moved[i] = try await client.copy("p/f\(i)", generation: source.generation, to: "q/f\(i)", ifGenerationMatch: nil)
       try await client.delete("p/f\(i)", ifGenerationMatch: nil)
     }
-    pending.withLock { $0 = [:] }
+    pending.names.withLock { $0 = [:] }
     // Something to stage, so that the pass records and removes what no pin keeps.
     client.put("q/new", Data("new file".utf8))
     let landed = moved[1]!

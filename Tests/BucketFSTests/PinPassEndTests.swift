@@ -25,13 +25,9 @@ import Testing
   /// keeps all three copies, carried, nothing fetched.
   @Test(arguments: ["gcs", "firebase"]) func aPassDuringARenameRecordsNothing(api: String) async throws {
     let (root, client, staging) = try setUp(api)
-    // What the write-back queue still has to carry out, as `PinKeeper.queued` asks it.
-    let pending = Mutex<[String: PinKeeper.Queued]>([:])
+    let pending = QueuedChanges()
     defer { try? FileManager.default.removeItem(at: root) }
-    let keeper = PinKeeper(
-      staging: staging, client: client, online: true,
-      queued: { name in pending.withLock { $0[name] } },
-      queuedUnder: { prefix in pending.withLock { $0.keys.contains { $0.hasPrefix(prefix) } } }, log: { _ in })
+    let keeper = pending.keeper(staging: staging, client: client)
     keeper.pin("p/")
     #expect(await keeper.eventually { keeper.isKept("p/", files: 3) })
     #expect(await keeper.passesEnded(within: 20))
@@ -39,10 +35,10 @@ import Testing
     let generations = Dictionary(uniqueKeysWithValues: try (1...3).map { i in (i, try #require(keeper.pin(for: "p/")?.tree[ObjectName("p/f\(i)")]).generation) })
 
     let renaming = keeper.renameStarting(from: "p/", to: "q/")
-    pending.withLock { q in for i in 1...3 { q["q/f\(i)"] = .version; q["p/f\(i)"] = .deleted } }
+    pending.names.withLock { q in for i in 1...3 { q["q/f\(i)"] = .version; q["p/f\(i)"] = .deleted } }
     _ = try await client.copy("p/f1", generation: generations[1]!, to: "q/f1", ifGenerationMatch: nil)
     try await client.delete("p/f1", ifGenerationMatch: nil)
-    pending.withLock { q in q["q/f1"] = nil; q["p/f1"] = nil }
+    pending.names.withLock { q in q["q/f1"] = nil; q["p/f1"] = nil }
     keeper.refresh(overlapping: "p/")
     #expect(await keeper.passesEnded(within: 20))
     let old = try #require(keeper.pin(for: "p/"))
@@ -58,7 +54,7 @@ import Testing
       _ = try await client.copy("p/f\(i)", generation: generations[i]!, to: "q/f\(i)", ifGenerationMatch: nil)
       try await client.delete("p/f\(i)", ifGenerationMatch: nil)
     }
-    pending.withLock { $0 = [:] }
+    pending.names.withLock { $0 = [:] }
     keeper.refresh(overlapping: "q/")
     #expect(await keeper.passesEnded(within: 20))
     #expect(keeper.isKept("q/", files: 3), "\(String(describing: keeper.pin(for: "q/")))")
