@@ -367,7 +367,11 @@ package final class StagingArea: Sendable {
     if index.copy(key)?.isComplete == true { return true }
     guard index.isAbsent(key), let original = index.copy(index.key(source, generation)), original.isComplete,
       let checksums = original.checksums, Self.sameBytes(original.metadata, metadata)
-    else { return false }
+    else {
+      // Another adopter of the same version may have finished since the first look: the copy
+      // is there, which is what was asked.
+      return index.copy(key)?.isComplete == true
+    }
     let paths = index.paths(key)
     let partial = index.newPartialPath(key)
     guard link(original.dataPath, partial) == 0 else { return false }
