@@ -192,16 +192,17 @@ enum CopyCommand {
       let full = relativeFolder.isEmpty ? base : base + "/" + relativeFolder
       for name in ((try? FileManager.default.contentsOfDirectory(atPath: full)) ?? []).sortedAsBytes() {
         let relative = relativeFolder.isEmpty ? name : relativeFolder + "/" + name
+        let path = base + "/" + relative
         // As the enumerator did: into real folders, not through links to folders.
         var st = stat()
-        guard lstat(base + "/" + relative, &st) == 0 else { continue }
+        guard lstat(path, &st) == 0 else { continue }
         if st.st_mode & S_IFMT == S_IFDIR {
           folders.append(relative)
           continue
         }
         var d: ObjCBool = false
-        if FileManager.default.fileExists(atPath: base + "/" + relative, isDirectory: &d), !d.boolValue {
-          files.append((URL(fileURLWithPath: base + "/" + relative), relative))
+        if FileManager.default.fileExists(atPath: path, isDirectory: &d), !d.boolValue {
+          files.append((URL(fileURLWithPath: path), relative))
         }
       }
     }

@@ -60,7 +60,7 @@ struct Pin: Sendable {
 
   /// Whether the pin and the folder or file `path` (a full object name, a folder's with its
   /// "/") overlap: a refresh of either concerns the other.
-  func overlaps(_ path: String) -> Bool { holds(path) || path.isEmpty || (path.hasSuffix("/") && target.string.hasBytePrefix(path)) }
+  func overlaps(_ path: String) -> Bool { holds(path) || path.isEmpty || (path.endsWithSlash && target.string.hasBytePrefix(path)) }
 
   /// The objects whose bytes the pin keeps (folder placeholders have none worth a copy).
   static func files(of tree: [ObjectName: StorageMetadata]) -> [(name: String, metadata: StorageMetadata)] {

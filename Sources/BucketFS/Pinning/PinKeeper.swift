@@ -684,7 +684,7 @@ final class PinKeeper: Sendable {
       newest[name] = max(newest[name] ?? copy.generation, copy.generation)
     }
     return known.filter { name, m in
-      name.string.hasSuffix("/")
+      name.string.endsWithSlash
         || ((newest[name] ?? .min) <= m.generation && staging.status(name.string, generation: m.generation, size: m.size).isComplete)
     }
   }
