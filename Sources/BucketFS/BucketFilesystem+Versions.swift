@@ -182,12 +182,14 @@ extension BucketFilesystem {
   /// readers of the pages left them stale.)
   func sendToNewInode(_ ino: UInt64, _ node: InodeTable.Node, opener: Int32) -> Bool {
     guard inodes.standsForItsPath(ino) else { return false }
-    let name = ObjectName(node.path)
+    let key = Reopen(name: ObjectName(node.path), opener: opener)
     let now = ContinuousClock.now
+    // Per process: another process sent on between this one's two tries (a shell's `>>`
+    // beside a logger) must not make its second try fail too.
     let sendOn = reopened.withLock { sent -> Bool in
-      sent = sent.filter { now - $0.value.at < Self.reopenWindow }
-      if let last = sent[name], last.opener == opener { return false }
-      sent[name] = (opener, now)
+      sent = sent.filter { now - $0.value < Self.reopenWindow }
+      guard sent[key] == nil else { return false }
+      sent[key] = now
       return true
     }
     guard sendOn else { return false }

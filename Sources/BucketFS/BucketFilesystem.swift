@@ -79,9 +79,14 @@ package final class BucketFilesystem: Sendable {
   /// its page cache across opens. Removed when the kernel must forget the inode
   /// (`forgetKernelCache`), so that its next open drops the pages.
   let openedGenerations = Mutex<[UInt64: Int64]>([:])
-  /// Names whose opens were sent to a new inode lately: by which process, and when
-  /// (`sendToNewInode`).
-  let reopened = Mutex<[ObjectName: (opener: Int32, at: ContinuousClock.Instant)]>([:])
+  /// Opens sent to a new inode lately, by name and process, and when (`sendToNewInode`).
+  let reopened = Mutex<[Reopen: ContinuousClock.Instant]>([:])
+
+  /// A process whose open of a name was sent to a new inode.
+  struct Reopen: Hashable {
+    let name: ObjectName
+    let opener: Int32
+  }
   /// Whether the kernel reads each inode's opens through its page cache or by passthrough.
   let kernelIO: KernelIOModes
   /// Mode and owner changes this mount queued and the queue has not applied yet.
@@ -593,9 +598,12 @@ package final class BucketFilesystem: Sendable {
   /// it. Returns the handle and how the kernel reads it: by passthrough from a verified staged
   /// copy, or through its page cache, keeping pages from an earlier open of the same generation.
   /// `opener`: the process that opens (its second try after an ESTALE is never sent on again).
-  package func open(_ ino: UInt64, flags: Int32, opener: Int32 = 0) async throws(FSError) -> (handle: UInt64, io: KernelIO) {
+  /// `tries`: how many times the open starts again when this mount's own bytes of the name
+  /// came while it opened a version (below).
+  package func open(_ ino: UInt64, flags: Int32, opener: Int32 = 0, tries: Int = 3) async throws(FSError) -> (handle: UInt64, io: KernelIO) {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { throw FSError(EISDIR) }
+    let ownBefore = ownChanges(node.objectName ?? node.path)
     if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
       let (own, writes) = ownBytes(local)
@@ -658,11 +666,32 @@ package final class BucketFilesystem: Sendable {
       opened = open(false)
     }
     let io = opened ?? .direct
+    // An edit of the name opened (and its kernel writes sized the inode) or its bytes were
+    // queued while this open named a version: the kernel would read that version's bytes up to
+    // the size the writes gave the inode, and fill the rest with zeros. The open starts again
+    // and reads the mount's own bytes, as an open after the close does. (Where the inode moved
+    // on, the writer went to a new one: this one keeps the version.)
+    if tries > 1, renamedTo == nil, !held, ownChanges(node.objectName ?? node.path) != ownBefore, inodes.standsForItsPath(ino) {
+      release(handle: fh)
+      return try await self.open(ino, flags: flags, opener: opener, tries: tries - 1)
+    }
     // The inode's pages are still the older version's: the next cached open must drop them.
     if io == .direct { openedGenerations.withLock { _ = $0.removeValue(forKey: ino) } }
     if let shown = kernelIO.pinned(ino) { kernelHoldsSize(of: shown, ino) }
     if case .passthrough(_, directIO: false) = io { metrics.passthroughOpens.add(1, ordering: .relaxed) }
     return (fh, io)
+  }
+
+  /// What of this mount's own bytes of `path` there is: whether an edit of it is open, and the
+  /// queued change whose result it shows.
+  private func ownChanges(_ path: String) -> OwnChanges {
+    guard let writeBack else { return OwnChanges(editOpen: false, queued: nil) }
+    return OwnChanges(editOpen: writeBack.edits[path] != nil, queued: writeBack.queue.viewed(path))
+  }
+
+  private struct OwnChanges: Equatable {
+    let editOpen: Bool
+    let queued: UInt64?
   }
 
   /// When `node` was opened right after the entry before it in its folder's listing, fetches

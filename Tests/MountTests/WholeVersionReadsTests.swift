@@ -403,16 +403,27 @@ import Testing
             global reads
             while not stop:
                 try:
-                    with open(path, "rb") as f:
+                    f = open(path, "rb")
+                except OSError as e:
+                    bad.append("trial %d: a reader's open failed: %s" % (k, e))
+                    continue
+                try:
+                    with f:
                         d = f.read()
                 except OSError:
+                    # Its version replaced under it: a handle may fail, a new open may not.
                     continue
                 reads += 1
                 lines = d.split(b"\n")
                 if b"\0" in d or not d.endswith(b"\n") or any(l not in (b"INIT",) and l[:3] not in (b"SRV", b"SH-", b"LG-") for l in lines[:-1]):
                     bad.append("trial %d: %r" % (k, d[-48:]))
         def logger():
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            # A new open never fails because another process or writer came meanwhile.
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            except OSError as e:
+                bad.append("trial %d: the logger's open failed: %s" % (k, e))
+                return
             for i in range(5):
                 os.write(fd, b"LG-%d\n" % i)
                 os.fsync(fd)
@@ -432,7 +443,9 @@ import Testing
         for t in threads:
             t.start()
         for i in range(5):
-            subprocess.run(["sh", "-c", "echo SH-%d >> '%s'" % (i, path)])
+            said = subprocess.run(["sh", "-c", "echo SH-%d >> '%s'" % (i, path)], capture_output=True)
+            if said.returncode != 0:
+                bad.append("trial %d: echo SH-%d >> failed: %r" % (k, i, said.stderr))
             time.sleep(random.random() * 0.02)
         threads[1].join(); threads[2].join()
         stop = True

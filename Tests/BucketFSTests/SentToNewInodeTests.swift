@@ -1,0 +1,50 @@
+@testable import BucketFS
+import Foundation
+import TestSupport
+import StorageCore
+import Testing
+
+/// An open that reaches an inode whose opens read another version is answered ESTALE once, so
+/// that the kernel looks the name up again and opens the new inode; its second try must
+/// succeed. Another process sent on in between (a shell's `>>` beside a logger, a reader in a
+/// loop) made the first one's second try fail too: the logger's `open` returned ESTALE to the
+/// program (issue 54: a new open never fails because someone else wrote).
+@Suite struct SentToNewInodeTests {
+  @Test func aSecondTryIsNeverSentOnWhateverOtherProcessesWereSentMeanwhile() async throws {
+    let client = MemoryObjectClient()
+    var options = MountOptions()
+    options.cacheSize = 4 << 20
+    options.metadataTTL = 0
+    let fs = BucketFilesystem(client: client, prefix: "", options: options, staging: nil, log: { _ in })
+    func version(_ i: Int) -> Data { Data("version \(i)\n".utf8) + Data(repeating: UInt8(i), count: 100 * i) }
+    func inode() async throws -> UInt64 { try await fs.lookup(parent: InodeTable.rootIno, name: "f").ino }
+
+    client.put("f", version(1))
+    let first = try await inode()
+    let (one, _) = try await fs.open(first, flags: O_RDONLY, opener: 10)
+    client.put("f", version(2))
+    // Process 20 is sent on: the inode's open reads version 1.
+    await #expect(throws: FSError(ESTALE)) { try await fs.open(first, flags: O_RDONLY, opener: 20) }
+
+    let second = try await inode()
+    #expect(second != first)
+    let (two, _) = try await fs.open(second, flags: O_RDONLY, opener: 40)
+    client.put("f", version(3))
+    // Process 30 is sent on from the next inode meanwhile.
+    await #expect(throws: FSError(ESTALE)) { try await fs.open(second, flags: O_RDONLY, opener: 30) }
+
+    let third = try await inode()
+    let (three, _) = try await fs.open(third, flags: O_RDONLY, opener: 50)
+    client.put("f", version(4))
+    // Process 20's second try reaches an inode whose open reads another version again: it
+    // opens (bypassing those pages), it is not sent on a second time.
+    let (retried, io) = try await fs.open(third, flags: O_RDONLY, opener: 20)
+    #expect(io == .direct)
+    let bytes = try await fs.read(handle: retried, offset: 0, count: 4096).data()
+    #expect(bytes == version(4))
+    // And process 30's second try too.
+    let (again, _) = try await fs.open(third, flags: O_RDONLY, opener: 30)
+    #expect(try await fs.read(handle: again, offset: 0, count: 4096).data() == version(4))
+    for handle in [one, two, three, retried, again] { fs.release(handle: handle) }
+  }
+}
