@@ -171,31 +171,40 @@ extension BucketFilesystem {
     }
   }
 
-  /// Sends an open of `ino` by process `opener` to an inode of its own (the inode's opens read
-  /// other bytes than it would through the page cache or by passthrough, `KernelIOModes.open`
-  /// said): when the inode still stands for the name, it is detached, and the open answers
-  /// ESTALE, so that the kernel looks the name up again (a new inode) and opens that, once.
-  /// So that its second try is never refused, the same process is not sent on again for the
-  /// same name within `reopenWindow`: false then, and for an open that reached a detached
-  /// inode; such an open reads with direct I/O. (Another process may be: a window per name
-  /// made every other open of it in those seconds bypass the pages, and one that wrote beside
-  /// readers of the pages left them stale.)
-  func sendToNewInode(_ ino: UInt64, _ node: InodeTable.Node, opener: Int32) -> Bool {
-    guard inodes.standsForItsPath(ino) else { return false }
-    let key = Reopen(name: ObjectName(node.path), opener: opener)
+  /// Sends an open of `ino` to an inode of its own (the inode's opens read other bytes than it
+  /// would through the page cache or by passthrough, `KernelIOModes.open` said): the open
+  /// answers ESTALE, so that the kernel looks the name up again and opens the inode the name
+  /// has then. The inode is detached first when it still stands for the name; one the name
+  /// moved on from while the open named its version (another process's lookup named a newer
+  /// one) is left as it is, and the second try reaches the name's own. That second try
+  /// (`isSecondTry`) is never sent on: false, and it reads with direct I/O beside the others.
+  /// Only that one: an open sent to direct I/O shares the inode's attributes, which describe
+  /// the version the others read (fstat gave one version's size and read returned another's,
+  /// issue 54 G2, when every open of the process in the next seconds went so).
+  func sendToNewInode(_ ino: UInt64, _ node: InodeTable.Node, opener: Int32, secondTry: Bool) -> Bool {
+    guard !secondTry else { return false }
     let now = ContinuousClock.now
-    // Per process: another process sent on between this one's two tries (a shell's `>>`
-    // beside a logger) must not make its second try fail too.
-    let sendOn = reopened.withLock { sent -> Bool in
+    reopened.withLock { sent in
       sent = sent.filter { now - $0.value < Self.reopenWindow }
-      guard sent[key] == nil else { return false }
-      sent[key] = now
-      return true
+      sent[Reopen(name: ObjectName(node.path), opener: opener)] = now
     }
-    guard sendOn else { return false }
-    inodes.detach(ino)
-    metrics.versionInodes.add(1, ordering: .relaxed)
+    if inodes.standsForItsPath(ino) {
+      inodes.detach(ino)
+      metrics.versionInodes.add(1, ordering: .relaxed)
+    }
     return true
+  }
+
+  /// Whether this open of `node` by `opener` is the kernel's second try of one sent to a new
+  /// inode (the process's next open of the name, within `reopenWindow`): asked once, at the
+  /// open. Kept per process: another process sent on between one's two tries (a shell's `>>`
+  /// beside a logger) made the logger's second try fail too.
+  func isSecondTry(_ node: InodeTable.Node, opener: Int32) -> Bool {
+    let now = ContinuousClock.now
+    return reopened.withLock { sent in
+      guard let at = sent.removeValue(forKey: Reopen(name: ObjectName(node.path), opener: opener)) else { return false }
+      return now - at < Self.reopenWindow
+    }
   }
 
   /// How long after an open was sent to a new inode the same name is not sent again (the

@@ -600,9 +600,14 @@ package final class BucketFilesystem: Sendable {
   /// `opener`: the process that opens (its second try after an ESTALE is never sent on again).
   /// `tries`: how many times the open starts again when this mount's own bytes of the name
   /// came while it opened a version (below).
-  package func open(_ ino: UInt64, flags: Int32, opener: Int32 = 0, tries: Int = 3) async throws(FSError) -> (handle: UInt64, io: KernelIO) {
+  /// `secondTry`: whether it is the kernel's second try of an open sent to a new inode
+  /// (`isSecondTry`, asked when nil).
+  package func open(
+    _ ino: UInt64, flags: Int32, opener: Int32 = 0, tries: Int = 3, secondTry: Bool? = nil
+  ) async throws(FSError) -> (handle: UInt64, io: KernelIO) {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { throw FSError(EISDIR) }
+    let secondTry = secondTry ?? isSecondTry(node, opener: opener)
     let ownBefore = ownChanges(node.objectName ?? node.path)
     if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
@@ -611,7 +616,7 @@ package final class BucketFilesystem: Sendable {
         self.kernelIO.open(ino, handle: local, version: nil, own: own, writes: writes, keepCache: false, mayGoElsewhere: mayGoElsewhere) { nil }
       }
       if let io = open(true) { return (local, io) }
-      guard !sendToNewInode(ino, node, opener: opener) else {
+      guard !sendToNewInode(ino, node, opener: opener, secondTry: secondTry) else {
         if let opened = fileHandles.remove(local) { releaseLocal(opened) }
         throw FSError(ESTALE)
       }
@@ -657,7 +662,7 @@ package final class BucketFilesystem: Sendable {
     }
     var opened = open(renamedTo == nil)
     if opened == nil {
-      guard !sendToNewInode(ino, node, opener: opener) else {
+      guard !sendToNewInode(ino, node, opener: opener, secondTry: secondTry) else {
         _ = fileHandles.remove(fh)
         file.reader.cancelFetches()
         staging?.release(objectName, generation: m.generation)
@@ -673,7 +678,7 @@ package final class BucketFilesystem: Sendable {
     // on, the writer went to a new one: this one keeps the version.)
     if tries > 1, renamedTo == nil, !held, ownChanges(node.objectName ?? node.path) != ownBefore, inodes.standsForItsPath(ino) {
       release(handle: fh)
-      return try await self.open(ino, flags: flags, opener: opener, tries: tries - 1)
+      return try await self.open(ino, flags: flags, opener: opener, tries: tries - 1, secondTry: secondTry)
     }
     // The inode's pages are still the older version's: the next cached open must drop them.
     if io == .direct { openedGenerations.withLock { _ = $0.removeValue(forKey: ino) } }

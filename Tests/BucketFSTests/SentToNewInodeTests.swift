@@ -47,4 +47,36 @@ import Testing
     #expect(try await fs.read(handle: again, offset: 0, count: 4096).data() == version(4))
     for handle in [one, two, three, retried, again] { fs.release(handle: handle) }
   }
+
+  /// Only the second try goes to direct I/O: a process whose second try opened normally is sent
+  /// on again by its next open that meets another version's readers. (Every open of the process
+  /// in the next five seconds went direct, and its fstat described the version the inode's
+  /// other opens read while its reads returned another: issue 54 G2.)
+  @Test func aLaterOpenOfTheSameProcessIsSentOnAgain() async throws {
+    let client = MemoryObjectClient()
+    var options = MountOptions()
+    options.cacheSize = 4 << 20
+    options.metadataTTL = 0
+    let fs = BucketFilesystem(client: client, prefix: "", options: options, staging: nil, log: { _ in })
+    func version(_ i: Int) -> Data { Data("version \(i)\n".utf8) + Data(repeating: UInt8(i), count: 100 * i) }
+    func inode() async throws -> UInt64 { try await fs.lookup(parent: InodeTable.rootIno, name: "f").ino }
+
+    client.put("f", version(1))
+    let (one, _) = try await fs.open(try await inode(), flags: O_RDONLY, opener: 10)
+    let first = try await inode()
+    client.put("f", version(2))
+    await #expect(throws: FSError(ESTALE)) { try await fs.open(first, flags: O_RDONLY, opener: 20) }
+    // The second try reaches an inode no one holds: it opens through the page cache.
+    let (retried, io) = try await fs.open(try await inode(), flags: O_RDONLY, opener: 20)
+    #expect(io != .direct)
+    let second = try await inode()
+    client.put("f", version(3))
+    // A later open of the same process meets that open's version on the inode: it is sent on
+    // (its fstat would describe version 2 while it read version 3).
+    await #expect(throws: FSError(ESTALE)) { try await fs.open(second, flags: O_RDONLY, opener: 20) }
+    let (third, thirdIO) = try await fs.open(try await inode(), flags: O_RDONLY, opener: 20)
+    #expect(thirdIO != .direct)
+    #expect(try await fs.read(handle: third, offset: 0, count: 4096).data() == version(3))
+    for handle in [one, retried, third] { fs.release(handle: handle) }
+  }
 }
