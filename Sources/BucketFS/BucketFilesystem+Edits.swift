@@ -391,6 +391,9 @@ extension BucketFilesystem {
       return (try write(at: end), end)
     }
     if end != offset { forgetKernelCache(of: opened.ino) }
+    // A version's reader opening the inode next must have the kernel drop that size (a reader
+    // of 17 bytes was read as 18, the last a zero, after an append's write sized the inode).
+    inodes.sizedByKernel(opened.ino)
     return n
   }
 

@@ -612,8 +612,11 @@ package final class BucketFilesystem: Sendable {
     if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
       let (own, writes) = ownBytes(local)
+      let appends = if case .edit(let opened)? = fileHandles[local] { opened.access == .appending } else { false }
       let open = { (mayGoElsewhere: Bool) in
-        self.kernelIO.open(ino, handle: local, version: nil, own: own, writes: writes, keepCache: false, mayGoElsewhere: mayGoElsewhere) { nil }
+        self.kernelIO.open(
+          ino, handle: local, version: nil, own: own, writes: writes, appends: appends, keepCache: false, mayGoElsewhere: mayGoElsewhere
+        ) { nil }
       }
       if let io = open(true) { return (local, io) }
       guard !sendToNewInode(ino, node, opener: opener, secondTry: secondTry) else {

@@ -283,6 +283,12 @@ import Testing
     table.forgetShownSizes(ino)
     #expect(!table.mayHoldOtherSize(ino, than: 10))
     #expect(table.mayHoldOtherSize(12_345, than: 1), "an inode the table does not hold")
+    // A write the kernel made set the size itself, at the offset it chose: whatever was shown,
+    // it may hold any size now (a version's reader opening next had its last byte read as a
+    // zero, the size an append's write gave the inode).
+    table.showing(ino, size: 17)
+    table.sizedByKernel(ino)
+    #expect(table.mayHoldOtherSize(ino, than: 17))
   }
 
   /// `mv a b` over a `b` the kernel still holds, then the kernel forgets the old `b`: the moved

@@ -146,6 +146,28 @@ import Testing
     #expect(m.open(9, handle: 8, version: v(8), keepCache: false, mayGoElsewhere: true) { nil } == nil)
   }
 
+  /// An `O_APPEND` writer bypasses the pages: the daemon puts its writes at the end of the
+  /// edit's bytes, which may not be where the kernel thought the end was, and a write through
+  /// the pages went into them there, over another line, for readers of the pages to read
+  /// (issue 54 F5: a reader saw "SG-0" where "LG-0" was). Its edit's other handles still share
+  /// the pages once it is gone; beside readers of a version it goes elsewhere, as any writer.
+  @Test func anAppenderBypassesThePages() {
+    let m = modes(Registry())
+    #expect(m.open(9, handle: 1, version: nil, own: edit(), writes: true, appends: true, keepCache: false, mayGoElsewhere: true) { nil } == .direct)
+    // Readers of the same bytes while it is open: off the pages too (pages read now would miss
+    // its writes).
+    #expect(m.open(9, handle: 2, version: nil, own: edit(), keepCache: false, mayGoElsewhere: true) { nil } == .direct)
+    m.release(1)
+    m.release(2)
+    #expect(m.open(9, handle: 3, version: nil, own: edit(), keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
+    // An appender joining readers of the pages bypasses them.
+    #expect(m.open(9, handle: 4, version: nil, own: edit(), writes: true, appends: true, keepCache: false, mayGoElsewhere: true) { nil } == .direct)
+    m.release(3)
+    m.release(4)
+    #expect(m.open(9, handle: 5, version: v(5), keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
+    #expect(m.open(9, handle: 6, version: nil, own: edit(), writes: true, appends: true, keepCache: false, mayGoElsewhere: true) { nil } == nil)
+  }
+
   /// An open of other bytes than the inode's pages hold, where only readers of a version of
   /// the server's hold them, is answered nil with nothing counted (the caller sends it to an
   /// inode of its own, or opens it again without); opens of the same bytes never are, nor

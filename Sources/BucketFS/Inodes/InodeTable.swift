@@ -279,6 +279,15 @@ package final class InodeTable: Sendable {
     }
   }
 
+  /// The kernel wrote `ino` (through its pages or with direct I/O): it set the size itself,
+  /// to the end of the write at the offset it chose, which the daemon may have put elsewhere
+  /// (an append). What it holds is not known here from now on.
+  func sizedByKernel(_ ino: UInt64) {
+    state.withLock { s in
+      if let i = s.index(ino) { s.slots[i]!.shown = .several }
+    }
+  }
+
   /// Whether the kernel may hold a size other than `size` for `ino`. If so, the caller tells it
   /// to forget its attributes, and nothing is counted as shown from here on.
   func mayHoldOtherSize(_ ino: UInt64, than size: Int64) -> Bool {

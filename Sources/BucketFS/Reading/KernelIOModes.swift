@@ -164,11 +164,14 @@ final class KernelIOModes: Sendable {
   /// `mayGoElsewhere` and the inode's opens read other bytes than this one would through the
   /// page cache or by passthrough: the caller sends it to an inode of its own, or opens it
   /// again without (it then bypasses their pages).
+  /// `appends`: an `O_APPEND` writer of this mount's own bytes, whose writes the daemon puts at
+  /// the end of those bytes wherever the kernel thought the end was (`EditHandle.Access`): it
+  /// bypasses the pages (below).
   func open(
-    _ ino: UInt64, handle: UInt64, version: StorageMetadata?, own: OwnBytes? = nil, writes: Bool = false, keepCache: Bool,
-    mayGoElsewhere: Bool = false, stagedCopy: () -> FileDescriptor?
+    _ ino: UInt64, handle: UInt64, version: StorageMetadata?, own: OwnBytes? = nil, writes: Bool = false, appends: Bool = false,
+    keepCache: Bool, mayGoElsewhere: Bool = false, stagedCopy: () -> FileDescriptor?
   ) -> KernelIO? {
-    let bytes = Bytes(version: version, own: own, writes: writes)
+    let bytes = Bytes(version: version, own: own, writes: writes, appends: appends)
     let generation = version?.generation
     // Every open that would read the staged copy gets it verified, a join onto another open's
     // backing file as much as the first (a copy changed since that open is never read by a
@@ -329,6 +332,7 @@ final class KernelIOModes: Sendable {
     var version: StorageMetadata?
     var own: OwnBytes?
     var writes: Bool
+    var appends = false
 
     /// What the page cache holds once this open fills it.
     var pages: PageBytes { version.map { .version($0) } ?? .own(own?.source) }
@@ -351,8 +355,21 @@ final class KernelIOModes: Sendable {
   ) -> Joined {
     let io: KernelIO
     switch s.modes[ino] {
+    case nil where bytes.appends:
+      s.modes[ino] = .cached(pages: bytes.pages, opens: 0, direct: 1, directWriters: 1)
+      io = .direct
     case nil:
       return .first
+    case .cached(let pages, let n, let direct, let writers) where bytes.appends && (n == 0 || bytes.pages == pages):
+      // An append written through the page cache went into the page at the end the kernel
+      // held, which a writer elsewhere may have moved on from, while the daemon put it at the
+      // bytes' own end: until the kernel next asked for the size, a reader of the page read
+      // the line at the wrong place, over another (issue 54 F5). With direct I/O the kernel
+      // drops the pages around the write instead, and the size it sets sends a reader past it
+      // to ask again. (Beside readers of other bytes it goes elsewhere, below: its writes
+      // would size their inode.)
+      s.modes[ino] = .cached(pages: n == 0 && writers == 0 ? bytes.pages : pages, opens: n, direct: direct + 1, directWriters: writers + 1)
+      io = .direct
     case .cached(let pages, let n, let direct, let writers):
       let same = bytes.pages == pages
       if n == 0 && writers == 0 {
