@@ -89,7 +89,9 @@ struct FirebaseRoutes {
 
   private func list(bucket: String, query: [String: String]) -> ServerResponse {
     let prefix = query["prefix"] ?? ""
-    if !prefix.isEmpty && !prefix.hasSuffix("/") {
+    // By the last byte, not `hasSuffix` (characters): "p\u{600}/" ends in one character, the
+    // prepend mark and the slash together, and was refused.
+    if !prefix.isEmpty && prefix.utf8.last != UInt8(ascii: "/") {
       return .error(400, "The prefix parameter is required to be empty or ends with a single / character.")
     }
     var maxResults = 1000

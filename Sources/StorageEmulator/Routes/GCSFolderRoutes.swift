@@ -66,7 +66,7 @@ extension GCSRoutes {
     case "GET":
       guard registry.isHierarchical(bucket) else { return .json(200, ["kind": "storage#folders"]) }
       let prefix = request.query["prefix"] ?? ""
-      guard prefix.isEmpty || prefix.hasSuffix("/") else { return Self.error(400, "invalid", "The prefix must end with /.") }
+      guard prefix.isEmpty || prefix.utf8.last == UInt8(ascii: "/") else { return Self.error(400, "invalid", "The prefix must end with /.") }
       if let d = request.query["delimiter"], d != "/" { return Self.error(400, "invalid", "The only delimiter supported is /.") }
       var pageSize = 1000
       if let text = request.query["pageSize"] ?? request.query["maxResults"] {

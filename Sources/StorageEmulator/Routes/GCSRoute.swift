@@ -124,7 +124,9 @@ enum GCSRoute: Equatable {
 
   /// A folder named in a path may leave out its final `/` (gcloud's `mv` names the target so).
   private static func folderName(_ name: String) -> String {
-    name.isEmpty || name.hasSuffix("/") ? name : name + "/"
+    // By its last byte: `hasSuffix` compares characters, and a name ending in a prepend mark
+    // (U+0600) joins the mark and "/" into one.
+    name.isEmpty || name.utf8.last == UInt8(ascii: "/") ? name : name + "/"
   }
 
   private static func copy(bucket: String, _ segments: [String]) -> Copy? {

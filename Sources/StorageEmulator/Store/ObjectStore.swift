@@ -139,11 +139,12 @@ final class ObjectStore: @unchecked Sendable {
     defer { closedir(dir) }
     var count = 0
     while let entry = readdir(dir) {
-      let isSide = withUnsafeBytes(of: entry.pointee.d_name) { raw -> Bool in
-        let name = raw.bindMemory(to: UInt8.self)
-        guard let end = name.firstIndex(of: 0), end >= 5 else { return false }
-        return name[(end - 5)..<end].elementsEqual(".json".utf8)
-      }
+      // Read in place, up to its NUL: `entry.pointee.d_name` copies the field's full 256 bytes,
+      // past the end of a short record at the end of the buffer (a SIGSEGV at start, once).
+      let field = UnsafeRawPointer(entry) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+      let length = strlen(field.assumingMemoryBound(to: CChar.self))
+      let name = UnsafeRawBufferPointer(start: field, count: length)
+      let isSide = length >= 5 && name[(length - 5)...].elementsEqual(".json".utf8)
       if isSide { count += 1 }
     }
     return count
