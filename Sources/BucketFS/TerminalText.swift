@@ -30,14 +30,15 @@ package enum TerminalText {
     return out
   }
 
-  /// `name` for a column of names (`bucketfs status`): as `visible` writes it, in single
-  /// quotes when it holds a space or a quote, as `ls` shows such names, with a quote in it
-  /// written `\'`. Else `a` and `a ` (two objects) printed alike, and `d  kept   9` looked
-  /// like a name and two more columns.
+  /// `name` for a column of names (`bucketfs status`): as `visible` writes it, quoted when it
+  /// holds a space or a quote, as `ls` quotes such names: in double quotes when its only quote
+  /// is `'`, else in single quotes with each `'` written `'\''`. Else `a` and `a ` (two
+  /// objects) printed alike, and `d  kept   9` looked like a name and two more columns.
   package static func name(_ name: String) -> String {
     let shown = visible(name)
-    guard shown.contains(where: { $0 == " " || $0 == "'" }) else { return shown }
-    return "'" + shown.replacingOccurrences(of: "'", with: "\\'") + "'"
+    guard shown.contains(where: { $0 == " " || $0 == "'" || $0 == "\"" }) else { return shown }
+    if shown.contains("'") && !shown.contains(where: { "\"$`\\".contains($0) }) { return "\"" + shown + "\"" }
+    return "'" + shown.replacingOccurrences(of: "'", with: "'\\''") + "'"
   }
 
   package static func isControl(_ scalar: Unicode.Scalar) -> Bool {

@@ -22,7 +22,12 @@ import Testing
     #expect(TerminalText.name("a") == "a")
     #expect(TerminalText.name("a ") == "'a '")
     #expect(TerminalText.name("d  kept   9") == "'d  kept   9'")
-    #expect(TerminalText.name("it's") == "'it\\'s'")
+    // As `ls` quotes them (adversary: `'z/quo\'te'` is no shell's quoting, and `dq"x` was
+    // left bare).
+    #expect(TerminalText.name("it's") == "\"it's\"")
+    #expect(TerminalText.name("dq\"x") == "'dq\"x'")
+    #expect(TerminalText.name("it's \"q\"") == "'it'\\''s \"q\"'")
+    #expect(TerminalText.name("a\\b's") == "'a\\\\b'\\''s'")
     #expect(TerminalText.name("a\tb c") == "'a\\tb c'")
   }
 
