@@ -119,13 +119,17 @@ package final class BucketFilesystem: Sendable {
     kernelMisses = TTLCache(ttl: options.missTTL, capacity: 50_000)
     kernelIO = KernelIOModes(log: log)
     var refusal: (any Error)? = nil
-    if options.writable, let staging {
+    // A read-only mount whose staging folder holds changes an earlier writable mount queued
+    // shows them, and carries none out (they wait for a writable mount): without them, a
+    // pinned folder renamed just before a kill -9 showed offline under both names, the old
+    // one's files unreadable (issue 55 adversary F3).
+    if let staging, options.writable || QueueLock.holdsChanges(staging.queueFolder(prefix: prefix)) {
       do {
         let disk: any QueueDisk = try options.queueDiskRecording.map { file throws(FSError) in try RecordedQueueDisk(file: file) } ?? SystemDisk()
         writeBack = try WriteBack(folder: staging.queueFolder(prefix: prefix), commit: options.commitInterval, disk: disk, log: log)
       } catch {
         writeBack = nil
-        refusal = error
+        if options.writable { refusal = error }
       }
     } else {
       writeBack = nil
@@ -173,7 +177,7 @@ package final class BucketFilesystem: Sendable {
       namespace.setQueuedNames { dir in queue.names(in: dir.isEmpty ? "" : dir + "/") }
     }
     writeBack?.queue.fillBases(from: baseFetcher)
-    if let writeBack, !options.offline {
+    if let writeBack, options.writable, !options.offline {
       writeBack.queue.start(client: self.client) { [weak self, namespace, posixChanges] change, metadata in
         namespace.applied(change, metadata)
         switch change.life {
@@ -312,11 +316,15 @@ package final class BucketFilesystem: Sendable {
   }
 
   /// access(2): writing is refused on a read-only mount; the mode bits answer the rest.
-  package func access(_ mask: Int32) -> Int32 { mask & W_OK != 0 && writeBack == nil ? EROFS : 0 }
+  package func access(_ mask: Int32) -> Int32 { mask & W_OK != 0 && !writes ? EROFS : 0 }
 
   /// What an operation a bucket cannot hold (links, device nodes) answers: `refusal` on a
   /// writable mount, EROFS on a read-only one.
-  package func unsupported(_ refusal: Int32) -> Int32 { writeBack == nil ? EROFS : refusal }
+  package func unsupported(_ refusal: Int32) -> Int32 { !writes ? EROFS : refusal }
+
+  /// Whether changes may be made through this mount (a read-only one may still show the
+  /// changes an earlier writable mount queued in its staging folder).
+  var writes: Bool { options.writable && writeBack != nil }
 
   /// A request went unanswered for `seconds` and got EIO.
   /// A read of `handle` was answered EIO for passing read_timeout before the read itself was:
@@ -342,7 +350,7 @@ package final class BucketFilesystem: Sendable {
   /// can be made with the server away (its upload is based on no object: if one exists after
   /// all, ours goes beside it). Read-only mounts answer EIO (false).
   package func absentAfterTimeout(parent: UInt64, name: String, seconds: Double) -> Bool {
-    guard writeBack != nil, let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return false }
+    guard writes, let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return false }
     let path = Namespace.join(dir.path, name)
     // A name this mount changed is answered from its changes, never from a timeout; one the
     // folder's last listing had is most likely still there (made anew, it would be a conflict).

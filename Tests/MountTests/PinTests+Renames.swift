@@ -350,3 +350,58 @@ extension PinTests {
     }
   }
 }
+
+extension PinTests {
+  /// A read-only mount shows the changes an earlier writable mount queued in its staging folder
+  /// and never carried out: a pinned folder renamed on an offline writable mount is, on a
+  /// read-only offline mount of the same folder, under its new name only, every file readable.
+  /// (The read-only mount ignored the queue: after a kill -9 inside the rename it listed the
+  /// folder under both names, the old one's files EIO; issue 55 adversary F3.) The rename
+  /// still waits for a writable mount: the bucket keeps the old name meanwhile.
+  @Test(arguments: ["gcs", "firebase"]) func aReadOnlyMountShowsTheRenamesItsQueueHolds(api: String) async throws {
+    try await MountFixture.scope { fx in
+      var expected: [String: Data] = [:]
+      for i in 1...12 { expected["f\(i)"] = randomData(1000 + i, seed: UInt64(900 + i)) }
+      for (name, data) in expected { _ = try await fx.put("p/" + name, data) }
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
+      let (status, output) = runTool(bucketfsBinary, ["pin", m.path("p")], timeout: .seconds(240))
+      #expect(status == 0, "\(output)")
+      m.unmount()
+
+      // The state a kill -9 inside the rename leaves (the queue's record is made first, then the
+      // pin and the copies follow): the staging folder as it was before the rename, but for
+      // the queue.
+      let staging = fx.root.appendingPathComponent("staging")
+      let before = fx.root.appendingPathComponent("staging-before-rename")
+      try FileManager.default.copyItem(at: staging, to: before)
+      let away = try fx.mount(options: ["offline", "writable"], extra: ["--api", api], name: "\(api)-away")
+      #expect(rename(away.path("p"), away.path("q")) == 0, "\(String(cString: strerror(errno)))")
+      away.unmount()
+      // (The queue is in the bucket's folder of the staging folder, beside its copies and pins.)
+      for bucket in try FileManager.default.contentsOfDirectory(atPath: staging.path) {
+        let folder = staging.appendingPathComponent(bucket)
+        for item in try FileManager.default.contentsOfDirectory(atPath: folder.path) where !item.hasPrefix("queue") {
+          try FileManager.default.removeItem(at: folder.appendingPathComponent(item))
+        }
+        let saved = before.appendingPathComponent(bucket)
+        for item in try FileManager.default.contentsOfDirectory(atPath: saved.path) where !item.hasPrefix("queue") {
+          try FileManager.default.copyItem(at: saved.appendingPathComponent(item), to: folder.appendingPathComponent(item))
+        }
+      }
+
+      let reader = try fx.mount(options: ["offline"], extra: ["--api", api], name: "\(api)-reader")
+      let top = Set(try FileManager.default.contentsOfDirectory(atPath: reader.mountpoint.path))
+      #expect(top == ["q"], "\(top.sorted())\nLOG: \(reader.log)")
+      let shown = Set(try FileManager.default.contentsOfDirectory(atPath: reader.path("q")))
+      #expect(shown == Set(expected.keys), "\(shown.sorted())")
+      for (name, data) in expected {
+        #expect((try? readFile(reader.path("q/" + name)).get()).map(sha256) == sha256(data), "q/\(name)\n\(reader.log)")
+      }
+      // Read-only: nothing is carried out, and nothing can be changed.
+      #expect(mkdir(reader.path("q/new"), 0o755) != 0 && errno == EROFS)
+      reader.unmount()
+      #expect(await fx.object("p/f1") == expected["f1"])
+      #expect(await fx.object("q/f1") == nil)
+    }
+  }
+}

@@ -54,12 +54,14 @@ final class QueueLock: Sendable {
   /// The queue folder a mount takes, locked: the first of `base`, `base.2`, … that no running
   /// mount holds, one that holds changes a mount left before one that holds none (so that a
   /// mount alone carries out what a second mount queued and did not send).
+  /// Whether the queue in `folder` holds changes (records in its log).
+  static func holdsChanges(_ folder: URL) -> Bool {
+    guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent("changes.log").path) else { return false }
+    return !ChangeLog.parse(data).records.isEmpty
+  }
+
   static func take(_ base: URL, disk: any QueueDisk, log: @Sendable (String) -> Void) throws -> (folder: URL, lock: QueueLock) {
     let folders = [base] + (2...queuesBeside).map { URL(fileURLWithPath: base.path + ".\($0)", isDirectory: true) }
-    func holdsChanges(_ folder: URL) -> Bool {
-      guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent("changes.log").path) else { return false }
-      return !ChangeLog.parse(data).records.isEmpty
-    }
     // With no queue beside the first (a mount alone, as almost always), there is nothing to
     // prefer: its log is read once, by the queue that loads it.
     let besides = folders.dropFirst().contains { access($0.path, F_OK) == 0 }
