@@ -620,7 +620,9 @@ package final class BucketFilesystem: Sendable {
     if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
       let (own, writes) = ownBytes(local)
-      let appends = if case .edit(let opened)? = fileHandles[local] { opened.access == .appending } else { false }
+      // Write-only: a program that also reads through its `O_APPEND` descriptor may map it
+      // shared, which direct I/O refuses (ENODEV).
+      let appends = if case .edit(let opened)? = fileHandles[local] { opened.access == .appending && flags & O_ACCMODE == O_WRONLY } else { false }
       let open = { (mayGoElsewhere: Bool) in
         self.kernelIO.open(
           ino, handle: local, version: nil, own: own, writes: writes, appends: appends, keepCache: false, mayGoElsewhere: mayGoElsewhere

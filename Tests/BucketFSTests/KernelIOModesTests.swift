@@ -154,9 +154,12 @@ import Testing
   @Test func anAppenderBypassesThePages() {
     let m = modes(Registry())
     #expect(m.open(9, handle: 1, version: nil, own: edit(), writes: true, appends: true, keepCache: false, mayGoElsewhere: true) { nil } == .direct)
-    // Readers of the same bytes while it is open: off the pages too (pages read now would miss
-    // its writes).
-    #expect(m.open(9, handle: 2, version: nil, own: edit(), keepCache: false, mayGoElsewhere: true) { nil } == .direct)
+    // Readers of the same bytes while it is open use the pages (and may map the file shared):
+    // its writes go past what they read, and the pages around each write are dropped.
+    #expect(m.open(9, handle: 2, version: nil, own: edit(), keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
+    // A version's reader may not take them: the appender's writes size the inode.
+    #expect(m.open(9, handle: 7, version: v(5), keepCache: false) { nil } == .direct)
+    m.release(7)
     m.release(1)
     m.release(2)
     #expect(m.open(9, handle: 3, version: nil, own: edit(), keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))

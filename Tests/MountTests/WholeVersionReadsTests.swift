@@ -539,3 +539,48 @@ import Testing
     }
   }
 }
+
+/// A file a logger holds open with `O_APPEND` maps shared, in another process and through a
+/// descriptor that reads and appends: the logger's writes bypass the page cache (direct I/O),
+/// and other opens of the file must not (the kernel refuses a shared map of a direct I/O
+/// handle with ENODEV; the adversary of issue 54 found every reader's map refused while a
+/// logger was open).
+@Suite(.serialized) struct SharedMapBesideAppenderTests {
+  static let probe = #"""
+    import mmap, os, subprocess, sys
+    path = sys.argv[1]
+    logger = os.open(path, os.O_WRONLY | os.O_APPEND)
+    os.write(logger, b"logged\n")
+    wrong = []
+    r = subprocess.run([sys.executable, "-c", "import mmap,sys;f=open(sys.argv[1],'rb');m=mmap.mmap(f.fileno(),0,access=mmap.ACCESS_READ);sys.stdout.write(m[:].decode())", path], capture_output=True, text=True)
+    if r.returncode != 0 or r.stdout != "first\nlogged\n":
+        wrong.append("another process's shared map: %r %r" % (r.stdout, r.stderr[-200:]))
+    both = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        m = mmap.mmap(both, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+        if m[:] != b"first\nlogged\n":
+            wrong.append("O_RDWR|O_APPEND shared map read %r" % m[:])
+        m.close()
+    except OSError as e:
+        wrong.append("O_RDWR|O_APPEND shared map: %s" % e)
+    os.write(logger, b"again\n")
+    os.close(both)
+    os.close(logger)
+    if open(path, "rb").read() != b"first\nlogged\nagain\n":
+        wrong.append("read back %r" % open(path, "rb").read())
+    print("; ".join(wrong) if wrong else "ok")
+    sys.exit(1 if wrong else 0)
+    """#
+
+  @Test(arguments: ["gcs", "firebase"]) func aLoggedFileMapsShared(api: String) async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("log", Data("first\n".utf8))
+      let notes = try fx.folder("notes")
+      let script = notes.appendingPathComponent("probe.py")
+      try Self.probe.write(to: script, atomically: true, encoding: .utf8)
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: "shared-\(api)")
+      let (status, text) = runTool("/usr/bin/python3", [script.path, m.path("log")], timeout: .seconds(120))
+      #expect(status == 0, "api=\(api): \(text)")
+    }
+  }
+}

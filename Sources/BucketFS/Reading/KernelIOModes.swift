@@ -113,6 +113,7 @@ final class KernelIOModes: Sendable {
     var ino: UInt64
     var io: KernelIO
     var writes = false
+    var appends = false
   }
 
   private struct State {
@@ -248,7 +249,7 @@ final class KernelIOModes: Sendable {
       case .cached(let pages, var n, var direct, var writers):
         if opened.io == .direct {
           direct -= 1
-          if opened.writes { writers -= 1 }
+          if opened.writes && !opened.appends { writers -= 1 }
         } else {
           n -= 1
         }
@@ -276,6 +277,11 @@ final class KernelIOModes: Sendable {
   /// Whether an open of `ino` may write.
   private static func written(_ ino: UInt64, _ s: State) -> Bool {
     s.opened.values.contains { $0.ino == ino && $0.writes }
+  }
+
+  /// Whether an `O_APPEND` writer of `ino` is open (its writes size the inode).
+  private static func appended(_ ino: UInt64, _ s: State) -> Bool {
+    s.opened.values.contains { $0.ino == ino && $0.appends }
   }
 
   /// Whether `ino`'s opens read other bytes through its page cache or by passthrough than
@@ -356,7 +362,7 @@ final class KernelIOModes: Sendable {
     let io: KernelIO
     switch s.modes[ino] {
     case nil where bytes.appends:
-      s.modes[ino] = .cached(pages: bytes.pages, opens: 0, direct: 1, directWriters: 1)
+      s.modes[ino] = .cached(pages: bytes.pages, opens: 0, direct: 1, directWriters: 0)
       io = .direct
     case nil:
       return .first
@@ -367,12 +373,14 @@ final class KernelIOModes: Sendable {
       // the line at the wrong place, over another (issue 54 F5). With direct I/O the kernel
       // drops the pages around the write instead, and the size it sets sends a reader past it
       // to ask again. (Beside readers of other bytes it goes elsewhere, below: its writes
-      // would size their inode.)
-      s.modes[ino] = .cached(pages: n == 0 && writers == 0 ? bytes.pages : pages, opens: n, direct: direct + 1, directWriters: writers + 1)
+      // would size their inode.) It is not counted among the writers that keep later opens of
+      // the same bytes off the pages: it writes only past what they read, and the pages
+      // around each write go; such opens may map the file shared (direct I/O may not).
+      s.modes[ino] = .cached(pages: n == 0 && writers == 0 ? bytes.pages : pages, opens: n, direct: direct + 1, directWriters: writers)
       io = .direct
     case .cached(let pages, let n, let direct, let writers):
       let same = bytes.pages == pages
-      if n == 0 && writers == 0 {
+      if n == 0 && writers == 0 && (same || !Self.appended(ino, s)) {
         // Only opens of other bytes are left, which bypass the pages and write nothing: the
         // page cache is this open's bytes' from now on (an open after a direct one keeps no
         // page).
@@ -408,7 +416,7 @@ final class KernelIOModes: Sendable {
       s.modes[ino] = .editing(backingID: id, opens: n + 1)
       io = .passthrough(backingID: id, directIO: true)
     }
-    s.opened[handle] = Opened(ino: ino, io: io, writes: bytes.writes)
+    s.opened[handle] = Opened(ino: ino, io: io, writes: bytes.writes, appends: bytes.appends)
     return .joined(io)
   }
 
