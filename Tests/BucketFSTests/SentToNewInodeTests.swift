@@ -10,13 +10,21 @@ import Testing
 /// loop) made the first one's second try fail too: the logger's `open` returned ESTALE to the
 /// program (issue 54: a new open never fails because someone else wrote).
 @Suite struct SentToNewInodeTests {
-  @Test func aSecondTryIsNeverSentOnWhateverOtherProcessesWereSentMeanwhile() async throws {
+  /// A filesystem that asks the server at every open (metadata_ttl=0).
+  static func filesystem() -> (MemoryObjectClient, BucketFilesystem) {
     let client = MemoryObjectClient()
     var options = MountOptions()
     options.cacheSize = 4 << 20
     options.metadataTTL = 0
-    let fs = BucketFilesystem(client: client, prefix: "", options: options, staging: nil, log: { _ in })
-    func version(_ i: Int) -> Data { Data("version \(i)\n".utf8) + Data(repeating: UInt8(i), count: 100 * i) }
+    return (client, BucketFilesystem(client: client, prefix: "", options: options, staging: nil, log: { _ in }))
+  }
+
+  /// Version `i` of the object: its own bytes and size.
+  static func version(_ i: Int) -> Data { Data("version \(i)\n".utf8) + Data(repeating: UInt8(i), count: 100 * i) }
+
+  @Test func aSecondTryIsNeverSentOnWhateverOtherProcessesWereSentMeanwhile() async throws {
+    let (client, fs) = Self.filesystem()
+    let version = Self.version
     func inode() async throws -> UInt64 { try await fs.lookup(parent: InodeTable.rootIno, name: "f").ino }
 
     client.put("f", version(1))
@@ -53,12 +61,8 @@ import Testing
   /// in the next five seconds went direct, and its fstat described the version the inode's
   /// other opens read while its reads returned another: issue 54 G2.)
   @Test func aLaterOpenOfTheSameProcessIsSentOnAgain() async throws {
-    let client = MemoryObjectClient()
-    var options = MountOptions()
-    options.cacheSize = 4 << 20
-    options.metadataTTL = 0
-    let fs = BucketFilesystem(client: client, prefix: "", options: options, staging: nil, log: { _ in })
-    func version(_ i: Int) -> Data { Data("version \(i)\n".utf8) + Data(repeating: UInt8(i), count: 100 * i) }
+    let (client, fs) = Self.filesystem()
+    let version = Self.version
     func inode() async throws -> UInt64 { try await fs.lookup(parent: InodeTable.rootIno, name: "f").ino }
 
     client.put("f", version(1))

@@ -7,16 +7,10 @@ import Testing
 /// one character to Swift, the mark and the slash together, so a `hasSuffix("/")` check of the
 /// prefix refused the v0 listing with 400 (and a mount showed the folder but `ls` of it failed).
 @Suite struct MarkEndedPrefixTests {
-  func upload(_ s: Server, _ name: String, _ body: String) -> String {
-    let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? name
-    return s.request(
-      "POST /v0/b/bk/o?name=\(encoded) HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)")
-  }
-
   @Test func aFolderEndingInAPrependMarkIsListed() throws {
     try scope(Server()) { s in
       let folder = "p\u{600}"
-      #expect(upload(s, folder + "/x", "x").hasPrefix("HTTP/1.1 200"))
+      #expect(EmulatorTests().upload(s, folder + "/x", "x").hasPrefix("HTTP/1.1 200"))
       let prefix = (folder + "/").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
       let v0 = s.request("GET /v0/b/bk/o?prefix=\(prefix)&delimiter=%2F HTTP/1.1\r\nConnection: close\r\n\r\n")
       #expect(v0.hasPrefix("HTTP/1.1 200"), "\(v0.prefix(300))")
