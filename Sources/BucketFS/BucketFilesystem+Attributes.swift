@@ -38,7 +38,7 @@ extension BucketFilesystem {
         mode: owner.mode.flatMap { $0 != current.mode ? $0 : nil }, uid: owner.uid.flatMap { $0 != current.uid ? $0 : nil },
         gid: owner.gid.flatMap { $0 != current.gid ? $0 : nil })
       if change != PosixAttributes() {
-        guard writes else { throw FSError(EROFS) }
+        guard takesChanges else { throw FSError(EROFS) }
         // Set-id bits are never kept (a program in a bucket must not run as its owner); a
         // folder's sticky bit is (the kernel enforces it), a file's means nothing on Linux.
         guard options.posix, (change.mode ?? 0) & (node.isDirectory ? 0o6000 : 0o7000) == 0 else { throw FSError(EPERM) }
@@ -52,7 +52,7 @@ extension BucketFilesystem {
       }
     }
     let times = PosixAttributes(mtime: mtime, atime: atime)
-    if (size != nil || times != PosixAttributes()) && !writes { throw FSError(EROFS) }
+    if (size != nil || times != PosixAttributes()) && !takesChanges { throw FSError(EROFS) }
     if node.isDirectory {
       // tar -x, cp -a and rsync -a set every folder's times after filling it.
       if times != PosixAttributes(), options.posix { try keepFolder(node.path, times, custom: times.customWithExactTime) }

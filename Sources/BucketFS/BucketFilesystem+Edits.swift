@@ -11,7 +11,7 @@ extension BucketFilesystem {
   /// read.
   func openLocal(_ path: String, ino: UInt64, flags: Int32) async throws(FSError) -> UInt64? {
     let access = EditHandle.access(flags: flags)
-    if access != .reading && !writes { throw FSError(EROFS) }
+    if access != .reading && !takesChanges { throw FSError(EROFS) }
     guard let writeBack else { return nil }
     if access == .reading {
       // A reader of a file being written reads the writer's bytes, and queues nothing.
@@ -608,7 +608,7 @@ extension BucketFilesystem {
   /// holds none of them. The errors a program checks for first come first, as on a disk:
   /// EROFS, ENAMETOOLONG, EEXIST; then EPERM, with nothing made.
   package func refuseSpecial(parent: UInt64, name: String) async -> Int32 {
-    guard writes else { return EROFS }
+    guard takesChanges else { return EROFS }
     if name.utf8.count > 255 { return ENAMETOOLONG }
     guard let dir = inodes.node(parent), dir.isDirectory else { return ENOENT }
     if (try? await resolveForChange(dir.path, name)) != nil { return EEXIST }

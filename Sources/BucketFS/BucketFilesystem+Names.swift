@@ -5,7 +5,7 @@ import StorageCore
 
 extension BucketFilesystem {
   func writable() throws(FSError) -> WriteBack {
-    guard let writeBack, options.writable else { throw FSError(EROFS) }
+    guard takesChanges, let writeBack else { throw FSError(EROFS) }
     return writeBack
   }
 

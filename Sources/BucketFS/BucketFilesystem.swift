@@ -316,15 +316,15 @@ package final class BucketFilesystem: Sendable {
   }
 
   /// access(2): writing is refused on a read-only mount; the mode bits answer the rest.
-  package func access(_ mask: Int32) -> Int32 { mask & W_OK != 0 && !writes ? EROFS : 0 }
+  package func access(_ mask: Int32) -> Int32 { mask & W_OK != 0 && !takesChanges ? EROFS : 0 }
 
   /// What an operation a bucket cannot hold (links, device nodes) answers: `refusal` on a
   /// writable mount, EROFS on a read-only one.
-  package func unsupported(_ refusal: Int32) -> Int32 { !writes ? EROFS : refusal }
+  package func unsupported(_ refusal: Int32) -> Int32 { !takesChanges ? EROFS : refusal }
 
   /// Whether changes may be made through this mount (a read-only one may still show the
   /// changes an earlier writable mount queued in its staging folder).
-  var writes: Bool { options.writable && writeBack != nil }
+  var takesChanges: Bool { options.writable && writeBack != nil }
 
   /// A request went unanswered for `seconds` and got EIO.
   /// A read of `handle` was answered EIO for passing read_timeout before the read itself was:
@@ -350,7 +350,7 @@ package final class BucketFilesystem: Sendable {
   /// can be made with the server away (its upload is based on no object: if one exists after
   /// all, ours goes beside it). Read-only mounts answer EIO (false).
   package func absentAfterTimeout(parent: UInt64, name: String, seconds: Double) -> Bool {
-    guard writes, let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return false }
+    guard takesChanges, let dir = inodes.node(parent), dir.isDirectory, Namespace.isValidName(name) else { return false }
     let path = Namespace.join(dir.path, name)
     // A name this mount changed is answered from its changes, never from a timeout; one the
     // folder's last listing had is most likely still there (made anew, it would be a conflict).
@@ -622,7 +622,7 @@ package final class BucketFilesystem: Sendable {
       let (own, writes) = ownBytes(local)
       // Write-only: a program that also reads through its `O_APPEND` descriptor may map it
       // shared, which direct I/O refuses (ENODEV).
-      let appends = if case .edit(let opened)? = fileHandles[local] { opened.access == .appending && flags & O_ACCMODE == O_WRONLY } else { false }
+      let appends = EditHandle.access(flags: flags) == .appending && flags & O_ACCMODE == O_WRONLY
       let open = { (mayGoElsewhere: Bool) in
         self.kernelIO.open(
           ino, handle: local, version: nil, own: own, writes: writes, appends: appends, keepCache: false, mayGoElsewhere: mayGoElsewhere

@@ -43,17 +43,19 @@ enum PinCommand {
     guard !paths.isEmpty else { throw .usage(pinUsage) }
     var status: Int32 = 0
     for path in paths {
+      // As the terminal may show it (a name may hold ESC or a tab).
+      let printed = TerminalText.visible(path)
       let answer = PinStatusLine.lines(try MountAttribute.read(path, BucketFilesystem.pinAddAttribute))
       guard let first = answer.first.flatMap(PinLine.init) else {
-        throw .failed("\(TerminalText.visible(path)): the mount gave no answer about the pin", status: ExitStatus.failure)
+        throw .failed("\(printed): the mount gave no answer about the pin", status: ExitStatus.failure)
       }
       if first.state == "refused" {
-        FileHandle.standardError.write(Data("bucketfs pin: \(TerminalText.visible(path)): \(TerminalText.visible(first.problem))\n".utf8))
+        FileHandle.standardError.write(Data("bucketfs pin: \(printed): \(TerminalText.visible(first.problem))\n".utf8))
         status = ExitStatus.failure
         continue
       }
       if background {
-        print("pinning \(TerminalText.visible(path)): \(first.allFiles) files, \(ProgressBar.bytes(first.allBytes)); staging in the background")
+        print("pinning \(printed): \(first.allFiles) files, \(ProgressBar.bytes(first.allBytes)); staging in the background")
         continue
       }
       let result = try follow(path, shown: first.path)
@@ -64,8 +66,9 @@ enum PinCommand {
 
   /// Draws the pin of `path` until it is kept or stops: 0 when every file is staged.
   private static func follow(_ path: String, shown: String) throws(CommandError) -> Int32 {
+    let printed = TerminalText.visible(path)
     let root = try mountRoot(of: path)
-    let bar = ProgressBar(label: TerminalText.visible(path))
+    let bar = ProgressBar(label: printed)
     var attribute = BucketFilesystem.pinsAttribute
     while true {
       let lines = PinStatusLine.lines(try MountAttribute.read(root, attribute))
@@ -74,7 +77,7 @@ enum PinCommand {
       // By bytes: the NFC and NFD "café" are two pins, which `String`'s `==` takes for one.
       guard let pin = lines.compactMap(PinLine.init).first(where: { ObjectName.sameBytes($0.path, shown) }) else {
         bar.finish()
-        throw .failed("\(TerminalText.visible(path)): unpinned meanwhile", status: ExitStatus.failure)
+        throw .failed("\(printed): unpinned meanwhile", status: ExitStatus.failure)
       }
       bar.update(done: pin.bytes, total: pin.allBytes, detail: "\(pin.files)/\(pin.allFiles) files")
       switch pin.state {
@@ -82,26 +85,26 @@ enum PinCommand {
         bar.finish()
         let failures = lines.compactMap { PinFailure($0, of: shown) }
         if failures.isEmpty {
-          print("pinned \(TerminalText.visible(path)): \(pin.allFiles) files, \(ProgressBar.bytes(pin.allBytes))")
+          print("pinned \(printed): \(pin.allFiles) files, \(ProgressBar.bytes(pin.allBytes))")
           return 0
         }
-        var text = "bucketfs pin: \(TerminalText.visible(path)): \(pin.failed) of \(pin.allFiles) files could not be staged:\n"
+        var text = "bucketfs pin: \(printed): \(pin.failed) of \(pin.allFiles) files could not be staged:\n"
         for failure in failures { text += "  \(TerminalText.visible(failure.object)): \(TerminalText.visible(failure.reason))\n" }
         FileHandle.standardError.write(Data(text.utf8))
         return ExitStatus.failure
       case "offline":
         bar.finish()
-        FileHandle.standardError.write(Data("bucketfs pin: \(TerminalText.visible(path)): the mount is offline; pinned, and staged once it is online\n".utf8))
+        FileHandle.standardError.write(Data("bucketfs pin: \(printed): the mount is offline; pinned, and staged once it is online\n".utf8))
         return ExitStatus.unavailable
       case "refused":
         bar.finish()
-        FileHandle.standardError.write(Data("bucketfs pin: \(TerminalText.visible(path)): \(TerminalText.visible(pin.problem))\n".utf8))
+        FileHandle.standardError.write(Data("bucketfs pin: \(printed): \(TerminalText.visible(pin.problem))\n".utf8))
         return ExitStatus.failure
       default:
         if !pin.problem.isEmpty && pin.state == "staging" && pin.files < pin.allFiles && pin.allFiles > 0 {
           // The server went away mid-way: the pin stays, and resumes when it can.
           bar.finish()
-          FileHandle.standardError.write(Data("bucketfs pin: \(TerminalText.visible(path)): \(TerminalText.visible(pin.problem)); the pin stays and resumes\n".utf8))
+          FileHandle.standardError.write(Data("bucketfs pin: \(printed): \(TerminalText.visible(pin.problem)); the pin stays and resumes\n".utf8))
           return ExitStatus.unavailable
         }
       }
@@ -115,11 +118,13 @@ enum PinCommand {
     guard !paths.isEmpty else { throw .usage(unpinUsage) }
     var status: Int32 = 0
     for path in paths {
+      // As the terminal may show it (a name may hold ESC or a tab).
+      let printed = TerminalText.visible(path)
       let answer = try MountAttribute.read(path, BucketFilesystem.pinRemoveAttribute).trimmingCharacters(in: .whitespacesAndNewlines)
       if answer == "unpinned" {
-        print("unpinned \(TerminalText.visible(path))")
+        print("unpinned \(printed)")
       } else {
-        FileHandle.standardError.write(Data("bucketfs unpin: \(TerminalText.visible(path)): not pinned\n".utf8))
+        FileHandle.standardError.write(Data("bucketfs unpin: \(printed): not pinned\n".utf8))
         status = ExitStatus.failure
       }
     }
