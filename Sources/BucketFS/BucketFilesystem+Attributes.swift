@@ -240,24 +240,42 @@ extension BucketFilesystem {
     guard let writeBack else { return queueText() }
     let within = min(Double(ms) / 1000, Self.queueWaitLimit)
     try? writeBack.queue.commit()
-    // Files closed and still open for writing elsewhere (a descriptor passed on, dup'd), which
-    // the kernel writes itself: what they hold now goes, as a copy, as an fsync would send it.
-    if await writeBack.queue.waitUntilEmpty(within: within).stillWritten > 0 {
-      for edit in writeBack.edits.all where edit.openUpload != nil { _ = try? queue(edit, copying: true) }
-      try? writeBack.queue.commit()
-      _ = await writeBack.queue.waitUntilEmpty(within: within)
+    guard await writeBack.queue.waitUntilEmpty(within: within).stillWritten > 0 else { return queueText() }
+    // Files closed and still open for writing elsewhere (a descriptor passed on, dup'd; a
+    // script's output, which each command it runs closes once), which the kernel writes itself:
+    // what they hold now goes, as a copy, as an fsync would send it.
+    let deadline = ContinuousClock.now + .milliseconds(Int(within * 1000))
+    var sent: [(name: String, sequence: UInt64)] = []
+    for edit in writeBack.edits.all where edit.openUpload != nil {
+      if let sequence = try? queue(edit, copying: true) { sent.append((edit.name, sequence)) }
     }
-    return queueText()
+    try? writeBack.queue.commit()
+    var landed: [(name: String, sequence: UInt64)] = []
+    for copy in sent {
+      if await writeBack.queue.wait(for: copy.sequence, within: Self.seconds(until: deadline)) == .applied { landed.append(copy) }
+    }
+    _ = await writeBack.queue.waitUntilEmpty(within: Self.seconds(until: deadline))
+    // What those files' writers wrote after the copy is not what this sync was asked for, as
+    // on a disk: sync(1) returns with a file still being written.
+    return queueText(writtenSince: landed)
+  }
+
+  private static func seconds(until deadline: ContinuousClock.Instant) -> Double {
+    let left = deadline - ContinuousClock.now
+    return max(0, Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18)
   }
 
   /// The mount is ending: a `bucketfs sync` waiting on it is answered with the queue as it is.
   package func stopping() { writeBack?.queue.endWaits() }
 
-  package func queueText() -> String {
+  /// `writtenSince`: copies of files the kernel still writes that are in the bucket: the uploads
+  /// of those files made after them are not counted as waiting (they are listed all the same).
+  package func queueText(writtenSince copies: [(name: String, sequence: UInt64)] = []) -> String {
     guard let writeBack else { return "0\n" }
     let t = writeBack.queue.totals
+    let since = writeBack.queue.stillWritten(after: copies)
     // Within an extended attribute's 64 KiB (10,000 queued moves took more: E2BIG).
-    return "\(t.changes) \(t.failed) \(t.damaged) \(t.stillWritten)\n" + writeBack.queue.describe(within: 60_000)
+    return "\(t.changes - since) \(t.failed) \(t.damaged) \(t.stillWritten - since)\n" + writeBack.queue.describe(within: 60_000)
       + (t.damaged > 0 ? "damaged\t\(t.damaged) records or bytes kept aside in \(writeBack.queue.damaged.folder.path), not carried out\n" : "")
   }
 }

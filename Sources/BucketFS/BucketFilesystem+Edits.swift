@@ -448,7 +448,6 @@ extension BucketFilesystem {
   /// kernel wrote since its last close is not seen here, so it counts as changed.
   @discardableResult
   func queue(_ edit: LocalEdits.Edit, copying: Bool = false) throws(FSError) -> UInt64? {
-    if copying && edit.writtenByKernel { edit.mayHaveChangedByKernel() }
     // A write that failed leaves bytes no program meant: they never become a version, and
     // what this edit's closes queued before it (dd's O_TRUNC, closed once by a dup) is
     // withdrawn while it has not started, so the version before stays. Once an fsync of the
@@ -462,6 +461,10 @@ extension BucketFilesystem {
     // One close of a file at a time: two processes closing it at once must queue their versions
     // in the order they were taken, or an older one could land last.
     return try edit.closing.withLock { _ throws(FSError) -> UInt64? in
+      // Marked under `closing`: a close between the mark and the take (a forked child's exit)
+      // would take it, and an fsync be left waiting on that close's upload, which goes only
+      // when the file's last writer is gone.
+      if copying && edit.writtenByKernel { edit.mayHaveChangedByKernel() }
       guard let writeBack, var changes = edit.takeChanges() else { return edit.lastQueued }
       let name = changes.name
       // Bytes of this edit went to the queue before: these are based on what those produce.

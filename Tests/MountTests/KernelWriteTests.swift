@@ -1,5 +1,7 @@
+import ChildProcess
 import Foundation
 import StorageCore
+import Synchronization
 import TestSupport
 import Testing
 
@@ -200,6 +202,75 @@ import Testing
       #expect(try await count("write", m) > before)
       #expect(sync(m).0 == 0)
       #expect(await object(fx, "b.txt") == Data("through the daemon".utf8))
+    }
+  }
+
+  /// A program that forks children which just exit (each exit closes its copy of the
+  /// descriptor: a close of the file) fsyncs what it wrote: every fsync returns with those
+  /// bytes in the bucket. Each close queued the file to go when its last writer is gone, in
+  /// place of the copy the fsync sent and waited for, which then waited read_timeout and
+  /// returned with nothing uploaded (adversary a6). Here a thread dups and closes the
+  /// descriptor over and over, as the exits do.
+  @Test func anFsyncBesideClosesOfItsCopiesReachesTheBucket() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      #expect(mkdir(m.path("f"), 0o755) == 0)
+      let fd = open(m.path("f/log.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+      #expect(fd >= 0)
+      let stop = Atomic(false)
+      let closes = Atomic(0)
+      let closer = Thread {
+        while !stop.load(ordering: .acquiring) {
+          let copy = dup(fd)
+          if copy >= 0 { close(copy) }
+          closes.add(1, ordering: .relaxed)
+        }
+      }
+      closer.start()
+      defer { stop.store(true, ordering: .releasing) }
+      var written = Data()
+      for round in 0..<40 {
+        let line = Data("line \(round)\n".utf8)
+        write(fd, line)
+        written += line
+        #expect(fsync(fd) == 0)
+        let held = await object(fx, "f/log.txt")
+        #expect(held == written, "round \(round), \(closes.load(ordering: .relaxed)) closes: \(held.map { "\($0.count) bytes" } ?? "missing")")
+        if held != written { break }
+      }
+      stop.store(true, ordering: .releasing)
+      #expect(await eventually { closer.isFinished })
+      #expect(close(fd) == 0)
+      let (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "f/log.txt") == written)
+    }
+  }
+
+  /// `bucketfs sync` beside a shell script whose output goes to a file of the mount and which
+  /// runs commands (each closes the inherited output once it ends): it sends what the file
+  /// holds and exits 0, as sync(1) returns beside a file still being written. It exited 1
+  /// ("still open for writing") with nothing in the bucket (adversary a7).
+  @Test func syncBesideAScriptThatRunsCommands() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      let flag = try fx.folder("flag").appendingPathComponent("stop").path
+      #expect(mkdir(m.path("s"), 0o755) == 0)
+      let script = "i=0; while [ ! -e '\(flag)' ]; do /bin/true; echo \"line $i\"; i=$((i+1)); done > '\(m.path("s/out.log"))'"
+      let child = try ChildProcess("/bin/sh", ["-c", script], environment: ["PATH": "/usr/bin:/bin"])
+      defer { if child.wait(timeout: .zero) == nil { _ = child.stop() } }
+      #expect(await eventually { (try? readFile(m.path("s/out.log")).get().count) ?? 0 > 2_000 })
+      let before = try readFile(m.path("s/out.log")).get()
+      var (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      let sent = await object(fx, "s/out.log") ?? Data()
+      let after = try readFile(m.path("s/out.log")).get()
+      #expect(sent.count >= before.count && sent.starts(with: before) && after.starts(with: sent), "\(before.count) bytes before, \(sent.count) sent")
+      #expect(FileManager.default.createFile(atPath: flag, contents: nil))
+      #expect(child.wait(timeout: .seconds(60)) != nil)
+      (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "s/out.log") == (try readFile(m.path("s/out.log")).get()))
     }
   }
 }

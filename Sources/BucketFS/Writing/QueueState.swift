@@ -186,7 +186,12 @@ struct QueueState {
     // append, which is carried there too; and not once what it put together was recorded: that
     // upload may have landed already, and what follows must know what it left.
     let replaceable = last.rebase == nil || (last.rebase?.size == nil && appendedToLast != nil)
-    if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) && replaceable {
+    // Bytes the kernel still writes wait for their writers: put in place of a copy an fsync
+    // sent (and waits for), they would hold it back until the file's last close, which a
+    // program forking children that exit (each a close of the file) never reaches. They go
+    // after it instead.
+    let outwaits = writing.contains(change.sequence) && !writing.contains(lastSequence)
+    if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) && replaceable && !outwaits {
       setLife(lastSequence, .replaced(by: change.sequence))
       ended[lastSequence] = .replaced(by: change.sequence)
       change.base = last.base
@@ -288,6 +293,11 @@ struct QueueState {
     changes[sequence] = change
     resize(sequence, to: size)
     return change
+  }
+
+  /// How many of `name`'s uploads after `sequence` the kernel still writes.
+  func stillWritten(of name: String, after sequence: UInt64) -> Int {
+    (byName[Self.key(name)] ?? []).filter { $0 > sequence && writing.contains($0) }.count
   }
 
   /// The upload `sequence` whose writers are gone, while it is still waiting for them.

@@ -457,6 +457,12 @@ package final class WriteBackQueue: Sendable {
     return totals
   }
 
+  /// How many uploads the kernel still writes were queued after the copy of their file named
+  /// in `copies` (which `bucketfs sync` sent and saw land).
+  func stillWritten(after copies: [(name: String, sequence: UInt64)]) -> Int {
+    state.withLock { s in copies.reduce(0) { $0 + s.stillWritten(of: $1.name, after: $1.sequence) } }
+  }
+
   /// What is left, one line per change, for `bucketfs sync`.
   func describe(within bytes: Int = .max) -> String { state.withLock { $0.describe(within: bytes) } }
 
