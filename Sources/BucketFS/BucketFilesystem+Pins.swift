@@ -54,7 +54,10 @@ extension BucketFilesystem {
     case Self.pinAddAttribute:
       let target = try pinTarget(ino)
       pins.pin(target)
-      guard let pin = await pins.checked(target) else { throw FSError(EIO) }
+      guard let pin = await pins.checked(target) else {
+        // Unpinned (by another command) before its first check ended: said so, not EIO.
+        return PinStatusLine.line([shownPath(target), "unpinned", "0", "0", "0", "0", "-", "0", "unpinned before its first check ended"])
+      }
       return pinStatus(pin, pins)
     case Self.pinRemoveAttribute:
       return pins.unpin(try pinTarget(ino)) ? "unpinned\n" : "not pinned\n"
@@ -104,9 +107,11 @@ extension BucketFilesystem {
 
   /// The pin's path as the mount shows it ("." for the mount's root); its bucket name outside
   /// the mount's view.
-  private func shownPath(_ pin: Pin) -> String {
-    guard let mine = client.viewName(pin.target.string) else { return "gs://\(client.bucket)/\(pin.target)" }
-    let shown = pin.isFolder ? mine.withoutTrailingSlash : mine
+  private func shownPath(_ pin: Pin) -> String { shownPath(pin.target) }
+
+  private func shownPath(_ target: ObjectName) -> String {
+    guard let mine = client.viewName(target.string) else { return "gs://\(client.bucket)/\(target)" }
+    let shown = mine.withoutTrailingSlash
     return shown.isEmpty ? "." : shown
   }
 

@@ -29,7 +29,8 @@ enum PinCommand {
   static let statusUsage = """
     usage: bucketfs status MOUNTPOINT [PATH]
 
-    Shows each pin of the mount at MOUNTPOINT (those at or under PATH): files and bytes kept of
+    Shows each pin of the mount at MOUNTPOINT (those at or under PATH, and the one that holds
+    PATH): files and bytes kept of
     all, whether it is kept or how far staging is, when it was last brought up to date, and each
     object that could not be staged, with the reason.
     """
@@ -49,7 +50,7 @@ enum PinCommand {
       guard let first = answer.first.flatMap(PinLine.init) else {
         throw .failed("\(printed): the mount gave no answer about the pin", status: ExitStatus.failure)
       }
-      if first.state == "refused" {
+      if first.state == "refused" || first.state == "unpinned" {
         FileHandle.standardError.write(Data("bucketfs pin: \(printed): \(TerminalText.visible(first.problem))\n".utf8))
         status = ExitStatus.failure
         continue
@@ -145,8 +146,9 @@ enum PinCommand {
       under = relative.isEmpty ? nil : relative
     }
     let lines = PinStatusLine.lines(try MountAttribute.read(root, BucketFilesystem.pinsAttribute))
+    // The pins under PATH, and the one that holds it (a file of a pinned folder is pinned).
     let pins = lines.compactMap(PinLine.init).filter { pin in
-      under.map { ObjectName.sameBytes(pin.path, $0) || pin.path.hasBytePrefix($0 + "/") } ?? true
+      under.map { ObjectName.sameBytes(pin.path, $0) || pin.path.hasBytePrefix($0 + "/") || $0.hasBytePrefix(pin.path + "/") || pin.path == "." } ?? true
     }
     guard !pins.isEmpty else {
       print(under.map { "nothing pinned at or under \(TerminalText.name($0))" } ?? "nothing pinned")

@@ -258,13 +258,17 @@ import Testing
       faults.pathFilter = "prefix=held"
       faults.hold = true
       fx.emulator!.setFaults(faults)
-      let pin = try ChildProcess(bucketfsBinary, ["pin", m.path("held")], environment: ProcessInfo.processInfo.environment)
+      // `bucketfs pin` in both forms, which exited 6 ("Input/output error") here.
+      let form = api == "gcs" ? ["--background"] : []
+      let pin = try ChildProcess(bucketfsBinary, ["pin"] + form + [m.path("held")], environment: ProcessInfo.processInfo.environment, errors: .pipe)
       #expect(await eventually { pinLine(m, "held")?[1] == "checking" }, "\(String(describing: pinLine(m, "held")))")
       let (unpinned, output) = bucketfs(["unpin", m.path("held")])
       #expect(unpinned == 0, "\(output)")
       fx.emulator!.setFaults(Faults())
-      // The check ends (the pin gone), and `bucketfs pin` with it.
-      #expect(pin.wait(timeout: .seconds(60)) != nil)
+      // The check ends (the pin gone), and `bucketfs pin` with it, saying so.
+      let said = String(decoding: pin.readToEnd(until: .now + .seconds(60)).errors, as: UTF8.self)
+      #expect(pin.wait(timeout: .seconds(60)) == .exited(1), "\(said)")
+      #expect(said.contains("unpinned before its first check ended"), "\(said)")
       #expect(pinLine(m, "held") == nil)
       #expect(await eventually { m.stat("pinned") == "0 pins, 0 files, 0 bytes kept" }, "\(String(describing: m.stat("pinned")))")
       for name in expected.keys.sorted() {
@@ -293,6 +297,9 @@ import Testing
         #expect(row?.contains(" kept ") == true && row?.contains(" 1/1 ") == true, "\(name.debugDescription) in \(table)")
         let (one, alone) = bucketfs(["status", m.mountpoint.path, m.path(name)])
         #expect(one == 0 && alone.split(separator: "\n").count == 2 && alone.contains(" 1/1 "), "\(name.debugDescription): \(alone)")
+        // A file of the folder is pinned by it: its status shows that pin (it said nothing).
+        let (file, holder) = bucketfs(["status", m.mountpoint.path, m.path(name + "/f.txt")])
+        #expect(file == 0 && holder.split(separator: "\n").count == 2 && holder.contains(" 1/1 "), "\(name.debugDescription)/f.txt: \(holder)")
       }
       #expect(m.stat("pinned") == "\(names.count) pins, \(names.count) files, \(names.enumerated().reduce(0) { $0 + "file \($1.offset)".utf8.count }) bytes kept",
         "\(String(describing: m.stat("pinned")))")
