@@ -223,14 +223,18 @@ extension BucketFilesystem {
     let edit = try await self.edit(source, truncate: false)
     // Done once the move is queued (with the rest of its batch): the edit's changes went with
     // it, and an edit still open elsewhere follows the rename; else it is done with.
+    var movedInto: UInt64?
     func moved(_ queued: Bool) {
       if queued {
         _ = edit.takeChanges()
+        // Bytes the kernel still writes, held under the old name: they went under the new one.
+        let held = edit.openUpload
         if writeBack.edits.isShared(edit) {
           writeBack.edits.move(edit, from: source, to: target)
         } else {
           edit.unlinked()
         }
+        if let held, let movedInto { writeBack.queue.dropWritten(held, movedInto: movedInto) }
       }
       writeBack.edits.close(edit)
     }
@@ -243,7 +247,7 @@ extension BucketFilesystem {
           throw FSError(error)
         }
       }
-      try writeBack.queue.upload(
+      movedInto = try writeBack.queue.upload(
         target, from: edit.file.fd, contentType: contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
         custom: custom.isEmpty ? nil : custom, base: targetBase, deleting: (source, sourceBase), batch: batch)
     } catch {

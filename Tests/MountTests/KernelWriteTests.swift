@@ -205,45 +205,99 @@ import Testing
     }
   }
 
-  /// A program that forks children which just exit (each exit closes its copy of the
-  /// descriptor: a close of the file) fsyncs what it wrote: every fsync returns with those
-  /// bytes in the bucket. Each close queued the file to go when its last writer is gone, in
-  /// place of the copy the fsync sent and waited for, which then waited read_timeout and
-  /// returned with nothing uploaded (adversary a6). Here a thread dups and closes the
-  /// descriptor over and over, as the exits do.
+  /// Runs `body` while a thread dups and closes `fd` over and over, as the exits of children a
+  /// program forks close their copies of its descriptors (each a close of the file).
+  func withClosesOfCopies(of fd: Int32, _ body: () async -> Void) async {
+    let stop = Atomic(false)
+    let closer = Thread {
+      while !stop.load(ordering: .acquiring) {
+        let copy = dup(fd)
+        if copy >= 0 { close(copy) }
+      }
+    }
+    closer.start()
+    await body()
+    stop.store(true, ordering: .releasing)
+    #expect(await eventually { closer.isFinished })
+  }
+
+  /// Writes a line to `fd`, fsyncs it, and expects the bucket's `name` to hold all that
+  /// `written` holds then; false when it does not.
+  func fsyncReachesTheBucket(_ fd: Int32, _ fx: MountFixture, _ name: String, _ written: inout Data, round: Int) async -> Bool {
+    let line = Data("line \(round)\n".utf8)
+    write(fd, line)
+    written += line
+    #expect(fsync(fd) == 0)
+    let held = await object(fx, name)
+    #expect(held == written, "round \(round): \(held.map { "\($0.count) bytes" } ?? "missing")")
+    return held == written
+  }
+
+  /// A program that forks children which just exit fsyncs what it wrote: every fsync returns
+  /// with those bytes in the bucket. Each close queued the file to go when its last writer is
+  /// gone, in place of the copy the fsync sent and waited for, which then waited read_timeout
+  /// and returned with nothing uploaded (adversary a6).
   @Test func anFsyncBesideClosesOfItsCopiesReachesTheBucket() async throws {
     try await MountFixture.scope { fx in
       let m = try fx.mount(options: ["writable"])
       #expect(mkdir(m.path("f"), 0o755) == 0)
       let fd = open(m.path("f/log.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
       #expect(fd >= 0)
-      let stop = Atomic(false)
-      let closes = Atomic(0)
-      let closer = Thread {
-        while !stop.load(ordering: .acquiring) {
-          let copy = dup(fd)
-          if copy >= 0 { close(copy) }
-          closes.add(1, ordering: .relaxed)
+      var written = Data()
+      await withClosesOfCopies(of: fd) {
+        for round in 0..<40 {
+          guard await fsyncReachesTheBucket(fd, fx, "f/log.txt", &written, round: round) else { break }
         }
       }
-      closer.start()
-      defer { stop.store(true, ordering: .releasing) }
-      var written = Data()
-      for round in 0..<40 {
-        let line = Data("line \(round)\n".utf8)
-        write(fd, line)
-        written += line
-        #expect(fsync(fd) == 0)
-        let held = await object(fx, "f/log.txt")
-        #expect(held == written, "round \(round), \(closes.load(ordering: .relaxed)) closes: \(held.map { "\($0.count) bytes" } ?? "missing")")
-        if held != written { break }
-      }
-      stop.store(true, ordering: .releasing)
-      #expect(await eventually { closer.isFinished })
       #expect(close(fd) == 0)
       let (status, output) = sync(m)
       #expect(status == 0, "\(output)")
       #expect(await object(fx, "f/log.txt") == written)
+    }
+  }
+
+  /// The same file renamed while it is written (and its copies closed): the fsyncs after the
+  /// rename reach the bucket under the new name. The bytes the closes held under the old name
+  /// went before the old name's delete, which waited for the writer's end, and every upload
+  /// after it with it (adversary f1: each fsync took read_timeout, nothing uploaded).
+  @Test func anFsyncAfterARenameWhileWrittenReachesTheBucket() async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"])
+      #expect(mkdir(m.path("r"), 0o755) == 0)
+      let fd = open(m.path("r/part"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+      #expect(fd >= 0)
+      var written = Data()
+      await withClosesOfCopies(of: fd) {
+        guard await fsyncReachesTheBucket(fd, fx, "r/part", &written, round: 0) else { return }
+        #expect(rename(m.path("r/part"), m.path("r/done")) == 0)
+        for round in 1..<20 {
+          guard await fsyncReachesTheBucket(fd, fx, "r/done", &written, round: round) else { break }
+        }
+      }
+      #expect(close(fd) == 0)
+      let (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "r/done") == written)
+      #expect(await object(fx, "r/part") == nil, "\(m.log)")
+    }
+  }
+
+  /// A file the kernel still writes holds up only its own name: an `rm` of another file while
+  /// a script writes its log, then a new file, and the new file reaches the bucket with the
+  /// log still open (it waited for the log's last close).
+  @Test func aFileStillWrittenHoldsUpNoOtherName() async throws {
+    try await MountFixture.scope { fx in
+      _ = try await fx.put("gone.txt", Data("old".utf8))
+      let m = try fx.mount(options: ["writable"])
+      let log = closedOnceStillOpen(m, "w/log.txt", "one\n")
+      #expect(unlink(m.path("gone.txt")) == 0)
+      #expect(FileManager.default.createFile(atPath: m.path("new.txt"), contents: Data("new".utf8)))
+      #expect(await eventually { await object(fx, "new.txt") == Data("new".utf8) }, "\(m.stat("write-back queue") ?? "")")
+      #expect(await object(fx, "gone.txt") == nil)
+      #expect(close(log) == 0)
+      let (status, output) = sync(m)
+      #expect(status == 0, "\(output)")
+      #expect(await object(fx, "w/log.txt") == Data("one\n".utf8))
     }
   }
 

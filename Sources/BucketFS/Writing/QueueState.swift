@@ -121,7 +121,10 @@ struct QueueState {
     var lastOfName: [NameKey: PendingChange] = [:]
     for change in loaded.sorted(by: { $0.sequence < $1.sequence }) {
       let name = Self.key(change.name)
-      if let earlier = lastOfName[name], earlier.kind.putsVersion, earlier.isUnfinished, change.kind.putsVersion, change.isUnfinished,
+      // (A rename's delete takes over the base of the bytes the kernel still wrote under the
+      // old name: `dropWritten`.)
+      if let earlier = lastOfName[name], earlier.kind.putsVersion, earlier.isUnfinished,
+        change.kind.putsVersion || change.kind == .delete, change.isUnfinished,
         case .generation = change.base, change.base == earlier.base
       {
         superseded.append(earlier)
@@ -295,6 +298,26 @@ struct QueueState {
     return change
   }
 
+  /// Upload `sequence`, still written and waiting, whose file was renamed: its bytes went under
+  /// the new name as upload `movedInto`, and under the old name they would go only to be
+  /// deleted, once the writers are gone, the rename's delete waiting for them (and every
+  /// upload queued after that delete with it). Ended as replaced by that upload and returned,
+  /// for its record to go, with the name's next change when that one takes over what it was
+  /// based on (as the one that replaces an upload does), for its record to be rewritten
+  /// first. Nil when it is no such upload (sealed, started).
+  mutating func dropWritten(_ sequence: UInt64, movedInto: UInt64) -> (dropped: PendingChange, rebased: PendingChange?)? {
+    guard let dropped = written(sequence) else { return nil }
+    setLife(sequence, .replaced(by: movedInto))
+    ended[sequence] = .replaced(by: movedInto)
+    let name = Self.key(dropped.name)
+    let before = (byName[name] ?? []).filter { $0 < sequence && changes[$0].map { !$0.isReplaced && !$0.isDone } == true }
+    guard before.isEmpty, let next = byName[name]?.first(where: { $0 > sequence }), changes[next]?.base == .previous else {
+      return (dropped, nil)
+    }
+    changes[next]!.base = dropped.base
+    return (dropped, changes[next])
+  }
+
   /// How many of `name`'s uploads after `sequence` the kernel still writes.
   func stillWritten(of name: String, after sequence: UInt64) -> Int {
     (byName[Self.key(name)] ?? []).filter { $0 > sequence && writing.contains($0) }.count
@@ -368,7 +391,12 @@ struct QueueState {
       }
       names.insert(name)
       if change.kind == .copy, let source = change.source { copySources.insert(Self.key(source.name)) }
-      if change.kind.putsVersion {
+      // Bytes the kernel still writes hold up their own name only: a delete of another name
+      // after them (an `rm` while a script writes its log) held up every upload after it until
+      // the script ended. No rename's bytes are ever such an upload (a move copies them).
+      if change.kind.putsVersion && writing.contains(sequence) {
+        continue
+      } else if change.kind.putsVersion {
         uploadBefore = true
       } else if change.kind == .delete {
         deleteBefore = true

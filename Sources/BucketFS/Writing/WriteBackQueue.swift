@@ -132,6 +132,19 @@ package final class WriteBackQueue: Sendable {
     return true
   }
 
+  /// Upload `sequence`, whose file the kernel still writes, renamed away: its bytes went under
+  /// the new name as upload `movedInto` (`QueueState.dropWritten`), and it goes. The change
+  /// that takes over its base is rewritten before its record goes: a crash between keeps both,
+  /// and the next mount drops it (`QueueState.load`).
+  func dropWritten(_ sequence: UInt64, movedInto: UInt64) {
+    guard let (dropped, rebased) = state.withLock({ $0.dropWritten(sequence, movedInto: movedInto) }) else { return }
+    if let rebased { _ = try? journal.write(rebased, committed: true) }
+    _ = journal.removeReplaced(dropped)
+    state.withLock { $0.remove(sequence) }
+    changed.signal()
+    work.signal()
+  }
+
   /// The kernel has stopped writing upload `sequence`'s file (its last writer is gone): its
   /// record says what the file holds (size, CRC32C), with `metadata` when given (set since the
   /// close that queued it), and a worker may take it.
