@@ -239,25 +239,21 @@ extension BucketFilesystem {
     guard let ms = Int(attribute.dropFirst(Self.queueWaitPrefix.count)), ms >= 0 else { return nil }
     guard let writeBack else { return queueText() }
     let within = min(Double(ms) / 1000, Self.queueWaitLimit)
-    try? writeBack.queue.commit()
-    guard await writeBack.queue.waitUntilEmpty(within: within).stillWritten > 0 else { return queueText() }
-    // Files closed and still open for writing elsewhere (a descriptor passed on, dup'd; a
-    // script's output, which each command it runs closes once), which the kernel writes itself:
-    // what they hold now goes, as a copy, as an fsync would send it.
     let deadline = ContinuousClock.now + .milliseconds(Int(within * 1000))
-    var sent: [(name: String, sequence: UInt64)] = []
-    for edit in writeBack.edits.all where edit.openUpload != nil {
-      if let sequence = try? queue(edit, copying: true) { sent.append((edit.name, sequence)) }
-    }
     try? writeBack.queue.commit()
-    var landed: [(name: String, sequence: UInt64)] = []
-    for copy in sent {
-      if await writeBack.queue.wait(for: copy.sequence, within: Self.seconds(until: deadline)) == .applied { landed.append(copy) }
+    // What was queued when sync asked; what writers that go on queue meanwhile is not waited
+    // for, as sync(1) does not wait for it.
+    let mark = writeBack.queue.newest
+    var left = await writeBack.queue.waitUntilDone(through: mark, within: within)
+    if left.stillWritten > 0 {
+      // Files closed and still open for writing elsewhere (a descriptor passed on, dup'd; a
+      // script's output), which the kernel writes itself: what they hold now goes, as a copy,
+      // as an fsync would send it, in place of the upload that waits for their writers.
+      for edit in writeBack.edits.all where edit.openUpload != nil { _ = try? queue(edit, copying: true) }
+      try? writeBack.queue.commit()
+      left = await writeBack.queue.waitUntilDone(through: mark, within: Self.seconds(until: deadline))
     }
-    _ = await writeBack.queue.waitUntilEmpty(within: Self.seconds(until: deadline))
-    // What those files' writers wrote after the copy is not what this sync was asked for, as
-    // on a disk: sync(1) returns with a file still being written.
-    return queueText(writtenSince: landed)
+    return queueText(outstanding: left)
   }
 
   private static func seconds(until deadline: ContinuousClock.Instant) -> Double {
@@ -268,14 +264,13 @@ extension BucketFilesystem {
   /// The mount is ending: a `bucketfs sync` waiting on it is answered with the queue as it is.
   package func stopping() { writeBack?.queue.endWaits() }
 
-  /// `writtenSince`: copies of files the kernel still writes that are in the bucket: the uploads
-  /// of those files made after them are not counted as waiting (they are listed all the same).
-  package func queueText(writtenSince copies: [(name: String, sequence: UInt64)] = []) -> String {
+  /// `outstanding`: what is left of the changes `bucketfs sync` waits for (default: all).
+  package func queueText(outstanding: (changes: Int, stillWritten: Int)? = nil) -> String {
     guard let writeBack else { return "0\n" }
     let t = writeBack.queue.totals
-    let since = writeBack.queue.stillWritten(after: copies)
+    let left = outstanding ?? (t.changes, t.stillWritten)
     // Within an extended attribute's 64 KiB (10,000 queued moves took more: E2BIG).
-    return "\(t.changes - since) \(t.failed) \(t.damaged) \(t.stillWritten - since)\n" + writeBack.queue.describe(within: 60_000)
+    return "\(left.changes) \(t.failed) \(t.damaged) \(left.stillWritten)\n" + writeBack.queue.describe(within: 60_000)
       + (t.damaged > 0 ? "damaged\t\(t.damaged) records or bytes kept aside in \(writeBack.queue.damaged.folder.path), not carried out\n" : "")
   }
 }

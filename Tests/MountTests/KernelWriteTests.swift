@@ -303,17 +303,25 @@ import Testing
 
   /// `bucketfs sync` beside a shell script whose output goes to a file of the mount and which
   /// runs commands (each closes the inherited output once it ends): it sends what the file
-  /// holds and exits 0, as sync(1) returns beside a file still being written. It exited 1
-  /// ("still open for writing") with nothing in the bucket (adversary a7).
-  @Test func syncBesideAScriptThatRunsCommands() async throws {
+  /// holds and exits 0, as sync(1) returns beside a file still being written. Into a new file (`>`, the kernel writes it) sync exited 1
+  /// ("still open for writing") with nothing in the bucket (adversary a7); onto an object
+  /// (`>>`, through the daemon) each close put the upload off again, so nothing went up while
+  /// the script ran (now the bucket keeps up) and sync waited for its whole timeout (adversary f3).
+  @Test(arguments: [">", ">>"]) func syncBesideAScriptThatRunsCommands(redirect: String) async throws {
     try await MountFixture.scope { fx in
+      if redirect == ">>" { _ = try await fx.put("s/out.log", Data("INIT\n".utf8)) }
       let m = try fx.mount(options: ["writable"])
       let flag = try fx.folder("flag").appendingPathComponent("stop").path
-      #expect(mkdir(m.path("s"), 0o755) == 0)
-      let script = "i=0; while [ ! -e '\(flag)' ]; do /bin/true; echo \"line $i\"; i=$((i+1)); done > '\(m.path("s/out.log"))'"
+      if redirect == ">" { #expect(mkdir(m.path("s"), 0o755) == 0) }
+      let script = "i=0; while [ ! -e '\(flag)' ]; do /bin/true; echo \"line $i\"; i=$((i+1)); done \(redirect) '\(m.path("s/out.log"))'"
       let child = try ChildProcess("/bin/sh", ["-c", script], environment: ["PATH": "/usr/bin:/bin"])
       defer { if child.wait(timeout: .zero) == nil { _ = child.stop() } }
-      #expect(await eventually { (try? readFile(m.path("s/out.log")).get().count) ?? 0 > 2_000 })
+      if redirect == ">>" {
+        #expect(await eventually { (await object(fx, "s/out.log")?.count ?? 0) > 2_000 }, "nothing went up while the script ran")
+      } else {
+        // The kernel's writes go up when the last writer closes, or with an fsync or sync.
+        #expect(await eventually { (try? readFile(m.path("s/out.log")).get().count) ?? 0 > 2_000 })
+      }
       let before = try readFile(m.path("s/out.log")).get()
       var (status, output) = sync(m)
       #expect(status == 0, "\(output)")
@@ -327,4 +335,5 @@ import Testing
       #expect(await object(fx, "s/out.log") == (try readFile(m.path("s/out.log")).get()))
     }
   }
+
 }

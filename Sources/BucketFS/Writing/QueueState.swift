@@ -83,6 +83,8 @@ struct QueueState {
   /// When each change queued by this mount may start (`WriteBackQueue.settle` after it was
   /// queued, so in the order of sequences; those an earlier mount queued may start at once).
   private var readyAt: [UInt64: ContinuousClock.Instant] = [:]
+  /// When the upload a new one replaced was to start: the new one starts no later (`insert`).
+  private var replacedReady: [UInt64: ContinuousClock.Instant] = [:]
   /// What the folders hold of the queue, kept as changes come and go so that a lookup or a
   /// listing asks in O(depth), not by walking every queued change (a folder being filled through
   /// the mount asked about every one of its names: quadratic).
@@ -195,6 +197,7 @@ struct QueueState {
     // after it instead.
     let outwaits = writing.contains(change.sequence) && !writing.contains(lastSequence)
     if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) && replaceable && !outwaits {
+      replacedReady[change.sequence] = readyAt[lastSequence] ?? .now
       setLife(lastSequence, .replaced(by: change.sequence))
       ended[lastSequence] = .replaced(by: change.sequence)
       change.base = last.base
@@ -243,7 +246,7 @@ struct QueueState {
   /// A replaced change waits again: the change that replaced it could not be written.
   mutating func readmit(_ replaced: PendingChange) {
     setLife(replaced.sequence, .pending)
-    ended.removeValue(forKey: replaced.sequence)
+    if case .replaced(let newer)? = ended.removeValue(forKey: replaced.sequence) { replacedReady.removeValue(forKey: newer) }
   }
 
   /// `change` is in the queue (its record and bytes on disk), to start no sooner than `readyAt`.
@@ -256,7 +259,11 @@ struct QueueState {
     changes[change.sequence] = change
     if change.isUnfinished { Self.insertSorted(change.sequence, into: &unfinished) }
     spellings[Self.spellingKey(change.name)] = Self.spellingKey(change.name)
-    if let readyAt { self.readyAt[change.sequence] = readyAt }
+    // One that replaced a waiting upload starts when that one would have: a writer closing the
+    // file more often than `settle` (a script whose commands each close its output once) had
+    // each close put the upload off again, and nothing went up while it ran.
+    let inherited = replacedReady.removeValue(forKey: change.sequence)
+    if let readyAt { self.readyAt[change.sequence] = min(readyAt, inherited ?? readyAt) }
     sizes[change.sequence] = size
     bytes += size
     reindex(name)
@@ -318,10 +325,25 @@ struct QueueState {
     return (dropped, changes[next])
   }
 
-  /// How many of `name`'s uploads after `sequence` the kernel still writes.
-  func stillWritten(of name: String, after sequence: UInt64) -> Int {
-    (byName[Self.key(name)] ?? []).filter { $0 > sequence && writing.contains($0) }.count
+  /// The changes queued up to `mark` still to be carried out, and those that took their place
+  /// since (holding their bytes and more); of them, the uploads the kernel still writes.
+  func outstanding(through mark: UInt64) -> (changes: Int, stillWritten: Int) {
+    var successors = Set<UInt64>()
+    for (sequence, ending) in ended where sequence <= mark {
+      guard case .replaced(var newer) = ending else { continue }
+      while case .replaced(let next)? = ended[newer] { newer = next }
+      successors.insert(newer)
+    }
+    var left = (changes: 0, stillWritten: 0)
+    for (sequence, change) in changes where change.isUnfinished && (sequence <= mark || successors.contains(sequence)) {
+      left.changes += 1
+      if writing.contains(sequence) { left.stillWritten += 1 }
+    }
+    return left
   }
+
+  /// The newest change queued so far (0: none yet).
+  var newest: UInt64 { next - 1 }
 
   /// The upload `sequence` whose writers are gone, while it is still waiting for them.
   func written(_ sequence: UInt64) -> PendingChange? {

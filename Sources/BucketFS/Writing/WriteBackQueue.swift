@@ -470,12 +470,6 @@ package final class WriteBackQueue: Sendable {
     return totals
   }
 
-  /// How many uploads the kernel still writes were queued after the copy of their file named
-  /// in `copies` (which `bucketfs sync` sent and saw land).
-  func stillWritten(after copies: [(name: String, sequence: UInt64)]) -> Int {
-    state.withLock { s in copies.reduce(0) { $0 + s.stillWritten(of: $1.name, after: $1.sequence) } }
-  }
-
   /// What is left, one line per change, for `bucketfs sync`.
   func describe(within bytes: Int = .max) -> String { state.withLock { $0.describe(within: bytes) } }
 
@@ -501,6 +495,23 @@ package final class WriteBackQueue: Sendable {
         if let blockedBy { return .waiting(blockedBy) }
         if ContinuousClock.now >= deadline { return .waiting("not carried out yet") }
       }
+      await changed.wait(after: epoch, until: deadline)
+    }
+  }
+
+  /// The newest change queued so far.
+  var newest: UInt64 { state.withLock { $0.newest } }
+
+  /// Waits until the changes queued up to `mark` are carried out (or replaced by ones that
+  /// are), but for uploads the kernel still writes, or until `seconds` pass: what is left of
+  /// them then (`QueueState.outstanding`). For `bucketfs sync`, which waits for what was queued
+  /// when it asked, not for what a writer that goes on queues meanwhile.
+  func waitUntilDone(through mark: UInt64, within seconds: Double) async -> (changes: Int, stillWritten: Int) {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while true {
+      let epoch = changed.epoch
+      let left = state.withLock { $0.outstanding(through: mark) }
+      if left.changes <= left.stillWritten || ContinuousClock.now >= deadline || ending.load(ordering: .acquiring) { return left }
       await changed.wait(after: epoch, until: deadline)
     }
   }
