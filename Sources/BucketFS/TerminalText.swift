@@ -41,6 +41,13 @@ package enum TerminalText {
     return "'" + shown.replacingOccurrences(of: "'", with: "'\\''") + "'"
   }
 
+  /// `text` followed by spaces up to `width` characters, whole whatever it holds. (Foundation's
+  /// `padding(toLength:)` counts UTF-16 units, and cut the widest name of `bucketfs status`:
+  /// NFD "café" printed as "cafe", another object's name.)
+  package static func padded(_ text: String, to width: Int) -> String {
+    text + String(repeating: " ", count: max(0, width - text.count))
+  }
+
   package static func isControl(_ scalar: Unicode.Scalar) -> Bool {
     scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
   }

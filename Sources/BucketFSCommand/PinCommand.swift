@@ -142,6 +142,9 @@ enum PinCommand {
     if paths.count == 2 {
       let full = URL(fileURLWithPath: paths[1]).standardizedFileURL.path
       let base = URL(fileURLWithPath: root).standardizedFileURL.path
+      if paths[1].hasPrefix("/") && !ObjectName.sameBytes(full, base) && !full.hasBytePrefix(base + "/") {
+        throw .failed("\(TerminalText.visible(paths[1])) is not in the mount at \(TerminalText.visible(root))", status: ExitStatus.usage)
+      }
       let relative = ObjectName.sameBytes(full, base) ? "" : full.hasBytePrefix(base + "/") ? full.droppingBytes(base.utf8.count + 1) : paths[1]
       under = relative.isEmpty ? nil : relative
     }
@@ -166,7 +169,7 @@ enum PinCommand {
     let widths = header.indices.map { i in rows.map { $0[i].count }.max() ?? 0 }
     var text = ""
     for (n, row) in rows.enumerated() {
-      text += row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+      text += row.enumerated().map { i, cell in i == row.count - 1 ? cell : TerminalText.padded(cell, to: widths[i]) }
         .joined(separator: "  ") + "\n"
       guard n > 0 else { continue }
       let pin = pins[n - 1]

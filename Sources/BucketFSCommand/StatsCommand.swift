@@ -21,7 +21,7 @@ enum StatsCommand {
       return (parts[0], parts.count > 1 ? parts[1] : "")
     }
     let width = rows.map(\.0.count).max() ?? 0
-    let table = rows.map { $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")
+    let table = rows.map { TerminalText.padded($0.0, to: width) + "  " + $0.1 }.joined(separator: "\n")
     FileHandle.standardOutput.write(Data((table + "\n").utf8))
     return 0
   }

@@ -33,6 +33,16 @@ import Testing
 
   /// A log line never holds a raw control character (a pin named with ESC or a tab reached the
   /// mount's log raw); its backslashes stay as they are.
+  /// A column pads a name to its width and never cuts it, whatever its characters are made of
+  /// (issue 55 adversary: NFD "café", the widest name, printed as "cafe").
+  @Test func aPaddedNameIsWhole() {
+    for name in ["cafe\u{301}", "Zu\u{308}rich-e\u{301}e\u{301}", String(repeating: "\u{1F600}", count: 12), "plain"] {
+      let padded = TerminalText.padded(name, to: name.count + 2)
+      #expect(padded.unicodeScalars.starts(with: name.unicodeScalars) && padded.count == name.count + 2, "\(name.debugDescription)")
+      #expect(Array(TerminalText.padded(name, to: name.count).utf8) == Array(name.utf8))
+    }
+  }
+
   @Test func aLogLineHoldsNoControlCharacter() {
     let line = TerminalText.oneLine("pin: a\u{1b}[31m\tb\nc\u{85} \"x\\ty\"")
     #expect(line == "pin: a\\x1b[31m\\tb\\nc\\u{85} \"x\\ty\"", "\(line)")
