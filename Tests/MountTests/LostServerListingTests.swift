@@ -188,6 +188,34 @@ import Testing
     }
   }
 
+  /// A folder listed before whose listing then breaks on a later page (frozen, or refused with
+  /// 503 past the retries) while `ls` reads its first pages: the listing goes on from the
+  /// folder's last listing past the names the pages reached, whole, as the man page says (it
+  /// ended with EIO, issue 55 adversary F2), and the stats count it.
+  @Test(arguments: [("firebase", true), ("gcs", true), ("gcs", false)]) func aListingBrokenOnALaterPageGoesOnFromTheLastListing(
+    api: String, frozen: Bool
+  ) async throws {
+    try await MountFixture.scope { fx in
+      try await Self.seed(fx)
+      let m = try fx.mount(options: ["metadata_ttl=0", "read_timeout=1"], extra: ["--api", api], name: "later-\(api)")
+      let (first, listed) = Self.ls(m, "many")
+      #expect(first == 0 && Set(listed) == Self.names, "\(api): \(first), \(listed.count)")
+      var failing = Faults()
+      failing.pathFilter = "pageToken="
+      if frozen {
+        failing.hold = true
+      } else {
+        failing.errorStatus = 503
+        failing.errorFraction = 1
+      }
+      fx.emulator!.setFaults(failing)
+      let (status, lines) = Self.ls(m, "many")
+      fx.emulator!.setFaults(Faults())
+      #expect(status == 0 && Set(lines) == Self.names && lines.count == Self.count, "\(api): \(status), \(lines.count) lines: \(lines.suffix(3))")
+      #expect((Self.answeredFromLast(m) ?? 0) >= 1, "\(api): \(String(describing: m.stat("listings answered from the last listing")))")
+    }
+  }
+
   /// Killed after the first page had reached the reader: readdir ends with EIO, not at a short
   /// end. (The GCS API names files as they come; a v0 listing's arrive at its end.)
   @Test func aServerKilledMidListingEndsItWithEIO() async throws {

@@ -85,6 +85,26 @@ package final class ListingStream: Sendable {
 
   func fail(_ error: BucketError) { update { $0.phase = .failed(error) } }
 
+  /// Whether a page went through (readers may have been shown entries).
+  var hasStarted: Bool { state.withLock { $0.started } }
+
+  /// The server failed after some pages: the listing ends with `pending` (entries of those
+  /// pages not given yet), then the entries of `last` (the folder's last listing) that sort
+  /// after every name given, in the server's order (bytes, a folder's with its "/"). Readers
+  /// see one listing, each name once, fresh up to where the pages reached.
+  func endFromLast(_ pending: [DirectoryEntry], _ last: [DirectoryEntry]) {
+    update { s in
+      s.entries.append(contentsOf: pending)
+      let given = Set(s.entries.map(Self.key))
+      let reached = given.max { $0.lexicographicallyPrecedes($1) } ?? []
+      s.entries.append(contentsOf: last.filter { let k = Self.key($0); return !given.contains(k) && reached.lexicographicallyPrecedes(k) })
+      s.phase = .complete
+      s.started = true
+    }
+  }
+
+  private static func key(_ e: DirectoryEntry) -> [UInt8] { Array((e.isDirectory ? e.name + "/" : e.name).utf8) }
+
   /// Returns once the first page was read, or the listing ended; throws what ended it when that
   /// was a failure before any page (the caller answers as for a listing that failed whole).
   func firstPage() async throws(BucketError) {

@@ -142,7 +142,16 @@ extension Namespace {
         token = page.nextPageToken
       } while token != nil
     } catch {
-      stream.fail(error)
+      // A later page failed with the server gone while a reader is shown this listing: it
+      // goes on from the folder's last listing past the names it reached, never ends short
+      // (EIO where no last listing is held). Not kept: the next listing asks again.
+      if given != nil, stream.hasStarted, ErrnoMapping.isServerGone(error),
+        let last = listingWithoutServer(path, because: "\(error.detail) after \(fetched) pages")
+      {
+        stream.endFromLast(builder.finish(), last)
+      } else {
+        stream.fail(error)
+      }
       throw error
     }
     return stream.finish(builder.finish())
