@@ -141,6 +141,7 @@ struct QueueState {
     }
     next = (loaded.map(\.sequence).max() ?? 0) + 1
     let done = loaded.filter { if case .done = $0.life { true } else { false } }.sorted { $0.sequence < $1.sequence }
+    applied += done.count
     return (done, superseded)
   }
 
@@ -490,6 +491,8 @@ struct QueueState {
   /// finds what it left.
   mutating func carriedOut(_ done: PendingChange) {
     set(done)
+    // Counted as it stops counting as queued: `bucketfs sync` may answer before it is passed on.
+    applied += 1
     if case .done(let effect) = done.life {
       left[Self.key(done.name)] = effect
       if case .conflict = effect { conflicts += 1 }
@@ -502,7 +505,6 @@ struct QueueState {
   /// generation, and is returned so that its record says so too (nil when there is none, or
   /// when `done` left no generation: then `.previous` stays, and sends it beside the object too).
   mutating func passOn(_ done: PendingChange) -> PendingChange? {
-    applied += 1
     guard let nextSequence = byName[Self.key(done.name)]?.first(where: { $0 > done.sequence && changes[$0]?.isQueued == true }),
       let next = changes[nextSequence], next.base == .previous
     else { return nil }
