@@ -55,6 +55,7 @@ import Testing
         if j % 3 == 0 { c.source = source }
         if j % 4 == 1 { c.overlay = overlay }
         if j % 4 == 2 { c.renamedInto = UInt64(i * 100 + j) - 1 }
+        if j % 4 == 3 { c.grows = PendingChange.ConflictCopy(name: name + ".conflict-\"1\"", generation: Int64(j)) }
         let written = try c.record()
         let decoded = try JSONDecoder().decode(PendingChange.self, from: written)
         // A replaced change says which one replaced it: a load drops it while that one stands.

@@ -336,4 +336,39 @@ import Testing
     }
   }
 
+
+  /// A writer that keeps going after another writer replaced its file grows one conflict copy,
+  /// across a `kill -9` too: the bytes its later close queued go into that copy after the
+  /// restart. The queue kept which copy only in memory, and after the restart a second copy
+  /// was made (adversary f2, 8 of 8 with a forking writer).
+  @Test(arguments: ["gcs", "firebase"]) func aConflictCopyGrowsAcrossAKill(api: String) async throws {
+    try await MountFixture.scope { fx in
+      let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
+      #expect(mkdir(m.path("c"), 0o755) == 0)
+      let fd = open(m.path("c/f"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+      #expect(fd >= 0)
+      write(fd, Data("one\n".utf8))
+      #expect(fsync(fd) == 0)
+      _ = try await fx.put("c/f", Data("theirs\n".utf8))
+      write(fd, Data("two\n".utf8))
+      // The fsync finds their version: ours goes beside it (the fsync may say ESTALE).
+      _ = fsync(fd)
+      let copies = { try await fx.storage.reference(withPath: "c").listAll().items.map(\.fullPath).filter { $0.hasPrefix("c/f.conflict-") } }
+      #expect(await eventually { (try? await copies())?.count == 1 })
+      // Written on, closed once (a child's exit): held until the writer's end, which a kill cuts.
+      write(fd, Data("three\n".utf8))
+      #expect(close(dup(fd)) == 0)
+      m.process.send(SIGKILL)
+      m.process.wait()
+      close(fd)
+      m.unmount()
+      let next = try fx.mount(options: ["writable"], extra: ["--api", api], name: api + "-next")
+      let (status, output) = sync(next)
+      #expect(status == 0, "\(output)")
+      let made = try await copies()
+      #expect(made.count == 1, "\(made)")
+      if let copy = made.first { #expect(await object(fx, copy) == Data("one\ntwo\nthree\n".utf8)) }
+      #expect(await object(fx, "c/f") == Data("theirs\n".utf8))
+    }
+  }
 }

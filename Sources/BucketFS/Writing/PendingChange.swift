@@ -125,6 +125,16 @@ struct PendingChange: Codable, Sendable, Equatable {
   /// sequence): a later mount drops the delete when those bytes did not outlast a power loss,
   /// and the object keeps its old name instead of having none.
   var renamedInto: UInt64?
+  /// The conflict copy the change before it went to, while this one is based on that one
+  /// (`Base.previous`): it grows that copy rather than start another. Kept in the record, as
+  /// the queue's memory of what the change before left is not: after `kill -9`, a writer that
+  /// kept going after a conflict made a second copy.
+  var grows: ConflictCopy?
+
+  struct ConflictCopy: Codable, Sendable, Equatable {
+    var name: String
+    var generation: Int64
+  }
 
   var fileName: String { Self.fileName(of: sequence) }
   static func fileName(of sequence: UInt64) -> String { sequence.zeroPadded(12) }
@@ -149,7 +159,7 @@ struct PendingChange: Codable, Sendable, Equatable {
 extension PendingChange {
   private enum CodingKeys: String, CodingKey {
     case sequence, kind, name, base, contentType, mtime, custom, sessionURL, source, state, error, produced, conflictName, dataSize, dataCRC32C, overlay
-    case replacedBy, appendedFrom, rebase, merged, renamedInto
+    case replacedBy, appendedFrom, rebase, merged, renamedInto, grows
   }
 
   init(from decoder: any Decoder) throws {
@@ -174,6 +184,7 @@ extension PendingChange {
     appendedFrom = try c.decodeIfPresent(Int64.self, forKey: .appendedFrom)
     rebase = try c.decodeIfPresent(Rebase.self, forKey: .rebase)
     renamedInto = try c.decodeIfPresent(UInt64.self, forKey: .renamedInto)
+    grows = try c.decodeIfPresent(ConflictCopy.self, forKey: .grows)
     switch try c.decodeIfPresent(String.self, forKey: .state) ?? "pending" {
     case "pending": life = .pending
     case "started": life = .started
@@ -209,6 +220,7 @@ extension PendingChange {
     try c.encodeIfPresent(appendedFrom, forKey: .appendedFrom)
     try c.encodeIfPresent(rebase, forKey: .rebase)
     try c.encodeIfPresent(renamedInto, forKey: .renamedInto)
+    try c.encodeIfPresent(grows, forKey: .grows)
     switch life {
     case .pending: try c.encode("pending", forKey: .state)
     case .replaced(let newer):

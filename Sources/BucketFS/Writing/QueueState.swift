@@ -173,6 +173,10 @@ struct QueueState {
         return nil
       }
       if change.base == .previous, let generation = left[Self.key(change.name)]?.generation { change.base = .generation(generation) }
+      // Based on what went beside the object: it grows that copy (its record says which).
+      if change.base == .previous, case .conflict(let copy, let g?)? = left[Self.key(change.name)] {
+        change.grows = PendingChange.ConflictCopy(name: copy, generation: g)
+      }
       // A generation the mount's caches gave that is older than what this queue itself put
       // there last (a lookup answered before that change landed, stored after it): the newer
       // one is the version the caller saw. Generations of a name only grow, so the larger of
@@ -205,6 +209,7 @@ struct QueueState {
       if earlier.count > 1 { change.base = .previous }
       change.appendedFrom = appendedToLast
       change.rebase = last.rebase
+      change.grows = last.grows
       return changes[lastSequence]
     }
     change.base = .previous
@@ -516,6 +521,9 @@ struct QueueState {
       // goes onto that.
       changes[nextSequence]!.base = .generation(g)
       changes[nextSequence]!.rebase = PendingChange.Rebase(onto: g)
+    case .done(.conflict(let copy, let g?)):
+      // It grows that copy, across a restart too (`WriteBackQueue.take`).
+      changes[nextSequence]!.grows = PendingChange.ConflictCopy(name: copy, generation: g)
     default:
       return nil
     }

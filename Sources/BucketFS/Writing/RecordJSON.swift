@@ -33,6 +33,7 @@ extension PendingChange {
     if let appendedFrom { json.field("appendedFrom") { $0.number(appendedFrom) } }
     if let rebase { try json.field("rebase", encoded: rebase) }
     if let renamedInto { json.field("renamedInto") { $0.number(renamedInto) } }
+    if let grows { try json.field("grows", encoded: grows) }
     switch life {
     case .pending: json.field("state") { $0.string("pending") }
     case .replaced(let newer):

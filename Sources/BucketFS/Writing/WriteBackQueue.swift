@@ -628,6 +628,9 @@ package final class WriteBackQueue: Sendable {
           .generation(g)
         } else if let copy = s.leftConflict(change.name) {
           .besideAt(copy.name, generation: copy.generation)
+        } else if let copy = change.grows {
+          // What the change before left is not known since a restart; its record said.
+          .besideAt(copy.name, generation: copy.generation)
         } else {
           .beside
         }
