@@ -156,7 +156,8 @@ struct QueueState {
   /// name that has not started is replaced (returned, marked replaced) and its base taken over;
   /// any other earlier change makes this one based on what that one leaves; with none queued,
   /// a change based on the queue's previous result is based on what the last one left.
-  mutating func admit(_ change: inout PendingChange, appended: AppendedBytes? = nil) -> PendingChange? {
+  /// `dropsHeld`: a delete takes the place of bytes of its name the kernel still writes (below).
+  mutating func admit(_ change: inout PendingChange, appended: AppendedBytes? = nil, dropsHeld: Bool = true) -> PendingChange? {
     // One done already counts by what it left (`left`), even while its record is still here:
     // it has passed on, and nothing after it would learn its generation.
     let earlier = (byName[Self.key(change.name)] ?? []).filter { $0 < change.sequence && changes[$0].map { !$0.isReplaced && !$0.isDone } == true }
@@ -201,6 +202,18 @@ struct QueueState {
     // program forking children that exit (each a close of the file) never reaches. They go
     // after it instead.
     let outwaits = writing.contains(change.sequence) && !writing.contains(lastSequence)
+    // A file removed while a program still writes it (`rm` of a script's log): its held bytes
+    // would go only to be deleted once the script ends, and the delete, waiting for them, held
+    // up every upload queued after it. The delete takes their place. (Not a rename's delete:
+    // a close before the rename moves the edit rewrites those bytes, which `dropWritten` drops
+    // once it has moved.)
+    if dropsHeld, change.kind == .delete, last.kind == .upload, last.life == .pending, writing.contains(lastSequence), !held.contains(lastSequence) {
+      setLife(lastSequence, .replaced(by: change.sequence))
+      ended[lastSequence] = .replaced(by: change.sequence)
+      change.base = earlier.count > 1 ? .previous : last.base
+      change.grows = last.grows
+      return changes[lastSequence]
+    }
     if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) && replaceable && !outwaits {
       replacedReady[change.sequence] = readyAt[lastSequence] ?? .now
       setLife(lastSequence, .replaced(by: change.sequence))

@@ -363,7 +363,7 @@ package final class WriteBackQueue: Sendable {
         if let r = s.admit(&change, appended: arrival.appended) { replaced.append(r) }
         admitted.append(change)
         if var delete = arrival.delete {
-          _ = s.admit(&delete)
+          _ = s.admit(&delete, dropsHeld: false)
           deletes.append(delete)
         }
       }
