@@ -226,13 +226,18 @@ extension BucketFilesystem {
     var movedInto: UInt64?
     func moved(_ queued: Bool) {
       if queued {
-        _ = edit.takeChanges()
-        // Bytes the kernel still writes, held under the old name: they went under the new one.
-        let held = edit.openUpload
-        if writeBack.edits.isShared(edit) {
-          writeBack.edits.move(edit, from: source, to: target)
-        } else {
-          edit.unlinked()
+        // Under the close lock: a close taking the edit's changes under the old name while it
+        // moved queued them there again, as held bytes no one dropped (the old name came back).
+        let held = edit.closing.withLock { _ -> UInt64? in
+          _ = edit.takeChanges()
+          // Bytes the kernel still writes, held under the old name: they went under the new one.
+          let held = edit.openUpload
+          if writeBack.edits.isShared(edit) {
+            writeBack.edits.move(edit, from: source, to: target)
+          } else {
+            edit.unlinked()
+          }
+          return held
         }
         if let held, let movedInto { writeBack.queue.dropWritten(held, movedInto: movedInto) }
       }

@@ -31,13 +31,18 @@ import Testing
     #expect(n == bytes.count, "write: \(n < 0 ? String(cString: strerror(errno)) : "\(n) bytes")")
   }
 
+  /// `name` created (the kernel writes it) in a new folder, open for writing.
+  func createdInNewFolder(_ m: MountedBucket, _ name: String) -> Int32 {
+    #expect(mkdir(m.path((name as NSString).deletingLastPathComponent), 0o755) == 0)
+    let fd = open(m.path(name), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    #expect(fd >= 0, "\(String(cString: strerror(errno)))")
+    return fd
+  }
+
   /// `name` made in a new folder with `first` written, then closed once while a dup of its
   /// descriptor stays open (as a child's copy would): that dup.
   func closedOnceStillOpen(_ m: MountedBucket, _ name: String, _ first: String) -> Int32 {
-    let folder = (name as NSString).deletingLastPathComponent
-    #expect(mkdir(m.path(folder), 0o755) == 0)
-    let fd = open(m.path(name), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-    #expect(fd >= 0)
+    let fd = createdInNewFolder(m, name)
     write(fd, Data(first.utf8))
     let other = dup(fd)
     #expect(close(fd) == 0)
@@ -240,9 +245,7 @@ import Testing
   @Test func anFsyncBesideClosesOfItsCopiesReachesTheBucket() async throws {
     try await MountFixture.scope { fx in
       let m = try fx.mount(options: ["writable"])
-      #expect(mkdir(m.path("f"), 0o755) == 0)
-      let fd = open(m.path("f/log.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-      #expect(fd >= 0)
+      let fd = createdInNewFolder(m, "f/log.txt")
       var written = Data()
       await withClosesOfCopies(of: fd) {
         for round in 0..<40 {
@@ -263,9 +266,7 @@ import Testing
   @Test func anFsyncAfterARenameWhileWrittenReachesTheBucket() async throws {
     try await MountFixture.scope { fx in
       let m = try fx.mount(options: ["writable"])
-      #expect(mkdir(m.path("r"), 0o755) == 0)
-      let fd = open(m.path("r/part"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-      #expect(fd >= 0)
+      let fd = createdInNewFolder(m, "r/part")
       var written = Data()
       await withClosesOfCopies(of: fd) {
         guard await fsyncReachesTheBucket(fd, fx, "r/part", &written, round: 0) else { return }
@@ -352,9 +353,7 @@ import Testing
   @Test(arguments: ["gcs", "firebase"]) func aConflictCopyGrowsAcrossAKill(api: String) async throws {
     try await MountFixture.scope { fx in
       let m = try fx.mount(options: ["writable"], extra: ["--api", api], name: api)
-      #expect(mkdir(m.path("c"), 0o755) == 0)
-      let fd = open(m.path("c/f"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-      #expect(fd >= 0)
+      let fd = createdInNewFolder(m, "c/f")
       write(fd, Data("one\n".utf8))
       #expect(fsync(fd) == 0)
       _ = try await fx.put("c/f", Data("theirs\n".utf8))
