@@ -29,6 +29,35 @@ import Testing
     #expect(s.takeNext(now: .now)?.sequence == second.sequence)
   }
 
+  /// Bytes the kernel still writes, held under a name a rename moved them from: dropped, the
+  /// rename's delete takes over their base; a crash that kept both records (the delete's
+  /// rewritten, the held one's removal not) loads the delete alone, which deletes what the
+  /// bucket holds under the old name. Loaded with both, the held bytes went up first and the
+  /// delete then failed its precondition: the old name stayed.
+  @Test func aHeldUploadDroppedByARenameStaysDroppedAfterACrash() {
+    var s = QueueState()
+    var held = PendingChange(sequence: s.reserveSequence(), kind: .upload, name: "d/part", base: .generation(5))
+    s.stillWritten(held.sequence)
+    _ = s.admit(&held)
+    s.insert(held, size: 3, readyAt: nil)
+    let (moved, _) = change(&s, .upload, "d/done", base: .generation(0), size: 3)
+    // A rename's delete (an unlink's would take the held bytes' place at once).
+    var delete = PendingChange(sequence: s.reserveSequence(), kind: .delete, name: "d/part", base: .generation(5))
+    #expect(s.admit(&delete, dropsHeld: false) == nil)
+    s.insert(delete, size: 0, readyAt: nil)
+    #expect(delete.base == .previous, "a delete after held bytes waits for them")
+    guard let (dropped, rebased) = s.dropWritten(held.sequence, movedInto: moved.sequence) else {
+      Issue.record("the held upload was not dropped")
+      return
+    }
+    #expect(dropped.sequence == held.sequence && rebased?.sequence == delete.sequence && rebased?.base == .generation(5))
+    // The records a crash between the delete's rewrite and the held one's removal leaves.
+    var next = QueueState()
+    let (_, superseded) = next.load([held, moved, rebased!], sizes: [held.sequence: 3, moved.sequence: 3], damaged: 0)
+    #expect(superseded.map(\.sequence) == [held.sequence])
+    #expect(next.takeNext(now: .now)?.name == "d/done")
+  }
+
   /// What `bucketfs sync` reads of the queue fits an extended attribute (64 KiB): 10,000 moves
   /// of a folder rename answered E2BIG. Failed changes come first; the rest are counted.
   @Test func theQueuesDescriptionFitsAnAttribute() {
