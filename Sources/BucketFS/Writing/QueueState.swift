@@ -160,7 +160,7 @@ struct QueueState {
   mutating func admit(_ change: inout PendingChange, appended: AppendedBytes? = nil, dropsHeld: Bool = true) -> PendingChange? {
     // One done already counts by what it left (`left`), even while its record is still here:
     // it has passed on, and nothing after it would learn its generation.
-    let earlier = (byName[Self.key(change.name)] ?? []).filter { $0 < change.sequence && changes[$0].map { !$0.isReplaced && !$0.isDone } == true }
+    let earlier = standing(change.name, before: change.sequence)
     guard let lastSequence = earlier.last, let last = changes[lastSequence] else {
       // Appended to what the edit opened, or to what its last close left.
       change.appendedFrom = change.base == .previous ? appended?.fromBase : appended?.fromStart
@@ -208,16 +208,14 @@ struct QueueState {
     // a close before the rename moves the edit rewrites those bytes, which `dropWritten` drops
     // once it has moved.)
     if dropsHeld, change.kind == .delete, last.kind == .upload, last.life == .pending, writing.contains(lastSequence), !held.contains(lastSequence) {
-      setLife(lastSequence, .replaced(by: change.sequence))
-      ended[lastSequence] = .replaced(by: change.sequence)
+      replace(lastSequence, by: change.sequence)
       change.base = earlier.count > 1 ? .previous : last.base
       change.grows = last.grows
       return changes[lastSequence]
     }
     if last.kind.putsVersion && last.life == .pending && change.kind.putsVersion && !held.contains(lastSequence) && replaceable && !outwaits {
       replacedReady[change.sequence] = readyAt[lastSequence] ?? .now
-      setLife(lastSequence, .replaced(by: change.sequence))
-      ended[lastSequence] = .replaced(by: change.sequence)
+      replace(lastSequence, by: change.sequence)
       change.base = last.base
       if earlier.count > 1 { change.base = .previous }
       change.appendedFrom = appendedToLast
@@ -260,6 +258,17 @@ struct QueueState {
   mutating func release(_ sequence: UInt64, restoring before: PendingChange? = nil) {
     if let before, changes[sequence] != nil { changes[sequence] = before }
     held.remove(sequence)
+  }
+
+  /// `name`'s changes before `sequence` that still stand (neither replaced nor done).
+  private func standing(_ name: String, before sequence: UInt64) -> [UInt64] {
+    (byName[Self.key(name)] ?? []).filter { $0 < sequence && changes[$0].map { !$0.isReplaced && !$0.isDone } == true }
+  }
+
+  /// `sequence` is replaced by `newer`: a wait for it follows that one.
+  private mutating func replace(_ sequence: UInt64, by newer: UInt64) {
+    setLife(sequence, .replaced(by: newer))
+    ended[sequence] = .replaced(by: newer)
   }
 
   /// A replaced change waits again: the change that replaced it could not be written.
@@ -333,11 +342,10 @@ struct QueueState {
   /// first. Nil when it is no such upload (sealed, started).
   mutating func dropWritten(_ sequence: UInt64, movedInto: UInt64) -> (dropped: PendingChange, rebased: PendingChange?)? {
     guard let dropped = written(sequence) else { return nil }
-    setLife(sequence, .replaced(by: movedInto))
-    ended[sequence] = .replaced(by: movedInto)
-    let name = Self.key(dropped.name)
-    let before = (byName[name] ?? []).filter { $0 < sequence && changes[$0].map { !$0.isReplaced && !$0.isDone } == true }
-    guard before.isEmpty, let next = byName[name]?.first(where: { $0 > sequence }), changes[next]?.base == .previous else {
+    replace(sequence, by: movedInto)
+    guard standing(dropped.name, before: sequence).isEmpty, let next = byName[Self.key(dropped.name)]?.first(where: { $0 > sequence }),
+      changes[next]?.base == .previous
+    else {
       return (dropped, nil)
     }
     changes[next]!.base = dropped.base
