@@ -593,6 +593,9 @@ package final class BucketFilesystem: Sendable {
 
   package var passthroughOffered: Bool { kernelIO.offered }
 
+  /// INIT's answer: whether a program may map a direct I/O open shared (`KernelIOModes`).
+  package func directIOMapsStarted(_ on: Bool) { kernelIO.mapsDirectIO(on) }
+
   /// Where the staged copies live (nil: no staging), for the bridge's checks of its filesystem.
   package var stagingFolder: String? { staging?.folder.path }
 

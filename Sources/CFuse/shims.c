@@ -57,6 +57,7 @@ void CFuseShims_tune_connection(struct fuse_conn_info *conn) {
 // Bits and layouts of protocol 7.40 that Debian 12's <linux/fuse.h> (7.38) does not have.
 #define CFUSE_INIT_EXT (1u << 30)
 #define CFUSE_INIT2_PASSTHROUGH (1u << 5)  // FUSE_PASSTHROUGH: bit 37 of the 64-bit flags
+#define CFUSE_INIT2_DIRECT_IO_ALLOW_MMAP (1u << 4)  // bit 36 (Linux 6.6)
 #define CFUSE_HANDLE_KILLPRIV_V2 (1u << 28)
 #define CFUSE_FOPEN_DIRECT_IO (1u << 0)
 #define CFUSE_FOPEN_NOFLUSH (1u << 5)
@@ -92,6 +93,7 @@ struct cfuse_out_header {
 
 static __thread int init_offers_passthrough;  // set by the read of an INIT request
 static __thread int init_offers_killpriv_v2;   // likewise
+static __thread int init_offers_direct_io_mmap;  // likewise
 static __thread uint64_t init_unique;          // the INIT request being answered on this thread
 static __thread uint32_t init_reply_passthrough;  // the stack depth, set when init takes the offer
 static __thread int32_t open_reply_backing;    // set around fuse_reply_open/create
@@ -105,6 +107,7 @@ static ssize_t channel_read(int fd, void *buf, size_t len, void *userdata) {
       const struct cfuse_init_in_start *in = (const void *)((const char *)buf + sizeof(*h));
       init_offers_passthrough = (in->flags & CFUSE_INIT_EXT) && (in->flags2 & CFUSE_INIT2_PASSTHROUGH);
       init_offers_killpriv_v2 = (in->flags & CFUSE_HANDLE_KILLPRIV_V2) != 0;
+      init_offers_direct_io_mmap = (in->flags & CFUSE_INIT_EXT) && (in->flags2 & CFUSE_INIT2_DIRECT_IO_ALLOW_MMAP);
       init_unique = h->unique;
     }
   }
@@ -138,6 +141,13 @@ static ssize_t channel_writev(int fd, struct iovec *iov, int count, void *userda
       // truncate or a chown; taking this spares a GETXATTR of security.capability before
       // every write and a GETATTR before every chown (fs/fuse: SB_NOSEC).
       if (init_offers_killpriv_v2) flags |= CFUSE_HANDLE_KILLPRIV_V2;
+      // Opens that read beside an appender's direct writes bypass the page cache too (their
+      // pages would be read short while the writes size the inode): a program may still map
+      // them shared, as it may any other file.
+      if (init_offers_direct_io_mmap) {
+        flags |= CFUSE_INIT_EXT;
+        flags2 |= CFUSE_INIT2_DIRECT_IO_ALLOW_MMAP;
+      }
       if (depth) {
         flags |= CFUSE_INIT_EXT;
         flags2 |= CFUSE_INIT2_PASSTHROUGH;
@@ -169,6 +179,8 @@ int CFuseShims_watch_channel(struct fuse_session *se) {
   };
   return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }
+
+int CFuseShims_maps_direct_io(void) { return init_offers_direct_io_mmap; }
 
 int CFuseShims_take_passthrough(uint32_t stack_depth) {
   if (!init_offers_passthrough || stack_depth < 1 || stack_depth > 2) return 0;

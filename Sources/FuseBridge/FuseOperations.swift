@@ -51,6 +51,7 @@ enum FuseOperations {
     ops.`init` = { userdata, conn in
       if let conn { CFuseShims_tune_connection(conn) }
       let fs = Unmanaged<BucketFilesystem>.fromOpaque(userdata!).takeUnretainedValue()
+      fs.directIOMapsStarted(CFuseShims_maps_direct_io() == 1)
       if fs.passthroughOffered, let folder = fs.stagingFolder {
         fs.passthroughStarted(CFuseShims_take_passthrough(CFuseShims_backing_stack_depth(folder)) == 1)
       }

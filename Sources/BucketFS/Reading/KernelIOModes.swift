@@ -119,6 +119,9 @@ final class KernelIOModes: Sendable {
   private struct State {
     var modes: [UInt64: Mode] = [:]
     var opened: [UInt64: Opened] = [:]
+    /// Whether readers of this mount's own bytes bypass the page cache (`join`): only where
+    /// the kernel still lets such an open be mapped shared.
+    var ownReadersDirect = false
   }
 
   /// Whether this mount opens by passthrough.
@@ -150,6 +153,9 @@ final class KernelIOModes: Sendable {
       p = on ? .on(files) : .off
     }
   }
+
+  /// INIT settled whether a program may map a direct I/O open shared (Linux 6.6).
+  func mapsDirectIO(_ on: Bool) { state.withLock { $0.ownReadersDirect = on } }
 
   /// Whether a new file may be written by passthrough (`openEditing`).
   var writesByPassthrough: Bool { backing != nil }
@@ -279,9 +285,12 @@ final class KernelIOModes: Sendable {
     s.opened.values.contains { $0.ino == ino && $0.writes }
   }
 
-  /// Whether an `O_APPEND` writer of `ino` is open (its writes size the inode).
+  /// Whether an `O_APPEND` writer of `ino` with direct I/O is open: its writes size the inode
+  /// and fill no page, so a read of a page racing one is cut short by the daemon and then
+  /// read up to the size the write gave, its end zeros (a reader beside `>>` read 2.5% of
+  /// its reads so).
   private static func appended(_ ino: UInt64, _ s: State) -> Bool {
-    s.opened.values.contains { $0.ino == ino && $0.appends }
+    s.opened.values.contains { $0.ino == ino && $0.appends && $0.io == .direct }
   }
 
   /// Whether `ino`'s opens read other bytes through its page cache or by passthrough than
@@ -360,27 +369,42 @@ final class KernelIOModes: Sendable {
     _ s: inout State
   ) -> Joined {
     let io: KernelIO
+    if s.ownReadersDirect, bytes.version == nil, !bytes.writes, let mode = Self.readingOwnDirectly(s.modes[ino], bytes) {
+      // A reader of this mount's own bytes: a writer of them may come at any moment, whose
+      // writes the daemon takes while this open's page fills read the bytes as they were. A
+      // fill that came back short of a write that then moved the size on was read up to that
+      // size, its end zeros (a reader beside `>>` in a loop: 2.5% of its reads; the appender
+      // bypasses the pages, or the kernel dropped them at another open). Read directly, its
+      // reads return exactly what the daemon has.
+      s.modes[ino] = mode
+      s.opened[handle] = Opened(ino: ino, io: .direct, writes: false, appends: false)
+      return .joined(.direct)
+    }
     switch s.modes[ino] {
     case nil where bytes.appends:
       s.modes[ino] = .cached(pages: bytes.pages, opens: 0, direct: 1, directWriters: 0)
       io = .direct
     case nil:
       return .first
-    case .cached(let pages, let n, let direct, let writers) where bytes.appends && (n == 0 || bytes.pages == pages):
+    case .cached(let pages, let n, let direct, let writers) where bytes.appends && n == 0:
       // An append written through the page cache went into the page at the end the kernel
       // held, which a writer elsewhere may have moved on from, while the daemon put it at the
       // bytes' own end: until the kernel next asked for the size, a reader of the page read
       // the line at the wrong place, over another (issue 54 F5). With direct I/O the kernel
-      // drops the pages around the write instead, and the size it sets sends a reader past it
-      // to ask again. (Beside readers of other bytes it goes elsewhere, below: its writes
-      // would size their inode.) It is not counted among the writers that keep later opens of
-      // the same bytes off the pages: it writes only past what they read, and the pages
-      // around each write go; such opens may map the file shared (direct I/O may not).
-      s.modes[ino] = .cached(pages: n == 0 && writers == 0 ? bytes.pages : pages, opens: n, direct: direct + 1, directWriters: writers)
+      // drops the pages around the write instead. Its writes size the inode without a page,
+      // so every open of the same bytes while it is open bypasses the pages too (below).
+      s.modes[ino] = .cached(pages: writers == 0 ? bytes.pages : pages, opens: 0, direct: direct + 1, directWriters: writers)
       io = .direct
+    case .cached(let pages, let n, let direct, let writers) where bytes.appends && bytes.pages == pages:
+      // Readers of these bytes hold the pages: the append goes through them (as every other
+      // write of this mount's own bytes does) so that the size they read up to is the one
+      // its writes give. A write the kernel put short of the bytes' end lands at the end,
+      // and the kernel is told to forget the pages (`write(handle:offset:data:)`).
+      s.modes[ino] = .cached(pages: pages, opens: n + 1, direct: direct, directWriters: writers)
+      io = .cached(keepCache: true)
     case .cached(let pages, let n, let direct, let writers):
       let same = bytes.pages == pages
-      if n == 0 && writers == 0 && (same || !Self.appended(ino, s)) {
+      if n == 0 && writers == 0 && !Self.appended(ino, s) {
         // Only opens of other bytes are left, which bypass the pages and write nothing: the
         // page cache is this open's bytes' from now on (an open after a direct one keeps no
         // page).
@@ -401,7 +425,7 @@ final class KernelIOModes: Sendable {
         // bytes, which hold this inode, and while a writer that bypasses the pages is open
         // (pages read now would miss its writes), it bypasses them.
         if mayGoElsewhere, n > 0, writers == 0, !Self.written(ino, s) { return .sentElsewhere }
-        s.modes[ino] = .cached(pages: pages, opens: n, direct: direct + 1, directWriters: writers + (bytes.writes ? 1 : 0))
+        s.modes[ino] = .cached(pages: pages, opens: n, direct: direct + 1, directWriters: writers + (bytes.writes && !bytes.appends ? 1 : 0))
         io = .direct
       }
     case .passthrough(let id, let backed, let file, let n):
@@ -418,6 +442,20 @@ final class KernelIOModes: Sendable {
     }
     s.opened[handle] = Opened(ino: ino, io: io, writes: bytes.writes, appends: bytes.appends)
     return .joined(io)
+  }
+
+  /// The mode of an inode once a reader of this mount's own bytes joins it with direct I/O:
+  /// nil where it goes elsewhere or reads a backing file (the rules of `join`), beside opens
+  /// through the page cache of other bytes, whose size it must not be shown.
+  private static func readingOwnDirectly(_ mode: Mode?, _ bytes: Bytes) -> Mode? {
+    switch mode {
+    case nil:
+      return .cached(pages: bytes.pages, opens: 0, direct: 1, directWriters: 0)
+    case .cached(let pages, let n, let direct, let writers)? where n == 0 || pages == bytes.pages:
+      return .cached(pages: pages, opens: n, direct: direct + 1, directWriters: writers)
+    default:
+      return nil
+    }
   }
 
   /// Without the privilege (not root) no backing file will ever be accepted: passthrough ends

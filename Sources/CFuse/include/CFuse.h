@@ -28,6 +28,9 @@ int CFuseShims_watch_channel(struct fuse_session *se);
 // `stack_depth` (1: on a plain filesystem; 2: on one stacked once, such as overlayfs); 1 when it
 // will be on.
 int CFuseShims_take_passthrough(uint32_t stack_depth);
+// In init: 1 when the kernel lets a program map a direct I/O open shared (Linux 6.6,
+// FUSE_DIRECT_IO_ALLOW_MMAP), which the INIT reply then takes.
+int CFuseShims_maps_direct_io(void);
 // The depth to ask for backing files in `folder`: 2 on overlayfs, else 1 (asking 2 everywhere
 // would keep an overlayfs from being stacked on top of the mount).
 uint32_t CFuseShims_backing_stack_depth(const char *folder);
