@@ -36,6 +36,10 @@ struct ChangeJournal: Sendable {
     try PrivateFolder.make(folder)
   }
 
+  private static func isReplaced(_ change: PendingChange) -> Bool {
+    if case .replaced = change.life { true } else { false }
+  }
+
   /// The folder's path and a "/": a change's files are named by joining strings, not through
   /// `URL`, whose parsing was a tenth of the daemon's work for a small file's close.
   private let prefix: String
@@ -110,6 +114,15 @@ struct ChangeJournal: Sendable {
         }
         log("write-back: \(TerminalText.visible(change.name)) (change \(sequence)) waits again: the change that replaced it (\(newer)) lost its bytes")
         change.life = .pending
+        // Based on what the change before it left, which was carried out meanwhile: the record
+        // that named that generation may not have outlasted the crash, the newer one's did
+        // (a replacement takes the base of what it replaces). Else it went beside the object
+        // as a conflict copy that no writer made.
+        if change.base == .previous, let newerBase = byNumber[newer]?.base, newerBase != .previous,
+          !byNumber.values.contains(where: { $0.sequence < sequence && $0.name.utf8.elementsEqual(change.name.utf8) && !Self.isReplaced($0) })
+        {
+          change.base = newerBase
+        }
         revived.append(change)
       }
       if change.kind == .upload && change.isQueued, let reason = damage(of: change) {
