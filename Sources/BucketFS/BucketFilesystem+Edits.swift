@@ -423,14 +423,18 @@ extension BucketFilesystem {
   }
 
   private func readLocalNow(_ opened: FileHandle, offset: Int64, count: Int) throws(FSError) -> ReadReply {
-    let fd: Int32
+    // The descriptor is held while it is read: an edit's write after a close moves the edit to
+    // a copy of its own, and the file it leaves is closed with its last holder. Read by number
+    // alone, a read racing that got EBADF, or another file opened meanwhile under the same
+    // number (a reader of a log beside `>>` read the queue's journal).
+    let file: FileDescriptor
     switch opened {
-    case .edit(let handle): fd = handle.edit.file.fd
-    case .queued(let file): fd = file.fd
+    case .edit(let handle): file = handle.edit.file
+    case .queued(let queued): file = queued
     case .read: throw FSError(EBADF)
     }
     var buffer = Data(count: count)
-    let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(offset)) }
+    let n = withExtendedLifetime(file) { buffer.withUnsafeMutableBytes { pread(file.fd, $0.baseAddress, count, off_t(offset)) } }
     guard n >= 0 else { throw FSError(errno) }
     return .bytes(buffer.prefix(n))
   }
@@ -511,8 +515,11 @@ extension BucketFilesystem {
   ) throws(FSError) -> UInt64 {
     let (contentType, custom) = (changes.uploadContentType, changes.uploadCustom)
     if copying {
-      let sequence = try queue.upload(
-        changes.name, from: edit.file.fd, contentType: contentType, mtime: mtime, custom: custom, base: changes.base, appended: edit.takeAppended())
+      let file = edit.file
+      let sequence = try withExtendedLifetime(file) { () throws(FSError) -> UInt64 in
+        try queue.upload(
+          changes.name, from: file.fd, contentType: contentType, mtime: mtime, custom: custom, base: changes.base, appended: edit.takeAppended())
+      }
       edit.setOpenUpload(nil)
       return sequence
     }

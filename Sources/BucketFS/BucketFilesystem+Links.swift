@@ -50,7 +50,8 @@ extension BucketFilesystem {
     guard let writeBack else { return nil }
     if let edit = writeBack.edits[path] {
       guard SymlinkObject.isLink(edit.custom) else { throw FSError(EINVAL) }
-      return Self.readSmall(edit.file.fd)
+      let file = edit.file
+      return withExtendedLifetime(file) { Self.readSmall(file.fd) }
     }
     guard case .file(let dataPath, _, _)? = writeBack.queue.view(path) else { return nil }
     guard SymlinkObject.isLink(writeBack.queue.queuedMetadata(path)?.custom ?? nil) else { throw FSError(EINVAL) }

@@ -252,9 +252,12 @@ extension BucketFilesystem {
           throw FSError(error)
         }
       }
-      movedInto = try writeBack.queue.upload(
-        target, from: edit.file.fd, contentType: contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
-        custom: custom.isEmpty ? nil : custom, base: targetBase, deleting: (source, sourceBase), batch: batch)
+      let file = edit.file
+      movedInto = try withExtendedLifetime(file) { () throws(FSError) -> UInt64 in
+        try writeBack.queue.upload(
+          target, from: file.fd, contentType: contentType ?? ContentType.infer(fromName: target), mtime: mtime ?? edit.modified,
+          custom: custom.isEmpty ? nil : custom, base: targetBase, deleting: (source, sourceBase), batch: batch)
+      }
     } catch {
       writeBack.edits.close(edit)
       throw error
