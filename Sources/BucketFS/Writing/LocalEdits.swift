@@ -425,14 +425,18 @@ final class LocalEdits: Sendable {
     func fsynced() { state.withLock { $0.phase.fsynced() } }
     func queued(_ sequence: UInt64) { state.withLock { $0.phase.queued(sequence) } }
 
-    var size: Int64 {
+    /// The file's status, its descriptor held meanwhile (a write may move the edit to a copy
+    /// of its own and close this one: by number alone, another file's).
+    private var status: stat? {
+      let file = self.file
       var st = stat()
-      return fstat(file.fd, &st) == 0 ? Int64(st.st_size) : 0
+      return withExtendedLifetime(file) { fstat(file.fd, &st) == 0 ? st : nil }
     }
+
+    var size: Int64 { status.map { Int64($0.st_size) } ?? 0 }
     var modified: Timestamp {
       if let m = mtime { return m }
-      var st = stat()
-      guard fstat(file.fd, &st) == 0 else { return Timestamp.now() }
+      guard let st = status else { return Timestamp.now() }
       return Timestamp(st.st_mtim)
     }
   }
