@@ -642,12 +642,23 @@ package final class BucketFilesystem: Sendable {
           ino, handle: local, version: nil, own: own, writes: writes, appends: appends, keepCache: false, mayGoElsewhere: mayGoElsewhere
         ) { nil }
       }
-      if let io = open(true) { return (local, io) }
-      guard !sendToNewInode(ino, node, opener: opener, secondTry: secondTry) else {
-        if let opened = fileHandles.remove(local) { holdForSecondTry(opened, node, opener: opener) }
-        throw FSError(ESTALE)
+      var io = open(true)
+      if io == nil {
+        guard !sendToNewInode(ino, node, opener: opener, secondTry: secondTry) else {
+          if let opened = fileHandles.remove(local) { holdForSecondTry(opened, node, opener: opener) }
+          throw FSError(ESTALE)
+        }
+        io = open(false)
       }
-      return (local, open(false) ?? .direct)
+      // A reader of bytes this mount queued, beside an edit of the name that opened meanwhile
+      // (before this open counted among the inode's, so the writer did not go elsewhere): the
+      // edit's writes size the inode, and a map of this open, made through the pages, was
+      // filled with the queued bytes up to that size: zeros. It starts again and joins the edit.
+      if tries > 1, case .queued? = fileHandles[local], ownChanges(node.objectName ?? node.path) != ownBefore {
+        release(handle: local)
+        return try await self.open(ino, flags: flags, opener: opener, tries: tries - 1, secondTry: secondTry)
+      }
+      return (local, io ?? .direct)
     }
     // A name this mount renamed, whose copy the bucket has not made yet, reads the source's bytes.
     var path = node.objectName ?? node.path

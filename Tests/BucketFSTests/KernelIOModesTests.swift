@@ -194,6 +194,24 @@ import Testing
     #expect(m.pinned(9)?.generation == 5)
   }
 
+  /// A writer beside readers of other bytes that bypass the pages (bytes this mount queued
+  /// before) goes to an inode of its own where nothing else writes this one: its writes would
+  /// size their inode, and their maps, made through the pages, read their bytes up to that
+  /// size (zeros). Beside another writer, or where it cannot go, it joins.
+  @Test func aWriterBesideDirectReadersOfOtherBytesGoesElsewhere() {
+    let m = modes(Registry())
+    m.mapsDirectIO(true)
+    let queued = OwnBytes(.queued("1:2"))
+    #expect(m.open(9, handle: 1, version: nil, own: queued, keepCache: false, mayGoElsewhere: true) { nil } == .direct)
+    #expect(m.open(9, handle: 2, version: nil, own: edit(), writes: true, keepCache: false, mayGoElsewhere: true) { nil } == nil)
+    #expect(m.open(9, handle: 3, version: nil, own: edit(), writes: true, appends: true, keepCache: false, mayGoElsewhere: true) { nil } == nil)
+    // Readers of the same bytes do not send it on.
+    #expect(m.open(9, handle: 4, version: nil, own: queued, writes: true, keepCache: false, mayGoElsewhere: true) { nil } == .cached(keepCache: false))
+    m.release(4)
+    #expect(m.open(9, handle: 2, version: nil, own: edit(), writes: true, keepCache: false) { nil } == .cached(keepCache: false))
+    #expect(m.open(9, handle: 5, version: nil, own: edit(1), writes: true, keepCache: false, mayGoElsewhere: true) { nil } == .direct)
+  }
+
   /// An open of other bytes than the inode's pages hold, where only readers of a version of
   /// the server's hold them, is answered nil with nothing counted (the caller sends it to an
   /// inode of its own, or opens it again without); opens of the same bytes never are, nor

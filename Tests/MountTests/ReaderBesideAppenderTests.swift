@@ -12,7 +12,7 @@ import Testing
 /// race comes at once, and the test ends when the appender has written all its lines.
 @Suite(.serialized) struct ReaderBesideAppenderTests {
   static let probe = #"""
-    import os, sys, threading, time
+    import mmap, os, sys, threading, time
     path, style, least = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with open(path, "wb") as f:
         f.write(b"INIT\n")
@@ -22,11 +22,17 @@ import Testing
     written = [0]
     done = threading.Event()
     bad, reads = [], [0]
-    def reader():
+    def reader(k):
         while not done.is_set():
             try:
                 with open(path, "rb") as f:
-                    d = f.read()
+                    if style == "mapped":
+                        # Open, fstat, map that size, copy: shared and private maps.
+                        n = os.fstat(f.fileno()).st_size
+                        with mmap.mmap(f.fileno(), n, access=mmap.ACCESS_READ if k % 2 else mmap.ACCESS_COPY) as m:
+                            d = m[:]
+                    else:
+                        d = f.read()
             except OSError as e:
                 bad.append("a reader's open or read failed: %s" % e)
                 continue
@@ -71,9 +77,13 @@ import Testing
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND) if style == "logger" else None
             for i in range(most):
-                if i >= least and reads[0] >= 3000:
+                if i >= least and reads[0] >= (20000 if style == "mapped" else 3000):
                     break
-                if style != "logger":
+                if style == "mapped":
+                    # A program that appends by seeking to the end (no O_APPEND), through the pages.
+                    fd = os.open(path, os.O_RDWR)
+                    os.lseek(fd, 0, os.SEEK_END)
+                elif style != "logger":
                     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
                 os.write(fd, b"L-%d\n" % i)
                 written[0] = i + 1
@@ -83,7 +93,7 @@ import Testing
                 os.close(fd)
         finally:
             done.set()
-    threads = [threading.Thread(target=reader) for _ in range(2)] + [threading.Thread(target=appender)]
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(2)] + [threading.Thread(target=appender)]
     if style == "busy":
         threads += [threading.Thread(target=neighbour), threading.Thread(target=logger)]
     for t in threads:
@@ -105,7 +115,9 @@ import Testing
   /// after a close moves it to a copy of its own and closes the file it leaves, which a read
   /// racing it read by number: EBADF, or another file's bytes (the queue's journal) where the
   /// number was reused meanwhile.
-  @Test(arguments: ["gcs", "firebase"], ["shell", "logger", "busy"])
+  /// `mapped`: readers map the file (shared and private) beside a writer that seeks to the end
+  /// and writes through the pages (the adversary: 1 map in ~10,000 ended in zeros).
+  @Test(arguments: ["gcs", "firebase"], ["shell", "logger", "busy", "mapped"])
   func everyReadIsAPrefixOfTheAppends(api: String, style: String) async throws {
     try await MountFixture.scope { fx in
       let notes = try fx.folder("notes")
@@ -113,7 +125,18 @@ import Testing
       try Self.probe.write(to: script, atomically: true, encoding: .utf8)
       let m = try fx.mount(options: ["writable", "metadata_ttl=0"], extra: ["--api", api], name: "\(api)-\(style)")
       let (status, text) = runTool("/usr/bin/python3", [script.path, m.path("log"), style, "3000"], timeout: .seconds(600))
-      #expect(status == 0, "api=\(api) \(style): \(text)")
+      if style == "mapped" {
+        // Still seen: about 1 map in 4,000 ends in zeros one line long (the writer's last
+        // line, inside the size fstat gave): the map is filled through the reader's handle,
+        // which reads the bytes it opened, shorter than the edit the writer sized the inode
+        // with. read(2) and pread of the same readers are right.
+        #expect(status == 0 || status == 1, "api=\(api) \(style): \(text)")
+        withKnownIssue("issue 54 F2: a map of a file a seek-to-end writer of this mount appends to may end in zeros", isIntermittent: true) {
+          #expect(status == 0, "api=\(api) \(style): \(text)")
+        }
+      } else {
+        #expect(status == 0, "api=\(api) \(style): \(text)")
+      }
       let lines = Int(text.split(separator: "\n").first { $0.hasPrefix("lines ") }?.dropFirst(6).prefix { $0.isNumber } ?? "") ?? -1
       #expect(lines >= 3000, "\(text)")
       let (synced, said) = runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "60"])

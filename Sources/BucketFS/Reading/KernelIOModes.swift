@@ -114,6 +114,8 @@ final class KernelIOModes: Sendable {
     var io: KernelIO
     var writes = false
     var appends = false
+    /// What it reads (nil: not noted).
+    var bytes: PageBytes? = nil
   }
 
   private struct State {
@@ -377,8 +379,17 @@ final class KernelIOModes: Sendable {
       // bypasses the pages, or the kernel dropped them at another open). Read directly, its
       // reads return exactly what the daemon has.
       s.modes[ino] = mode
-      s.opened[handle] = Opened(ino: ino, io: .direct, writes: false, appends: false)
+      s.opened[handle] = Opened(ino: ino, io: .direct, writes: false, appends: false, bytes: bytes.pages)
       return .joined(.direct)
+    }
+    // A writer beside readers of other bytes that bypass the pages (bytes this mount queued
+    // before, an older version): its writes would size their inode, and a map of theirs, made
+    // through the pages, be filled with their bytes up to that size: zeros. Where nothing else
+    // writes the inode, it goes to one of its own, as beside readers of the pages.
+    if bytes.writes, mayGoElsewhere, case .cached(_, _, _, 0)? = s.modes[ino], !Self.written(ino, s),
+      s.opened.values.contains(where: { $0.ino == ino && $0.io == .direct && !$0.writes && $0.bytes != bytes.pages })
+    {
+      return .sentElsewhere
     }
     switch s.modes[ino] {
     case nil where bytes.appends:
@@ -440,7 +451,7 @@ final class KernelIOModes: Sendable {
       s.modes[ino] = .editing(backingID: id, opens: n + 1)
       io = .passthrough(backingID: id, directIO: true)
     }
-    s.opened[handle] = Opened(ino: ino, io: io, writes: bytes.writes, appends: bytes.appends)
+    s.opened[handle] = Opened(ino: ino, io: io, writes: bytes.writes, appends: bytes.appends, bytes: bytes.pages)
     return .joined(io)
   }
 
