@@ -27,10 +27,16 @@ package final class FuseSession: @unchecked Sendable {
     /// nothing is left to unmount (the mountpoint may hold another mount by then).
     var detached = false
   }
-  /// The one lock held across calls out (docs/design.md, "Locks"): libfuse's notify calls and
-  /// its destroy must not overlap, or a notify would use a freed session. Held by the loop
-  /// thread at the end, a signal handler's stop, and the kernel notifications, each brief.
+  /// Held across libfuse's unmount and destroy and a signal handler's stop (docs/design.md,
+  /// "Locks"), never across a notification: one that drops a name waits in the kernel for its
+  /// folder's lock, which a rename there holds until it is answered, and a request answered
+  /// only after a notification of its own (an open, a rename dropping an inode's attributes)
+  /// waited behind it for this lock for ever (adversary t23: `mv` beside readers and writers).
   private let live = Mutex(Live())
+  /// Notifications on their way into the kernel: the session is destroyed once none is.
+  private let telling = DispatchGroup()
+  /// Names are dropped one at a time, on a thread of their own: each may wait for a folder.
+  private let nameNotices = DispatchQueue(label: "bucketfs.fuse.name-notices")
   private var ops: fuse_lowlevel_ops
   package let mountpoint: String
   /// The filesystem the session serves: libfuse holds it as an unretained pointer.
@@ -84,21 +90,41 @@ package final class FuseSession: @unchecked Sendable {
         unregister: { id in _ = CFuseShims_backing_close(fd, id) }))
   }
 
-  /// Tells the kernel to drop the entries, and the cached attributes of the inodes.
+  /// Tells the kernel to drop the entries (later, from `nameNotices`), and the cached
+  /// attributes of the inodes (now: that waits for nothing, and a request may need it done
+  /// before its reply).
   private func tellKernel(_ forgotten: BucketFilesystem.Forgotten) {
-    live.withLock { live in
-      guard let session = live.session, !live.unmounted else { return }
-      for entry in forgotten.entries {
-        let bytes = Array(entry.name.utf8)
-        _ = bytes.withUnsafeBufferPointer { p in
-          p.withMemoryRebound(to: CChar.self) { fuse_lowlevel_notify_inval_entry(session, entry.parent, $0.baseAddress, bytes.count) }
+    if !forgotten.entries.isEmpty {
+      nameNotices.async { [self] in
+        withSession { session in
+          for entry in forgotten.entries {
+            let bytes = Array(entry.name.utf8)
+            _ = bytes.withUnsafeBufferPointer { p in
+              p.withMemoryRebound(to: CChar.self) { fuse_lowlevel_notify_inval_entry(session, entry.parent, $0.baseAddress, bytes.count) }
+            }
+          }
         }
       }
-      // Offset -1: attributes only. Dropping pages locks each one, and a page a write holds
-      // stays locked until this daemon answers the write: a thread killed there never
-      // leaves the kernel (`forgetKernelCache` says how the pages go instead).
+    }
+    guard !forgotten.inodes.isEmpty else { return }
+    // Offset -1: attributes only. Dropping pages locks each one, and a page a write holds
+    // stays locked until this daemon answers the write: a thread killed there never
+    // leaves the kernel (`forgetKernelCache` says how the pages go instead).
+    withSession { session in
       for ino in forgotten.inodes { _ = fuse_lowlevel_notify_inval_inode(session, ino, -1, 0) }
     }
+  }
+
+  /// `body` with the session, counted in `telling`; nothing once it is unmounted.
+  private func withSession(_ body: (OpaquePointer) -> Void) {
+    let session = live.withLock { live -> OpaquePointer? in
+      guard let session = live.session, !live.unmounted else { return nil }
+      telling.enter()
+      return session
+    }
+    guard let session else { return }
+    body(session)
+    telling.leave()
   }
 
   /// Serves requests until unmounted (by `fusermount3 -u` or `stop()`), then cleans up.
@@ -108,6 +134,11 @@ package final class FuseSession: @unchecked Sendable {
     live.withLock { live in
       if !live.unmounted && !live.detached { fuse_session_unmount(session) }
       live.unmounted = true
+    }
+    // None starts now. One waiting for a folder's lock gets it: the connection is gone, and
+    // with it the requests that held folders.
+    telling.wait()
+    live.withLock { live in
       fuse_session_destroy(session)
       live.session = nil
     }
