@@ -195,6 +195,35 @@ extension BucketFilesystem {
     return true
   }
 
+  /// Keeps the edit handle of a writer's open sent to a new inode until the kernel's second
+  /// try (`releaseHeld`), `reopenWindow` at most. Closed at once, the edit left nothing for a
+  /// reader looking the name up meanwhile but the object's version, which it read through the
+  /// new inode's pages; the second try, never sent on, then wrote beside them with direct I/O,
+  /// its appends sized their inode, and a reader read the version's end as zeros (issue 54
+  /// F5, about 1 in 400 trials of three appenders and a reader). Held, the edit is what such a
+  /// reader reads, with direct I/O, as every reader of this mount's own bytes does.
+  func holdForSecondTry(_ opened: FileHandle, _ node: InodeTable.Node, opener: Int32) {
+    guard case .edit = opened else { return }
+    let key = Reopen(name: ObjectName(node.path), opener: opener)
+    if let earlier = heldForSecondTry.withLock({ held in held.updateValue(opened, forKey: key) }) { releaseLocal(earlier) }
+    Task { [weak self] in
+      try? await Task.sleep(for: Self.reopenWindow)
+      guard let self else { return }
+      let expired = self.heldForSecondTry.withLock { held -> FileHandle? in
+        guard let current = held[key], current.isSame(as: opened) else { return nil }
+        return held.removeValue(forKey: key)
+      }
+      if let expired { self.releaseLocal(expired) }
+    }
+  }
+
+  /// The second try of `opener`'s open of `node` came (and joined the edit, where it opens
+  /// one): the first try's handle goes.
+  func releaseHeld(_ node: InodeTable.Node, opener: Int32) {
+    let key = Reopen(name: ObjectName(node.path), opener: opener)
+    if let held = heldForSecondTry.withLock({ $0.removeValue(forKey: key) }) { releaseLocal(held) }
+  }
+
   /// Whether this open of `node` by `opener` is the kernel's second try of one sent to a new
   /// inode (the process's next open of the name, within `reopenWindow`): asked once, at the
   /// open. Kept per process: another process sent on between one's two tries (a shell's `>>`

@@ -61,6 +61,11 @@ package final class BucketFilesystem: Sendable {
     var reading: OpenFile? {
       if case .read(let file) = self { file } else { nil }
     }
+
+    /// The same open of an edit.
+    func isSame(as other: FileHandle) -> Bool {
+      if case .edit(let a) = self, case .edit(let b) = other { a === b } else { false }
+    }
   }
 
   let fileHandles = HandleTable<FileHandle>()
@@ -81,6 +86,10 @@ package final class BucketFilesystem: Sendable {
   let openedGenerations = Mutex<[UInt64: Int64]>([:])
   /// Opens sent to a new inode lately, by name and process, and when (`sendToNewInode`).
   let reopened = Mutex<[Reopen: ContinuousClock.Instant]>([:])
+
+  /// The edit handles of writers' opens sent to a new inode, kept until the kernel's second
+  /// try has joined the edit again (`holdForSecondTry`).
+  let heldForSecondTry = Mutex<[Reopen: FileHandle]>([:])
 
   /// A process whose open of a name was sent to a new inode.
   struct Reopen: Hashable {
@@ -619,6 +628,8 @@ package final class BucketFilesystem: Sendable {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     if node.isDirectory { throw FSError(EISDIR) }
     let secondTry = secondTry ?? isSecondTry(node, opener: opener)
+    // Once this open joined the edit again (or did not), the first try's handle goes.
+    defer { if secondTry { releaseHeld(node, opener: opener) } }
     let ownBefore = ownChanges(node.objectName ?? node.path)
     if let local = try await openLocal(node.objectName ?? node.path, ino: ino, flags: flags) {
       openedGenerations.withLock { _ = $0.removeValue(forKey: ino) }
@@ -634,7 +645,7 @@ package final class BucketFilesystem: Sendable {
       var io = open(true)
       if io == nil {
         guard !sendToNewInode(ino, node, opener: opener, secondTry: secondTry) else {
-          if let opened = fileHandles.remove(local) { releaseLocal(opened) }
+          if let opened = fileHandles.remove(local) { holdForSecondTry(opened, node, opener: opener) }
           throw FSError(ESTALE)
         }
         io = open(false)

@@ -464,15 +464,11 @@ import Testing
       let m = try fx.mount(options: ["writable", "metadata_ttl=0"], extra: ["--api", api], name: "appenders-\(api)")
       let (status, text) = runTool("/usr/bin/python3", [script.path, m.mountpoint.path, fx.address, fx.bucket, "40"], timeout: .seconds(600))
       print("api=\(api): \(text)")
-      #expect(status == 0 || status == 1, "api=\(api): \(text)")
-      // Zero-ended reads came from pages filled short beside appends that sized the inode: a
-      // reader of this mount's bytes through the pages (now direct I/O, 2.5% of reads of a
-      // reader in a loop, `ReaderBesideAppenderTests`). Still seen, about 1 trial in 400: a
-      // version's reader that opened the new inode between a writer's two tries (sent on, then
-      // never sent on again), whose appends then sized it. The bucket is always right (below).
-      withKnownIssue("issue 54 F5: a same-mount read beside a writer's second try may end in zeros", isIntermittent: true) {
-        #expect(status == 0, "api=\(api): \(text)")
-      }
+      // Zero-ended reads came from pages filled short beside appends that sized the inode:
+      // a reader of this mount's bytes through the pages (now direct I/O, 2.5% of reads of a
+      // reader in a loop, `ReaderBesideAppenderTests`) and a version's reader beside a
+      // writer's second try (its edit now held open between the tries, about 1 in 400 trials).
+      #expect(status == 0, "api=\(api): \(text)")
       let (synced, said) = runTool(bucketfsBinary, ["sync", m.mountpoint.path, "--timeout", "60"])
       #expect(synced == 0, "\(said)")
       // Every line anyone wrote is in the bucket, once (the outside writer appends with a
