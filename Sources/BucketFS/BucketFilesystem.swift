@@ -440,7 +440,12 @@ package final class BucketFilesystem: Sendable {
     guard let node = inodes.node(ino) else { throw FSError(ESTALE) }
     let local = localEntry(node.path)
     if local.isChanged {
-      guard let entry = local.entry else { throw FSError(ENOENT) }
+      guard let entry = local.entry else {
+        // Removed here while open: the kernel asks through the handle before each read, and
+        // a file open on a disk reads on after an unlink (a read answered ENOENT).
+        if let opened = openedAttributes(ino, handle: handle) { return opened }
+        throw FSError(ENOENT)
+      }
       return localAttributes(ino, entry)
     }
     if node.isDirectory {
@@ -450,6 +455,9 @@ package final class BucketFilesystem: Sendable {
     let m: StorageMetadata
     do {
       m = try await namespace.fileMetadata(node.objectName ?? node.path)
+    } catch let error where error.errno == ENOENT && openedAttributes(ino, handle: handle) != nil {
+      // Gone from the bucket while open: what the handle reads, as above.
+      return openedAttributes(ino, handle: handle)!
     } catch let error where error.cause?.isUnanswered == true {
       // The server stopped answering: the attributes it gave last, however old (a file looked
       // up a moment ago is not an I/O error to stat).
@@ -457,6 +465,27 @@ package final class BucketFilesystem: Sendable {
       return known
     }
     return attributes(ino: ino, directory: false, metadata: m)
+  }
+
+  /// What handle `handle` of `ino` reads (none given: any open handle of it, as for fstat):
+  /// the version it opened, the edit it writes, the queued bytes it reads (nil: no handle).
+  func openedAttributes(_ ino: UInt64, handle: UInt64?) -> FileAttributes? {
+    guard let handle = handle ?? kernelIO.anyHandle(of: ino), let opened = fileHandles[handle] else { return nil }
+    switch opened {
+    case .read(let file):
+      return attributes(ino: ino, directory: false, metadata: file.metadata)
+    case .edit(let edit):
+      return attributes(ino: ino, edit: edit.edit)
+    case .queued(let file):
+      var st = stat()
+      guard withExtendedLifetime(file, { fstat(file.fd, &st) }) == 0 else { return nil }
+      let modified = Timestamp(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int64(st.st_mtim.tv_nsec))
+      var a = FileAttributes(
+        ino: ino, size: Int64(st.st_size), isDirectory: false, mode: options.fileMode, uid: options.uid, gid: options.gid, mtime: modified,
+        ctime: modified)
+      a.volatile = true
+      return a
+    }
   }
 
   /// A getattr the server did not answer within its bound: a file's attributes as the server

@@ -282,6 +282,11 @@ final class KernelIOModes: Sendable {
     if let unused { backing?.unregister(unused) }
   }
 
+  /// An open handle of `ino`, if any (a stat of a file open after its name went asks through none).
+  func anyHandle(of ino: UInt64) -> UInt64? {
+    state.withLock { s in s.opened.first { $0.value.ino == ino }?.key }
+  }
+
   /// Whether an open of `ino` may write.
   private static func written(_ ino: UInt64, _ s: State) -> Bool {
     s.opened.values.contains { $0.ino == ino && $0.writes }
