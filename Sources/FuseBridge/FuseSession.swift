@@ -131,14 +131,17 @@ package final class FuseSession: @unchecked Sendable {
   package func run() -> Int32 {
     guard let session = live.withLock({ $0.session }) else { return 1 }
     let result = CFuseShims_loop_mt(session, 16)
-    live.withLock { live in
-      if !live.unmounted && !live.detached { fuse_session_unmount(session) }
-      live.unmounted = true
+    let unmount = live.withLock { live -> Bool in
+      defer { live.unmounted = true }
+      return !live.unmounted && !live.detached
     }
-    // None starts now. One waiting for a folder's lock gets it: the connection is gone, and
-    // with it the requests that held folders.
+    // No notice starts now; one on its way ends before libfuse closes the device it writes to
+    // (one waiting for a folder's lock gets it: the connection is gone, and with it the
+    // requests that held folders). A stop that is not root's closes the device itself, under
+    // the lock, and a notice then finds it closed (EBADF).
     telling.wait()
     live.withLock { live in
+      if unmount { fuse_session_unmount(session) }
       fuse_session_destroy(session)
       live.session = nil
     }
