@@ -444,7 +444,10 @@ package final class BucketFilesystem: Sendable {
         // Removed here while open: the kernel asks through the handle before each read, and
         // a file open on a disk reads on after an unlink (a read answered ENOENT).
         if let opened = openedAttributes(ino, handle: handle) { return opened }
-        throw FSError(ENOENT)
+        // The name went after the kernel looked it up: ESTALE has the caller look it up again,
+        // once (a stat; an open's permission check, where ENOENT failed a `>>` beside `rm`,
+        // which then makes the file anew), and find it missing, or made again.
+        throw FSError(ESTALE)
       }
       return localAttributes(ino, entry)
     }
