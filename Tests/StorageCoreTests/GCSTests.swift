@@ -117,6 +117,9 @@ import Testing
   @Test func resumableUploadSurvivesResets() async throws {
     try await gcsScope { fx in
       fx.storage.uploadChunkSize = 1 << 20
+      // Room for the resets on a busy machine: with two test runs beside it, the first try
+      // took the fixture's whole 10 s ("gave up after 1 attempts").
+      fx.storage.maxUploadRetryTime = 60
       var faults = Faults()
       faults.resetAfterBytes = 400_000
       faults.limit = 2

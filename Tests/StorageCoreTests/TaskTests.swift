@@ -80,6 +80,9 @@ final class EventLog: Sendable {
   @Test func uploadResumesAfterInjectedReset() async throws {
     try await EmulatorFixture.scope { fx in
       fx.storage.uploadChunkSize = 1 << 20
+      // Room for the resets on a busy machine: with two test runs beside it, the first try
+      // took the fixture's whole 10 s ("gave up after 1 attempts").
+      fx.storage.maxUploadRetryTime = 60
       var reset = Faults()
       reset.resetAfterBytes = 300_000
       reset.limit = 2
